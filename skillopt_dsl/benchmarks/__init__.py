@@ -1,0 +1,165 @@
+"""Small shipped benchmarks with fixed, seeded splits.
+
+The registry is data only: each `Benchmark` names its input and label fields, the answer choices
+of classification tasks, and a loader that returns flat rows. `load_benchmark` turns those rows
+into `Splits` with `load_splits`, so the same name, seed and sizes always give the same splits.
+
+The tasks come from BIG-bench (Google LLC and contributors, Apache License 2.0); the unmodified
+task files and their licence notice ship in `skillopt_dsl/benchmarks/data/`.
+
+Example::
+
+    splits = load_benchmark("sports_understanding", seed=0, sizes=(30, 30, 50))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from skillopt_dsl.benchmarks import bigbench
+from skillopt_dsl.data import Splits, load_splits
+from skillopt_dsl.errors import UserInputError
+
+__all__ = [
+    "DEFAULT_SIZES",
+    "Benchmark",
+    "BenchmarkName",
+    "get_benchmark",
+    "list_benchmarks",
+    "load_benchmark",
+]
+
+BenchmarkName = Literal[
+    "arithmetic_2_digit_addition",
+    "arithmetic_2_digit_multiplication",
+    "arithmetic_2_digit_subtraction",
+    "causal_judgment",
+    "date_understanding",
+    "navigate",
+    "sports_understanding",
+    "word_sorting",
+]
+
+DEFAULT_SIZES: tuple[int, int, int] = (30, 30, 50)
+"""Default (train, val, test) counts of `load_benchmark`: small enough for a laptop run."""
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One registered task.
+
+    Attributes:
+        name: registry key.
+        description: what the task asks, in one or two sentences.
+        input_fields: row columns that become `Example.inputs`.
+        label_fields: row columns that become `Example.labels`.
+        loader: returns every row (with an `id` column) in file order.
+        answer_choices: the closed label set of a classification task, else `None`.
+    """
+
+    name: str
+    description: str
+    input_fields: tuple[str, ...]
+    label_fields: tuple[str, ...]
+    loader: Callable[[], list[dict[str, Any]]]
+    answer_choices: tuple[str, ...] | None = None
+
+
+def _arithmetic(operation: str, word: str) -> Benchmark:
+    return Benchmark(
+        name=f"arithmetic_2_digit_{operation}",
+        description=f"BIG-bench 2-digit {operation}: answer 'What is A {word} B?' with the number.",
+        input_fields=("question",),
+        label_fields=("answer",),
+        loader=bigbench.arithmetic(operation),
+    )
+
+
+_BENCHMARKS: tuple[Benchmark, ...] = (
+    Benchmark(
+        name="sports_understanding",
+        description="BIG-bench: decide whether an invented sentence about sports is plausible "
+        "or implausible.",
+        input_fields=("statement",),
+        label_fields=("answer",),
+        loader=bigbench.sports_understanding,
+        answer_choices=("plausible", "implausible"),
+    ),
+    Benchmark(
+        name="navigate",
+        description="BIG-bench: given navigation instructions, decide whether one ends up back "
+        "at the starting point (True or False).",
+        input_fields=("question",),
+        label_fields=("answer",),
+        loader=bigbench.navigate,
+        answer_choices=("True", "False"),
+    ),
+    Benchmark(
+        name="causal_judgment",
+        description="BIG-bench: how would a typical person answer a question about causation "
+        "in a short story (Yes or No)?",
+        input_fields=("question",),
+        label_fields=("answer",),
+        loader=bigbench.causal_judgment,
+        answer_choices=("Yes", "No"),
+    ),
+    Benchmark(
+        name="date_understanding",
+        description="BIG-bench: infer a date from context; pick the MM/DD/YYYY answer from "
+        "the listed choices.",
+        input_fields=("question", "choices"),
+        label_fields=("answer",),
+        loader=bigbench.date_understanding,
+    ),
+    _arithmetic("addition", "plus"),
+    _arithmetic("subtraction", "minus"),
+    _arithmetic("multiplication", "times"),
+    Benchmark(
+        name="word_sorting",
+        description="BIG-bench: sort a space-separated list of words alphabetically; answer "
+        "with the sorted words separated by spaces.",
+        input_fields=("words",),
+        label_fields=("answer",),
+        loader=bigbench.word_sorting,
+    ),
+)
+
+_REGISTRY: dict[str, Benchmark] = {b.name: b for b in _BENCHMARKS}
+
+
+def list_benchmarks() -> list[str]:
+    """Names of every registered benchmark, sorted."""
+    return sorted(_REGISTRY)
+
+
+def get_benchmark(name: BenchmarkName | str) -> Benchmark:
+    """The registered `Benchmark` called `name`; an unknown name lists the valid ones."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UserInputError(
+            f"unknown benchmark {name!r}; choose one of {list_benchmarks()}"
+        ) from None
+
+
+def load_benchmark(
+    name: BenchmarkName | str,
+    *,
+    seed: int = 0,
+    sizes: tuple[int, int, int] = DEFAULT_SIZES,
+) -> Splits:
+    """Fixed seeded `Splits` of a registered benchmark (`sizes` = train, val, test counts).
+
+    Ids are `<task>-<index in the BIG-bench file>`, so they never depend on the seed.
+    """
+    benchmark = get_benchmark(name)
+    return load_splits(
+        benchmark.loader(),
+        seed=seed,
+        sizes=sizes,
+        input_fields=benchmark.input_fields,
+        label_fields=benchmark.label_fields,
+        id_field="id",
+    )

@@ -1,0 +1,26 @@
+"""The one door to models: `LM` wraps a backend with cache, budget, retries and concurrency.
+
+Importing this package does not import litellm; that happens on the first real model call.
+"""
+
+from skillopt_dsl.lm.base import Backend, Completion, Message, SamplingParams
+from skillopt_dsl.lm.cache import ResponseCache
+from skillopt_dsl.lm.client import DEFAULT_MODEL, LM, LMResponse, resolve_lm
+from skillopt_dsl.lm.litellm_backend import LiteLLMBackend
+from skillopt_dsl.lm.usage import Budget, UsageLedger, UsageSnapshot
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "LM",
+    "Backend",
+    "Budget",
+    "Completion",
+    "LMResponse",
+    "LiteLLMBackend",
+    "Message",
+    "ResponseCache",
+    "SamplingParams",
+    "UsageLedger",
+    "UsageSnapshot",
+    "resolve_lm",
+]

@@ -1,0 +1,137 @@
+"""`LiteLLMBackend`: any litellm provider string as a `Backend`, the local models included."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.lm.base import Completion, Message, SamplingParams
+
+LOCAL_PREFIX = "local/"
+
+ExtraValue = str | int | float | bool
+"""A value litellm accepts as an extra keyword (`top_p=0.9`, `api_version="..."`)."""
+
+_RESERVED = frozenset(
+    {
+        "model",
+        "messages",
+        "temperature",
+        "max_tokens",
+        "seed",
+        "timeout",
+        "api_base",
+        "max_retries",
+        "num_retries",
+        "stream",
+        "drop_params",
+    }
+)
+_SECRET_WORDS = ("key", "token", "secret", "password")
+
+
+class LiteLLMBackend:
+    """Calls `litellm.completion` for one model string (`openai/gpt-4o-mini`, `local/smollm2-135m`).
+
+    litellm's own retries are switched off (`LM` retries with backoff and counts them), and
+    `drop_params=True` lets providers that do not support `seed` ignore it (the seed still
+    separates cache entries). Prices come from litellm's bundled price map; a model it has no
+    price for reports `cost_usd=None`, never a made-up 0. `local/...` models run in-process
+    (see `skillopt_dsl.lm.local`) and cost 0.0.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        extra: Mapping[str, ExtraValue] | None = None,
+        timeout_s: float = 120.0,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise UserInputError(
+                "Model must be a non-empty litellm string such as 'openai/gpt-4o-mini', "
+                f"got {model!r}."
+            )
+        clash = sorted(_RESERVED & set(extra or {}))
+        if clash:
+            raise UserInputError(
+                f"LiteLLMBackend(extra=...) may not set {clash}; "
+                "use SamplingParams or the named arguments."
+            )
+        if timeout_s <= 0:
+            raise UserInputError(f"timeout_s must be > 0, got {timeout_s!r}.")
+        self._model = model
+        self._api_base = api_base
+        self._extra: Mapping[str, ExtraValue] = MappingProxyType(dict(extra or {}))
+        self._timeout_s = timeout_s
+        if self.is_local:
+            from skillopt_dsl.lm import local
+
+            local.check_local_model(model)
+
+    @property
+    def model(self) -> str:
+        """The litellm model string."""
+        return self._model
+
+    @property
+    def is_local(self) -> bool:
+        """True for the embedded in-process models (`local/...`)."""
+        return self._model.startswith(LOCAL_PREFIX)
+
+    def secrets(self) -> list[str]:
+        """Credential-like values passed in `extra` (for scrubbing error messages)."""
+        return [
+            str(v) for k, v in self._extra.items() if any(w in k.lower() for w in _SECRET_WORDS)
+        ]
+
+    def generate(self, messages: list[Message], params: SamplingParams) -> Completion:
+        """Run one completion through litellm (thread-safe)."""
+        from skillopt_dsl.lm._litellm import litellm
+
+        if self.is_local:
+            from skillopt_dsl.lm.local import register_local_provider
+
+            register_local_provider()
+        response = litellm.completion(**self._request(messages, params))
+        usage = getattr(response, "usage", None)
+        return Completion(
+            text=response.choices[0].message.content or "",
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            cost_usd=self._cost(response),
+        )
+
+    def _request(self, messages: list[Message], params: SamplingParams) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self._model,
+            "messages": messages,
+            "temperature": params.temperature,
+            "max_tokens": params.max_tokens,
+            "seed": params.seed,
+            "timeout": self._timeout_s,
+            "max_retries": 0,
+            "num_retries": 0,
+            "drop_params": True,
+            **self._extra,
+        }
+        if self._api_base is not None:
+            request["api_base"] = self._api_base
+        return request
+
+    def _cost(self, response: Any) -> float | None:
+        """The call's price in USD, or None when litellm has no price for this model."""
+        if self.is_local:
+            return 0.0
+        from skillopt_dsl.lm._litellm import litellm
+
+        try:
+            return float(litellm.completion_cost(completion_response=response, model=self._model))
+        except litellm.exceptions.ModelNotMappedError:
+            return None
+
+    def __repr__(self) -> str:
+        return f"LiteLLMBackend({self._model!r})"

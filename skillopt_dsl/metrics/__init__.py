@@ -1,0 +1,34 @@
+"""Metrics: `Score`, the built-in metric factories, `weighted` and the LLM judge.
+
+A metric is any callable `(example, prediction) -> float | bool | Score` (DSPy's
+`(example, pred, trace=None)` form is accepted too); `call_metric` runs one safely.
+"""
+
+from skillopt_dsl.metrics.builtins import (
+    contains,
+    exact_match,
+    json_schema,
+    multiple_choice,
+    numeric,
+    regex_match,
+    token_f1,
+    weighted,
+)
+from skillopt_dsl.metrics.judge import llm_judge
+from skillopt_dsl.metrics.score import Metric, Score, call_metric, to_score
+
+__all__ = [
+    "Metric",
+    "Score",
+    "call_metric",
+    "contains",
+    "exact_match",
+    "json_schema",
+    "llm_judge",
+    "multiple_choice",
+    "numeric",
+    "regex_match",
+    "to_score",
+    "token_f1",
+    "weighted",
+]

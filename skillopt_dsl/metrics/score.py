@@ -1,0 +1,95 @@
+"""`Score`: the value a metric returns, and the one function that normalises metric results."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from skillopt_dsl.errors import BudgetExceeded, MetricError, ModelError
+
+if TYPE_CHECKING:
+    from skillopt_dsl.types import Example, Prediction
+
+
+@dataclass(frozen=True)
+class Score:
+    """A metric's verdict on one prediction.
+
+    Attributes:
+        value: the score, in [0, 1].
+        feedback: optional text explaining the score; it is shown to the reflection model.
+    """
+
+    value: float
+    feedback: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.value, bool):
+            object.__setattr__(self, "value", float(self.value))
+        if not isinstance(self.value, (int, float)) or math.isnan(self.value):
+            raise TypeError(f"Score.value must be a number in [0, 1], got {self.value!r}")
+        if not 0.0 <= float(self.value) <= 1.0:
+            raise ValueError(f"Score.value must be in [0, 1], got {self.value!r}")
+        object.__setattr__(self, "value", float(self.value))
+
+
+Metric = Callable[..., "float | bool | Score"]
+"""Any callable `(example, prediction) -> float | bool | Score` (DSPy's `trace=None` form too)."""
+
+
+def metric_name(metric: Callable[..., Any]) -> str:
+    """A readable name for a metric callable, for error messages and logs."""
+    name = getattr(metric, "__name__", None) or type(metric).__name__
+    return str(name)
+
+
+def _takes_trace(metric: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(metric).parameters
+    except (TypeError, ValueError):
+        return False
+    return "trace" in params
+
+
+def to_score(result: object, *, metric: str = "metric", example_id: str | None = None) -> Score:
+    """Convert a metric's return value (`Score`, bool, int or float in [0, 1]) into a `Score`."""
+    if isinstance(result, Score):
+        return result
+    if isinstance(result, bool):
+        return Score(1.0 if result else 0.0)
+    if isinstance(result, (int, float)) and not math.isnan(float(result)):
+        value = float(result)
+        if 0.0 <= value <= 1.0:
+            return Score(value)
+    raise MetricError(
+        f"metric {metric!r} returned {result!r} for example {example_id!r}; "
+        "return a bool, a float in [0, 1] or a skillopt_dsl.Score",
+        example_id=example_id,
+        metric=metric,
+    )
+
+
+def call_metric(metric: Callable[..., Any], example: Example, prediction: Prediction) -> Score:
+    """Run a metric on one prediction; an exception becomes a `MetricError` naming the example.
+
+    A judge model's `BudgetExceeded` or `ModelError` passes through unchanged.
+    """
+    name = metric_name(metric)
+    try:
+        if _takes_trace(metric):
+            result = metric(example, prediction, trace=None)
+        else:
+            result = metric(example, prediction)
+    except (MetricError, BudgetExceeded, ModelError):
+        raise
+    except Exception as exc:
+        raise MetricError(
+            f"metric {name!r} raised {type(exc).__name__}: {exc} on example {example.id!r}; "
+            "fix the metric (it must handle predictions that carry a parse error)",
+            example_id=example.id,
+            metric=name,
+        ) from exc
+    return to_score(result, metric=name, example_id=example.id)

@@ -1,0 +1,69 @@
+"""The optimizer contract: one base class, one `compile` signature, proposals only.
+
+To write an optimizer, subclass `Optimizer` and implement two methods:
+
+- `optimize(context)`: propose candidate skills and hand each to `context.submit(...)`, the
+  driver's single door to the incumbent (it scores on validation and asks the gate). Read
+  `context.incumbent`; never assign it. Keep run state in a JSON-serialisable object returned
+  from the `state_after` callback of `submit` (it is checkpointed), not on `self`; on resume
+  `context.optimizer_state` holds the last one. Draw randomness only from `context.rng`.
+- `config()`: the optimizer's settings as a JSON-ready dict (written to config.json).
+
+`BudgetExceeded` raised anywhere inside `optimize` ends the run cleanly: the best skill so far
+is kept and exported. Any other exception propagates, with the last checkpoint intact.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from skillopt_dsl.errors import BudgetExceeded
+
+if TYPE_CHECKING:
+    from skillopt_dsl.driver import CompileContext
+    from skillopt_dsl.module import SkillModule
+    from skillopt_dsl.types import Example
+
+__all__ = ["Optimizer"]
+
+logger = logging.getLogger(__name__)
+
+
+class Optimizer(ABC):
+    """Base class of every optimizer (see the module docstring for the contract)."""
+
+    name: str = "optimizer"
+
+    def compile(
+        self,
+        module: SkillModule,
+        trainset: Sequence[Example],
+        valset: Sequence[Example],
+        *,
+        context: CompileContext,
+    ) -> str:
+        """Run `optimize` under `context`; returns why it stopped ("finished" or "budget").
+
+        `module`, `trainset` and `valset` must be the ones `context` was built with (the
+        signature is shared by all optimizers, so callers never depend on which one runs).
+        """
+        if module is not context.module or len(trainset) != len(context.trainset) or len(valset) != len(context.valset):
+            raise ValueError("compile() must be called with the module and splits of its context")
+        try:
+            self.optimize(context)
+        except BudgetExceeded as exc:
+            logger.info("budget reached, keeping the best skill so far: %s", exc)
+            context.emit("stop", reason="budget", detail=str(exc))
+            return "budget"
+        return "finished"
+
+    @abstractmethod
+    def optimize(self, context: CompileContext) -> None:
+        """Propose candidates and submit them through `context.submit`."""
+
+    @abstractmethod
+    def config(self) -> dict[str, Any]:
+        """This optimizer's settings, JSON-ready."""

@@ -1,0 +1,297 @@
+"""GradientText: SkillOpt's reflective loop with a real textual learning rate.
+
+Each step: roll out the incumbent on a training mini-batch, let the proposers read the rollouts
+and propose typed edits, aggregate them (merge duplicates, resolve conflicts, failure-driven edits
+first, drop edits already rejected), clip them greedily to the step's learning-rate budget, and
+hand the one resulting candidate to the driver's gate. At the end of each epoch a slow update
+proposes a consolidation of the document (also clipped, also gated).
+
+The learning rate: a step may change at most `max(ceil(lr_t * tokens(skill)), lr_floor_tokens)`
+tokens of the document (token-level edit distance), where `lr_t` follows the schedule; the floor
+lets a short or empty seed grow. `max_edits` optionally caps the number of edits per step.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from skillopt_dsl.driver import CompileContext, Proposal
+from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.gate import GateDecision
+from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.optimizers.proposers import (
+    EditGroup,
+    ProposalRequest,
+    Proposer,
+    RejectedCandidate,
+    default_proposers,
+    edit_key,
+)
+from skillopt_dsl.optimizers.schedules import SCHEDULES, ScheduleName, lr_at
+from skillopt_dsl.skill import ApplyReport, Delete, Edit, EditOutcome, Replace, Skill, token_distance
+
+__all__ = ["GradientText", "GradientTextState", "clip_to_budget", "rank_edits"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class GradientTextState:
+    """Checkpointed run state of GradientText (JSON-serialisable)."""
+
+    epoch: int = 0
+    step: int = 0
+    order: list[str] = field(default_factory=list)
+    cursor: int = 0
+    slow_done: bool = False
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    steps_since_accept: int = 0
+    epochs_since_accept: int = 0
+    accepted_this_epoch: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready copy."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GradientTextState:
+        """Rebuild from `to_dict` output."""
+        return cls(**data)
+
+    def memory(self) -> list[RejectedCandidate]:
+        """The rejected-edit memory as typed records."""
+        return [RejectedCandidate.from_dict(r) for r in self.rejected]
+
+
+@dataclass(frozen=True)
+class _Ranked:
+    edit: Edit
+    failure_driven: bool
+    support: int
+    order: int
+
+
+def rank_edits(groups: Sequence[EditGroup], rejected_keys: set[str]) -> list[_Ranked]:
+    """Merge duplicate edits, drop rejected ones, resolve conflicts, and rank the rest.
+
+    Rank: failure-driven first, then by how many groups proposed the edit, then proposal order.
+    Two edits that rewrite or delete overlapping text conflict; the higher-ranked one wins.
+    """
+    merged: dict[str, _Ranked] = {}
+    for group in groups:
+        for edit in group.edits:
+            key = edit_key(edit)
+            if key in rejected_keys:
+                continue
+            seen = merged.get(key)
+            if seen is None:
+                merged[key] = _Ranked(edit, group.failure_driven, 1, len(merged))
+            else:
+                merged[key] = _Ranked(seen.edit, seen.failure_driven or group.failure_driven, seen.support + 1, seen.order)
+    ranked = sorted(merged.values(), key=lambda r: (not r.failure_driven, -r.support, r.order))
+    kept: list[_Ranked] = []
+    for item in ranked:
+        if not any(_conflict(item.edit, other.edit) for other in kept):
+            kept.append(item)
+    return kept
+
+
+def _conflict(a: Edit, b: Edit) -> bool:
+    targets = [e.old for e in (a, b) if isinstance(e, (Replace, Delete))]
+    if len(targets) < 2:
+        return False
+    x, y = (" ".join(t.split()) for t in targets)
+    return x in y or y in x
+
+
+def clip_to_budget(
+    skill: Skill, ranked: Sequence[Edit], budget_tokens: int, max_edits: int | None
+) -> tuple[Skill, list[Edit], ApplyReport]:
+    """Apply edits greedily, keeping each only if the total change stays within `budget_tokens`.
+
+    Returns the candidate, the edits kept, and a report of every edit (clipped ones are reported
+    as refused with the reason "over the learning-rate budget").
+    """
+    current, kept, outcomes = skill, [], []
+    for edit in ranked:
+        if max_edits is not None and len(kept) >= max_edits:
+            outcomes.append(EditOutcome(edit, "refused", f"max_edits={max_edits} reached", None, None))
+            continue
+        trial, report = current.apply([edit])
+        outcome = report.outcomes[0]
+        if outcome.status != "applied":
+            outcomes.append(outcome)
+            continue
+        change = token_distance(skill.text, trial.text)
+        if change > budget_tokens:
+            reason = f"over the learning-rate budget ({change} > {budget_tokens} tokens)"
+            outcomes.append(EditOutcome(edit, "refused", reason, outcome.match, outcome.similarity))
+            continue
+        current, kept = trial, [*kept, edit]
+        outcomes.append(outcome)
+    return current, kept, ApplyReport(tuple(outcomes))
+
+
+@dataclass
+class GradientText(Optimizer):
+    """Reflective edits under a textual learning rate, gated on validation.
+
+    Args:
+        lr: base learning rate — the share of the document one step may change.
+        max_edits: cap on edits per step (None: only the learning rate limits).
+        schedule: "constant", "linear", "cosine", "warmup-cosine" or "step".
+        epochs: passes over the training set.
+        batch_size: training examples per step.
+        patience: stop after this many epochs without an accepted candidate (None: never).
+        patience_steps: stop after this many steps without an accepted candidate (None: never).
+        slow_update: run a consolidation step at the end of each epoch.
+        lr_floor_tokens: the least a step may change, so short or empty seeds can grow.
+        proposers: where edits come from (default: format rules, worked examples, reflection).
+    """
+
+    lr: float = 0.3
+    max_edits: int | None = None
+    schedule: ScheduleName = "constant"
+    epochs: int = 2
+    batch_size: int = 8
+    patience: int | None = None
+    patience_steps: int | None = None
+    slow_update: bool = True
+    lr_floor_tokens: int = 64
+    proposers: Sequence[Proposer] = field(default_factory=default_proposers)
+    name: str = "gradient-text"
+
+    def __post_init__(self) -> None:
+        if not 0 < self.lr <= 1:
+            raise UserInputError(f"lr must be in (0, 1], got {self.lr}")
+        if self.schedule not in SCHEDULES:
+            raise UserInputError(f"unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}")
+        for name in ("epochs", "batch_size"):
+            if getattr(self, name) < 1:
+                raise UserInputError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_edits is not None and self.max_edits < 1:
+            raise UserInputError(f"max_edits must be >= 1 or None, got {self.max_edits}")
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "optimizer": self.name,
+            "lr": self.lr,
+            "max_edits": self.max_edits,
+            "schedule": self.schedule,
+            "epochs": self.epochs,
+            "batch_size": self.batch_size,
+            "patience": self.patience,
+            "patience_steps": self.patience_steps,
+            "slow_update": self.slow_update,
+            "lr_floor_tokens": self.lr_floor_tokens,
+            "proposers": [p.name for p in self.proposers],
+        }
+
+    # -- the loop --------------------------------------------------------------------------
+    def optimize(self, context: CompileContext) -> None:
+        state = GradientTextState.from_dict(context.optimizer_state) if context.optimizer_state else GradientTextState()
+        by_id = {e.id: e for e in context.trainset}
+        steps_per_epoch = math.ceil(len(by_id) / self.batch_size)
+        total = self.epochs * steps_per_epoch
+        while state.epoch < self.epochs:
+            if not state.order:
+                state.order = sorted(by_id)
+                context.rng.shuffle(state.order)
+                state.cursor, state.slow_done, state.accepted_this_epoch = 0, False, False
+            while state.cursor < len(state.order):
+                ids = state.order[state.cursor : state.cursor + self.batch_size]
+                state.cursor += len(ids)
+                self._step(context, state, [by_id[i] for i in ids], total)
+                if self.patience_steps is not None and state.steps_since_accept >= self.patience_steps:
+                    context.emit("stop", reason="patience_steps", step=state.step)
+                    return
+            if self.slow_update and not state.slow_done:
+                state.slow_done = True
+                self._slow_update(context, state, total)
+            state.epochs_since_accept = 0 if state.accepted_this_epoch else state.epochs_since_accept + 1
+            state.epoch, state.order = state.epoch + 1, []
+            if self.patience is not None and state.epochs_since_accept >= self.patience:
+                context.emit("stop", reason="patience", epoch=state.epoch)
+                return
+
+    def _budget(self, skill: Skill, step: int, total: int) -> tuple[float, int]:
+        lr_t = lr_at(self.schedule, self.lr, step, total)
+        return lr_t, max(math.ceil(lr_t * skill.token_count), self.lr_floor_tokens)
+
+    def _step(self, context: CompileContext, state: GradientTextState, batch: list[Any], total: int) -> None:
+        skill = context.incumbent
+        lr_t, budget = self._budget(skill, state.step, total)
+        rollouts = context.evaluate(skill, batch, label="train").records
+        request = ProposalRequest(
+            module=context.module, skill=skill, batch=batch, rollouts=rollouts, trainset=context.trainset,
+            rejected=state.memory(), optimizer_lm=context.optimizer_lm, rng=context.rng,
+            budget_tokens=budget, step=state.step, epoch=state.epoch,
+        )
+        groups = [g for proposer in self.proposers for g in proposer.propose(request)]
+        for note in request.notes:
+            context.emit(note.pop("kind"), step=state.step, **note)
+        self._submit(context, state, skill, groups, kind="step", lr_t=lr_t, budget=budget)
+
+    def _submit(
+        self, context: CompileContext, state: GradientTextState, skill: Skill, groups: list[EditGroup],
+        *, kind: str, lr_t: float, budget: int,
+    ) -> None:
+        step, epoch = state.step, state.epoch
+        state.step += 1
+        context.emit("proposal", step=step, kind=kind, groups=[_group_json(g) for g in groups])
+        rejected_keys = {edit_key(e) for c in state.memory() for e in c.edits}
+        ranked = [r.edit for r in rank_edits(groups, rejected_keys)]
+        candidate, kept, report = clip_to_budget(skill, ranked, budget, self.max_edits)
+        context.emit("edit_report", step=step, outcomes=[o.to_dict() for o in report.outcomes])
+        if not kept:
+            state.steps_since_accept += 1
+            note = "no applicable edit" if groups else "no proposal"
+            context.record_empty_step(step=step, epoch=epoch, kind=kind, lr_budget=lr_t, budget_tokens=budget, note=note)
+            return
+        change = token_distance(skill.text, candidate.text)
+        longer = max(skill.token_count, candidate.token_count, 1)
+        proposal = Proposal(candidate, step, epoch, kind, lr_t, budget, change, change / longer, report)
+
+        def state_after(decision: GateDecision) -> dict[str, Any]:
+            if decision.accepted:
+                state.steps_since_accept, state.accepted_this_epoch = 0, True
+            else:
+                state.steps_since_accept += 1
+                memory = RejectedCandidate(tuple(kept), decision.delta, step, epoch)
+                state.rejected.append(memory.to_dict())
+            return state.to_dict()
+
+        context.submit(proposal, state_after)
+
+    def _slow_update(self, context: CompileContext, state: GradientTextState, total: int) -> None:
+        skill = context.incumbent
+        lr_t, budget = self._budget(skill, state.step, total)
+        groups = consolidation_edits(skill)
+        self._submit(context, state, skill, groups, kind="slow_update", lr_t=lr_t, budget=budget)
+
+
+def consolidation_edits(skill: Skill) -> list[EditGroup]:
+    """Deterministic consolidation: delete repeated paragraphs and repeated rule lines."""
+    seen: set[str] = set()
+    edits: list[Edit] = []
+    for block in skill.text.split("\n\n"):
+        norm = " ".join(block.split()).casefold()
+        if not norm:
+            continue
+        if norm in seen and skill.text.count(block) == 1:
+            edits.append(Delete(old=block, rationale="repeated paragraph"))
+        seen.add(norm)
+    return [EditGroup(tuple(edits), "consolidation", failure_driven=False)] if edits else []
+
+
+def _group_json(group: EditGroup) -> dict[str, Any]:
+    return {
+        "source": group.source,
+        "failure_driven": group.failure_driven,
+        "rationale": group.rationale,
+        "edits": [e.model_dump() for e in group.edits],
+    }

@@ -1,0 +1,395 @@
+"""Proposers: small plug-ins that turn a mini-batch of rollouts into typed edits.
+
+Contract (`Proposer`): implement `propose(request) -> list[EditGroup]`. Read anything from the
+`ProposalRequest`; never raise for one bad group (log it with `request.note(...)` and skip it);
+draw randomness only from `request.rng`. Proposers never apply edits or touch the incumbent:
+the optimizer clips their edits to the learning rate and the driver's gate decides.
+
+Shipped proposers:
+
+- `ReflectiveProposer`: the optimizer model reads groups of failures (and, separately,
+  successes) and proposes edits as JSON, validated by pydantic, retried once on invalid output.
+- `DemonstrationsProposer`: adds or swaps worked examples from the training set in an
+  `## Examples` section; needs no optimizer model (small models copy examples well).
+- `FormatRuleProposer`: derives an output-format rule from the declared output types when
+  rollouts fail to parse or the metric's feedback says the format is wrong; no model needed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import typing
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pydantic
+
+from skillopt_dsl.errors import BudgetExceeded, ModelError
+from skillopt_dsl.evaluate import Rollout
+from skillopt_dsl.lm import LM
+from skillopt_dsl.module import SkillModule
+from skillopt_dsl.skill import Add, Delete, Edit, Replace, Skill
+from skillopt_dsl.types import Example
+
+__all__ = [
+    "DemonstrationsProposer",
+    "EditGroup",
+    "FormatRuleProposer",
+    "ProposalRequest",
+    "Proposer",
+    "ReflectiveProposer",
+    "RejectedCandidate",
+    "edit_key",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RejectedCandidate:
+    """A candidate the gate turned down: its edits and its validation delta (the memory)."""
+
+    edits: tuple[Edit, ...]
+    delta: float
+    step: int
+    epoch: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, as kept in checkpoints."""
+        return {
+            "edits": [e.model_dump() for e in self.edits],
+            "delta": self.delta,
+            "step": self.step,
+            "epoch": self.epoch,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RejectedCandidate:
+        """Rebuild from `to_dict` output."""
+        from skillopt_dsl.skill import parse_edits
+
+        return cls(tuple(parse_edits(data["edits"])), data["delta"], data["step"], data["epoch"])
+
+
+@dataclass(frozen=True)
+class EditGroup:
+    """Edits one proposer drew from one group of rollouts."""
+
+    edits: tuple[Edit, ...]
+    source: str
+    failure_driven: bool
+    rationale: str = ""
+
+
+@dataclass
+class ProposalRequest:
+    """Everything a proposer may read for one step (one context object, not a parameter list)."""
+
+    module: SkillModule
+    skill: Skill
+    batch: Sequence[Example]
+    rollouts: Sequence[Rollout]
+    trainset: Sequence[Example]
+    rejected: Sequence[RejectedCandidate]
+    optimizer_lm: LM
+    rng: random.Random
+    budget_tokens: int
+    step: int = 0
+    epoch: int = 0
+    notes: list[dict[str, Any]] = field(default_factory=list)
+
+    def note(self, kind: str, **payload: Any) -> None:
+        """Record something worth keeping in the run's events (a dropped group, say)."""
+        self.notes.append({"kind": kind, **payload})
+
+    def failures(self, threshold: float = 1.0) -> list[tuple[Example, Rollout]]:
+        """The batch's (example, rollout) pairs scoring below `threshold`."""
+        return [(e, r) for e, r in zip(self.batch, self.rollouts, strict=True) if r.score < threshold]
+
+    def successes(self, threshold: float = 1.0) -> list[tuple[Example, Rollout]]:
+        """The batch's pairs scoring at least `threshold`."""
+        return [(e, r) for e, r in zip(self.batch, self.rollouts, strict=True) if r.score >= threshold]
+
+
+class Proposer(ABC):
+    """Turns a `ProposalRequest` into edit groups. See the module docstring for the contract."""
+
+    name: str = "proposer"
+
+    @abstractmethod
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        """Return zero or more edit groups; never raise for one bad group."""
+
+
+def edit_key(edit: Edit) -> str:
+    """A normalised identity for an edit (whitespace-collapsed, case-folded), for dedup and memory."""
+    fields = edit.model_dump(exclude={"rationale"})
+    return json.dumps({k: " ".join(str(v).split()).casefold() for k, v in fields.items()}, sort_keys=True)
+
+
+# -- demonstrations --------------------------------------------------------------------------
+
+EXAMPLES_HEADING = "Examples"
+
+
+def render_demo(module: SkillModule, example: Example) -> str:
+    """A worked example as it appears in the skill: the input, then the gold answer."""
+    user = module.render(Skill(""), example)[-1]["content"]
+    return f"Input: {user}\nAnswer: {gold_answer(module, example)}"
+
+
+def gold_answer(module: SkillModule, example: Example) -> str:
+    """The example's expected output, rendered the way the model should write it."""
+    if len(module.output_fields) == 1:
+        (name,) = module.output_fields
+        value = example.labels.get(name, next(iter(example.labels.values()), ""))
+        if isinstance(value, (list, tuple)) and value:
+            value = value[0]
+        return str(value)
+    return json.dumps({k: example.labels.get(k) for k in module.output_fields}, ensure_ascii=False)
+
+
+@dataclass
+class DemonstrationsProposer(Proposer):
+    """Adds (or, once `max_demos` are present, swaps in) worked examples from the training set.
+
+    Failing batch examples come first, then random training examples. Demos already in the skill
+    or in a rejected candidate are skipped. No optimizer model is called.
+    """
+
+    per_step: int = 2
+    max_demos: int = 6
+    name: str = "demonstrations"
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        rejected = {edit_key(e) for c in request.rejected for e in c.edits}
+        pool = [e for e, _ in request.failures()]
+        extra = [e for e in request.trainset if e not in pool]
+        request.rng.shuffle(extra)
+        demos: list[str] = []
+        for example in pool + extra:
+            demo = render_demo(request.module, example)
+            if demo in request.skill.text or demo in demos:
+                continue
+            if edit_key(self._edit(request.skill, demo, demos)) in rejected:
+                continue
+            demos.append(demo)
+            if len(demos) >= self.per_step:
+                break
+        if not demos:
+            return []
+        edits = self._edits(request, demos)
+        return [EditGroup(tuple(edits), self.name, failure_driven=bool(request.failures()), rationale="worked examples")]
+
+    def _edits(self, request: ProposalRequest, demos: list[str]) -> list[Edit]:
+        existing = _existing_demos(request.skill)
+        edits: list[Edit] = []
+        for demo in demos:
+            if len(existing) >= self.max_demos:
+                old = existing.pop(request.rng.randrange(len(existing)))
+                edits.append(Replace(old=old, new=demo, rationale="swap a worked example"))
+            else:
+                edits.append(self._edit(request.skill, demo, [d for d in demos if d != demo and d in edits]))
+        return _merge_adds(request.skill, edits)
+
+    @staticmethod
+    def _edit(skill: Skill, demo: str, pending: Sequence[Any]) -> Edit:
+        if _has_heading(skill, EXAMPLES_HEADING):
+            return Add(after=EXAMPLES_HEADING, text=demo, rationale="worked example")
+        return Add(after=None, text=f"## {EXAMPLES_HEADING}\n\n{demo}", rationale="worked example")
+
+
+def _has_heading(skill: Skill, title: str) -> bool:
+    return any((s.heading or "").strip().casefold() == title.casefold() for s in skill.sections())
+
+
+def _existing_demos(skill: Skill) -> list[str]:
+    for section in skill.sections():
+        if (section.heading or "").strip().casefold() == EXAMPLES_HEADING.casefold():
+            blocks = [b.strip() for b in section.text.split("\n\n")]
+            return [b for b in blocks if b.startswith("Input:")]
+    return []
+
+
+def _merge_adds(skill: Skill, edits: list[Edit]) -> list[Edit]:
+    """When the section does not exist yet, one Add creates it with every new demo."""
+    if _has_heading(skill, EXAMPLES_HEADING):
+        return edits
+    adds = [e for e in edits if isinstance(e, Add)]
+    if len(adds) <= 1:
+        return edits
+    body = "\n\n".join(a.text.removeprefix(f"## {EXAMPLES_HEADING}\n\n") for a in adds)
+    merged = Add(after=None, text=f"## {EXAMPLES_HEADING}\n\n{body}", rationale="worked examples")
+    return [merged, *[e for e in edits if not isinstance(e, Add)]]
+
+
+# -- format rules ----------------------------------------------------------------------------
+
+FORMAT_HEADING = "Output format"
+_FORMAT_WORDS = ("format", "parse", "could not", "allowed answers", "one of", "no number", "empty")
+
+
+@dataclass
+class FormatRuleProposer(Proposer):
+    """Adds one output-format rule, derived from the declared output types, when rollouts fail
+    to parse or the metric's feedback complains about the format. No model is called."""
+
+    name: str = "format-rule"
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        failures = request.failures()
+        signals = [r for _, r in failures if not r.prediction.ok or _mentions_format(r.feedback)]
+        if not signals:
+            return []
+        rule = format_rule(request.module)
+        if rule in request.skill.text:
+            return []
+        if _has_heading(request.skill, FORMAT_HEADING):
+            edit: Edit = Add(after=FORMAT_HEADING, text=f"- {rule}", rationale="output format")
+        else:
+            edit = Add(after=None, text=f"## {FORMAT_HEADING}\n\n- {rule}", rationale="output format")
+        why = f"{len(signals)} of {len(request.rollouts)} outputs broke the expected format"
+        return [EditGroup((edit,), self.name, failure_driven=True, rationale=why)]
+
+
+def _mentions_format(feedback: str | None) -> bool:
+    text = (feedback or "").casefold()
+    return any(word in text for word in _FORMAT_WORDS)
+
+
+def format_rule(module: SkillModule) -> str:
+    """A one-line output rule that follows from the module's declared output types."""
+    if len(module.output_fields) > 1:
+        keys = ", ".join(f'"{k}"' for k in module.output_fields)
+        return f"Reply with one JSON object with the keys {keys} and nothing else."
+    (spec,) = module.output_fields.values()
+    annotation = spec.annotation
+    if typing.get_origin(annotation) is Literal:
+        options = ", ".join(str(a) for a in typing.get_args(annotation))
+        return f"Reply with exactly one of: {options}. Write nothing else."
+    if annotation in (int, float):
+        return "Reply with the number only, in digits, with no words."
+    if annotation is bool:
+        return "Reply with yes or no only."
+    return f"Reply with the {spec.name} only, on one line, with no explanation."
+
+
+# -- reflection ------------------------------------------------------------------------------
+
+
+class _EditBatch(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+    edits: list[typing.Annotated[Add | Replace | Delete, pydantic.Field(discriminator="kind")]]
+
+
+_SYSTEM = """You improve a skill document: the instructions a model reads before doing a task.
+You are shown the document and examples of the model's work with the expected answers and the
+metric's feedback. Propose small, general edits to the document that would fix the failures
+without breaking the successes. Do not copy example answers; state rules.
+Reply with JSON only, in this form:
+{"edits": [{"kind": "add", "after": "<heading or exact text, or null for the end>", "text": "<new text>", "rationale": "<why>"},
+           {"kind": "replace", "old": "<exact text in the document>", "new": "<replacement>", "rationale": "<why>"},
+           {"kind": "delete", "old": "<exact text in the document>", "rationale": "<why>"}]}"""
+
+
+@dataclass
+class ReflectiveProposer(Proposer):
+    """The optimizer model reads groups of rollouts and proposes typed edits (JSON).
+
+    Failures are read in groups of `group_size`; successes (at most one group) separately, to
+    learn what to keep. Invalid output is retried once with the validation error; a group
+    still invalid is dropped and recorded, never a crash.
+    """
+
+    group_size: int = 4
+    max_failure_groups: int = 2
+    read_successes: bool = True
+    max_edits_per_group: int = 3
+    name: str = "reflective"
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        failures = request.failures()
+        groups: list[tuple[bool, list[tuple[Example, Rollout]]]] = [
+            (True, failures[i : i + self.group_size]) for i in range(0, len(failures), self.group_size)
+        ][: self.max_failure_groups]
+        successes = request.successes()
+        if self.read_successes and successes:
+            groups.append((False, successes[: self.group_size]))
+        result: list[EditGroup] = []
+        for index, (failure_driven, group) in enumerate(groups):
+            edits = self._reflect(request, group, failure_driven, index)
+            if edits:
+                result.append(EditGroup(tuple(edits[: self.max_edits_per_group]), self.name, failure_driven))
+        return result
+
+    def _reflect(
+        self, request: ProposalRequest, group: list[tuple[Example, Rollout]], failure_driven: bool, index: int
+    ) -> list[Edit]:
+        messages = [
+            {"role": "system", "content": _SYSTEM},
+            {"role": "user", "content": _reflection_prompt(request, group, failure_driven)},
+        ]
+        for attempt in range(2):
+            try:
+                reply = request.optimizer_lm.complete(messages, seed=request.step * 100 + index).text
+            except ModelError as exc:
+                request.note("reflection_dropped", group=index, reason=f"model error: {exc}")
+                return []
+            try:
+                return list(_EditBatch.model_validate_json(_json_block(reply)).edits)
+            except (pydantic.ValidationError, ValueError) as exc:
+                if attempt == 1:
+                    request.note("reflection_dropped", group=index, reason=_brief(exc), reply=reply[:500])
+                    return []
+                messages += [
+                    {"role": "assistant", "content": reply},
+                    {"role": "user", "content": f"That reply was invalid: {_brief(exc)}. Reply with the JSON only."},
+                ]
+        return []
+
+
+def _json_block(text: str) -> str:
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        raise ValueError("the reply contains no JSON object")
+    return text[start : end + 1]
+
+
+def _brief(exc: Exception) -> str:
+    if isinstance(exc, pydantic.ValidationError):
+        return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
+    return str(exc)[:300]
+
+
+def _reflection_prompt(
+    request: ProposalRequest, group: list[tuple[Example, Rollout]], failure_driven: bool
+) -> str:
+    what = "FAILED" if failure_driven else "SUCCEEDED (keep what made these work)"
+    parts = [f"# Task\n{request.module.description or request.module.name}", f"# Document\n{request.skill.text or '(empty)'}"]
+    cases = [f"# Examples the model {what}"]
+    for example, rollout in group:
+        cases.append(
+            f"- input: {json.dumps(dict(example.inputs), ensure_ascii=False, default=str)[:600]}\n"
+            f"  output: {rollout.output[:300]!r}\n"
+            f"  expected: {gold_answer(request.module, example)}\n"
+            f"  feedback: {rollout.feedback or rollout.prediction.error or ''}"
+        )
+    parts.append("\n".join(cases))
+    if request.rejected:
+        tried = [f"- {e.model_dump_json(exclude={'rationale'})} (delta {c.delta:+.3f})" for c in request.rejected[-5:] for e in c.edits[:3]]
+        parts.append("# Already tried and rejected (do not propose again)\n" + "\n".join(tried))
+    parts.append(f"# Limit\nYour edits together may change at most {request.budget_tokens} tokens.")
+    return "\n\n".join(parts)
+
+
+def default_proposers() -> list[Proposer]:
+    """The proposers GradientText and Beam use unless told otherwise."""
+    return [FormatRuleProposer(), DemonstrationsProposer(), ReflectiveProposer()]
+
+
+ProposerFactory = Callable[[], Proposer]
+_ = BudgetExceeded  # re-raised untouched by proposers: the optimizer stops on it

@@ -1,0 +1,5 @@
+"""Fakes and reusable test helpers shipped with the library (no real model is ever called)."""
+
+from skillopt_dsl.testing.scripted import ScriptedLM
+
+__all__ = ["ScriptedLM"]
