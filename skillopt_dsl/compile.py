@@ -18,7 +18,15 @@ from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.evaluate import EvaluationReport
 from skillopt_dsl.export import export_agent_skill, export_skill
 from skillopt_dsl.gate import Gate, GateDecision
-from skillopt_dsl.lm import LM, Backend, Budget, ResponseCache, UsageLedger, UsageSnapshot, resolve_lm
+from skillopt_dsl.lm import (
+    LM,
+    Backend,
+    Budget,
+    ResponseCache,
+    UsageLedger,
+    UsageSnapshot,
+    resolve_lm,
+)
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.runs import RunDirectory
@@ -60,10 +68,15 @@ class CompileResult:
         if format == "md":
             return export_skill(self.best_skill, path, self.metadata)
         if format == "agent-skill":
-            description = str(self.metadata.get("description") or self.metadata.get("name", "skill"))
+            description = str(
+                self.metadata.get("description") or self.metadata.get("name", "skill")
+            )
             return export_agent_skill(
-                self.best_skill, path, name=str(self.metadata.get("name", "skill")),
-                description=description, metadata={"val_score": self.val_score},
+                self.best_skill,
+                path,
+                name=str(self.metadata.get("name", "skill")),
+                description=description,
+                metadata={"val_score": self.val_score},
             )
         raise UserInputError(f"unknown export format {format!r}; choose 'md' or 'agent-skill'")
 
@@ -83,7 +96,7 @@ class CompileResult:
         }
 
 
-def compile(  # noqa: A001 - the DSPy-style verb is the point
+def compile(
     skill: SkillModule,
     trainset: Sequence[Example],
     valset: Sequence[Example],
@@ -129,11 +142,24 @@ def compile(  # noqa: A001 - the DSPy-style verb is the point
     cache = ResponseCache(run.cache_path)
     target = resolve_lm(lm, cache=cache, ledger=ledger)
     reflector = resolve_lm(optimizer_lm, cache=cache, ledger=ledger)
-    run.write_config(_config(skill, chosen, target, reflector, trainset, valset, seed, budget, gate), resume=resume)
+    run.write_config(
+        _config(skill, chosen, target, reflector, trainset, valset, seed, budget, gate),
+        resume=resume,
+    )
     context = CompileContext(
-        module=skill, trainset=trainset, valset=valset, target_lm=target, optimizer_lm=reflector,
-        gate=gate or Gate(), ledger=ledger, run=run, seed=seed, threads=threads, max_errors=max_errors,
-        on_event=on_event, response_cache=cache,
+        module=skill,
+        trainset=trainset,
+        valset=valset,
+        target_lm=target,
+        optimizer_lm=reflector,
+        gate=gate or Gate(),
+        ledger=ledger,
+        run=run,
+        seed=seed,
+        threads=threads,
+        max_errors=max_errors,
+        on_event=on_event,
+        response_cache=cache,
     )
     _start(context, cache, resume)
     stop_reason = chosen.compile(skill, trainset, valset, context=context)
@@ -163,8 +189,15 @@ def _check_inputs(
 
 
 def _config(
-    module: SkillModule, optimizer: Optimizer, target: LM, reflector: LM, trainset: Sequence[Example],
-    valset: Sequence[Example], seed: int, budget: Budget | None, gate: Gate | None,
+    module: SkillModule,
+    optimizer: Optimizer,
+    target: LM,
+    reflector: LM,
+    trainset: Sequence[Example],
+    valset: Sequence[Example],
+    seed: int,
+    budget: Budget | None,
+    gate: Gate | None,
 ) -> dict[str, Any]:
     chosen_gate = gate or Gate()
     return {
@@ -177,8 +210,12 @@ def _config(
         "val_ids": [e.id for e in valset],
         "seed": seed,
         "budget": None if budget is None else vars(budget),
-        "gate": {"min_delta": chosen_gate.min_delta, "test": chosen_gate.test, "alpha": chosen_gate.alpha,
-                 "guards": [g.name for g in chosen_gate.guards]},
+        "gate": {
+            "min_delta": chosen_gate.min_delta,
+            "test": chosen_gate.test,
+            "alpha": chosen_gate.alpha,
+            "guards": [g.name for g in chosen_gate.guards],
+        },
     }
 
 
@@ -186,9 +223,14 @@ def _start(context: CompileContext, cache: ResponseCache, resume: bool) -> None:
     checkpoint = context.run.load_checkpoint() if resume else None
     if resume:
         context.run.load_events()
+    if resume:
+        # Calls paid after the last checkpoint (or before the first one) are in the run's cache:
+        # count them now, so a resumed run spends exactly what an uninterrupted one would.
+        if checkpoint is not None:
+            context.ledger.restore(UsageSnapshot.from_dict(checkpoint["usage"]))
+        paid_up_to = int(checkpoint.get("cache_rowid", 0)) if checkpoint is not None else 0
+        context.ledger.add_paid(cache.completions_after(paid_up_to))
     if checkpoint is not None:
-        context.ledger.restore(UsageSnapshot.from_dict(checkpoint["usage"]))
-        context.ledger.add_paid(cache.completions_after(int(checkpoint.get("cache_rowid", 0))))
         context.restore(checkpoint)
         context.emit("resume", version=context.version, steps=len(context.history))
     seed = context.module.seed_skill
@@ -200,20 +242,34 @@ def _start(context: CompileContext, cache: ResponseCache, resume: bool) -> None:
     _ = context.incumbent_report
 
 
-def _finish(context: CompileContext, stop_reason: str, testset: Sequence[Example] | None) -> CompileResult:
+def _finish(
+    context: CompileContext, stop_reason: str, testset: Sequence[Example] | None
+) -> CompileResult:
     best = context.incumbent
     seed_test = best_test = None
     if testset:
         seed_test = _test_mean(context, context.module.seed_skill, testset)
-        best_test = seed_test if best.hash == context.module.seed_skill.hash else _test_mean(context, best, testset)
+        best_test = (
+            seed_test
+            if best.hash == context.module.seed_skill.hash
+            else _test_mean(context, best, testset)
+        )
     seed_report = context.seed_report
     assert seed_report is not None  # set by _start
     metadata = context.export_metadata() | {"test_score": best_test, "seed_test_score": seed_test}
     result = CompileResult(
-        best_skill=best, seed_skill=context.module.seed_skill, val_score=context.incumbent_report.mean,
-        seed_val_score=seed_report.mean, gate_log=list(context.gate_log), history=list(context.history),
-        usage=context.ledger.snapshot(), stop_reason=stop_reason, run_dir=context.run.path,
-        test_score=best_test, seed_test_score=seed_test, metadata=metadata,
+        best_skill=best,
+        seed_skill=context.module.seed_skill,
+        val_score=context.incumbent_report.mean,
+        seed_val_score=seed_report.mean,
+        gate_log=list(context.gate_log),
+        history=list(context.history),
+        usage=context.ledger.snapshot(),
+        stop_reason=stop_reason,
+        run_dir=context.run.path,
+        test_score=best_test,
+        seed_test_score=seed_test,
+        metadata=metadata,
     )
     context.run.save_best(best, metadata)
     context.run.save_summary(result.summary())

@@ -130,7 +130,9 @@ class CompileContext:
         return self._incumbent_report
 
     # -- evaluation --------------------------------------------------------------------------
-    def evaluate(self, skill: Skill, examples: Sequence[Example], *, label: str = "train") -> EvaluationReport:
+    def evaluate(
+        self, skill: Skill, examples: Sequence[Example], *, label: str = "train"
+    ) -> EvaluationReport:
         """Score `skill` with the target model (cached per skill, example and model)."""
         report = evaluate(
             self.module,
@@ -162,7 +164,9 @@ class CompileContext:
         previous = self.scored.get(candidate.hash)
         if previous is not None:
             self.emit("duplicate", candidate_hash=candidate.hash, step=proposal.step)
-            self._record_step(proposal, accepted=False, score=previous.candidate_score, note="duplicate")
+            self._record_step(
+                proposal, accepted=False, score=previous.candidate_score, note="duplicate"
+            )
             self.optimizer_state = dict(state_after(previous))
             return previous
         report = self.evaluate(candidate, self.valset, label="val")
@@ -184,7 +188,9 @@ class CompileContext:
         self.run.save_best(candidate, self.export_metadata())
         logger.info("accepted v%04d: val %.4f (+%.4f)", self.version, report.mean, decision.delta)
 
-    def _record_step(self, proposal: Proposal, *, accepted: bool, score: float | None, note: str = "") -> None:
+    def _record_step(
+        self, proposal: Proposal, *, accepted: bool, score: float | None, note: str = ""
+    ) -> None:
         usage = self.ledger.snapshot()
         record = StepRecord(
             step=proposal.step,
@@ -206,23 +212,34 @@ class CompileContext:
         self.history.append(record)
         self.emit("step", **record.to_dict())
 
-    def record_empty_step(self, *, step: int, epoch: int, kind: str, lr_budget: float, budget_tokens: int, note: str) -> None:
+    def record_empty_step(
+        self, *, step: int, epoch: int, kind: str, lr_budget: float, budget_tokens: int, note: str
+    ) -> None:
         """Record a step that produced no candidate (nothing reached the gate)."""
         usage = self.ledger.snapshot()
         record = StepRecord(
-            step=step, epoch=epoch, kind=kind, lr_budget=lr_budget, budget_tokens=budget_tokens,
-            change_tokens=0, measured_change=0.0, accepted=False, note=note,
-            incumbent_score=self.incumbent_report.mean, calls=usage.calls, cost_usd=usage.cost_usd,
+            step=step,
+            epoch=epoch,
+            kind=kind,
+            lr_budget=lr_budget,
+            budget_tokens=budget_tokens,
+            change_tokens=0,
+            measured_change=0.0,
+            accepted=False,
+            note=note,
+            incumbent_score=self.incumbent_report.mean,
+            calls=usage.calls,
+            cost_usd=usage.cost_usd,
         )
         self.history.append(record)
         self.emit("step", **record.to_dict())
 
     # -- records -----------------------------------------------------------------------------
-    def emit(self, kind: str, **payload: Any) -> None:
+    def emit(self, event: str, /, **payload: Any) -> None:
         """Append an event to the run and tell the progress listener."""
-        self.run.event(kind, **payload)
+        self.run.event(event, **payload)
         if self._on_event is not None:
-            self._on_event(kind, payload)
+            self._on_event(event, payload)
 
     def export_metadata(self) -> dict[str, Any]:
         """Front matter for best_skill.md."""

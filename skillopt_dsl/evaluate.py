@@ -18,7 +18,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from skillopt_dsl.errors import BudgetExceeded, MetricError, ModelError, TooManyErrors, UserInputError
+from skillopt_dsl.errors import (
+    BudgetExceeded,
+    MetricError,
+    ModelError,
+    TooManyErrors,
+    UserInputError,
+)
 from skillopt_dsl.lm import LM, Backend, resolve_lm
 from skillopt_dsl.metrics.score import call_metric
 from skillopt_dsl.module import SkillModule
@@ -99,7 +105,9 @@ class EvaluationReport:
             "mean": self.mean,
             "n": len(self.records),
             "errors": self.n_errors,
-            "parse_failures": sum(1 for r in self.records if not r.prediction.ok and r.error is None),
+            "parse_failures": sum(
+                1 for r in self.records if not r.prediction.ok and r.error is None
+            ),
             "prompt_tokens": sum(r.prompt_tokens for r in self.records),
             "completion_tokens": sum(r.completion_tokens for r in self.records),
             "cached": sum(1 for r in self.records if r.cached),
@@ -171,7 +179,9 @@ def evaluate(
     with _progress_bar(len(examples), show, f"eval {chosen.hash[:8]}") as advance:
         records = run.run_all(examples, threads, advance)
     report = EvaluationReport(tuple(records), chosen.hash, client.model)
-    logger.info("evaluated skill %s on %d examples: mean %.4f", chosen.hash[:12], len(records), report.mean)
+    logger.info(
+        "evaluated skill %s on %d examples: mean %.4f", chosen.hash[:12], len(records), report.mean
+    )
     return report
 
 
@@ -206,7 +216,9 @@ class _Evaluation:
         self._errors = 0
         self._lock = threading.Lock()
 
-    def run_all(self, examples: Sequence[Example], threads: int, advance: Callable[[], None]) -> list[Rollout]:
+    def run_all(
+        self, examples: Sequence[Example], threads: int, advance: Callable[[], None]
+    ) -> list[Rollout]:
         def task(example: Example) -> Rollout:
             rollout = self.run_one(example)
             advance()
@@ -246,7 +258,9 @@ class _Evaluation:
         except ModelError as exc:
             self._count_error(example, exc)
             prediction = self.module.failed_prediction(f"model call failed: {exc}")
-            return self._scored(example, prediction, error=str(exc), latency=time.perf_counter() - started)
+            return self._scored(
+                example, prediction, error=str(exc), latency=time.perf_counter() - started
+            )
         prediction = self.module.parse(response.text)
         return self._scored(
             example,
@@ -267,7 +281,10 @@ class _Evaluation:
         cached: bool = False,
     ) -> Rollout:
         score = call_metric(self.module.metric_fn, example, prediction)
-        extra = {name: call_metric(m, example, prediction).value for name, m in self.extra_metrics.items()}
+        extra = {
+            name: call_metric(m, example, prediction).value
+            for name, m in self.extra_metrics.items()
+        }
         return Rollout(
             example_id=example.id,
             output=prediction.raw,
@@ -301,7 +318,9 @@ def _progress_bar(total: int, show: bool, label: str) -> Iterator[Callable[[], N
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    bar = Progress("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True)
+    bar = Progress(
+        "{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
+    )
     with bar:
         task_id = bar.add_task(label, total=total)
         yield lambda: bar.advance(task_id)

@@ -20,7 +20,13 @@ import yaml
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.skill import Skill
 
-__all__ = ["atomic_write_text", "export_agent_skill", "export_skill", "load_skill", "safe_skill_name"]
+__all__ = [
+    "atomic_write_text",
+    "export_agent_skill",
+    "export_skill",
+    "load_skill",
+    "safe_skill_name",
+]
 
 _FRONT = "---\n"
 _SEPARATOR = "\n---\n"
@@ -90,12 +96,19 @@ def safe_skill_name(name: str) -> str:
     """A folder-safe skill name: lowercase letters, digits and hyphens, at most 64 characters."""
     cleaned = _SAFE_NAME.sub("-", name.casefold()).strip("-")[:64].strip("-")
     if not cleaned:
-        raise UserInputError(f"skill name {name!r} has no usable characters; use letters, digits or hyphens")
+        raise UserInputError(
+            f"skill name {name!r} has no usable characters; use letters, digits or hyphens"
+        )
     return cleaned
 
 
 def export_agent_skill(
-    skill: Skill, folder: str | Path, *, name: str, description: str, metadata: Mapping[str, Any] | None = None
+    skill: Skill,
+    folder: str | Path,
+    *,
+    name: str,
+    description: str,
+    metadata: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write `<folder>/<name>/SKILL.md` (agent-skill layout); the name is sanitised, never a path."""
     safe = safe_skill_name(name)

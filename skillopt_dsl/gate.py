@@ -15,7 +15,6 @@ retried them), so errors can only hurt a candidate, never help it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -47,7 +46,9 @@ class Guard:
         def measure(report: EvaluationReport) -> float:
             values = [r.extra_scores[name] for r in report.records if name in r.extra_scores]
             if len(values) != len(report.records):
-                raise UserInputError(f"guard {name!r}: pass it in evaluate(extra_metrics={{{name!r}: ...}})")
+                raise UserInputError(
+                    f"guard {name!r}: pass it in evaluate(extra_metrics={{{name!r}: ...}})"
+                )
             return sum(values) / len(values) if values else 0.0
 
         return Guard(name=name, measure=measure, tolerance=tolerance)
@@ -59,7 +60,9 @@ class Guard:
         def measure(report: EvaluationReport) -> float:
             return report.n_errors / len(report.records) if report.records else 0.0
 
-        return Guard(name="error_rate", measure=measure, tolerance=tolerance, higher_is_better=False)
+        return Guard(
+            name="error_rate", measure=measure, tolerance=tolerance, higher_is_better=False
+        )
 
     @staticmethod
     def output_tokens(tolerance: float) -> Guard:
@@ -69,7 +72,9 @@ class Guard:
             n = len(report.records)
             return sum(r.completion_tokens for r in report.records) / n if n else 0.0
 
-        return Guard(name="output_tokens", measure=measure, tolerance=tolerance, higher_is_better=False)
+        return Guard(
+            name="output_tokens", measure=measure, tolerance=tolerance, higher_is_better=False
+        )
 
 
 @dataclass(frozen=True)
@@ -125,31 +130,39 @@ class Gate:
     def decide(self, candidate: EvaluationReport, incumbent: EvaluationReport) -> GateDecision:
         """Compare two reports on the same validation examples; pure and deterministic."""
         _check_same_examples(candidate, incumbent)
-        cand, inc = candidate.mean, incumbent.mean
-        delta = cand - inc
-        base = {
-            "candidate_score": cand,
-            "incumbent_score": inc,
-            "delta": delta,
-            "candidate_hash": candidate.skill_hash,
-            "incumbent_hash": incumbent.skill_hash,
-            "n_examples": len(candidate.records),
-        }
-        if not delta > 0 or math.isclose(cand, inc, rel_tol=0.0, abs_tol=1e-12):
-            return GateDecision(accepted=False, reason=_tie_or_loss(delta), **base)
+        delta = candidate.mean - incumbent.mean
+
+        def verdict(accepted: bool, reason: str, **extra: Any) -> GateDecision:
+            return GateDecision(
+                accepted=accepted,
+                candidate_score=candidate.mean,
+                incumbent_score=incumbent.mean,
+                delta=delta,
+                reason=reason,
+                candidate_hash=candidate.skill_hash,
+                incumbent_hash=incumbent.skill_hash,
+                n_examples=len(candidate.records),
+                **extra,
+            )
+
+        if not delta > 1e-12:
+            return verdict(False, _tie_or_loss(delta))
         if delta <= self.min_delta:
-            return GateDecision(False, reason=f"gain {delta:.4f} is not above min_delta {self.min_delta}", **base)
+            return verdict(False, f"gain {delta:.4f} is not above min_delta {self.min_delta}")
         statistic, p_value = self._paired_test(candidate, incumbent)
+        tested = {"statistic": statistic, "p_value": p_value}
         if p_value is not None and p_value >= self.alpha:
-            reason = f"paired test not significant (p={p_value:.4f} >= alpha={self.alpha})"
-            return GateDecision(False, reason=reason, statistic=statistic, p_value=p_value, **base)
+            return verdict(
+                False,
+                f"paired test not significant (p={p_value:.4f} >= alpha={self.alpha})",
+                **tested,
+            )
         guard_values, regression = self._check_guards(candidate, incumbent)
         if regression is not None:
-            return GateDecision(
-                False, reason=regression, statistic=statistic, p_value=p_value, guards=guard_values, **base
-            )
-        reason = f"validation mean improved by {delta:.4f}"
-        return GateDecision(True, reason=reason, statistic=statistic, p_value=p_value, guards=guard_values, **base)
+            return verdict(False, regression, guards=guard_values, **tested)
+        return verdict(
+            True, f"validation mean improved by {delta:.4f}", guards=guard_values, **tested
+        )
 
     def _paired_test(
         self, candidate: EvaluationReport, incumbent: EvaluationReport
@@ -174,7 +187,10 @@ class Gate:
             values[guard.name] = {"candidate": cand, "incumbent": inc}
             worse = (inc - cand) if guard.higher_is_better else (cand - inc)
             if worse > guard.tolerance:
-                return values, f"guard {guard.name!r} regressed by {worse:.4f} (tolerance {guard.tolerance})"
+                return (
+                    values,
+                    f"guard {guard.name!r} regressed by {worse:.4f} (tolerance {guard.tolerance})",
+                )
         return values, None
 
 

@@ -51,12 +51,12 @@ class FieldSpec:
     name: str = ""
 
 
-def InputField(desc: str = "") -> Any:  # noqa: N802 - reads like DSPy's field declarations
+def InputField(desc: str = "") -> Any:
     """Declare an input field of a `SkillModule` (its type comes from the annotation)."""
     return FieldSpec(role="input", desc=desc)
 
 
-def OutputField(desc: str = "") -> Any:  # noqa: N802
+def OutputField(desc: str = "") -> Any:
     """Declare an output field of a `SkillModule` (its type comes from the annotation)."""
     return FieldSpec(role="output", desc=desc)
 
@@ -69,7 +69,9 @@ def _seed_skill(value: str | Path | Skill | None) -> Skill:
     if isinstance(value, Path) or (value.endswith(".md") and "\n" not in value):
         path = Path(value)
         if not path.is_file():
-            raise UserInputError(f"seed skill file {str(path)!r} does not exist; pass the text or a real .md path")
+            raise UserInputError(
+                f"seed skill file {str(path)!r} does not exist; pass the text or a real .md path"
+            )
         return Skill.from_file(path)
     return Skill(value)
 
@@ -101,7 +103,9 @@ class SkillModule:
         cls.input_fields = inputs
         cls.output_fields = outputs
 
-    def __init__(self, *, skill: str | Path | Skill | None = None, metric: Callable[..., Any] | None = None):
+    def __init__(
+        self, *, skill: str | Path | Skill | None = None, metric: Callable[..., Any] | None = None
+    ):
         if not self.input_fields or not self.output_fields:
             raise UserInputError(
                 f"{type(self).__name__} needs at least one InputField and one OutputField"
@@ -128,7 +132,9 @@ class SkillModule:
     def metric_fn(self) -> Callable[..., Any]:
         """The metric; a module without one cannot be evaluated."""
         if self._metric is None:
-            raise UserInputError(f"{self.name} has no metric; set `metric = ...` on the class or pass metric=")
+            raise UserInputError(
+                f"{self.name} has no metric; set `metric = ...` on the class or pass metric="
+            )
         return self._metric
 
     # -- rendering --------------------------------------------------------------------------
@@ -271,7 +277,11 @@ def _pick_literal(cleaned: str, choices: tuple[Any, ...]) -> Any:
     for choice in choices:
         if str(choice).casefold() == lowered:
             return choice
-    found = [c for c in choices if re.search(rf"(?<!\w){re.escape(str(c))}(?!\w)", cleaned, re.IGNORECASE)]
+    found = [
+        c
+        for c in choices
+        if re.search(rf"(?<!\w){re.escape(str(c))}(?!\w)", cleaned, re.IGNORECASE)
+    ]
     if len(found) == 1:
         return found[0]
     options = ", ".join(repr(c) for c in choices)

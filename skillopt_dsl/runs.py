@@ -56,7 +56,9 @@ class RunDirectory:
         if resume and target.exists():
             on_disk = json.loads(target.read_text(encoding="utf-8"))
             wanted = json.loads(_dumps(config))
-            changed = sorted(k for k in set(on_disk) | set(wanted) if on_disk.get(k) != wanted.get(k))
+            changed = sorted(
+                k for k in set(on_disk) | set(wanted) if on_disk.get(k) != wanted.get(k)
+            )
             if changed:
                 raise RunDirError(
                     f"cannot resume {self.path}: the settings differ from the original run in {changed}; "
@@ -70,9 +72,9 @@ class RunDirectory:
         atomic_write_text(target, json.dumps(json.loads(_dumps(config)), indent=2) + "\n")
 
     # -- events ------------------------------------------------------------------------------
-    def event(self, kind: str, **payload: Any) -> None:
-        """Append one event (flushed to disk at once)."""
-        record = {"kind": kind, **payload}
+    def event(self, event: str, /, **payload: Any) -> None:
+        """Append one event, `{"event": event, ...payload}`, flushed to disk at once."""
+        record = {"event": event, **payload}
         line = _dumps(record)
         with self._lock:
             self.events.append(json.loads(line))
@@ -89,7 +91,9 @@ class RunDirectory:
         raw = target.read_bytes()
         if raw and not raw.endswith(b"\n"):
             cut = raw.rfind(b"\n") + 1
-            logger.warning("events.jsonl: cutting a torn last line (%d bytes) left by a kill", len(raw) - cut)
+            logger.warning(
+                "events.jsonl: cutting a torn last line (%d bytes) left by a kill", len(raw) - cut
+            )
             with target.open("r+b") as handle:
                 handle.truncate(cut)
             raw = raw[:cut]
@@ -143,7 +147,9 @@ class RunDirectory:
     def save_summary(self, summary: Mapping[str, Any]) -> None:
         """Write summary.json."""
         if self.path is not None:
-            atomic_write_text(self.path / "summary.json", json.dumps(json.loads(_dumps(summary)), indent=2) + "\n")
+            atomic_write_text(
+                self.path / "summary.json", json.dumps(json.loads(_dumps(summary)), indent=2) + "\n"
+            )
 
     @property
     def cache_path(self) -> Path | None:

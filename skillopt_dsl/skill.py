@@ -10,12 +10,18 @@ Anchor matching (for `Replace.old`, `Delete.old` and a non-heading `Add.after`) 
 
 1. ``exact``: the anchor occurs verbatim exactly once (several occurrences: "ambiguous").
 2. ``whitespace``: equal after collapsing every run of whitespace to one space on both sides.
-3. ``fuzzy``: the most similar window of the document by `difflib.SequenceMatcher.ratio`,
-   accepted only if the similarity is at least `FUZZY_THRESHOLD`.
+3. ``fuzzy``: the most similar window of the document by `difflib.SequenceMatcher.ratio`
+   (whitespace collapsed on both sides), accepted only if the similarity is at least
+   `FUZZY_THRESHOLD`. The search is bounded: windows start and end on word boundaries (on line
+   boundaries for anchors over `FUZZY_WORD_UNITS_MAX_CHARS`), their length is within
+   `FUZZY_LENGTH_TOLERANCE` of the anchor's, a vectorised upper bound (``quick_ratio``) ranks
+   them, and at most `FUZZY_MAX_RATIO_CALLS` full ratios are computed. Anchors longer than
+   `FUZZY_MAX_CHARS` are not fuzzy-matched. Two equally good disjoint windows: "ambiguous".
 
 Text between ``<!-- protected -->`` and ``<!-- /protected -->`` (markers included; an unterminated
 opening marker protects to the end of the document) is never changed: an edit touching it is
-reported as ``refused``.
+reported as ``refused``, and so is an edit whose new text contains a marker (only the author
+protects text).
 
 Example:
     >>> skill = Skill("# Task\\n\\n## Rules\\n\\n- Be brief.\\n")
@@ -33,12 +39,12 @@ import hashlib
 import logging
 import os
 import re
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Annotated, Any, Final, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from skillopt_dsl.errors import UserInputError
@@ -51,8 +57,11 @@ FUZZY_THRESHOLD: Final[float] = 0.9
 FUZZY_LENGTH_TOLERANCE: Final[float] = 0.2
 """Fuzzy candidate windows have a length within this fraction of the anchor's length."""
 
-FUZZY_MAX_RATIO_CALLS: Final[int] = 48
+FUZZY_MAX_RATIO_CALLS: Final[int] = 16
 """At most this many candidate windows (the best by a cheap upper bound) get a full ratio."""
+
+FUZZY_MAX_CHARS: Final[int] = 2000
+"""Longer anchors are matched exactly or ignoring whitespace only (fuzzy would be too slow)."""
 
 FUZZY_WORD_UNITS_MAX_CHARS: Final[int] = 240
 """Anchors up to this length are matched on word boundaries; longer ones on line boundaries."""
@@ -87,15 +96,23 @@ def measure_change(before: Skill | str, after: Skill | str) -> float:
 
     The distance is computed from `difflib.SequenceMatcher` opcodes on the token lists (after
     trimming the common prefix and suffix): the sum over non-equal opcodes of
-    ``max(i2 - i1, j2 - j1)``. It is deterministic and an upper bound of the Levenshtein
-    distance on tokens. It is divided by the token count of the longer text; two empty texts
-    give 0.0 and a complete rewrite gives 1.0.
+    ``max(i2 - i1, j2 - j1)``, capped at the longer token count. It is deterministic and an
+    upper bound of the Levenshtein distance on tokens. It is divided by the token count of the
+    longer text; two empty texts give 0.0 and a complete rewrite gives 1.0.
     """
     a, b = tokenize(_as_text(before)), tokenize(_as_text(after))
     longest = max(len(a), len(b))
     if longest == 0:
         return 0.0
-    return _token_distance(a, b) / longest
+    return min(_token_distance(a, b), longest) / longest
+
+
+def token_distance(before: Skill | str, after: Skill | str) -> int:
+    """Token-level edit distance between two texts (the numerator of `measure_change`).
+
+    The textual learning rate bounds this number for every optimizer step.
+    """
+    return _token_distance(tokenize(_as_text(before)), tokenize(_as_text(after)))
 
 
 def _token_distance(a: list[str], b: list[str]) -> int:
@@ -514,45 +531,70 @@ def _units(text: str, by_line: bool) -> list[_Unit]:
     return units
 
 
-@dataclass(frozen=True)
-class _Window:
-    bound: float
-    first: int
-    last: int
+def _window_pairs(
+    starts: np.ndarray, ends: np.ndarray, low: float, high: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """All (first, last) unit index pairs whose joined length lies in [low, high]."""
+    first_last = np.searchsorted(ends, starts + low, side="left")
+    first_last = np.maximum(first_last, np.arange(len(starts)))
+    stop = np.searchsorted(ends, starts + high, side="right")
+    counts = np.maximum(stop - first_last, 0)
+    first = np.repeat(np.arange(len(starts)), counts)
+    step = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    return first, np.repeat(first_last, counts) + step
 
 
-def _windows(units: list[_Unit], needle: str) -> list[_Window]:
-    """Unit windows of similar length, with a cheap upper bound of their ratio (quick_ratio)."""
-    wanted = Counter(needle)
+def _upper_bounds(joined: str, needle: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """`SequenceMatcher.quick_ratio` of each window ``joined[lo:hi]``, vectorised.
+
+    It counts the characters the window shares with the needle (as multisets), which bounds
+    the real ratio from above, so windows below the threshold never need a full ratio.
+    """
+    alphabet = {char: index for index, char in enumerate(sorted(set(needle)))}
+    codes = np.fromiter((alphabet.get(c, -1) for c in joined), dtype=np.int64, count=len(joined))
+    hits = np.nonzero(codes >= 0)[0]
+    cumulative = np.zeros((len(alphabet), len(joined) + 1), dtype=np.int32)
+    cumulative[codes[hits], hits + 1] = 1
+    cumulative = cumulative.cumsum(axis=1)
+    wanted = np.array([needle.count(char) for char in alphabet])[:, None]
+    bounds = np.empty(len(lo))
+    chunk = max(1, 4_000_000 // len(alphabet))
+    for at in range(0, len(lo), chunk):
+        window_lo, window_hi = lo[at : at + chunk], hi[at : at + chunk]
+        shared = cumulative[:, window_hi] - cumulative[:, window_lo]
+        common = np.minimum(shared, wanted).sum(axis=0)
+        bounds[at : at + chunk] = 2 * common / (window_hi - window_lo + len(needle))
+    return bounds
+
+
+def _best_windows(units: list[_Unit], needle: str) -> tuple[float, list[tuple[int, int]]]:
+    """The best similarity found and every window reaching it, as (first, last) unit indexes.
+
+    Windows are tried best upper bound first, only while their bound can still reach both the
+    threshold and the best ratio so far, and never more than `FUZZY_MAX_RATIO_CALLS` of them.
+    When no window's bound reaches the threshold, no ratio is computed: the similarity
+    returned is then the best upper bound (the real similarity is at most that) and no window.
+    """
+    joined = " ".join(unit.norm for unit in units)
+    lengths = np.array([len(unit.norm) for unit in units], dtype=np.int64)
+    starts = np.cumsum(lengths + 1) - lengths - 1
+    ends = starts + lengths
     low = len(needle) * (1 - FUZZY_LENGTH_TOLERANCE)
-    high = len(needle) * (1 + FUZZY_LENGTH_TOLERANCE)
-    windows = []
-    for first in range(len(units)):
-        have: Counter[str] = Counter()
-        common, length = 0, -1
-        for last in range(first, len(units)):
-            length += 1 + len(units[last].norm)
-            if length > high:
-                break
-            added = units[last].norm if last == first else " " + units[last].norm
-            for char in added:
-                have[char] += 1
-                common += have[char] <= wanted[char]
-            if length >= low:
-                windows.append(_Window(2 * common / (length + len(needle)), first, last))
-    windows.sort(key=lambda window: (-window.bound, window.first, window.last))
-    return windows
-
-
-def _best_windows(units: list[_Unit], needle: str) -> tuple[float, list[_Window]]:
+    first, last = _window_pairs(starts, ends, low, len(needle) * (1 + FUZZY_LENGTH_TOLERANCE))
+    if not len(first):
+        return 0.0, []
+    bounds = _upper_bounds(joined, needle, starts[first], ends[last])
+    order = np.lexsort((last, first, -bounds))
+    if bounds[order[0]] < FUZZY_THRESHOLD:
+        return float(bounds[order[0]]), []
     matcher = difflib.SequenceMatcher(None, autojunk=False)
     matcher.set_seq2(needle)
     best, ties = 0.0, []
-    for calls, window in enumerate(_windows(units, needle)):
-        if calls >= FUZZY_MAX_RATIO_CALLS or window.bound < best:
+    for k in order[:FUZZY_MAX_RATIO_CALLS]:
+        if bounds[k] < max(best, FUZZY_THRESHOLD):
             break
-        matcher.set_seq1(" ".join(unit.norm for unit in units[window.first : window.last + 1]))
-        ratio = matcher.ratio()
+        matcher.set_seq1(joined[starts[first[k]] : ends[last[k]]])
+        ratio, window = matcher.ratio(), (int(first[k]), int(last[k]))
         if ratio > best:
             best, ties = ratio, [window]
         elif ratio == best:
@@ -560,9 +602,9 @@ def _best_windows(units: list[_Unit], needle: str) -> tuple[float, list[_Window]
     return best, ties
 
 
-def _disjoint_count(units: list[_Unit], windows: list[_Window]) -> int:
+def _disjoint_count(units: list[_Unit], windows: list[tuple[int, int]]) -> int:
     """The largest number of pairwise non-overlapping windows (greedy by end offset)."""
-    spans = sorted(((units[w.first].start, units[w.last].end) for w in windows), key=lambda s: s[1])
+    spans = sorted(((units[a].start, units[b].end) for a, b in windows), key=lambda s: s[1])
     count, reach = 0, -1
     for start, end in spans:
         if start >= reach:
@@ -572,14 +614,21 @@ def _disjoint_count(units: list[_Unit], windows: list[_Window]) -> int:
 
 def _fuzzy(text: str, target: str) -> _Span | _Miss:
     needle = " ".join(target.split())
+    if len(needle) > FUZZY_MAX_CHARS:
+        return _Miss(
+            f"no match: not found exactly or ignoring whitespace, and anchors longer than "
+            f"{FUZZY_MAX_CHARS} characters are not fuzzy-matched; quote the text exactly"
+        )
     units = _units(text, by_line=len(needle) > FUZZY_WORD_UNITS_MAX_CHARS)
     best, ties = _best_windows(units, needle)
+    if not ties:
+        return _Miss(f"no match: fuzzy similarity at most {best:.3f} < {FUZZY_THRESHOLD}", best)
     if best < FUZZY_THRESHOLD:
         return _Miss(f"no match: best fuzzy similarity {best:.3f} < {FUZZY_THRESHOLD}", best)
     if (count := _disjoint_count(units, ties)) > 1:
         return _Miss(f"ambiguous: {count} fuzzy matches with similarity {best:.3f}", best)
-    window = ties[0]
-    return _Span(units[window.first].start, units[window.last].end, "fuzzy", best)
+    first, last = ties[0]
+    return _Span(units[first].start, units[last].end, "fuzzy", best)
 
 
 def _locate(text: str, target: str) -> _Span | _Miss:
@@ -668,16 +717,19 @@ def _add_point(text: str, after: str | None) -> tuple[int, _Span] | _Miss:
 
 
 def _refusal(edit: Edit) -> str | None:
+    """Why `edit` is refused whatever the text, or `None`."""
     if isinstance(edit, Add):
         if not edit.text.strip():
             return "no-op: empty text"
         if edit.after is not None and not edit.after.strip():
             return "empty anchor"
-        return None
-    if not edit.old.strip():
+    elif not edit.old.strip():
         return "empty anchor"
-    if isinstance(edit, Replace) and edit.old == edit.new:
+    elif isinstance(edit, Replace) and edit.old == edit.new:
         return "no-op"
+    new = edit.text if isinstance(edit, Add) else edit.new if isinstance(edit, Replace) else ""
+    if PROTECTED_OPEN in new or PROTECTED_CLOSE in new:
+        return "new text contains a protected-region marker; only the author may protect text"
     return None
 
 

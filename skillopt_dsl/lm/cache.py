@@ -66,6 +66,27 @@ class ResponseCache:
                 (key, _encode(completion)),
             )
 
+    @property
+    def max_rowid(self) -> int:
+        """The newest entry's row id (0 when empty); entries only ever get larger ids."""
+        with self._lock:
+            row = self._conn.execute("SELECT MAX(rowid) FROM responses").fetchone()
+        return int(row[0] or 0)
+
+    def completions_after(self, rowid: int) -> list[Completion]:
+        """Completions stored after row `rowid`, oldest first.
+
+        A resumed run uses this with the `max_rowid` saved in its checkpoint: calls made after
+        the checkpoint were paid for, and the resumed run will see them as free cache hits, so
+        their usage must be added back to the ledger (`UsageLedger.add_paid`). With a cache file
+        shared by several concurrent runs, this also returns the other runs' entries.
+        """
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT completion FROM responses WHERE rowid > ? ORDER BY rowid", (rowid,)
+            ).fetchall()
+        return [_decode(row[0]) for row in rows]
+
     def __len__(self) -> int:
         with self._lock:
             return int(self._conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])

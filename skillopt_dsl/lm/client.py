@@ -121,6 +121,12 @@ class LM:
         clone._ledger = ledger
         return clone
 
+    def with_cache(self, cache: ResponseCache) -> LM:
+        """A copy sharing backend, ledger and concurrency limit, using `cache`."""
+        clone = copy.copy(self)
+        clone._cache = cache
+        return clone
+
     def complete(
         self,
         messages: Sequence[Message],
@@ -222,12 +228,14 @@ def resolve_lm(
     """Turn what a user passed as `lm=` into an `LM`.
 
     None -> `default`; a string -> `LM(LiteLLMBackend(spec))`; a `Backend` -> `LM(backend)`;
-    an `LM` keeps its own cache and settings, and is re-pointed at `ledger` when one is given.
+    an `LM` keeps its settings and its own cache (it gets `cache` only when it has none), and is
+    re-pointed at `ledger` when one is given.
     """
     if spec is None:
         spec = default
     if isinstance(spec, LM):
-        return spec.with_ledger(ledger) if ledger is not None else spec
+        client = spec.with_ledger(ledger) if ledger is not None else spec
+        return client.with_cache(cache) if client.cache is None and cache is not None else client
     if isinstance(spec, str | Backend):
         return LM(spec, cache=cache, ledger=ledger)
     raise UserInputError(

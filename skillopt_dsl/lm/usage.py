@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
@@ -143,6 +143,16 @@ class UsageLedger:
             if completion is None:
                 self._record_failure(error_type or "unknown")
             else:
+                self._record_success(completion)
+
+    def add_paid(self, completions: Iterable[Completion]) -> None:
+        """Record calls already paid for outside this ledger (e.g. after a run's last checkpoint).
+
+        They count like settled calls (calls, tokens, cost) without a reservation, and may push
+        the ledger past its budget: they were already spent, so the next `reserve` refuses.
+        """
+        with self._lock:
+            for completion in completions:
                 self._record_success(completion)
 
     def record_retry(self, error_type: str) -> None:

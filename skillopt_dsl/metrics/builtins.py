@@ -215,12 +215,18 @@ class Numeric(LabeledMetric):
         expected = " or ".join(_fmt(number) for number in gold)
         got = parse_number(value)
         if got is None:
-            return Score(0.0, f"Expected the number {expected}, but the output {quote(value)} "
-                              "contains no number.")
+            return Score(
+                0.0,
+                f"Expected the number {expected}, but the output {quote(value)} "
+                "contains no number.",
+            )
         if any(math.isclose(got, g, rel_tol=self.rel_tol, abs_tol=self.abs_tol) for g in gold):
             return Score(1.0, f"Correct: {_fmt(got)}.")
-        return Score(0.0, f"Expected {expected}{self._tolerance()}, but the output gave "
-                          f"{_fmt(got)} (read from {quote(value)}).")
+        return Score(
+            0.0,
+            f"Expected {expected}{self._tolerance()}, but the output gave "
+            f"{_fmt(got)} (read from {quote(value)}).",
+        )
 
     def _tolerance(self) -> str:
         if self.rel_tol == 0.0 and self.abs_tol == 0.0:
@@ -311,9 +317,12 @@ class RegexMatch(FieldMetric):
     def _score(self, example: Example, value: Any, gold: Any) -> Score:
         if self.pattern.fullmatch(str(value)):
             return Score(1.0, "Correct: the output has the required format.")
-        return Score(0.0, f"The output {quote(value)} does not have the required format: the "
-                          f"whole output must match the regular expression "
-                          f"{self.pattern.pattern!r}.")
+        return Score(
+            0.0,
+            f"The output {quote(value)} does not have the required format: the "
+            f"whole output must match the regular expression "
+            f"{self.pattern.pattern!r}.",
+        )
 
 
 def regex_match(field: str, pattern: str | re.Pattern[str]) -> RegexMatch:
@@ -358,8 +367,9 @@ def _mentioned(value: object, options: Sequence[str]) -> list[str]:
     longer = [(option, span) for option, found in spans.items() for span in found]
 
     def covered(option: str, start: int, end: int) -> bool:
-        return any(o != option and a <= start and end <= b and b - a > end - start
-                   for o, (a, b) in longer)
+        return any(
+            o != option and a <= start and end <= b and b - a > end - start for o, (a, b) in longer
+        )
 
     return [o for o, found in spans.items() if any(not covered(o, s, e) for s, e in found)]
 
@@ -392,19 +402,28 @@ class MultipleChoice(LabeledMetric):
         elif not all(normalize_text(answer) in known for answer in correct):
             problem = f"has correct answers {correct} that are not among the options {options}"
         if problem:
-            raise MetricError(f"metric {self.name!r}: example {example.id!r} {problem}",
-                              example_id=example.id, metric=self.name)
+            raise MetricError(
+                f"metric {self.name!r}: example {example.id!r} {problem}",
+                example_id=example.id,
+                metric=self.name,
+            )
 
     def _score(self, example: Example, value: Any, gold: _Options) -> Score:
         right = describe_gold(gold.correct)
         picked = _mentioned(value, gold.options)
         if not picked:
-            return Score(0.0, f"The output {quote(value)} matches none of the options "
-                              f"{gold.options}; answer with exactly one. "
-                              f"The correct option is {right}.")
+            return Score(
+                0.0,
+                f"The output {quote(value)} matches none of the options "
+                f"{gold.options}; answer with exactly one. "
+                f"The correct option is {right}.",
+            )
         if len(picked) > 1:
-            return Score(0.0, f"The output {quote(value)} names several options {picked}; answer "
-                              f"with exactly one. The correct option is {right}.")
+            return Score(
+                0.0,
+                f"The output {quote(value)} names several options {picked}; answer "
+                f"with exactly one. The correct option is {right}.",
+            )
         if normalize_text(picked[0]) in {normalize_text(answer) for answer in gold.correct}:
             return Score(1.0, f"Correct: chose {quote(picked[0])}.")
         return Score(0.0, f"Chose {quote(picked[0])}, but the correct option is {right}.")
@@ -459,8 +478,11 @@ class JsonSchema(FieldMetric):
             return Score(1.0, "Correct: the output matches the JSON schema.")
         details = "; ".join(f"{error.message} (at {error.json_path})" for error in errors[:3])
         more = f" and {len(errors) - 3} more" if len(errors) > 3 else ""
-        return Score(0.0, f"The output {quote(json.dumps(value, default=str))} does not match "
-                          f"the JSON schema: {details}{more}.")
+        return Score(
+            0.0,
+            f"The output {quote(json.dumps(value, default=str))} does not match "
+            f"the JSON schema: {details}{more}.",
+        )
 
 
 def json_schema(field: str, schema: Mapping[str, Any]) -> JsonSchema:
@@ -497,8 +519,10 @@ class Weighted:
         for metric, weight in self.components:
             score = call_metric(metric, example, prediction)
             value += weight / total * score.value
-            lines.append(f"[{metric_name(metric)}, weight {weight / total:.2g}] "
-                         f"score {score.value:.2f}: {score.feedback or '(no feedback)'}")
+            lines.append(
+                f"[{metric_name(metric)}, weight {weight / total:.2g}] "
+                f"score {score.value:.2f}: {score.feedback or '(no feedback)'}"
+            )
         return Score(min(1.0, max(0.0, value)), "\n".join(lines))
 
 
@@ -522,9 +546,15 @@ def weighted(*components: tuple[Metric, float] | Mapping[Metric, float]) -> Weig
         if not isinstance(pair, tuple) or len(pair) != 2 or not callable(pair[0]):
             raise UserInputError(f"weighted(): expected (metric, weight) pairs, got {pair!r}")
         metric, weight = pair
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) \
-                or not math.isfinite(weight) or weight <= 0:
-            raise UserInputError(f"weighted(): weight of {metric_name(metric)!r} must be a "
-                                 f"positive number, got {weight!r}")
+        if (
+            isinstance(weight, bool)
+            or not isinstance(weight, (int, float))
+            or not math.isfinite(weight)
+            or weight <= 0
+        ):
+            raise UserInputError(
+                f"weighted(): weight of {metric_name(metric)!r} must be a "
+                f"positive number, got {weight!r}"
+            )
         checked.append((metric, float(weight)))
     return Weighted(tuple(checked))

@@ -83,7 +83,7 @@ def parse_judge_reply(text: str, scale: int) -> tuple[int, str] | None:
             return score, str(found.get("reason", "")).strip()
     match = _LEADING_INT.match(text)
     if match and 1 <= int(match.group(1)) <= scale:
-        return int(match.group(1)), text[match.end():].strip(" \t\n:-.")
+        return int(match.group(1)), text[match.end() :].strip(" \t\n:-.")
     return None
 
 
@@ -132,12 +132,14 @@ class LLMJudge:
 
     def messages(self, example: Example, outputs: Mapping[str, Any]) -> list[dict[str, str]]:
         """The chat sent to the judge: instructions, then rubric, inputs, reference and output."""
-        user = "\n\n".join([
-            f"## Rubric\n{self.rubric}",
-            _render("Inputs", example.inputs),
-            _render("Reference answer", example.labels),
-            _render("Model output", outputs),
-        ])
+        user = "\n\n".join(
+            [
+                f"## Rubric\n{self.rubric}",
+                _render("Inputs", example.inputs),
+                _render("Reference answer", example.labels),
+                _render("Model output", outputs),
+            ]
+        )
         return [
             {"role": "system", "content": _SYSTEM.format(scale=self.scale)},
             {"role": "user", "content": user},

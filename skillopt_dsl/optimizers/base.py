@@ -50,7 +50,11 @@ class Optimizer(ABC):
         `module`, `trainset` and `valset` must be the ones `context` was built with (the
         signature is shared by all optimizers, so callers never depend on which one runs).
         """
-        if module is not context.module or len(trainset) != len(context.trainset) or len(valset) != len(context.valset):
+        if (
+            module is not context.module
+            or len(trainset) != len(context.trainset)
+            or len(valset) != len(context.valset)
+        ):
             raise ValueError("compile() must be called with the module and splits of its context")
         try:
             self.optimize(context)

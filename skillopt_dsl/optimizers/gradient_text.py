@@ -32,7 +32,15 @@ from skillopt_dsl.optimizers.proposers import (
     edit_key,
 )
 from skillopt_dsl.optimizers.schedules import SCHEDULES, ScheduleName, lr_at
-from skillopt_dsl.skill import ApplyReport, Delete, Edit, EditOutcome, Replace, Skill, token_distance
+from skillopt_dsl.skill import (
+    ApplyReport,
+    Delete,
+    Edit,
+    EditOutcome,
+    Replace,
+    Skill,
+    token_distance,
+)
 
 __all__ = ["GradientText", "GradientTextState", "clip_to_budget", "rank_edits"]
 
@@ -91,7 +99,12 @@ def rank_edits(groups: Sequence[EditGroup], rejected_keys: set[str]) -> list[_Ra
             if seen is None:
                 merged[key] = _Ranked(edit, group.failure_driven, 1, len(merged))
             else:
-                merged[key] = _Ranked(seen.edit, seen.failure_driven or group.failure_driven, seen.support + 1, seen.order)
+                merged[key] = _Ranked(
+                    seen.edit,
+                    seen.failure_driven or group.failure_driven,
+                    seen.support + 1,
+                    seen.order,
+                )
     ranked = sorted(merged.values(), key=lambda r: (not r.failure_driven, -r.support, r.order))
     kept: list[_Ranked] = []
     for item in ranked:
@@ -116,10 +129,14 @@ def clip_to_budget(
     Returns the candidate, the edits kept, and a report of every edit (clipped ones are reported
     as refused with the reason "over the learning-rate budget").
     """
-    current, kept, outcomes = skill, [], []
+    current: Skill = skill
+    kept: list[Edit] = []
+    outcomes: list[EditOutcome] = []
     for edit in ranked:
         if max_edits is not None and len(kept) >= max_edits:
-            outcomes.append(EditOutcome(edit, "refused", f"max_edits={max_edits} reached", None, None))
+            outcomes.append(
+                EditOutcome(edit, "refused", f"max_edits={max_edits} reached", None, None)
+            )
             continue
         trial, report = current.apply([edit])
         outcome = report.outcomes[0]
@@ -169,7 +186,9 @@ class GradientText(Optimizer):
         if not 0 < self.lr <= 1:
             raise UserInputError(f"lr must be in (0, 1], got {self.lr}")
         if self.schedule not in SCHEDULES:
-            raise UserInputError(f"unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}")
+            raise UserInputError(
+                f"unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}"
+            )
         for name in ("epochs", "batch_size"):
             if getattr(self, name) < 1:
                 raise UserInputError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -193,7 +212,11 @@ class GradientText(Optimizer):
 
     # -- the loop --------------------------------------------------------------------------
     def optimize(self, context: CompileContext) -> None:
-        state = GradientTextState.from_dict(context.optimizer_state) if context.optimizer_state else GradientTextState()
+        state = (
+            GradientTextState.from_dict(context.optimizer_state)
+            if context.optimizer_state
+            else GradientTextState()
+        )
         by_id = {e.id: e for e in context.trainset}
         steps_per_epoch = math.ceil(len(by_id) / self.batch_size)
         total = self.epochs * steps_per_epoch
@@ -206,13 +229,18 @@ class GradientText(Optimizer):
                 ids = state.order[state.cursor : state.cursor + self.batch_size]
                 state.cursor += len(ids)
                 self._step(context, state, [by_id[i] for i in ids], total)
-                if self.patience_steps is not None and state.steps_since_accept >= self.patience_steps:
+                if (
+                    self.patience_steps is not None
+                    and state.steps_since_accept >= self.patience_steps
+                ):
                     context.emit("stop", reason="patience_steps", step=state.step)
                     return
             if self.slow_update and not state.slow_done:
                 state.slow_done = True
                 self._slow_update(context, state, total)
-            state.epochs_since_accept = 0 if state.accepted_this_epoch else state.epochs_since_accept + 1
+            state.epochs_since_accept = (
+                0 if state.accepted_this_epoch else state.epochs_since_accept + 1
+            )
             state.epoch, state.order = state.epoch + 1, []
             if self.patience is not None and state.epochs_since_accept >= self.patience:
                 context.emit("stop", reason="patience", epoch=state.epoch)
@@ -222,14 +250,24 @@ class GradientText(Optimizer):
         lr_t = lr_at(self.schedule, self.lr, step, total)
         return lr_t, max(math.ceil(lr_t * skill.token_count), self.lr_floor_tokens)
 
-    def _step(self, context: CompileContext, state: GradientTextState, batch: list[Any], total: int) -> None:
+    def _step(
+        self, context: CompileContext, state: GradientTextState, batch: list[Any], total: int
+    ) -> None:
         skill = context.incumbent
         lr_t, budget = self._budget(skill, state.step, total)
         rollouts = context.evaluate(skill, batch, label="train").records
         request = ProposalRequest(
-            module=context.module, skill=skill, batch=batch, rollouts=rollouts, trainset=context.trainset,
-            rejected=state.memory(), optimizer_lm=context.optimizer_lm, rng=context.rng,
-            budget_tokens=budget, step=state.step, epoch=state.epoch,
+            module=context.module,
+            skill=skill,
+            batch=batch,
+            rollouts=rollouts,
+            trainset=context.trainset,
+            rejected=state.memory(),
+            optimizer_lm=context.optimizer_lm,
+            rng=context.rng,
+            budget_tokens=budget,
+            step=state.step,
+            epoch=state.epoch,
         )
         groups = [g for proposer in self.proposers for g in proposer.propose(request)]
         for note in request.notes:
@@ -237,8 +275,15 @@ class GradientText(Optimizer):
         self._submit(context, state, skill, groups, kind="step", lr_t=lr_t, budget=budget)
 
     def _submit(
-        self, context: CompileContext, state: GradientTextState, skill: Skill, groups: list[EditGroup],
-        *, kind: str, lr_t: float, budget: int,
+        self,
+        context: CompileContext,
+        state: GradientTextState,
+        skill: Skill,
+        groups: list[EditGroup],
+        *,
+        kind: str,
+        lr_t: float,
+        budget: int,
     ) -> None:
         step, epoch = state.step, state.epoch
         state.step += 1
@@ -250,11 +295,15 @@ class GradientText(Optimizer):
         if not kept:
             state.steps_since_accept += 1
             note = "no applicable edit" if groups else "no proposal"
-            context.record_empty_step(step=step, epoch=epoch, kind=kind, lr_budget=lr_t, budget_tokens=budget, note=note)
+            context.record_empty_step(
+                step=step, epoch=epoch, kind=kind, lr_budget=lr_t, budget_tokens=budget, note=note
+            )
             return
         change = token_distance(skill.text, candidate.text)
         longer = max(skill.token_count, candidate.token_count, 1)
-        proposal = Proposal(candidate, step, epoch, kind, lr_t, budget, change, change / longer, report)
+        proposal = Proposal(
+            candidate, step, epoch, kind, lr_t, budget, change, change / longer, report
+        )
 
         def state_after(decision: GateDecision) -> dict[str, Any]:
             if decision.accepted:

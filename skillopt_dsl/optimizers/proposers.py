@@ -108,11 +108,15 @@ class ProposalRequest:
 
     def failures(self, threshold: float = 1.0) -> list[tuple[Example, Rollout]]:
         """The batch's (example, rollout) pairs scoring below `threshold`."""
-        return [(e, r) for e, r in zip(self.batch, self.rollouts, strict=True) if r.score < threshold]
+        return [
+            (e, r) for e, r in zip(self.batch, self.rollouts, strict=True) if r.score < threshold
+        ]
 
     def successes(self, threshold: float = 1.0) -> list[tuple[Example, Rollout]]:
         """The batch's pairs scoring at least `threshold`."""
-        return [(e, r) for e, r in zip(self.batch, self.rollouts, strict=True) if r.score >= threshold]
+        return [
+            (e, r) for e, r in zip(self.batch, self.rollouts, strict=True) if r.score >= threshold
+        ]
 
 
 class Proposer(ABC):
@@ -128,7 +132,9 @@ class Proposer(ABC):
 def edit_key(edit: Edit) -> str:
     """A normalised identity for an edit (whitespace-collapsed, case-folded), for dedup and memory."""
     fields = edit.model_dump(exclude={"rationale"})
-    return json.dumps({k: " ".join(str(v).split()).casefold() for k, v in fields.items()}, sort_keys=True)
+    return json.dumps(
+        {k: " ".join(str(v).split()).casefold() for k, v in fields.items()}, sort_keys=True
+    )
 
 
 # -- demonstrations --------------------------------------------------------------------------
@@ -183,7 +189,14 @@ class DemonstrationsProposer(Proposer):
         if not demos:
             return []
         edits = self._edits(request, demos)
-        return [EditGroup(tuple(edits), self.name, failure_driven=bool(request.failures()), rationale="worked examples")]
+        return [
+            EditGroup(
+                tuple(edits),
+                self.name,
+                failure_driven=bool(request.failures()),
+                rationale="worked examples",
+            )
+        ]
 
     def _edits(self, request: ProposalRequest, demos: list[str]) -> list[Edit]:
         existing = _existing_demos(request.skill)
@@ -193,7 +206,9 @@ class DemonstrationsProposer(Proposer):
                 old = existing.pop(request.rng.randrange(len(existing)))
                 edits.append(Replace(old=old, new=demo, rationale="swap a worked example"))
             else:
-                edits.append(self._edit(request.skill, demo, [d for d in demos if d != demo and d in edits]))
+                edits.append(
+                    self._edit(request.skill, demo, [d for d in demos if d != demo and d in edits])
+                )
         return _merge_adds(request.skill, edits)
 
     @staticmethod
@@ -251,7 +266,9 @@ class FormatRuleProposer(Proposer):
         if _has_heading(request.skill, FORMAT_HEADING):
             edit: Edit = Add(after=FORMAT_HEADING, text=f"- {rule}", rationale="output format")
         else:
-            edit = Add(after=None, text=f"## {FORMAT_HEADING}\n\n- {rule}", rationale="output format")
+            edit = Add(
+                after=None, text=f"## {FORMAT_HEADING}\n\n- {rule}", rationale="output format"
+            )
         why = f"{len(signals)} of {len(request.rollouts)} outputs broke the expected format"
         return [EditGroup((edit,), self.name, failure_driven=True, rationale=why)]
 
@@ -314,7 +331,8 @@ class ReflectiveProposer(Proposer):
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
         failures = request.failures()
         groups: list[tuple[bool, list[tuple[Example, Rollout]]]] = [
-            (True, failures[i : i + self.group_size]) for i in range(0, len(failures), self.group_size)
+            (True, failures[i : i + self.group_size])
+            for i in range(0, len(failures), self.group_size)
         ][: self.max_failure_groups]
         successes = request.successes()
         if self.read_successes and successes:
@@ -323,11 +341,17 @@ class ReflectiveProposer(Proposer):
         for index, (failure_driven, group) in enumerate(groups):
             edits = self._reflect(request, group, failure_driven, index)
             if edits:
-                result.append(EditGroup(tuple(edits[: self.max_edits_per_group]), self.name, failure_driven))
+                result.append(
+                    EditGroup(tuple(edits[: self.max_edits_per_group]), self.name, failure_driven)
+                )
         return result
 
     def _reflect(
-        self, request: ProposalRequest, group: list[tuple[Example, Rollout]], failure_driven: bool, index: int
+        self,
+        request: ProposalRequest,
+        group: list[tuple[Example, Rollout]],
+        failure_driven: bool,
+        index: int,
     ) -> list[Edit]:
         messages = [
             {"role": "system", "content": _SYSTEM},
@@ -335,7 +359,9 @@ class ReflectiveProposer(Proposer):
         ]
         for attempt in range(2):
             try:
-                reply = request.optimizer_lm.complete(messages, seed=request.step * 100 + index).text
+                reply = request.optimizer_lm.complete(
+                    messages, seed=request.step * 100 + index
+                ).text
             except ModelError as exc:
                 request.note("reflection_dropped", group=index, reason=f"model error: {exc}")
                 return []
@@ -343,11 +369,16 @@ class ReflectiveProposer(Proposer):
                 return list(_EditBatch.model_validate_json(_json_block(reply)).edits)
             except (pydantic.ValidationError, ValueError) as exc:
                 if attempt == 1:
-                    request.note("reflection_dropped", group=index, reason=_brief(exc), reply=reply[:500])
+                    request.note(
+                        "reflection_dropped", group=index, reason=_brief(exc), reply=reply[:500]
+                    )
                     return []
                 messages += [
                     {"role": "assistant", "content": reply},
-                    {"role": "user", "content": f"That reply was invalid: {_brief(exc)}. Reply with the JSON only."},
+                    {
+                        "role": "user",
+                        "content": f"That reply was invalid: {_brief(exc)}. Reply with the JSON only.",
+                    },
                 ]
         return []
 
@@ -369,7 +400,10 @@ def _reflection_prompt(
     request: ProposalRequest, group: list[tuple[Example, Rollout]], failure_driven: bool
 ) -> str:
     what = "FAILED" if failure_driven else "SUCCEEDED (keep what made these work)"
-    parts = [f"# Task\n{request.module.description or request.module.name}", f"# Document\n{request.skill.text or '(empty)'}"]
+    parts = [
+        f"# Task\n{request.module.description or request.module.name}",
+        f"# Document\n{request.skill.text or '(empty)'}",
+    ]
     cases = [f"# Examples the model {what}"]
     for example, rollout in group:
         cases.append(
@@ -380,7 +414,11 @@ def _reflection_prompt(
         )
     parts.append("\n".join(cases))
     if request.rejected:
-        tried = [f"- {e.model_dump_json(exclude={'rationale'})} (delta {c.delta:+.3f})" for c in request.rejected[-5:] for e in c.edits[:3]]
+        tried = [
+            f"- {e.model_dump_json(exclude={'rationale'})} (delta {c.delta:+.3f})"
+            for c in request.rejected[-5:]
+            for e in c.edits[:3]
+        ]
         parts.append("# Already tried and rejected (do not propose again)\n" + "\n".join(tried))
     parts.append(f"# Limit\nYour edits together may change at most {request.budget_tokens} tokens.")
     return "\n\n".join(parts)

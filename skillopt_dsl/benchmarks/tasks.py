@@ -1,0 +1,102 @@
+"""Typed `SkillModule`s for the shipped benchmarks, each with a metric that gives feedback."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from skillopt_dsl import metrics
+from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.module import InputField, OutputField, SkillModule
+
+__all__ = [
+    "Arithmetic",
+    "CausalJudgment",
+    "DateUnderstanding",
+    "Navigate",
+    "SportsUnderstanding",
+    "WordSorting",
+    "module_for",
+]
+
+
+class SportsUnderstanding(SkillModule):
+    """Decide whether a sentence about sports is plausible or implausible."""
+
+    statement: str = InputField("an invented sentence about an athlete and an action")
+    answer: Literal["plausible", "implausible"] = OutputField()
+
+    skill = "Answer with one word: plausible or implausible."
+    metric = metrics.exact_match("answer")
+
+
+class Navigate(SkillModule):
+    """Decide whether following the instructions returns to the starting point."""
+
+    question: str = InputField()
+    answer: Literal["True", "False"] = OutputField()
+
+    skill = "Answer True or False."
+    metric = metrics.exact_match("answer")
+
+
+class CausalJudgment(SkillModule):
+    """Answer how a typical person would judge causation in a short story."""
+
+    question: str = InputField()
+    answer: Literal["Yes", "No"] = OutputField()
+
+    skill = "Answer Yes or No."
+    metric = metrics.exact_match("answer")
+
+
+class DateUnderstanding(SkillModule):
+    """Infer a date from context and pick the right MM/DD/YYYY option."""
+
+    question: str = InputField()
+    choices: list[str] = InputField("the options")
+    answer: str = OutputField()
+
+    skill = "Answer with one of the listed dates, in MM/DD/YYYY form."
+    metric = metrics.multiple_choice("answer")
+
+
+class Arithmetic(SkillModule):
+    """Answer a two-digit arithmetic question with the number."""
+
+    question: str = InputField()
+    answer: int = OutputField()
+
+    skill = "Answer with the number."
+    metric = metrics.numeric("answer")
+
+
+class WordSorting(SkillModule):
+    """Sort the words alphabetically."""
+
+    words: str = InputField("space-separated words")
+    answer: str = OutputField()
+
+    skill = "Sort the words alphabetically. Answer with the sorted words separated by spaces."
+    metric = metrics.token_f1("answer")
+
+
+_MODULES: dict[str, type[SkillModule]] = {
+    "sports_understanding": SportsUnderstanding,
+    "navigate": Navigate,
+    "causal_judgment": CausalJudgment,
+    "date_understanding": DateUnderstanding,
+    "arithmetic_2_digit_addition": Arithmetic,
+    "arithmetic_2_digit_subtraction": Arithmetic,
+    "arithmetic_2_digit_multiplication": Arithmetic,
+    "word_sorting": WordSorting,
+}
+
+
+def module_for(benchmark: str) -> SkillModule:
+    """A fresh module (with its seed skill) for a registered benchmark."""
+    try:
+        return _MODULES[benchmark]()
+    except KeyError:
+        raise UserInputError(
+            f"no module for benchmark {benchmark!r}; choose one of {sorted(_MODULES)}"
+        ) from None

@@ -1,0 +1,233 @@
+"""compile() with GradientText on a deterministic synthetic task (ScriptedLM only).
+
+The fake target answers right only when the skill says "divisible by 2"; the fake reflector
+proposes edits. Several tests here exist to catch a gate violation: the best validation score
+must never decrease, and nothing may replace the best skill without an accepted decision.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import skillopt_dsl as sd
+from skillopt_dsl.optimizers import GradientText, ReflectiveProposer
+from skillopt_dsl.optimizers.schedules import SCHEDULES
+from skillopt_dsl.testing import ScriptedLM
+from tests.helpers import Parity, parity_examples, parity_target
+
+TRAIN = parity_examples(0, 16)
+VAL = parity_examples(100, 10)
+TEST = parity_examples(200, 10)
+
+GOOD = {
+    "kind": "add",
+    "after": None,
+    "text": "Check if the number is divisible by 2.",
+    "rationale": "parity",
+}
+NOISE = {"kind": "add", "after": None, "text": "Be brief.", "rationale": "style"}
+
+
+def reflector(
+    first: list[dict[str, Any]], after_rejection: list[dict[str, Any]] | None = None
+) -> ScriptedLM:
+    """A deterministic fake optimizer model: proposes `first`, or `after_rejection` once the
+    prompt shows a rejected candidate (a function of the messages only, so resume replays it)."""
+
+    def respond(messages: list[dict[str, str]]) -> str:
+        seen_rejection = "Already tried and rejected" in messages[-1]["content"]
+        edits = after_rejection if seen_rejection and after_rejection is not None else first
+        return json.dumps({"edits": edits})
+
+    return ScriptedLM(respond, model="scripted/reflector")
+
+
+def gradient(**kwargs: Any) -> GradientText:
+    kwargs.setdefault("proposers", [ReflectiveProposer(read_successes=False)])
+    kwargs.setdefault("epochs", 2)
+    kwargs.setdefault("batch_size", 8)
+    return GradientText(**kwargs)
+
+
+def run(tmp_path: Path | None = None, **kwargs: Any) -> sd.CompileResult:
+    kwargs.setdefault("optimizer", gradient())
+    kwargs.setdefault("lm", ScriptedLM(parity_target))
+    kwargs.setdefault("optimizer_lm", reflector([NOISE], [GOOD]))
+    kwargs.setdefault("threads", 1)
+    return sd.compile(Parity(), TRAIN, VAL, run_dir=tmp_path, **kwargs)
+
+
+def assert_best_never_decreases(result: sd.CompileResult) -> None:
+    best = result.seed_val_score
+    for decision in result.gate_log:
+        if decision.accepted:
+            assert decision.candidate_score > decision.incumbent_score
+            assert decision.candidate_score > best
+            best = decision.candidate_score
+        else:
+            assert decision.candidate_score <= decision.incumbent_score
+    assert result.val_score == best
+
+
+def test_compile_improves_validation(tmp_path: Path) -> None:
+    result = run(tmp_path)
+    assert result.seed_val_score == pytest.approx(0.5)
+    assert result.val_score == 1.0
+    assert "divisible by 2" in result.best_skill.text
+    assert result.improved
+    assert_best_never_decreases(result)
+    noise = [d for d in result.gate_log if not d.accepted]
+    assert noise and all("tie" in d.reason or "no improvement" in d.reason for d in noise)
+
+
+def test_run_directory_files(tmp_path: Path) -> None:
+    result = run(tmp_path)
+    for name in ("config.json", "events.jsonl", "best_skill.md", "summary.json", "checkpoint.json"):
+        assert (tmp_path / name).is_file(), name
+    assert (tmp_path / "skills" / "v0001.md").read_text() == Parity().seed_skill.text
+    assert sd.load_skill(tmp_path / "best_skill.md") == result.best_skill
+    kinds = {
+        json.loads(line)["event"] for line in (tmp_path / "events.jsonl").read_text().splitlines()
+    }
+    assert {"proposal", "edit_report", "evaluation", "gate", "step", "finish"} <= kinds
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["val_score"] == 1.0 and summary["usage"]["calls"] == result.usage.calls
+
+
+def test_nothing_accepted_exports_the_seed_byte_for_byte(tmp_path: Path) -> None:
+    result = run(tmp_path, optimizer_lm=reflector([NOISE]))
+    assert not result.improved
+    assert result.best_skill.text == Parity().seed_skill.text
+    exported = result.export(tmp_path / "out.md")
+    assert sd.load_skill(exported).text == Parity().seed_skill.text
+    assert sd.load_skill(tmp_path / "best_skill.md").text == Parity().seed_skill.text
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_learning_rate_respected_for_every_schedule(schedule: str) -> None:
+    huge = {
+        "kind": "add",
+        "after": None,
+        "text": " ".join(["filler"] * 300),
+        "rationale": "too big",
+    }
+    optimizer = gradient(schedule=schedule, lr=0.5, lr_floor_tokens=12, epochs=3, batch_size=4)
+    result = run(optimizer=optimizer, optimizer_lm=reflector([huge, NOISE], [huge, GOOD]))
+    steps = [h for h in result.history if h.candidate_hash is not None]
+    assert steps
+    for record in steps:
+        assert record.change_tokens <= record.budget_tokens
+        assert record.lr_budget > 0
+    refused = [
+        o for h in result.history for o in h.edit_report if "learning-rate budget" in o["reason"]
+    ]
+    assert refused, "the oversized edit must be clipped, not applied"
+    assert "filler" not in result.best_skill.text
+
+
+def test_max_edits_caps_the_step() -> None:
+    a = {"kind": "add", "after": None, "text": "Rule A.", "rationale": ""}
+    b = {"kind": "add", "after": None, "text": "Rule B.", "rationale": ""}
+    result = run(optimizer=gradient(max_edits=1, epochs=1), optimizer_lm=reflector([a, b]))
+    for record in result.history:
+        assert sum(1 for o in record.edit_report if o["status"] == "applied") <= 1
+
+
+def test_invalid_optimizer_output_retried_then_dropped(tmp_path: Path) -> None:
+    garbage = ScriptedLM(lambda m: "I'm ready to help!", model="scripted/garbage")
+    result = run(tmp_path, optimizer_lm=garbage, optimizer=gradient(epochs=1))
+    assert not result.improved
+    events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
+    dropped = [e for e in events if e["event"] == "reflection_dropped"]
+    assert dropped and "I'm ready" in dropped[0]["reply"]
+    retries = [c for c in garbage.calls if len(c) == 4]
+    assert len(retries) == len(dropped), "each group is retried exactly once"
+
+
+def test_duplicate_candidates_are_not_re_evaluated() -> None:
+    target = ScriptedLM(parity_target)
+    result = run(
+        lm=target, optimizer=gradient(epochs=3, slow_update=False), optimizer_lm=reflector([NOISE])
+    )
+    hashes = [d.candidate_hash for d in result.gate_log]
+    assert len(hashes) == len(set(hashes))
+    val_numbers = {e.inputs["number"] for e in VAL}
+    noisy_skill = Parity().seed_skill.apply([sd.Add(text="Be brief.")])[0].text
+    noisy_val_calls = [
+        c
+        for c in target.calls
+        if c[-1]["content"] in val_numbers and c[0]["content"] == noisy_skill
+    ]
+    assert len(noisy_val_calls) == len(VAL)
+
+
+def test_budget_respected_exactly_and_best_kept(tmp_path: Path) -> None:
+    result = run(tmp_path, budget=sd.Budget(max_calls=40))
+    assert result.usage.calls <= 40
+    assert result.stop_reason == "budget"
+    assert sd.load_skill(tmp_path / "best_skill.md") == result.best_skill
+    assert_best_never_decreases(result)
+
+
+def test_test_set_never_influences_selection() -> None:
+    without = run()
+    with_test = run(testset=TEST)
+    assert with_test.best_skill == without.best_skill
+    assert [d.to_dict() for d in with_test.gate_log] == [d.to_dict() for d in without.gate_log]
+    assert with_test.test_score == 1.0 and with_test.seed_test_score == pytest.approx(0.5)
+    assert without.test_score is None
+
+
+class Killed(BaseException):
+    """Stands in for SIGKILL: unwinds without any cleanup code catching it."""
+
+
+@pytest.mark.parametrize("kill_fraction", [0.3, 0.55, 0.8])
+def test_kill_and_resume_equals_uninterrupted(tmp_path: Path, kill_fraction: float) -> None:
+    reference_target = ScriptedLM(parity_target)
+    reference = run(tmp_path / "ref", lm=reference_target, optimizer_lm=reflector([NOISE], [GOOD]))
+    kill_at = int(len(reference_target.calls) * kill_fraction)
+    calls = {"n": 0}
+
+    def dying(messages: list[dict[str, str]]) -> str:
+        calls["n"] += 1
+        if calls["n"] == kill_at:
+            raise Killed
+        return parity_target(messages)
+
+    with pytest.raises(Killed):
+        run(tmp_path / "run", lm=ScriptedLM(dying), optimizer_lm=reflector([NOISE], [GOOD]))
+    resumed_target = ScriptedLM(parity_target)
+    resumed = run(
+        tmp_path / "run", resume=True, lm=resumed_target, optimizer_lm=reflector([NOISE], [GOOD])
+    )
+    assert resumed.best_skill == reference.best_skill
+    assert [d.to_dict() for d in resumed.gate_log] == [d.to_dict() for d in reference.gate_log]
+    assert resumed.usage.calls == reference.usage.calls, (
+        "spent budget is neither reset nor double counted"
+    )
+    assert len(resumed_target.calls) < len(reference_target.calls) - kill_at + 2, (
+        "scored work is not redone"
+    )
+
+    def steps(result: sd.CompileResult) -> list[dict[str, Any]]:
+        return [h.to_dict() | {"calls": 0} for h in result.history]
+
+    assert steps(resumed) == steps(reference)
+
+
+def test_resume_refuses_changed_settings(tmp_path: Path) -> None:
+    run(tmp_path, optimizer=gradient(epochs=1))
+    with pytest.raises(sd.RunDirError, match="differ"):
+        run(tmp_path, resume=True, optimizer=gradient(epochs=1, lr=0.2))
+    with pytest.raises(sd.RunDirError, match="already holds a run"):
+        run(tmp_path, optimizer=gradient(epochs=1))
+
+
+def test_overlapping_splits_refused() -> None:
+    with pytest.raises(sd.UserInputError, match="shared ids"):
+        sd.compile(Parity(), TRAIN, TRAIN[:3], lm=ScriptedLM(parity_target))

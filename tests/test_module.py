@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import pydantic
+import pytest
+
+import skillopt_dsl as sd
+from skillopt_dsl.types import Example
+from tests.helpers import Parity
+
+
+class Person(pydantic.BaseModel):
+    name: str
+    age: int
+
+
+class Extract(sd.SkillModule):
+    """Extract facts."""
+
+    text: str = sd.InputField("the passage")
+    context: str = sd.InputField()
+    city: str = sd.OutputField()
+    year: int = sd.OutputField()
+
+    skill = "Extract."
+    metric = sd.metrics.exact_match("city")
+
+
+def test_class_declaration_collects_typed_fields() -> None:
+    module = Parity()
+    assert list(module.input_fields) == ["number"]
+    assert list(module.output_fields) == ["answer"]
+    assert module.output_fields["answer"].annotation == Literal["even", "odd"]
+    assert module.description == "Say whether a number is even or odd."
+    assert module.seed_skill.text == "Answer with one word."
+
+
+def test_render_system_is_skill_text_exactly() -> None:
+    module = Parity()
+    skill = sd.Skill("# Rules\n\n  keep   spacing\n")
+    messages = module.render(skill, Example("a", {"number": "4"}, {"answer": "even"}))
+    assert messages[0] == {"role": "system", "content": "# Rules\n\n  keep   spacing\n"}
+    assert messages[1] == {"role": "user", "content": "4"}
+
+
+def test_render_several_inputs_and_outputs_asks_for_json() -> None:
+    messages = Extract().render(sd.Skill("x"), {"text": "Paris 1999", "context": "c"})
+    assert messages[1]["content"].startswith("text: Paris 1999\ncontext: c")
+    assert "JSON object with the keys: city, year" in messages[1]["content"]
+
+
+def test_empty_skill_sends_no_system_message() -> None:
+    messages = Parity().render(sd.Skill(""), {"number": "3"})
+    assert [m["role"] for m in messages] == ["user"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("even", "even"),
+        ("Answer: Odd.", "odd"),
+        ("<answer>even</answer>", "even"),
+        ('"odd"', "odd"),
+        ("The number is even.", "even"),
+        ("answer: even", "even"),
+    ],
+)
+def test_tolerant_single_field_parsing(text: str, expected: str) -> None:
+    prediction = Parity().parse(text)
+    assert prediction.ok, prediction.error
+    assert prediction.answer == expected
+
+
+@pytest.mark.parametrize("text", ["", "it is even or odd", "banana", "   "])
+def test_parse_failure_is_carried_not_raised(text: str) -> None:
+    prediction = Parity().parse(text)
+    assert not prediction.ok
+    assert prediction.answer is None
+    assert "could not parse" in (prediction.error or "")
+    assert prediction.raw == text
+
+
+def test_int_and_pydantic_outputs() -> None:
+    number = sd.SkillModule.create(
+        name="Num", inputs={"q": str}, outputs={"n": int}, metric=lambda e, p: 1.0
+    )
+    assert number.parse("The answer is 1,234.").n == 1234
+    assert not number.parse("3.5").ok
+    people = sd.SkillModule.create(name="People", inputs={"q": str}, outputs={"who": Person})
+    parsed = people.parse('Here: {"name": "Ada", "age": 36}')
+    assert parsed.who == Person(name="Ada", age=36)
+    assert not people.parse('{"name": "Ada"}').ok
+
+
+def test_several_fields_parse_json_with_validation() -> None:
+    module = Extract()
+    ok = module.parse('```json\n{"city": "Paris", "year": "1999"}\n```')
+    assert ok.ok and ok.city == "Paris" and ok.year == 1999
+    bad = module.parse('{"city": "Paris", "year": "soon"}')
+    assert not bad.ok and "year" in (bad.error or "")
+    assert bad.city is None
+
+
+def test_functional_create_matches_class_form() -> None:
+    module = sd.SkillModule.create(
+        name="Sports",
+        inputs={"statement": (str, "a sentence")},
+        outputs={"answer": Literal["plausible", "implausible"]},
+        skill="Answer with one word.",
+        metric=sd.metrics.exact_match("answer"),
+        description="Judge plausibility.",
+    )
+    assert module.name == "Sports" and module.description == "Judge plausibility."
+    assert module.parse("Implausible").answer == "implausible"
+
+
+def test_skill_from_path(tmp_path: Path) -> None:
+    path = tmp_path / "seed.md"
+    path.write_text("# Seed\r\nexact bytes\n", encoding="utf-8", newline="")
+    module = Parity(skill=path)
+    assert module.seed_skill.text == "# Seed\r\nexact bytes\n"
+    with pytest.raises(sd.UserInputError, match="does not exist"):
+        Parity(skill=str(tmp_path / "missing.md"))
+
+
+def test_module_without_fields_or_metric_is_a_clear_error() -> None:
+    class Empty(sd.SkillModule):
+        pass
+
+    with pytest.raises(sd.UserInputError, match="InputField"):
+        Empty()
+    no_metric = sd.SkillModule.create(name="NoMetric", inputs={"q": str}, outputs={"a": str})
+    with pytest.raises(sd.UserInputError, match="no metric"):
+        _ = no_metric.metric_fn
