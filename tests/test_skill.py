@@ -6,7 +6,6 @@ import dataclasses
 import hashlib
 import json
 import random
-import time
 from pathlib import Path
 
 import pydantic
@@ -444,13 +443,13 @@ def _big_document(size: int = 20_000) -> str:
     return "\n".join(out) + "\n"
 
 
-def test_fuzzy_matching_is_fast_on_a_20kb_document() -> None:
+def test_fuzzy_matching_on_a_20kb_document() -> None:
+    # Speed is measured in bench/bench_edits.py, not asserted here.
     doc = _big_document()
     lines = doc.splitlines()
     target_line = lines[len(lines) // 2]
     misquoted = target_line.replace("e", "E", 1)
     long_target = "\n".join(lines[100:130]).replace("model", "modal", 2)
-    start = time.perf_counter()
     new, report = Skill(doc).apply(
         [
             Replace(old=misquoted, new="- replaced"),
@@ -458,8 +457,6 @@ def test_fuzzy_matching_is_fast_on_a_20kb_document() -> None:
             Replace(old="completely absent sentence about cooking pasta", new="x"),
         ]
     )
-    elapsed = time.perf_counter() - start
     assert [o.status for o in report.outcomes] == ["applied", "applied", "not_matched"]
     assert [o.match for o in report.outcomes[:2]] == ["fuzzy", "fuzzy"]
     assert "- replaced\n" in new.text
-    assert elapsed < 3.0

@@ -178,7 +178,7 @@ class GradientText(Optimizer):
     patience: int | None = None
     patience_steps: int | None = None
     slow_update: bool = True
-    lr_floor_tokens: int = 64
+    lr_floor_tokens: int = 128
     proposers: Sequence[Proposer] = field(default_factory=default_proposers)
     name: str = "gradient-text"
 

@@ -32,7 +32,7 @@ from skillopt_dsl.errors import BudgetExceeded, ModelError
 from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.lm import LM
 from skillopt_dsl.module import SkillModule
-from skillopt_dsl.skill import Add, Delete, Edit, Replace, Skill
+from skillopt_dsl.skill import Add, Delete, Edit, Replace, Skill, tokenize
 from skillopt_dsl.types import Example
 
 __all__ = [
@@ -163,8 +163,9 @@ def gold_answer(module: SkillModule, example: Example) -> str:
 class DemonstrationsProposer(Proposer):
     """Adds (or, once `max_demos` are present, swaps in) worked examples from the training set.
 
-    Failing batch examples come first, then random training examples. Demos already in the skill
-    or in a rejected candidate are skipped. No optimizer model is called.
+    Failing batch examples come first, then random training examples. Demos already in the skill,
+    demos longer than the step's token budget, and edits already rejected are skipped. Each demo
+    is its own edit, so the learning rate can keep some and clip the rest. No model is called.
     """
 
     per_step: int = 2
@@ -173,49 +174,51 @@ class DemonstrationsProposer(Proposer):
 
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
         rejected = {edit_key(e) for c in request.rejected for e in c.edits}
-        pool = [e for e, _ in request.failures()]
-        extra = [e for e in request.trainset if e not in pool]
-        request.rng.shuffle(extra)
-        demos: list[str] = []
-        for example in pool + extra:
-            demo = render_demo(request.module, example)
-            if demo in request.skill.text or demo in demos:
-                continue
-            if edit_key(self._edit(request.skill, demo, demos)) in rejected:
-                continue
-            demos.append(demo)
-            if len(demos) >= self.per_step:
-                break
-        if not demos:
-            return []
-        edits = self._edits(request, demos)
-        return [
-            EditGroup(
-                tuple(edits),
-                self.name,
-                failure_driven=bool(request.failures()),
-                rationale="worked examples",
-            )
-        ]
-
-    def _edits(self, request: ProposalRequest, demos: list[str]) -> list[Edit]:
-        existing = _existing_demos(request.skill)
+        failing = [e for e, _ in request.failures()]
+        others = [e for e in request.trainset if e not in failing]
+        request.rng.shuffle(others)
+        planner = _DemoPlanner(request.skill, self.max_demos, request.rng)
         edits: list[Edit] = []
-        for demo in demos:
-            if len(existing) >= self.max_demos:
-                old = existing.pop(request.rng.randrange(len(existing)))
-                edits.append(Replace(old=old, new=demo, rationale="swap a worked example"))
-            else:
-                edits.append(
-                    self._edit(request.skill, demo, [d for d in demos if d != demo and d in edits])
-                )
-        return _merge_adds(request.skill, edits)
+        for example in failing + others:
+            demo = render_demo(request.module, example)
+            if demo in request.skill.text or len(tokenize(demo)) > request.budget_tokens:
+                continue
+            edit = planner.edit_for(demo)
+            if edit is None or edit_key(edit) in rejected:
+                continue
+            planner.commit(edit)
+            edits.append(edit)
+            if len(edits) >= self.per_step:
+                break
+        if not edits:
+            return []
+        return [EditGroup(tuple(edits), self.name, failure_driven=bool(failing), rationale="worked examples")]
 
-    @staticmethod
-    def _edit(skill: Skill, demo: str, pending: Sequence[Any]) -> Edit:
-        if _has_heading(skill, EXAMPLES_HEADING):
-            return Add(after=EXAMPLES_HEADING, text=demo, rationale="worked example")
-        return Add(after=None, text=f"## {EXAMPLES_HEADING}\n\n{demo}", rationale="worked example")
+
+class _DemoPlanner:
+    """Plans demo edits in order: create the section, then add under it, then swap."""
+
+    def __init__(self, skill: Skill, max_demos: int, rng: random.Random) -> None:
+        self.has_section = _has_heading(skill, EXAMPLES_HEADING)
+        self.existing = _existing_demos(skill)
+        self.count = len(self.existing)
+        self.max_demos, self.rng = max_demos, rng
+
+    def edit_for(self, demo: str) -> Edit | None:
+        if self.count >= self.max_demos:
+            if not self.existing:
+                return None
+            old = self.existing[self.rng.randrange(len(self.existing))]
+            return Replace(old=old, new=demo, rationale="swap a worked example")
+        if not self.has_section:
+            return Add(after=None, text=f"## {EXAMPLES_HEADING}\n\n{demo}", rationale="worked example")
+        return Add(after=EXAMPLES_HEADING, text=demo, rationale="worked example")
+
+    def commit(self, edit: Edit) -> None:
+        if isinstance(edit, Replace):
+            self.existing.remove(edit.old)
+            return
+        self.has_section, self.count = True, self.count + 1
 
 
 def _has_heading(skill: Skill, title: str) -> bool:
@@ -228,18 +231,6 @@ def _existing_demos(skill: Skill) -> list[str]:
             blocks = [b.strip() for b in section.text.split("\n\n")]
             return [b for b in blocks if b.startswith("Input:")]
     return []
-
-
-def _merge_adds(skill: Skill, edits: list[Edit]) -> list[Edit]:
-    """When the section does not exist yet, one Add creates it with every new demo."""
-    if _has_heading(skill, EXAMPLES_HEADING):
-        return edits
-    adds = [e for e in edits if isinstance(e, Add)]
-    if len(adds) <= 1:
-        return edits
-    body = "\n\n".join(a.text.removeprefix(f"## {EXAMPLES_HEADING}\n\n") for a in adds)
-    merged = Add(after=None, text=f"## {EXAMPLES_HEADING}\n\n{body}", rationale="worked examples")
-    return [merged, *[e for e in edits if not isinstance(e, Add)]]
 
 
 # -- format rules ----------------------------------------------------------------------------
