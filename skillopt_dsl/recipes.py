@@ -54,7 +54,9 @@ def load_recipe(path: str | Path) -> Recipe:
     """Import a recipe file and check what it declares."""
     target = Path(path)
     if not target.is_file() or target.suffix != ".py":
-        raise UserInputError(f"recipe {str(target)!r} is not a Python file; pass a path like recipes/navigate_local.py")
+        raise UserInputError(
+            f"recipe {str(target)!r} is not a Python file; pass a path like recipes/navigate_local.py"
+        )
     namespace = _import(target)
     public = {k: v for k, v in vars(namespace).items() if not k.startswith("_")}
     values = {k: public[k] for k in _KNOWN if k in public}
@@ -91,7 +93,9 @@ def _check_types(path: Path, values: dict[str, Any]) -> None:
     for key, value in values.items():
         if not isinstance(value, expected[key]):
             names = " or ".join(t.__name__ for t in expected[key])
-            raise UserInputError(f"recipe {path}: `{key}` must be {names}, got {type(value).__name__}")
+            raise UserInputError(
+                f"recipe {path}: `{key}` must be {names}, got {type(value).__name__}"
+            )
 
 
 SkillOptErrorTypes = (ImportError, SyntaxError, NameError, AttributeError)

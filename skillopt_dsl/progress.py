@@ -1,0 +1,206 @@
+"""Live progress for long runs: a rich panel on a terminal, log lines everywhere else.
+
+`CompileProgress` is an `on_event` listener for `compile(...)`. It folds every event into a
+`ProgressState` (epoch, step, calls, cost, best validation score, last gate decision). On a
+terminal it redraws a small panel; when output is not a terminal (CI, a pipe, a log file) it
+logs one line per notable event through `logging` instead, so nothing is lost and nothing is
+redrawn.
+
+Example::
+
+    with CompileProgress(console=Console(stderr=True)) as progress:
+        result = sd.compile(module, train, val, on_event=progress)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+__all__ = ["CompileProgress", "ProgressState"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ProgressState:
+    """What the progress display shows, updated from compile events."""
+
+    phase: str = "starting"
+    epoch: int | None = None
+    total_epochs: int | None = None
+    step: int | None = None
+    calls: int = 0
+    cost_usd: float | None = None
+    best_val: float | None = None
+    seed_val: float | None = None
+    gate_decisions: int = 0
+    accepted: int = 0
+    last_gate: str = "none yet"
+
+    def update(self, event: str, payload: Mapping[str, Any]) -> str | None:
+        """Fold one event in; returns a log line when the event is worth one, else None."""
+        handler = _HANDLERS.get(event)
+        return handler(self, payload) if handler is not None else None
+
+    def table(self) -> Table:
+        """The state as a two-column rich table."""
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold cyan")
+        table.add_column()
+        for label, value in self.rows():
+            table.add_row(label, value)
+        return table
+
+    def rows(self) -> list[tuple[str, str]]:
+        """(label, value) pairs, in display order."""
+        epochs = "-" if self.epoch is None else str(self.epoch + 1)
+        if self.epoch is not None and self.total_epochs is not None:
+            epochs += f"/{self.total_epochs}"
+        return [
+            ("phase", self.phase),
+            ("epoch", epochs),
+            ("step", "-" if self.step is None else str(self.step)),
+            ("calls", str(self.calls)),
+            ("cost", _money(self.cost_usd)),
+            ("best val", _score(self.best_val) + f"  (seed {_score(self.seed_val)})"),
+            ("gate", f"{self.accepted} accepted / {self.gate_decisions} decided"),
+            ("last gate", self.last_gate),
+        ]
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _money(value: float | None) -> str:
+    return "unknown (unpriced model)" if value is None else f"${value:.4f}"
+
+
+def _on_seed(state: ProgressState, payload: Mapping[str, Any]) -> str:
+    state.seed_val = state.best_val = float(payload["val_score"])
+    state.phase = "optimizing"
+    return f"seed skill: val {state.seed_val:.4f}"
+
+
+def _on_resume(state: ProgressState, payload: Mapping[str, Any]) -> str:
+    state.phase = "resumed"
+    return f"resumed at version {payload.get('version')} after {payload.get('steps')} steps"
+
+
+def _on_evaluation(state: ProgressState, payload: Mapping[str, Any]) -> None:
+    state.phase = f"evaluating on {payload.get('split', '?')} ({payload.get('n', '?')} examples)"
+    return None
+
+
+def _on_proposal(state: ProgressState, payload: Mapping[str, Any]) -> None:
+    state.step = int(payload["step"])
+    state.phase = f"proposing ({payload.get('kind', 'step')})"
+    return None
+
+
+def _on_gate(state: ProgressState, payload: Mapping[str, Any]) -> str:
+    state.gate_decisions += 1
+    state.step = int(payload["step"])
+    state.epoch = int(payload["epoch"])
+    verdict = "ACCEPTED" if payload["accepted"] else "rejected"
+    candidate, incumbent = float(payload["candidate_score"]), float(payload["incumbent_score"])
+    if payload["accepted"]:
+        state.accepted += 1
+        state.best_val = candidate
+    state.last_gate = f"{verdict} step {state.step}: {candidate:.4f} vs {incumbent:.4f}"
+    return f"gate {state.last_gate} ({payload.get('reason', '')})"
+
+
+def _on_step(state: ProgressState, payload: Mapping[str, Any]) -> str | None:
+    state.step, state.epoch = int(payload["step"]), int(payload["epoch"])
+    state.calls = int(payload.get("calls", state.calls))
+    state.cost_usd = payload.get("cost_usd")
+    if payload.get("incumbent_score") is not None:
+        state.best_val = float(payload["incumbent_score"])
+    note = payload.get("note") or ""
+    if payload.get("candidate_hash") is None:
+        return f"step {state.step} (epoch {state.epoch + 1}): {note or 'no candidate'}"
+    return None
+
+
+def _on_stop(state: ProgressState, payload: Mapping[str, Any]) -> str:
+    state.phase = f"stopping: {payload.get('reason')}"
+    return f"stopping early: {payload.get('reason')} {payload.get('detail', '')}".rstrip()
+
+
+def _on_finish(state: ProgressState, payload: Mapping[str, Any]) -> str:
+    usage = payload.get("usage") or {}
+    state.calls = int(usage.get("calls", state.calls))
+    state.cost_usd = usage.get("cost_usd", state.cost_usd)
+    state.best_val = float(payload["val_score"])
+    state.phase = f"finished ({payload.get('stop_reason')})"
+    return f"finished: val {state.best_val:.4f}, {state.calls} calls"
+
+
+def _on_test_skipped(state: ProgressState, payload: Mapping[str, Any]) -> str:
+    return f"test set not scored: {payload.get('reason')}"
+
+
+_HANDLERS = {
+    "seed": _on_seed,
+    "resume": _on_resume,
+    "evaluation": _on_evaluation,
+    "proposal": _on_proposal,
+    "gate": _on_gate,
+    "step": _on_step,
+    "stop": _on_stop,
+    "finish": _on_finish,
+    "test_skipped": _on_test_skipped,
+}
+
+
+class CompileProgress:
+    """An `on_event` listener that shows a live panel on a terminal and logs lines otherwise.
+
+    Args:
+        console: where the live panel is drawn (use a stderr console to keep stdout clean).
+        live: force the live panel on or off; None decides from `console.is_terminal`.
+        total_epochs: shown as "epoch 1/N" when known.
+    """
+
+    def __init__(
+        self, console: Console, *, live: bool | None = None, total_epochs: int | None = None
+    ) -> None:
+        self.state = ProgressState(total_epochs=total_epochs)
+        self._console = console
+        use_live = console.is_terminal if live is None else live
+        self._live: Live | None = (
+            Live(self.state.table(), console=console, refresh_per_second=4, transient=False)
+            if use_live
+            else None
+        )
+
+    def __call__(self, event: str, payload: Mapping[str, Any]) -> None:
+        """Take one compile event."""
+        line = self.state.update(event, payload)
+        if self._live is not None:
+            self._live.update(self.state.table())
+        elif line is not None:
+            logger.info(line)
+
+    def __enter__(self) -> CompileProgress:
+        if self._live is not None:
+            self._live.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._live is not None:
+            self._live.stop()

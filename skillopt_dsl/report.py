@@ -1,0 +1,645 @@
+"""Plots and an HTML report of a finished (or interrupted) run, or of a sweep.
+
+`write_report(run_dir)` reads a run directory (see `skillopt_dsl.runs`) without changing it and
+writes, next to it:
+
+- `plot_scores.png`: validation score of every candidate that reached the gate (accepted and
+  rejected marked apart) and the best-so-far line;
+- `plot_learning_rate.png`: the learning-rate budget of each step against the change the
+  candidate really made (tokens of edit distance);
+- `plot_cost.png`: cumulative model calls and dollars after each step;
+- `report.html`: one self-contained page (the plots embedded) with a summary table, the gate log
+  and the unified diff between the seed skill and the best skill.
+
+A sweep folder (one holding `sweep.json` or a `trials/` folder of runs) gets `plot_sweep_lr.png`
+(validation score against learning rate), a trials table, and a report for every trial run.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import difflib
+import html
+import json
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from skillopt_dsl.driver import StepRecord
+from skillopt_dsl.errors import RunDirError, UserInputError
+from skillopt_dsl.export import load_skill
+from skillopt_dsl.gate import GateDecision
+
+__all__ = ["GateEntry", "RunRecord", "SweepTrial", "load_run", "load_sweep", "write_report"]
+
+logger = logging.getLogger(__name__)
+
+SCORES_PNG = "plot_scores.png"
+LR_PNG = "plot_learning_rate.png"
+COST_PNG = "plot_cost.png"
+SWEEP_PNG = "plot_sweep_lr.png"
+REPORT_HTML = "report.html"
+_LR_KEYS = ("lr", "learning_rate")
+
+
+# -- reading a run ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GateEntry:
+    """One gate decision as logged, with the step and epoch it belonged to."""
+
+    step: int | None
+    epoch: int | None
+    decision: GateDecision
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Everything the report shows about one run, read from its directory."""
+
+    path: Path
+    config: dict[str, Any]
+    summary: dict[str, Any] | None
+    steps: list[StepRecord]
+    gates: list[GateEntry]
+    seed_val_score: float | None
+    seed_text: str
+    best_text: str
+
+    @property
+    def finished(self) -> bool:
+        """True when the run wrote summary.json (it ended, by finishing or by its budget)."""
+        return self.summary is not None
+
+
+def load_run(run_dir: str | Path) -> RunRecord:
+    """Read a run directory; a missing or unreadable file is a `RunDirError` naming it."""
+    path = _existing_dir(run_dir)
+    for name in ("config.json", "events.jsonl", "skills/v0001.md", "best_skill.md"):
+        if not (path / name).is_file():
+            raise RunDirError(
+                f"{path} is not a complete run directory: {name} is missing. "
+                "Point the report at the folder given as run_dir to compile()."
+            )
+    events = read_events(path / "events.jsonl")
+    steps, gates = _steps_and_gates(events)
+    summary_path = path / "summary.json"
+    return RunRecord(
+        path=path,
+        config=_read_json_object(path / "config.json"),
+        summary=_read_json_object(summary_path) if summary_path.is_file() else None,
+        steps=steps,
+        gates=gates,
+        seed_val_score=_seed_score(events),
+        seed_text=(path / "skills" / "v0001.md").read_text(encoding="utf-8"),
+        best_text=load_skill(path / "best_skill.md").text,
+    )
+
+
+def _existing_dir(run_dir: str | Path) -> Path:
+    path = Path(run_dir)
+    if not path.exists():
+        raise UserInputError(f"run directory {str(path)!r} does not exist")
+    if not path.is_dir():
+        raise UserInputError(f"{str(path)!r} is a file; the report needs a run directory")
+    return path
+
+
+def _read_json_object(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RunDirError(f"{path} is not valid JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path} must hold a JSON object, found {type(data).__name__}")
+    return data
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """Parse events.jsonl without modifying it; a torn last line (a killed run) is skipped."""
+    raw = path.read_text(encoding="utf-8")
+    lines = raw.split("\n")
+    if lines and lines[-1].strip():
+        logger.warning("%s: ignoring a torn last line (the run was killed mid-write)", path)
+    events: list[dict[str, Any]] = []
+    for number, line in enumerate(lines[:-1], start=1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise RunDirError(f"{path} line {number} is corrupt ({exc})") from exc
+        if not isinstance(event, dict) or "event" not in event:
+            raise RunDirError(f"{path} line {number} is not an event object")
+        events.append(event)
+    return events
+
+
+_STEP_FIELDS = {f.name for f in dataclasses.fields(StepRecord)}
+_GATE_FIELDS = {f.name for f in dataclasses.fields(GateDecision)}
+
+
+def _steps_and_gates(
+    events: Sequence[Mapping[str, Any]],
+) -> tuple[list[StepRecord], list[GateEntry]]:
+    """Step records and gate decisions in order; work redone after a resume is counted once.
+
+    A `resume` event says how many steps the checkpoint held: later records replace whatever
+    the killed process logged past that point. A gate decision is always logged just before its
+    step record, so it belongs to the step whose index equals the steps seen before it.
+    """
+    steps: list[StepRecord] = []
+    gates: list[tuple[int, GateEntry]] = []
+    for event in events:
+        kind = event["event"]
+        if kind == "resume":
+            kept = int(event.get("steps", len(steps)))
+            del steps[kept:]
+            gates = [(index, gate) for index, gate in gates if index < kept]
+        elif kind == "step":
+            steps.append(StepRecord(**{k: v for k, v in event.items() if k in _STEP_FIELDS}))
+        elif kind == "gate":
+            decision = GateDecision.from_dict({k: v for k, v in event.items() if k in _GATE_FIELDS})
+            gates.append((len(steps), GateEntry(event.get("step"), event.get("epoch"), decision)))
+    return steps, [gate for _, gate in gates]
+
+
+def _seed_score(events: Sequence[Mapping[str, Any]]) -> float | None:
+    for event in events:
+        if event["event"] == "seed" and event.get("val_score") is not None:
+            return float(event["val_score"])
+    return None
+
+
+# -- plots -----------------------------------------------------------------------------------
+
+
+def _save(figure: Figure, path: Path) -> Path:
+    figure.tight_layout()
+    figure.savefig(path, format="png", dpi=110)
+    return path
+
+
+def _empty(axes: Axes, message: str) -> None:
+    axes.text(0.5, 0.5, message, ha="center", va="center", transform=axes.transAxes)
+
+
+def _epoch_lines(axes: Axes, steps: Sequence[StepRecord]) -> None:
+    for before, after in zip(steps, steps[1:], strict=False):
+        if after.epoch != before.epoch:
+            axes.axvline(after.step - 0.5, color="0.85", linewidth=1, zorder=0)
+
+
+def plot_scores(record: RunRecord, path: Path) -> Path:
+    """Validation score per step: accepted and rejected candidates, best so far, the seed."""
+    figure = Figure(figsize=(8, 4.5))
+    axes = figure.add_subplot()
+    scored = [s for s in record.steps if s.val_score is not None]
+    accepted = [s for s in scored if s.accepted]
+    rejected = [s for s in scored if not s.accepted]
+    axes.scatter(
+        [s.step for s in rejected],
+        [s.val_score for s in rejected],
+        marker="x",
+        color="tab:red",
+        label="rejected candidate",
+    )
+    axes.scatter(
+        [s.step for s in accepted],
+        [s.val_score for s in accepted],
+        marker="o",
+        color="tab:green",
+        s=50,
+        label="accepted candidate",
+        zorder=3,
+    )
+    if record.steps:
+        axes.plot(
+            [s.step for s in record.steps],
+            [s.incumbent_score for s in record.steps],
+            drawstyle="steps-post",
+            color="tab:blue",
+            label="best so far",
+        )
+        _epoch_lines(axes, record.steps)
+    else:
+        _empty(axes, "no steps recorded")
+    if record.seed_val_score is not None:
+        axes.axhline(record.seed_val_score, color="0.5", linestyle=":", label="seed")
+    axes.set(xlabel="step", ylabel="validation score", title="Validation score per step")
+    axes.legend(loc="best", fontsize="small")
+    return _save(figure, path)
+
+
+def plot_learning_rate(record: RunRecord, path: Path) -> Path:
+    """The learning-rate budget of each step against the change its candidate made."""
+    figure = Figure(figsize=(8, 4.5))
+    axes = figure.add_subplot()
+    if record.steps:
+        axes.plot(
+            [s.step for s in record.steps],
+            [s.budget_tokens for s in record.steps],
+            drawstyle="steps-mid",
+            color="tab:blue",
+            label="budget (tokens)",
+        )
+        proposed = [s for s in record.steps if s.candidate_hash is not None]
+        for accepted, color, label in (
+            (True, "tab:green", "accepted"),
+            (False, "tab:red", "rejected"),
+        ):
+            chosen = [s for s in proposed if s.accepted is accepted]
+            axes.bar(
+                [s.step for s in chosen],
+                [s.change_tokens for s in chosen],
+                color=color,
+                alpha=0.7,
+                width=0.6,
+                label=f"measured change, {label}",
+            )
+        _epoch_lines(axes, record.steps)
+    else:
+        _empty(axes, "no steps recorded")
+    axes.set(
+        xlabel="step", ylabel="token edit distance", title="Learning-rate budget vs measured change"
+    )
+    axes.legend(loc="best", fontsize="small")
+    return _save(figure, path)
+
+
+def plot_cost(record: RunRecord, path: Path) -> Path:
+    """Cumulative model calls (left axis) and dollars (right axis) after each step."""
+    figure = Figure(figsize=(8, 4.5))
+    axes = figure.add_subplot()
+    steps = [s.step for s in record.steps]
+    axes.plot(steps, [s.calls for s in record.steps], color="tab:blue", marker=".", label="calls")
+    axes.set(xlabel="step", ylabel="model calls (cumulative)", title="Calls and cost over the run")
+    priced = [s for s in record.steps if s.cost_usd is not None]
+    if priced:
+        dollars = axes.twinx()
+        dollars.plot(
+            [s.step for s in priced],
+            [s.cost_usd for s in priced],
+            color="tab:orange",
+            marker=".",
+            label="cost (USD)",
+        )
+        dollars.set_ylabel("cost in USD (cumulative)")
+        dollars.legend(loc="lower right", fontsize="small")
+    if not record.steps:
+        _empty(axes, "no steps recorded")
+    axes.legend(loc="upper left", fontsize="small")
+    return _save(figure, path)
+
+
+# -- sweeps ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SweepTrial:
+    """One trial of a sweep: its parameters, its value (validation score) and its state."""
+
+    number: int
+    params: dict[str, Any]
+    value: float | None
+    state: str
+    run_dir: Path | None = None
+
+    @property
+    def lr(self) -> float | None:
+        """The trial's learning rate, when its parameters name one (`lr` or `learning_rate`)."""
+        for key in _LR_KEYS:
+            if isinstance(self.params.get(key), int | float):
+                return float(self.params[key])
+        return None
+
+
+def is_sweep(path: Path) -> bool:
+    """A sweep folder holds `sweep.json` or a `trials/` folder, and no events.jsonl of its own."""
+    has_sweep = (path / "sweep.json").is_file() or (path / "trials").is_dir()
+    return has_sweep and not (path / "events.jsonl").is_file()
+
+
+def load_sweep(sweep_dir: str | Path) -> list[SweepTrial]:
+    """The trials of a sweep, from `sweep.json` when present, else from `trials/*/` runs."""
+    path = _existing_dir(sweep_dir)
+    if (path / "sweep.json").is_file():
+        return _trials_from_json(path)
+    if (path / "trials").is_dir():
+        return _trials_from_runs(path / "trials")
+    raise RunDirError(f"{path} has neither sweep.json nor a trials/ folder; it is not a sweep")
+
+
+def _trials_from_json(path: Path) -> list[SweepTrial]:
+    data = json.loads((path / "sweep.json").read_text(encoding="utf-8"))
+    raw = data.get("trials") if isinstance(data, dict) else data
+    if not isinstance(raw, list):
+        raise RunDirError(
+            f"{path / 'sweep.json'} must hold a list of trials (or {{'trials': [...]}})"
+        )
+    trials = []
+    for number, item in enumerate(raw):
+        if not isinstance(item, dict) or not isinstance(item.get("params", {}), dict):
+            raise RunDirError(
+                f"{path / 'sweep.json'} trial {number} is not {{params, value, state}}"
+            )
+        run = item.get("run_dir")
+        trials.append(
+            SweepTrial(
+                number=int(item.get("number", number)),
+                params=dict(item.get("params", {})),
+                value=None if item.get("value") is None else float(item["value"]),
+                state=str(item.get("state", "UNKNOWN")),
+                run_dir=_trial_dir(path, run) if run else _numbered_trial_dir(path, number),
+            )
+        )
+    return trials
+
+
+def _trial_dir(sweep: Path, run: str) -> Path | None:
+    candidate = Path(run) if Path(run).is_absolute() else sweep / run
+    return candidate if (candidate / "events.jsonl").is_file() else None
+
+
+def _numbered_trial_dir(sweep: Path, number: int) -> Path | None:
+    for name in (str(number), f"trial_{number}", f"{number:04d}"):
+        if ((sweep / "trials" / name) / "events.jsonl").is_file():
+            return sweep / "trials" / name
+    return None
+
+
+def _trials_from_runs(trials_dir: Path) -> list[SweepTrial]:
+    trials = []
+    runs = sorted(p for p in trials_dir.iterdir() if (p / "config.json").is_file())
+    for number, run in enumerate(runs):
+        config = _read_json_object(run / "config.json")
+        summary = (
+            _read_json_object(run / "summary.json") if (run / "summary.json").is_file() else None
+        )
+        optimizer = config.get("optimizer") if isinstance(config.get("optimizer"), dict) else {}
+        params = {k: optimizer[k] for k in _LR_KEYS + ("schedule",) if k in optimizer}
+        value = None if summary is None else summary.get("val_score")
+        state = "COMPLETE" if summary is not None else "RUNNING_OR_KILLED"
+        trials.append(SweepTrial(number, params, value, state, run))
+    return trials
+
+
+def plot_sweep(trials: Sequence[SweepTrial], path: Path) -> Path:
+    """Validation score against learning rate (log scale) for the completed trials."""
+    figure = Figure(figsize=(8, 4.5))
+    axes = figure.add_subplot()
+    done = [t for t in trials if t.value is not None and t.lr is not None and t.lr > 0]
+    axes.scatter([t.lr for t in done], [t.value for t in done], color="tab:blue")
+    if done:
+        axes.set_xscale("log")
+        best = max(done, key=lambda t: t.value or -math.inf)
+        axes.scatter(
+            [best.lr],
+            [best.value],
+            s=120,
+            facecolors="none",
+            edgecolors="tab:green",
+            label=f"best: lr={best.lr:.3g}",
+        )
+        axes.legend(loc="best", fontsize="small")
+    else:
+        _empty(axes, "no completed trial with a learning rate")
+    axes.set(
+        xlabel="learning rate",
+        ylabel="validation score",
+        title=f"Score vs learning rate ({len(done)} of {len(trials)} trials)",
+    )
+    return _save(figure, path)
+
+
+# -- HTML ------------------------------------------------------------------------------------
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.25em .6em;
+text-align:left;font-size:.9em}th{background:#f3f3f3}img{max-width:100%}figure{margin:1.5em 0}
+pre.diff{background:#f8f8f8;padding:1em;overflow-x:auto;font-size:.85em}
+.add{color:#1a7f37}.del{color:#cf222e}.hunk{color:#8250df}.ok{color:#1a7f37}.no{color:#cf222e}
+"""
+
+
+def _page(title: str, body: Sequence[str]) -> str:
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>\n<body>\n"
+        f"<h1>{html.escape(title)}</h1>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>\n" for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>\n{body}</tbody></table>"
+
+
+class _Html(str):
+    """Markup that a table cell inserts as is (built from escaped parts)."""
+
+
+def _link(href: str | None) -> _Html | None:
+    return None if href is None else _Html(f'<a href="{html.escape(href)}">{html.escape(href)}</a>')
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, _Html):
+        return str(value)
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return '<span class="ok">yes</span>' if value else '<span class="no">no</span>'
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return html.escape(str(value))
+
+
+def _figure(path: Path, caption: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    name = html.escape(path.name)
+    return (
+        f'<figure><img src="data:image/png;base64,{data}" alt="{name}">'
+        f'<figcaption>{html.escape(caption)} (<a href="{name}">{name}</a>)</figcaption></figure>'
+    )
+
+
+def _summary_rows(record: RunRecord) -> list[tuple[str, Any]]:
+    config, summary = record.config, record.summary or {}
+    optimizer = config.get("optimizer") if isinstance(config.get("optimizer"), dict) else {}
+    usage = summary.get("usage") or {}
+    last = record.steps[-1] if record.steps else None
+    settings = ", ".join(
+        f"{k}={optimizer[k]}" for k in ("lr", "schedule", "epochs", "batch_size") if k in optimizer
+    )
+    return [
+        ("module", config.get("module")),
+        ("target model", config.get("lm")),
+        ("optimizer model", config.get("optimizer_lm")),
+        (
+            "optimizer",
+            f"{optimizer.get('optimizer', '?')} ({settings})"
+            if settings
+            else optimizer.get("optimizer"),
+        ),
+        (
+            "stop reason",
+            summary.get("stop_reason", "unfinished: no summary.json (killed or still running)"),
+        ),
+        ("seed validation score", summary.get("seed_val_score", record.seed_val_score)),
+        ("best validation score", summary.get("val_score", last.incumbent_score if last else None)),
+        ("seed test score", summary.get("seed_test_score")),
+        ("best test score", summary.get("test_score")),
+        (
+            "accepted / gate decisions",
+            f"{sum(g.decision.accepted for g in record.gates)} / {len(record.gates)}",
+        ),
+        ("steps", len(record.steps)),
+        ("model calls", usage.get("calls", last.calls if last else None)),
+        ("tokens", usage.get("total_tokens")),
+        ("cost (USD)", usage.get("cost_usd", last.cost_usd if last else None)),
+    ]
+
+
+def _gate_rows(record: RunRecord) -> list[tuple[Any, ...]]:
+    return [
+        (
+            g.step,
+            g.epoch,
+            g.decision.candidate_hash[:12],
+            g.decision.candidate_score,
+            g.decision.incumbent_score,
+            g.decision.delta,
+            g.decision.p_value,
+            g.decision.accepted,
+            g.decision.reason,
+        )
+        for g in record.gates
+    ]
+
+
+def skill_diff(seed: str, best: str) -> str:
+    """The unified diff from the seed skill to the best skill (empty when they are equal)."""
+    lines = difflib.unified_diff(
+        seed.splitlines(keepends=True),
+        best.splitlines(keepends=True),
+        fromfile="skills/v0001.md (seed)",
+        tofile="best_skill.md (best)",
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def _diff_html(diff: str) -> str:
+    if not diff:
+        return "<p>The best skill is the seed, byte for byte: no candidate passed the gate.</p>"
+    classes = {"+": "add", "-": "del", "@": "hunk"}
+    out = []
+    for line in diff.splitlines():
+        css = "" if line.startswith(("+++", "---")) else classes.get(line[:1], "")
+        text = html.escape(line)
+        out.append(f'<span class="{css}">{text}</span>' if css else text)
+    return '<pre class="diff">' + "\n".join(out) + "</pre>"
+
+
+def _run_html(record: RunRecord, plots: Sequence[tuple[Path, str]]) -> str:
+    body = ["<h2>Summary</h2>", _table(("", "value"), _summary_rows(record)), "<h2>Plots</h2>"]
+    body += [_figure(path, caption) for path, caption in plots]
+    body += ["<h2>Gate log</h2>"]
+    body += [
+        _table(
+            (
+                "step",
+                "epoch",
+                "candidate",
+                "candidate score",
+                "incumbent score",
+                "delta",
+                "p-value",
+                "accepted",
+                "reason",
+            ),
+            _gate_rows(record),
+        )
+        if record.gates
+        else "<p>No candidate reached the gate.</p>"
+    ]
+    body += [
+        "<h2>Seed → best skill</h2>",
+        _diff_html(skill_diff(record.seed_text, record.best_text)),
+    ]
+    return _page(f"skillopt-dsl run report: {record.path.name}", body)
+
+
+# -- entry point -----------------------------------------------------------------------------
+
+
+def write_report(run_dir: str | Path, *, out_dir: str | Path | None = None) -> list[Path]:
+    """Write the PNG plots and `report.html` for a run or a sweep; returns the files written.
+
+    Args:
+        run_dir: a run directory, or a sweep folder (`sweep.json` and/or `trials/`).
+        out_dir: where to write; default `run_dir` itself. The run's files are only read.
+
+    Raises:
+        UserInputError: `run_dir` does not exist or is a file.
+        RunDirError: a file the report needs is missing or unreadable (the message names it).
+    """
+    path = _existing_dir(run_dir)
+    target = Path(out_dir) if out_dir is not None else path
+    target.mkdir(parents=True, exist_ok=True)
+    if is_sweep(path):
+        return _write_sweep_report(path, target)
+    record = load_run(path)
+    plots = [
+        (plot_scores(record, target / SCORES_PNG), "Validation score per step"),
+        (plot_learning_rate(record, target / LR_PNG), "Learning-rate budget vs measured change"),
+        (plot_cost(record, target / COST_PNG), "Calls and cost over time"),
+    ]
+    report = target / REPORT_HTML
+    report.write_text(_run_html(record, plots), encoding="utf-8")
+    logger.info("wrote %s and %d plots", report, len(plots))
+    return [p for p, _ in plots] + [report]
+
+
+def _write_sweep_report(path: Path, target: Path) -> list[Path]:
+    trials = load_sweep(path)
+    written = [plot_sweep(trials, target / SWEEP_PNG)]
+    links: dict[int, str] = {}
+    for trial in trials:
+        if trial.run_dir is not None:
+            trial_files = write_report(
+                trial.run_dir, out_dir=target / "trials" / trial.run_dir.name
+            )
+            written += trial_files
+            links[trial.number] = trial_files[-1].relative_to(target).as_posix()
+    rows = [
+        (
+            t.number,
+            t.lr,
+            json.dumps(t.params, sort_keys=True),
+            t.value,
+            t.state,
+            _link(links.get(t.number)),
+        )
+        for t in trials
+    ]
+    body = [
+        _figure(written[0], "Validation score vs learning rate"),
+        "<h2>Trials</h2>",
+        _table(("trial", "lr", "params", "value", "state", "report"), rows),
+    ]
+    report = target / REPORT_HTML
+    report.write_text(_page(f"skillopt-dsl sweep report: {path.name}", body), encoding="utf-8")
+    return [*written, report]
