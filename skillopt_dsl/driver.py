@@ -114,6 +114,33 @@ class CompileContext:
         self.version = 1
         self.optimizer_state: dict[str, Any] = {}
 
+    def child(
+        self,
+        run: RunDirectory,
+        *,
+        on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
+    ) -> CompileContext:
+        """A fresh context for a nested run (a sweep trial) on the same module, splits, models,
+        gate, seed, ledger, response cache and evaluation cache: the budget stays global and a
+        skill already scored is not scored again. The child starts from the seed skill."""
+        child = CompileContext(
+            module=self.module,
+            trainset=self.trainset,
+            valset=self.valset,
+            target_lm=self.target_lm,
+            optimizer_lm=self.optimizer_lm,
+            gate=self.gate,
+            ledger=self.ledger,
+            run=run,
+            seed=self.seed,
+            threads=self.threads,
+            max_errors=self.max_errors,
+            on_event=on_event,
+            response_cache=self._response_cache,
+        )
+        child.eval_cache = self.eval_cache
+        return child
+
     # -- read-only views -------------------------------------------------------------------
     @property
     def incumbent(self) -> Skill:

@@ -9,8 +9,9 @@ on the *same* validation examples:
    gives p < `alpha`;
 4. no guard regresses beyond its tolerance.
 
-Errored rollouts are scored 0 for candidate and incumbent alike (the model layer has already
-retried them), so errors can only hurt a candidate, never help it.
+Errored rollouts (calls that still failed after the model layer's retries) score 0. On an
+example where the *incumbent's* rollout errored, the candidate is credited 0 as well (its
+`candidate_score` is this credited mean), so errors can only hurt a candidate, never help it.
 """
 
 from __future__ import annotations
@@ -130,12 +131,14 @@ class Gate:
     def decide(self, candidate: EvaluationReport, incumbent: EvaluationReport) -> GateDecision:
         """Compare two reports on the same validation examples; pure and deterministic."""
         _check_same_examples(candidate, incumbent)
-        delta = candidate.mean - incumbent.mean
+        credited = _credited_scores(candidate, incumbent)
+        candidate_mean = sum(credited.values()) / len(credited)
+        delta = candidate_mean - incumbent.mean
 
         def verdict(accepted: bool, reason: str, **extra: Any) -> GateDecision:
             return GateDecision(
                 accepted=accepted,
-                candidate_score=candidate.mean,
+                candidate_score=candidate_mean,
                 incumbent_score=incumbent.mean,
                 delta=delta,
                 reason=reason,
@@ -149,7 +152,7 @@ class Gate:
             return verdict(False, _tie_or_loss(delta))
         if delta <= self.min_delta:
             return verdict(False, f"gain {delta:.4f} is not above min_delta {self.min_delta}")
-        statistic, p_value = self._paired_test(candidate, incumbent)
+        statistic, p_value = self._paired_test(credited, incumbent)
         tested = {"statistic": statistic, "p_value": p_value}
         if p_value is not None and p_value >= self.alpha:
             return verdict(
@@ -165,14 +168,13 @@ class Gate:
         )
 
     def _paired_test(
-        self, candidate: EvaluationReport, incumbent: EvaluationReport
+        self, credited: dict[str, float], incumbent: EvaluationReport
     ) -> tuple[float | None, float | None]:
         if self.test is None:
             return None, None
         from scipy.stats import wilcoxon
 
-        inc_scores = incumbent.scores
-        diffs = [r.score - inc_scores[r.example_id] for r in candidate.records]
+        diffs = [credited[r.example_id] - r.score for r in incumbent.records]
         if not any(diffs):
             return 0.0, 1.0
         result = wilcoxon(diffs, alternative="greater", zero_method="wilcox")
@@ -192,6 +194,12 @@ class Gate:
                     f"guard {guard.name!r} regressed by {worse:.4f} (tolerance {guard.tolerance})",
                 )
         return values, None
+
+
+def _credited_scores(candidate: EvaluationReport, incumbent: EvaluationReport) -> dict[str, float]:
+    """The candidate's per-example scores, with 0 where the incumbent's rollout errored."""
+    failed = {r.example_id for r in incumbent.records if r.error is not None}
+    return {r.example_id: 0.0 if r.example_id in failed else r.score for r in candidate.records}
 
 
 def _tie_or_loss(delta: float) -> str:

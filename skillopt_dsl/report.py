@@ -21,10 +21,11 @@ import base64
 import dataclasses
 import difflib
 import html
+import itertools
 import json
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,12 @@ def load_run(run_dir: str | Path) -> RunRecord:
         seed_text=(path / "skills" / "v0001.md").read_text(encoding="utf-8"),
         best_text=load_skill(path / "best_skill.md").text,
     )
+
+
+def _optimizer_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The optimizer's settings from config.json (empty when it recorded none)."""
+    settings = config.get("optimizer")
+    return dict(settings) if isinstance(settings, dict) else {}
 
 
 def _existing_dir(run_dir: str | Path) -> Path:
@@ -188,12 +195,17 @@ def _save(figure: Figure, path: Path) -> Path:
     return path
 
 
+def _floats(values: Iterable[float | None]) -> list[float]:
+    """Plot-ready values; a missing value becomes NaN, which matplotlib leaves out."""
+    return [math.nan if v is None else float(v) for v in values]
+
+
 def _empty(axes: Axes, message: str) -> None:
     axes.text(0.5, 0.5, message, ha="center", va="center", transform=axes.transAxes)
 
 
 def _epoch_lines(axes: Axes, steps: Sequence[StepRecord]) -> None:
-    for before, after in zip(steps, steps[1:], strict=False):
+    for before, after in itertools.pairwise(steps):
         if after.epoch != before.epoch:
             axes.axvline(after.step - 0.5, color="0.85", linewidth=1, zorder=0)
 
@@ -207,14 +219,14 @@ def plot_scores(record: RunRecord, path: Path) -> Path:
     rejected = [s for s in scored if not s.accepted]
     axes.scatter(
         [s.step for s in rejected],
-        [s.val_score for s in rejected],
+        _floats(s.val_score for s in rejected),
         marker="x",
         color="tab:red",
         label="rejected candidate",
     )
     axes.scatter(
         [s.step for s in accepted],
-        [s.val_score for s in accepted],
+        _floats(s.val_score for s in accepted),
         marker="o",
         color="tab:green",
         s=50,
@@ -224,7 +236,7 @@ def plot_scores(record: RunRecord, path: Path) -> Path:
     if record.steps:
         axes.plot(
             [s.step for s in record.steps],
-            [s.incumbent_score for s in record.steps],
+            _floats(s.incumbent_score for s in record.steps),
             drawstyle="steps-post",
             color="tab:blue",
             label="best so far",
@@ -244,11 +256,12 @@ def plot_learning_rate(record: RunRecord, path: Path) -> Path:
     figure = Figure(figsize=(8, 4.5))
     axes = figure.add_subplot()
     if record.steps:
-        axes.plot(
+        axes.bar(
             [s.step for s in record.steps],
             [s.budget_tokens for s in record.steps],
-            drawstyle="steps-mid",
-            color="tab:blue",
+            width=0.8,
+            fill=False,
+            edgecolor="tab:blue",
             label="budget (tokens)",
         )
         proposed = [s for s in record.steps if s.candidate_hash is not None]
@@ -282,17 +295,19 @@ def plot_cost(record: RunRecord, path: Path) -> Path:
     steps = [s.step for s in record.steps]
     axes.plot(steps, [s.calls for s in record.steps], color="tab:blue", marker=".", label="calls")
     axes.set(xlabel="step", ylabel="model calls (cumulative)", title="Calls and cost over the run")
+    axes.set_ylim(bottom=0)
     priced = [s for s in record.steps if s.cost_usd is not None]
     if priced:
         dollars = axes.twinx()
         dollars.plot(
             [s.step for s in priced],
-            [s.cost_usd for s in priced],
+            _floats(s.cost_usd for s in priced),
             color="tab:orange",
             marker=".",
             label="cost (USD)",
         )
         dollars.set_ylabel("cost in USD (cumulative)")
+        dollars.set_ylim(bottom=0)
         dollars.legend(loc="lower right", fontsize="small")
     if not record.steps:
         _empty(axes, "no steps recorded")
@@ -384,8 +399,8 @@ def _trials_from_runs(trials_dir: Path) -> list[SweepTrial]:
         summary = (
             _read_json_object(run / "summary.json") if (run / "summary.json").is_file() else None
         )
-        optimizer = config.get("optimizer") if isinstance(config.get("optimizer"), dict) else {}
-        params = {k: optimizer[k] for k in _LR_KEYS + ("schedule",) if k in optimizer}
+        optimizer = _optimizer_settings(config)
+        params = {k: optimizer[k] for k in (*_LR_KEYS, "schedule") if k in optimizer}
         value = None if summary is None else summary.get("val_score")
         state = "COMPLETE" if summary is not None else "RUNNING_OR_KILLED"
         trials.append(SweepTrial(number, params, value, state, run))
@@ -397,13 +412,13 @@ def plot_sweep(trials: Sequence[SweepTrial], path: Path) -> Path:
     figure = Figure(figsize=(8, 4.5))
     axes = figure.add_subplot()
     done = [t for t in trials if t.value is not None and t.lr is not None and t.lr > 0]
-    axes.scatter([t.lr for t in done], [t.value for t in done], color="tab:blue")
+    axes.scatter(_floats(t.lr for t in done), _floats(t.value for t in done), color="tab:blue")
     if done:
         axes.set_xscale("log")
         best = max(done, key=lambda t: t.value or -math.inf)
         axes.scatter(
-            [best.lr],
-            [best.value],
+            _floats([best.lr]),
+            _floats([best.value]),
             s=120,
             facecolors="none",
             edgecolors="tab:green",
@@ -478,7 +493,7 @@ def _figure(path: Path, caption: str) -> str:
 
 def _summary_rows(record: RunRecord) -> list[tuple[str, Any]]:
     config, summary = record.config, record.summary or {}
-    optimizer = config.get("optimizer") if isinstance(config.get("optimizer"), dict) else {}
+    optimizer = _optimizer_settings(config)
     usage = summary.get("usage") or {}
     last = record.steps[-1] if record.steps else None
     settings = ", ".join(
@@ -531,19 +546,23 @@ def _gate_rows(record: RunRecord) -> list[tuple[Any, ...]]:
 
 
 def skill_diff(seed: str, best: str) -> str:
-    """The unified diff from the seed skill to the best skill (empty when they are equal)."""
+    """The line diff from the seed skill to the best skill (empty when no line differs).
+
+    A change in the final newline alone is not shown; the two texts are compared line by line.
+    """
     lines = difflib.unified_diff(
-        seed.splitlines(keepends=True),
-        best.splitlines(keepends=True),
+        seed.splitlines(),
+        best.splitlines(),
         fromfile="skills/v0001.md (seed)",
         tofile="best_skill.md (best)",
+        lineterm="",
     )
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    return "".join(line + "\n" for line in lines)
 
 
 def _diff_html(diff: str) -> str:
     if not diff:
-        return "<p>The best skill is the seed, byte for byte: no candidate passed the gate.</p>"
+        return "<p>The best skill has the same lines as the seed (see the gate log for why).</p>"
     classes = {"+": "add", "-": "del", "@": "hunk"}
     out = []
     for line in diff.splitlines():

@@ -142,10 +142,55 @@ def test_invalid_optimizer_output_retried_then_dropped(tmp_path: Path) -> None:
     result = run(tmp_path, optimizer_lm=garbage, optimizer=gradient(epochs=1))
     assert not result.improved
     events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
-    dropped = [e for e in events if e["event"] == "reflection_dropped"]
+    dropped = [e for e in events if e["event"] in ("reflection_dropped", "consolidation_dropped")]
     assert dropped and "I'm ready" in dropped[0]["reply"]
     retries = [c for c in garbage.calls if len(c) == 4]
     assert len(retries) == len(dropped), "each group is retried exactly once"
+
+
+def test_slow_update_consolidates_through_the_gate(tmp_path: Path) -> None:
+    repeated = "Answer with one word.\n\nCheck if the number is divisible by 2.\n\ncheck if the NUMBER is divisible by 2.\n"
+    module = Parity(skill=repeated)
+    optimizer = gradient(epochs=1, proposers=[])
+    result = sd.compile(
+        module,
+        TRAIN,
+        VAL,
+        optimizer=optimizer,
+        lm=ScriptedLM(parity_target),
+        optimizer_lm=reflector([NOISE]),
+        run_dir=tmp_path,
+        threads=1,
+    )
+    slow = [h for h in result.history if h.kind == "slow_update"]
+    assert len(slow) == 1 and slow[0].candidate_hash is not None
+    assert slow[0].change_tokens <= slow[0].budget_tokens
+    assert result.gate_log[-1].reason.startswith("tie"), (
+        "a consolidation that only ties is rejected"
+    )
+    assert result.best_skill.text == repeated
+
+
+def test_many_edits_are_aggregated_by_the_optimizer_model(tmp_path: Path) -> None:
+    many = [
+        {"kind": "add", "after": None, "text": f"Rule {i}.", "rationale": ""} for i in range(12)
+    ]
+
+    def respond(messages: list[dict[str, str]]) -> str:
+        if "Proposed edits, best first" in messages[-1]["content"]:
+            return json.dumps({"edits": [GOOD]})
+        return json.dumps({"edits": many})
+
+    result = run(
+        tmp_path,
+        optimizer=gradient(
+            epochs=1, proposers=[ReflectiveProposer(read_successes=False, max_edits_per_group=12)]
+        ),
+        optimizer_lm=ScriptedLM(respond),
+    )
+    events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert any(e["event"] == "aggregated" and e["before"] == 12 and e["after"] == 1 for e in events)
+    assert result.val_score == 1.0 and "Rule 0." not in result.best_skill.text
 
 
 def test_duplicate_candidates_are_not_re_evaluated() -> None:

@@ -24,10 +24,12 @@ from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.gate import GateDecision
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.proposers import (
+    ConsolidationProposer,
     EditGroup,
     ProposalRequest,
     Proposer,
     RejectedCandidate,
+    ask_for_edits,
     default_proposers,
     edit_key,
 )
@@ -43,6 +45,9 @@ from skillopt_dsl.skill import (
 )
 
 __all__ = ["GradientText", "GradientTextState", "clip_to_budget", "rank_edits"]
+
+AGGREGATE_SYSTEM = """You merge proposed edits to a skill document into one coherent, small set.
+Reply with JSON only: {"edits": [ ...edits in the same form as given... ]}"""
 
 logger = logging.getLogger(__name__)
 
@@ -168,6 +173,11 @@ class GradientText(Optimizer):
         slow_update: run a consolidation step at the end of each epoch.
         lr_floor_tokens: the least a step may change, so short or empty seeds can grow.
         proposers: where edits come from (default: format rules, worked examples, reflection).
+        consolidation: the slow update's proposer (default: repeated-paragraph removal plus
+            the optimizer model's Replace/Delete edits for concision).
+        aggregate_with_model_above: when more edits than this survive deterministic merging,
+            the optimizer model picks and merges them (its invalid reply is recorded and the
+            deterministic ranking is used); None: always deterministic.
     """
 
     lr: float = 0.3
@@ -180,6 +190,8 @@ class GradientText(Optimizer):
     slow_update: bool = True
     lr_floor_tokens: int = 128
     proposers: Sequence[Proposer] = field(default_factory=default_proposers)
+    consolidation: Proposer = field(default_factory=ConsolidationProposer)
+    aggregate_with_model_above: int | None = 8
     name: str = "gradient-text"
 
     def __post_init__(self) -> None:
@@ -208,6 +220,8 @@ class GradientText(Optimizer):
             "slow_update": self.slow_update,
             "lr_floor_tokens": self.lr_floor_tokens,
             "proposers": [p.name for p in self.proposers],
+            "consolidation": self.consolidation.name,
+            "aggregate_with_model_above": self.aggregate_with_model_above,
         }
 
     # -- the loop --------------------------------------------------------------------------
@@ -290,6 +304,11 @@ class GradientText(Optimizer):
         context.emit("proposal", step=step, kind=kind, groups=[_group_json(g) for g in groups])
         rejected_keys = {edit_key(e) for c in state.memory() for e in c.edits}
         ranked = [r.edit for r in rank_edits(groups, rejected_keys)]
+        if (
+            self.aggregate_with_model_above is not None
+            and len(ranked) > self.aggregate_with_model_above
+        ):
+            ranked = self._aggregate_with_model(context, skill, ranked, budget, step)
         candidate, kept, report = clip_to_budget(skill, ranked, budget, self.max_edits)
         context.emit("edit_report", step=step, outcomes=[o.to_dict() for o in report.outcomes])
         if not kept:
@@ -316,25 +335,53 @@ class GradientText(Optimizer):
 
         context.submit(proposal, state_after)
 
+    def _aggregate_with_model(
+        self, context: CompileContext, skill: Skill, ranked: list[Edit], budget: int, step: int
+    ) -> list[Edit]:
+        listing = "\n".join(f"{i}. {e.model_dump_json()}" for i, e in enumerate(ranked))
+        prompt = (
+            f"# Document\n{skill.text}\n\n# Proposed edits, best first\n{listing}\n\n"
+            f"Merge duplicates, resolve conflicts, keep the most useful edits; together they may "
+            f"change at most {budget} tokens. Reply with the final edits as JSON only."
+        )
+        messages = [
+            {"role": "system", "content": AGGREGATE_SYSTEM},
+            {"role": "user", "content": prompt},
+        ]
+        merged = ask_for_edits(context.optimizer_lm, messages, seed=step * 100 + 98)
+        if isinstance(merged, str):
+            reason, _, reply = merged.partition("\n")
+            context.emit(
+                "aggregation_dropped",
+                step=step,
+                reason=reason,
+                reply=reply[:500],
+                using="deterministic ranking",
+            )
+            return ranked
+        context.emit("aggregated", step=step, before=len(ranked), after=len(merged))
+        return merged
+
     def _slow_update(self, context: CompileContext, state: GradientTextState, total: int) -> None:
         skill = context.incumbent
         lr_t, budget = self._budget(skill, state.step, total)
-        groups = consolidation_edits(skill)
+        request = ProposalRequest(
+            module=context.module,
+            skill=skill,
+            batch=[],
+            rollouts=[],
+            trainset=context.trainset,
+            rejected=state.memory(),
+            optimizer_lm=context.optimizer_lm,
+            rng=context.rng,
+            budget_tokens=budget,
+            step=state.step,
+            epoch=state.epoch,
+        )
+        groups = self.consolidation.propose(request)
+        for note in request.notes:
+            context.emit(note.pop("kind"), step=state.step, **note)
         self._submit(context, state, skill, groups, kind="slow_update", lr_t=lr_t, budget=budget)
-
-
-def consolidation_edits(skill: Skill) -> list[EditGroup]:
-    """Deterministic consolidation: delete repeated paragraphs and repeated rule lines."""
-    seen: set[str] = set()
-    edits: list[Edit] = []
-    for block in skill.text.split("\n\n"):
-        norm = " ".join(block.split()).casefold()
-        if not norm:
-            continue
-        if norm in seen and skill.text.count(block) == 1:
-            edits.append(Delete(old=block, rationale="repeated paragraph"))
-        seen.add(norm)
-    return [EditGroup(tuple(edits), "consolidation", failure_driven=False)] if edits else []
 
 
 def _group_json(group: EditGroup) -> dict[str, Any]:

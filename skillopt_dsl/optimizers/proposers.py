@@ -36,6 +36,7 @@ from skillopt_dsl.skill import Add, Delete, Edit, Replace, Skill, tokenize
 from skillopt_dsl.types import Example
 
 __all__ = [
+    "ConsolidationProposer",
     "DemonstrationsProposer",
     "EditGroup",
     "FormatRuleProposer",
@@ -192,7 +193,11 @@ class DemonstrationsProposer(Proposer):
                 break
         if not edits:
             return []
-        return [EditGroup(tuple(edits), self.name, failure_driven=bool(failing), rationale="worked examples")]
+        return [
+            EditGroup(
+                tuple(edits), self.name, failure_driven=bool(failing), rationale="worked examples"
+            )
+        ]
 
 
 class _DemoPlanner:
@@ -211,7 +216,9 @@ class _DemoPlanner:
             old = self.existing[self.rng.randrange(len(self.existing))]
             return Replace(old=old, new=demo, rationale="swap a worked example")
         if not self.has_section:
-            return Add(after=None, text=f"## {EXAMPLES_HEADING}\n\n{demo}", rationale="worked example")
+            return Add(
+                after=None, text=f"## {EXAMPLES_HEADING}\n\n{demo}", rationale="worked example"
+            )
         return Add(after=EXAMPLES_HEADING, text=demo, rationale="worked example")
 
     def commit(self, edit: Edit) -> None:
@@ -348,30 +355,35 @@ class ReflectiveProposer(Proposer):
             {"role": "system", "content": _SYSTEM},
             {"role": "user", "content": _reflection_prompt(request, group, failure_driven)},
         ]
-        for attempt in range(2):
-            try:
-                reply = request.optimizer_lm.complete(
-                    messages, seed=request.step * 100 + index
-                ).text
-            except ModelError as exc:
-                request.note("reflection_dropped", group=index, reason=f"model error: {exc}")
-                return []
-            try:
-                return list(_EditBatch.model_validate_json(_json_block(reply)).edits)
-            except (pydantic.ValidationError, ValueError) as exc:
-                if attempt == 1:
-                    request.note(
-                        "reflection_dropped", group=index, reason=_brief(exc), reply=reply[:500]
-                    )
-                    return []
-                messages += [
-                    {"role": "assistant", "content": reply},
-                    {
-                        "role": "user",
-                        "content": f"That reply was invalid: {_brief(exc)}. Reply with the JSON only.",
-                    },
-                ]
-        return []
+        edits = ask_for_edits(request.optimizer_lm, messages, seed=request.step * 100 + index)
+        if isinstance(edits, str):
+            reason, _, reply = edits.partition("\n")
+            request.note("reflection_dropped", group=index, reason=reason, reply=reply[:500])
+            return []
+        return edits
+
+
+def ask_for_edits(lm: LM, messages: list[dict[str, str]], *, seed: int) -> list[Edit] | str:
+    """Ask the optimizer model for `{"edits": [...]}`; validate with pydantic; retry once with
+    the validation error. Returns the edits, or a string saying why the reply was dropped
+    (first line: the reason; then the last reply). Never raises for bad output."""
+    for attempt in range(2):
+        try:
+            reply = lm.complete(messages, seed=seed).text
+        except ModelError as exc:
+            return f"model error: {exc}"
+        try:
+            return list(_EditBatch.model_validate_json(_json_block(reply)).edits)
+        except (pydantic.ValidationError, ValueError) as exc:
+            if attempt == 1:
+                return f"{_brief(exc)}\n{reply}"
+            retry = f"That reply was invalid: {_brief(exc)}. Reply with the JSON only."
+            messages = [
+                *messages,
+                {"role": "assistant", "content": reply},
+                {"role": "user", "content": retry},
+            ]
+    return "no valid reply"
 
 
 def _json_block(text: str) -> str:
@@ -413,6 +425,74 @@ def _reflection_prompt(
         parts.append("# Already tried and rejected (do not propose again)\n" + "\n".join(tried))
     parts.append(f"# Limit\nYour edits together may change at most {request.budget_tokens} tokens.")
     return "\n\n".join(parts)
+
+
+_CONSOLIDATE = """You edit a skill document: the instructions a model reads before doing a task.
+Make it more concise and coherent without changing what it asks for: merge repeated rules,
+delete redundant sentences, fix contradictions. Keep every worked example that is still useful.
+Reply with JSON only: {"edits": [{"kind": "replace", "old": "<exact text>", "new": "<text>", "rationale": "<why>"},
+{"kind": "delete", "old": "<exact text>", "rationale": "<why>"}]}"""
+
+
+@dataclass
+class ConsolidationProposer(Proposer):
+    """The slow update: make the document concise and coherent.
+
+    Deterministically deletes paragraphs that repeat an earlier one (whitespace- and
+    case-insensitively); with `use_model=True` also asks the optimizer model for Replace/Delete
+    edits (Adds are not consolidation and are dropped, with a note). The edits are clipped to
+    the learning rate and gated like any other candidate.
+    """
+
+    use_model: bool = True
+    name: str = "consolidation"
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        groups = (
+            [EditGroup(tuple(edits), self.name, False, "repeated paragraphs")]
+            if (edits := repeated_paragraph_deletes(request.skill))
+            else []
+        )
+        if self.use_model and request.skill.text.strip():
+            groups += self._model_edits(request)
+        return groups
+
+    def _model_edits(self, request: ProposalRequest) -> list[EditGroup]:
+        prompt = f"# Document\n{request.skill.text}\n\n# Limit\nChange at most {request.budget_tokens} tokens."
+        messages = [
+            {"role": "system", "content": _CONSOLIDATE},
+            {"role": "user", "content": prompt},
+        ]
+        edits = ask_for_edits(request.optimizer_lm, messages, seed=request.step * 100 + 99)
+        if isinstance(edits, str):
+            reason, _, reply = edits.partition("\n")
+            request.note("consolidation_dropped", reason=reason, reply=reply[:500])
+            return []
+        kept = [e for e in edits if not isinstance(e, Add)]
+        if len(kept) < len(edits):
+            request.note("consolidation_adds_dropped", count=len(edits) - len(kept))
+        return [EditGroup(tuple(kept), self.name, False, "consolidation")] if kept else []
+
+
+def repeated_paragraphs(skill: Skill) -> list[str]:
+    """Paragraphs that repeat an earlier one (compared whitespace- and case-insensitively)."""
+    seen: set[str] = set()
+    repeats: list[str] = []
+    for block in skill.text.split("\n\n"):
+        norm = " ".join(block.split()).casefold()
+        if norm and norm in seen:
+            repeats.append(block)
+        seen.add(norm)
+    return repeats
+
+
+def repeated_paragraph_deletes(skill: Skill) -> list[Edit]:
+    """Delete edits for repeated paragraphs that can be anchored unambiguously."""
+    return [
+        Delete(old=block, rationale="repeats an earlier paragraph")
+        for block in repeated_paragraphs(skill)
+        if skill.text.count(block) == 1
+    ]
 
 
 def default_proposers() -> list[Proposer]:

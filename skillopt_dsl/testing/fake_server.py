@@ -52,7 +52,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_POST(self) -> None:
         owner = self.server.owner
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.path.split("?")[0] not in _PATHS:
