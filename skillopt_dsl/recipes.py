@@ -8,12 +8,15 @@ A recipe file defines, at module level:
 - `optimizer`: an `Optimizer` instance (default `GradientText()`);
 - `budget`: a `Budget`.
 
-Any other public name is an error, so a typo (`optimiser = ...`) never silently does nothing.
-CLI flags override the recipe's values.
+Other public names (imports, helper constants) are allowed, but one that holds a setting-like
+object (a module, splits, a model, an optimizer or a budget) under an unknown name is an error,
+so a typo (`optimiser = GradientText()`) never silently does nothing. A recipe that raises while
+loading is reported as one `UserInputError` naming the file. CLI flags override the recipe's values.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import sys
 from dataclasses import dataclass
@@ -60,6 +63,7 @@ def load_recipe(path: str | Path) -> Recipe:
     namespace = _import(target)
     public = {k: v for k, v in vars(namespace).items() if not k.startswith("_")}
     values = {k: public[k] for k in _KNOWN if k in public}
+    _check_unknown(target, public)
     for required in ("module", "splits"):
         if required not in values:
             raise UserInputError(f"recipe {target} must define `{required}`")
@@ -76,9 +80,26 @@ def _import(path: Path) -> ModuleType:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except SkillOptErrorTypes as exc:
-        raise UserInputError(f"recipe {path} failed to load: {exc}") from exc
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        raise UserInputError(
+            f"recipe {path} failed to load: {type(exc).__name__}: {exc}"
+        ) from exc
     return module
+
+
+def _check_unknown(path: Path, public: dict[str, Any]) -> None:
+    """Refuse a setting-like object under a name the loader does not read (a typo)."""
+    setting_types = (SkillModule, Splits, LM, Optimizer, Budget)
+    for key, value in public.items():
+        if key in _KNOWN or not isinstance(value, setting_types):
+            continue
+        close = difflib.get_close_matches(key, sorted(_KNOWN), n=1)
+        hint = f"did you mean `{close[0]}`? " if close else ""
+        raise UserInputError(
+            f"recipe {path}: `{key}` holds a {type(value).__name__} but is not a recipe setting; "
+            f"{hint}recipes read {', '.join(sorted(_KNOWN))} (prefix helpers with `_`)"
+        )
 
 
 def _check_types(path: Path, values: dict[str, Any]) -> None:
@@ -97,5 +118,3 @@ def _check_types(path: Path, values: dict[str, Any]) -> None:
                 f"recipe {path}: `{key}` must be {names}, got {type(value).__name__}"
             )
 
-
-SkillOptErrorTypes = (ImportError, SyntaxError, NameError, AttributeError)

@@ -466,3 +466,13 @@ def test_llm_judge_rejects_bad_configuration() -> None:
         judge(FakeJudgeLM(), scale=1)
     with pytest.raises(UserInputError):
         llm_judge("rubric", lm=object())  # type: ignore[arg-type]
+
+
+def test_llm_judge_accepts_a_backend_like_any_model_argument() -> None:
+    from skillopt_dsl.testing import ScriptedLM
+
+    fake = ScriptedLM(lambda messages: '{"score": 5, "reason": "good"}')
+    judge = llm_judge("Is it right?", lm=fake)
+    example = Example(id="j1", inputs={"q": "x"}, labels={"answer": "a"})
+    score = call_metric(judge, example, Prediction({"answer": "a"}))
+    assert score.value == 1.0 and len(fake.calls) == 1

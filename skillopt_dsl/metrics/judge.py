@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from skillopt_dsl.errors import MetricError, UserInputError
+from skillopt_dsl.lm.base import Backend
+from skillopt_dsl.lm.client import resolve_lm
 from skillopt_dsl.metrics._common import check_output_field, parse_failure_score, quote
 from skillopt_dsl.metrics.score import Score
 from skillopt_dsl.types import Example, Prediction
@@ -147,9 +149,15 @@ class LLMJudge:
 
 
 def llm_judge(
-    rubric: str, *, lm: CompletesChat, fields: Sequence[str] | None = None, scale: int = 5
+    rubric: str,
+    *,
+    lm: CompletesChat | str | Backend,
+    fields: Sequence[str] | None = None,
+    scale: int = 5,
 ) -> LLMJudge:
     """A metric that has `lm` grade output `fields` (default: all) against `rubric` and the labels.
+
+    `lm` is an `LM`, a litellm model string or a `Backend` (e.g. `ScriptedLM`).
 
     The judge replies `{"score": 1..scale, "reason": ...}`; the reason becomes the feedback and
     the value is `(score - 1) / (scale - 1)`. An unparseable reply raises `MetricError`.
@@ -160,6 +168,8 @@ def llm_judge(
         raise UserInputError(f"llm_judge(): scale must be an integer >= 2, got {scale!r}")
     if isinstance(fields, str):
         raise UserInputError("llm_judge(): fields must be a sequence of names, not a str")
+    if isinstance(lm, str | Backend):
+        lm = resolve_lm(lm)
     if not callable(getattr(lm, "complete", None)):
         raise UserInputError(
             f"llm_judge(): lm must have a complete(messages) method (e.g. skillopt_dsl.lm.LM), "

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.optimizers.beam import Beam
 from skillopt_dsl.optimizers.gradient_text import GradientText
+from skillopt_dsl.optimizers.optuna_lr import OptunaLR, SweepResult, TrialRecord
 from skillopt_dsl.optimizers.proposers import (
     DemonstrationsProposer,
     EditGroup,
@@ -17,14 +19,18 @@ from skillopt_dsl.optimizers.schedules import SCHEDULES, lr_at
 
 __all__ = [
     "SCHEDULES",
+    "Beam",
     "DemonstrationsProposer",
     "EditGroup",
     "FormatRuleProposer",
     "GradientText",
     "Optimizer",
+    "OptunaLR",
     "ProposalRequest",
     "Proposer",
     "ReflectiveProposer",
     "RejectedCandidate",
+    "SweepResult",
+    "TrialRecord",
     "lr_at",
 ]

@@ -27,7 +27,6 @@ from typing import Any, Literal
 
 from skillopt_dsl.driver import CompileContext, Proposal
 from skillopt_dsl.errors import UserInputError
-from skillopt_dsl.gate import GateDecision
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.gradient_text import clip_to_budget, rank_edits
 from skillopt_dsl.optimizers.proposers import (
@@ -174,9 +173,7 @@ class Beam(Optimizer):
     # -- the loop --------------------------------------------------------------------------
     def optimize(self, context: CompileContext) -> None:
         state = (
-            BeamState.from_dict(context.optimizer_state)
-            if context.optimizer_state
-            else BeamState()
+            BeamState.from_dict(context.optimizer_state) if context.optimizer_state else BeamState()
         )
         while state.round < self.depth:
             self._round(context, state)
@@ -207,7 +204,7 @@ class Beam(Optimizer):
         kept = [
             m
             for m in state.beam()
-            if m.text != incumbent.text and token_distance(incumbent.text, m.text) < budget
+            if m.text != incumbent.text and token_distance(incumbent.text, m.text) <= budget
         ]
         return [first, *kept]
 
@@ -306,6 +303,3 @@ def _top(members: Sequence[BeamMember], k: int) -> list[BeamMember]:
 def _draw(context: CompileContext, size: int) -> list[Example]:
     ordered = sorted(context.trainset, key=lambda e: e.id)
     return context.rng.sample(ordered, min(size, len(ordered)))
-
-
-_ = GateDecision  # the type `submit`'s callback receives

@@ -1,0 +1,480 @@
+"""OptunaLR: an Optuna sweep over an inner optimizer's hyperparameters (the learning rate first).
+
+Each trial copies the inner optimizer with the sampled settings (`dataclasses.replace`) and runs
+it from the seed skill in a child context: its own run directory (`<run_dir>/trials/<number>`
+when the outer run has one), the same models, ledger, response cache and evaluation cache, so
+the budget is global and no skill is scored twice. The trial's value is its gated validation
+score. Intermediate values are reported at the end of every epoch (the inner optimizer's
+`epoch`, a round for Beam) so a pruner can stop bad settings early:
+
+- `MedianPruner` (or any pruner): the mean validation score, at step = epoch;
+- `WilcoxonPruner`: the per-example validation scores, at step = epoch * len(valset) + index,
+  as Optuna's documentation asks (one step per instance), checked after each report.
+
+The first trial is the inner optimizer's own configuration (enqueued). Each trial's skill text,
+run directory and cost are stored as JSON user attributes. When the sweep ends, the best trial's
+skill is submitted to the outer gate against the seed: the outer gate stays the only door.
+
+`storage` ("sqlite:///sweep.db", "postgresql://...", or a JournalFile path ending in .log or
+.journal) makes the study resumable (`load_if_exists=True`) and shareable by several worker
+processes (see `skillopt_dsl.sweeps.run_sweep_worker`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from skillopt_dsl.driver import CompileContext, Proposal
+from skillopt_dsl.errors import BudgetExceeded, UserInputError
+from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.optimizers.gradient_text import GradientText
+from skillopt_dsl.runs import RunDirectory
+from skillopt_dsl.skill import Skill, token_distance
+
+if TYPE_CHECKING:
+    import optuna
+
+__all__ = ["OptunaLR", "SearchSpace", "SweepResult", "TrialRecord", "open_storage"]
+
+logger = logging.getLogger(__name__)
+
+FloatRange = tuple[float, float, Literal["log", "linear"]]
+IntRange = tuple[int, int, Literal["int"]]
+Choices = Sequence[str | int | float | bool | None]
+SearchSpace = Mapping[str, FloatRange | IntRange | Choices]
+"""`{"lr": (0.02, 0.5, "log"), "batch_size": (4, 16, "int"), "schedule": ["constant", "cosine"]}`."""
+
+
+def _optuna() -> Any:
+    try:
+        import optuna
+    except ImportError as exc:  # pragma: no cover - optuna is a declared dependency
+        raise UserInputError("OptunaLR needs optuna: pip install 'optuna>=4'") from exc
+    return optuna
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial of a sweep: its settings, score, state and cost (JSON-ready via `to_dict`)."""
+
+    number: int
+    state: optuna.trial.TrialState
+    params: dict[str, Any]
+    value: float | None
+    skill_hash: str | None
+    run_dir: str | None
+    calls: int
+    cost_usd: float | None
+    stop_reason: str | None
+
+    @classmethod
+    def from_trial(cls, trial: optuna.trial.FrozenTrial) -> TrialRecord:
+        """Read a finished (or running) trial back from the study."""
+        attrs = trial.user_attrs
+        text = attrs.get("skill_text")
+        return cls(
+            number=trial.number,
+            state=trial.state,
+            params=dict(trial.params),
+            value=trial.value if trial.values is not None else None,
+            skill_hash=Skill(text).hash if isinstance(text, str) else None,
+            run_dir=attrs.get("run_dir"),
+            calls=int(attrs.get("calls", 0)),
+            cost_usd=attrs.get("cost_usd"),
+            stop_reason=attrs.get("stop_reason"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready copy (the state by name)."""
+        return dataclasses.asdict(self) | {"state": self.state.name}
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """Every trial of a study, the best one, and the plots written for it."""
+
+    study_name: str
+    storage: str | None
+    trials: tuple[TrialRecord, ...]
+    best_number: int | None
+    plots: tuple[Path, ...] = ()
+
+    @property
+    def best(self) -> TrialRecord | None:
+        """The best complete trial, or None when no trial completed."""
+        return next((t for t in self.trials if t.number == self.best_number), None)
+
+    @classmethod
+    def from_study(
+        cls, study: optuna.study.Study, storage: str | None, plots: Sequence[Path] = ()
+    ) -> SweepResult:
+        """Summarise a study (loaded from its storage, or in memory)."""
+        trials = tuple(TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False))
+        complete = [t for t in trials if t.state.name == "COMPLETE"]
+        best = study.best_trial.number if complete else None
+        return cls(study.study_name, storage, trials, best, tuple(plots))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready copy."""
+        return {
+            "study_name": self.study_name,
+            "storage": self.storage,
+            "best_number": self.best_number,
+            "trials": [t.to_dict() for t in self.trials],
+            "plots": [str(p) for p in self.plots],
+        }
+
+
+def open_storage(storage: str | None) -> optuna.storages.BaseStorage | None:
+    """An Optuna storage for `storage`: None (in memory), an RDB URL, or a JournalFile path."""
+    if storage is None:
+        return None
+    optuna = _optuna()
+    if storage.endswith((".log", ".journal")) and "://" not in storage:
+        from optuna.storages.journal import JournalFileBackend
+
+        Path(storage).parent.mkdir(parents=True, exist_ok=True)
+        return optuna.storages.JournalStorage(JournalFileBackend(storage))  # type: ignore[no-any-return]
+    if storage.startswith("sqlite:"):
+        return optuna.storages.RDBStorage(  # type: ignore[no-any-return]
+            storage, engine_kwargs={"connect_args": {"timeout": 60}}
+        )
+    if storage.startswith(("postgresql", "mysql")):
+        return optuna.storages.RDBStorage(storage)  # type: ignore[no-any-return]
+    raise UserInputError(
+        f"unknown storage {storage!r}; use 'sqlite:///sweep.db', 'postgresql://user@host/db', "
+        "or a JournalFile path ending in .log or .journal"
+    )
+
+
+@dataclass
+class OptunaLR(Optimizer):
+    """Sweep the inner optimizer's hyperparameters with Optuna (see the module docstring).
+
+    Args:
+        inner: the optimizer each trial runs (a dataclass: GradientText, Beam, ...).
+        search_space: name -> (low, high, "log"|"linear"), (low, high, "int") or a list of choices;
+            every name must be a field of `inner`.
+        n_trials: trials this process runs.
+        total_trials: stop once the study holds this many complete or pruned trials, counting
+            other workers and earlier runs (resume a stored sweep to N in total with this).
+        storage: None (in memory), "sqlite:///...", "postgresql://...", or a .log/.journal path.
+        study_name: default "skillopt-<module name>".
+        sampler: default `TPESampler(seed=seed)`.
+        pruner: default none (every trial runs to the end); `MedianPruner()`, `WilcoxonPruner()`.
+        seed: the default sampler's seed.
+        plots: write sweep plots next to the study (see `write_sweep_plots`).
+    """
+
+    inner: Optimizer = field(default_factory=GradientText)
+    search_space: SearchSpace = field(default_factory=lambda: {"lr": (0.02, 0.5, "log")})
+    n_trials: int = 20
+    total_trials: int | None = None
+    storage: str | None = None
+    study_name: str | None = None
+    sampler: optuna.samplers.BaseSampler | None = None
+    pruner: optuna.pruners.BasePruner | None = None
+    seed: int = 0
+    plots: bool = True
+    name: str = "optuna-lr"
+
+    def __post_init__(self) -> None:
+        if not dataclasses.is_dataclass(self.inner):
+            raise UserInputError(
+                "OptunaLR's inner optimizer must be a dataclass (GradientText, Beam)"
+            )
+        if self.n_trials < 1:
+            raise UserInputError(f"n_trials must be >= 1, got {self.n_trials}")
+        names = {f.name for f in dataclasses.fields(self.inner)}
+        unknown = sorted(set(self.search_space) - names)
+        if unknown:
+            raise UserInputError(
+                f"search_space names {unknown} are not settings of {type(self.inner).__name__}; "
+                f"choose from {sorted(names - {'name', 'proposers'})}"
+            )
+        for name, spec in self.search_space.items():
+            _distribution(name, spec)
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "optimizer": self.name,
+            "inner": self.inner.config(),
+            "search_space": {k: list(v) for k, v in self.search_space.items()},
+            "n_trials": self.n_trials,
+            "total_trials": self.total_trials,
+            "storage": self.storage,
+            "study_name": self.study_name,
+            "sampler": type(self.sampler).__name__ if self.sampler else "TPESampler",
+            "pruner": type(self.pruner).__name__ if self.pruner else None,
+            "seed": self.seed,
+        }
+
+    # -- the sweep -------------------------------------------------------------------------
+    def create_study(self, context: CompileContext) -> optuna.study.Study:
+        """Create (or load, when it exists in `storage`) this sweep's study."""
+        optuna = _optuna()
+        study = optuna.create_study(
+            storage=open_storage(self.storage),
+            sampler=self.sampler or optuna.samplers.TPESampler(seed=self.seed),
+            pruner=self.pruner or optuna.pruners.NopPruner(),
+            study_name=self.study_name or f"skillopt-{context.module.name}",
+            direction="maximize",
+            load_if_exists=True,
+        )
+        seed_params = self._seed_params()
+        if seed_params and not study.get_trials(deepcopy=False):
+            study.enqueue_trial(seed_params, skip_if_exists=True)
+        return study
+
+    def optimize(self, context: CompileContext) -> None:
+        if context.optimizer_state.get("submitted"):
+            return
+        optuna = _optuna()
+        study = self.create_study(context)
+        sweep = _Sweep(self, context)
+        callbacks = []
+        if self.total_trials is not None:
+            finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+            callbacks.append(optuna.study.MaxTrialsCallback(self.total_trials, states=finished))
+        if not self._reached_total(study):
+            study.optimize(sweep.objective, n_trials=self.n_trials, callbacks=callbacks)
+        result = self._record(context, study)
+        self._submit(context, study, result)
+        if sweep.budget_hit:
+            raise BudgetExceeded("the budget ran out during the sweep; the best trial was kept")
+
+    def _reached_total(self, study: optuna.study.Study) -> bool:
+        if self.total_trials is None:
+            return False
+        finished = [
+            t for t in study.get_trials(deepcopy=False) if t.state.name in ("COMPLETE", "PRUNED")
+        ]
+        return len(finished) >= self.total_trials
+
+    def _seed_params(self) -> dict[str, Any]:
+        """The inner optimizer's own settings, where the search space can represent them."""
+        params: dict[str, Any] = {}
+        for name, spec in self.search_space.items():
+            value = getattr(self.inner, name)
+            if _contains(spec, value):
+                params[name] = value
+            else:
+                logger.warning(
+                    "the inner optimizer's %s=%r is outside the search space", name, value
+                )
+        return params
+
+    def _record(self, context: CompileContext, study: optuna.study.Study) -> SweepResult:
+        plots: list[Path] = []
+        folder = _plot_folder(context, self.storage, study.study_name)
+        if self.plots and folder is not None:
+            from skillopt_dsl.sweeps import write_sweep_plots
+
+            plots = write_sweep_plots(study, folder)
+        result = SweepResult.from_study(study, self.storage, plots)
+        context.emit("sweep", **result.to_dict())
+        return result
+
+    def _submit(
+        self, context: CompileContext, study: optuna.study.Study, result: SweepResult
+    ) -> None:
+        best = result.best
+        if best is None:
+            logger.warning("no trial of study %r completed; keeping the seed", study.study_name)
+            return
+        attrs = _attrs(study, best.number)
+        candidate = Skill(attrs["skill_text"])
+        incumbent = context.incumbent
+        if candidate.hash == incumbent.hash or candidate.hash in context.scored:
+            context.record_empty_step(
+                step=0,
+                epoch=0,
+                kind="sweep",
+                lr_budget=0.0,
+                budget_tokens=0,
+                note=f"the best trial ({best.number}) did not change the skill",
+            )
+            return
+        change = token_distance(incumbent.text, candidate.text)
+        longer = max(incumbent.token_count, candidate.token_count, 1)
+        proposal = Proposal(
+            candidate,
+            0,
+            0,
+            "sweep",
+            float(attrs["lr_budget"]),
+            int(attrs["budget_tokens"]),
+            change,
+            change / longer,
+        )
+        state = {"submitted": True, "sweep": result.to_dict()}
+        context.submit(proposal, lambda _decision: state)
+
+
+def _attrs(study: optuna.study.Study, number: int) -> dict[str, Any]:
+    trial = next(t for t in study.get_trials(deepcopy=False) if t.number == number)
+    return dict(trial.user_attrs)
+
+
+def _plot_folder(context: CompileContext, storage: str | None, study_name: str) -> Path | None:
+    """Next to the study: the storage file's folder, else the run directory; None in memory."""
+    if storage is not None and storage.startswith("sqlite:///"):
+        return Path(storage.removeprefix("sqlite:///")).parent / f"{study_name}-plots"
+    if storage is not None and "://" not in storage:
+        return Path(storage).parent / f"{study_name}-plots"
+    if context.run.path is not None:
+        return context.run.path / "sweep-plots"
+    return None
+
+
+class _Sweep:
+    """One process's share of a sweep: runs trials as child runs of the outer context."""
+
+    def __init__(self, owner: OptunaLR, context: CompileContext) -> None:
+        self.owner, self.context = owner, context
+        self.budget_hit = False
+
+    def objective(self, trial: optuna.trial.Trial) -> float:
+        """Run the inner optimizer with the trial's settings; the value is its gated val score."""
+        params = {n: _suggest(trial, n, s) for n, s in self.owner.search_space.items()}
+        inner = dataclasses.replace(self.owner.inner, **params)  # type: ignore[type-var]
+        reporter = _Reporter(trial, self.owner.pruner, [e.id for e in self.context.valset])
+        child = self.context.child(self._trial_run(trial.number), on_event=reporter.on_event)
+        reporter.context = child
+        _start(child)
+        before = self.context.ledger.snapshot()
+        stop_reason = "pruned"
+        try:
+            stop_reason = inner.compile(child.module, child.trainset, child.valset, context=child)
+            reporter.finish()
+        finally:
+            _store(trial, child, before, stop_reason)
+        if stop_reason == "budget":
+            self.budget_hit = True
+            trial.study.stop()
+        return child.incumbent_report.mean
+
+    def _trial_run(self, number: int) -> RunDirectory:
+        root = self.context.run.path
+        if root is None:
+            return RunDirectory(None)
+        folder = root / "trials" / f"{number:04d}"
+        if folder.exists():
+            logger.info("replacing %s, left by an interrupted run of the same sweep", folder)
+            shutil.rmtree(folder)
+        return RunDirectory(folder)
+
+
+def _start(child: CompileContext) -> None:
+    """What compile() does before an optimizer runs: score the seed, save version 1."""
+    seed = child.module.seed_skill
+    child.seed_report = child.evaluate(seed, child.valset, label="val")
+    child.run.save_version(1, seed)
+    child.emit("seed", skill_hash=seed.hash, val_score=child.seed_report.mean)
+
+
+def _store(trial: optuna.trial.Trial, child: CompileContext, before: Any, stop_reason: str) -> None:
+    after = child.ledger.snapshot()
+    accepted = [h for h in child.history if h.accepted]
+    cost = (
+        None
+        if after.cost_usd is None or before.cost_usd is None
+        else after.cost_usd - before.cost_usd
+    )
+    attrs: dict[str, Any] = {
+        "skill_text": child.incumbent.text,
+        "run_dir": None if child.run.path is None else str(child.run.path),
+        "calls": after.calls - before.calls,
+        "cost_usd": cost,
+        "stop_reason": stop_reason,
+        "lr_budget": sum(h.lr_budget for h in accepted),
+        "budget_tokens": sum(h.budget_tokens for h in accepted),
+        "accepted_steps": len(accepted),
+    }
+    for key, value in attrs.items():
+        trial.set_user_attr(key, value)
+    if child.run.path is not None:
+        child.run.save_best(child.incumbent, child.export_metadata())
+
+
+class _Reporter:
+    """Reports a trial's validation score at each epoch end and raises TrialPruned when told."""
+
+    def __init__(self, trial: optuna.trial.Trial, pruner: Any, val_ids: Sequence[str]) -> None:
+        self.trial, self.val_ids = trial, list(val_ids)
+        self.per_example = type(pruner).__name__ == "WilcoxonPruner"
+        self.context: CompileContext | None = None
+        self.epoch = 0
+        self.scores: dict[str, float] = {}
+
+    def on_event(self, event: str, payload: Mapping[str, Any]) -> None:
+        """Listener for the child's events: an epoch ends when a later epoch's step appears."""
+        if event != "step" or self.context is None:
+            return
+        epoch = int(payload["epoch"])
+        if epoch > self.epoch:
+            self._report(self.epoch, check=True)
+            self.epoch = epoch
+        self.scores = self.context.incumbent_report.scores
+
+    def finish(self) -> None:
+        """Report the last epoch (no pruning: the trial is already complete)."""
+        if self.context is not None:
+            self.scores = self.context.incumbent_report.scores
+        self._report(self.epoch, check=False)
+
+    def _report(self, epoch: int, *, check: bool) -> None:
+        if not self.scores:
+            return
+        if not self.per_example:
+            self.trial.report(sum(self.scores.values()) / len(self.scores), epoch)
+            self._maybe_prune(check)
+            return
+        base = epoch * len(self.val_ids)
+        for index, example_id in enumerate(self.val_ids):
+            self.trial.report(self.scores[example_id], base + index)
+            self._maybe_prune(check)
+
+    def _maybe_prune(self, check: bool) -> None:
+        if check and self.trial.should_prune():
+            raise _optuna().TrialPruned(f"pruned after epoch {self.epoch}")
+
+
+def _distribution(name: str, spec: Any) -> None:
+    """Validate one search-space entry (raises UserInputError naming the entry)."""
+    if isinstance(spec, tuple) and len(spec) == 3 and spec[2] in ("log", "linear", "int"):
+        low, high, kind = spec
+        if not low < high or (kind == "log" and low <= 0):
+            raise UserInputError(
+                f"search_space[{name!r}]: need 0 < low < high for log, low < high otherwise"
+            )
+        if kind == "int" and not (isinstance(low, int) and isinstance(high, int)):
+            raise UserInputError(f"search_space[{name!r}]: int ranges need int bounds, got {spec}")
+        return
+    if isinstance(spec, (list, tuple)) and spec:
+        return
+    raise UserInputError(
+        f"search_space[{name!r}] = {spec!r}: use (low, high, 'log'|'linear'), (low, high, 'int') "
+        "or a non-empty list of choices"
+    )
+
+
+def _contains(spec: Any, value: Any) -> bool:
+    if isinstance(spec, tuple) and len(spec) == 3 and spec[2] in ("log", "linear", "int"):
+        return isinstance(value, (int, float)) and spec[0] <= value <= spec[1]
+    return value in list(spec)
+
+
+def _suggest(trial: optuna.trial.Trial, name: str, spec: Any) -> Any:
+    if isinstance(spec, tuple) and len(spec) == 3 and spec[2] in ("log", "linear", "int"):
+        low, high, kind = spec
+        if kind == "int":
+            return trial.suggest_int(name, low, high)
+        return trial.suggest_float(name, low, high, log=kind == "log")
+    return trial.suggest_categorical(name, list(spec))
