@@ -12,7 +12,12 @@ the training set. With a capable `--optimizer-model`, add `ReflectiveProposer()`
 from skillopt_dsl.benchmarks import load_benchmark
 from skillopt_dsl.benchmarks.tasks import Navigate
 from skillopt_dsl.lm import LM, SamplingParams
-from skillopt_dsl.optimizers import DemonstrationsProposer, FormatRuleProposer, GradientText
+from skillopt_dsl.optimizers import (
+    ConsolidationProposer,
+    DemonstrationsProposer,
+    FormatRuleProposer,
+    GradientText,
+)
 
 module = Navigate()
 splits = load_benchmark("navigate", seed=0, sizes=(24, 30, 50))
@@ -23,4 +28,5 @@ optimizer = GradientText(
     epochs=2,
     batch_size=8,
     proposers=[FormatRuleProposer(), DemonstrationsProposer(per_step=2, max_demos=6)],
+    consolidation=ConsolidationProposer(use_model=False),
 )

@@ -111,7 +111,7 @@ def _handled(debug: bool) -> Iterator[None]:
     _setup_logging(debug)
     try:
         yield
-    except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+    except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException):
         raise
     except KeyboardInterrupt:
         typer.echo("Interrupted.", err=True)

@@ -46,10 +46,14 @@ def test_hostile_skill_name_cannot_write_outside_the_folder(tmp_path: Path, name
     outside = tmp_path / "outside"
     folder = outside / "skills"
     folder.mkdir(parents=True)
-    written = export_agent_skill(Skill("Be brief."), folder, name=name, description="A skill.")
+    try:
+        written = export_agent_skill(Skill("Be brief."), folder, name=name, description="A skill.")
+    except sd.UserInputError:
+        assert files_under(tmp_path) == {}, "a refused export wrote nothing"
+        return
     assert written.resolve().parent.parent == folder.resolve()
     assert written.name == "SKILL.md"
-    assert set(files_under(outside)) == {str(written.relative_to(outside))}
+    assert set(files_under(tmp_path)) == {str(written.relative_to(tmp_path))}
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

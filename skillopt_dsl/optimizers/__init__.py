@@ -7,6 +7,7 @@ from skillopt_dsl.optimizers.beam import Beam
 from skillopt_dsl.optimizers.gradient_text import GradientText
 from skillopt_dsl.optimizers.optuna_lr import OptunaLR, SweepResult, TrialRecord
 from skillopt_dsl.optimizers.proposers import (
+    ConsolidationProposer,
     DemonstrationsProposer,
     EditGroup,
     FormatRuleProposer,
@@ -20,6 +21,7 @@ from skillopt_dsl.optimizers.schedules import SCHEDULES, lr_at
 __all__ = [
     "SCHEDULES",
     "Beam",
+    "ConsolidationProposer",
     "DemonstrationsProposer",
     "EditGroup",
     "FormatRuleProposer",
