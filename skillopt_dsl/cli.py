@@ -19,16 +19,19 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, is_dataclass, replace
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import click
 import typer
 from rich.console import Console
+from rich.logging import RichHandler
 from rich.table import Table
 
 from skillopt_dsl.benchmarks import get_benchmark, list_benchmarks
+from skillopt_dsl.compile import CompileResult
+from skillopt_dsl.compile import compile as compile_skill
 from skillopt_dsl.errors import ModelError, SkillOptError, UserInputError
 from skillopt_dsl.evaluate import EvaluationReport, evaluate
 from skillopt_dsl.export import export_agent_skill, export_skill, load_skill, split_front_matter
@@ -56,10 +59,16 @@ app.add_typer(recipes_app, name="recipes")
 
 EXIT_USER_ERROR = 1
 EXIT_INTERRUPTED = 130
-_USER_ERRORS = (SkillOptError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+_USER_ERRORS = (
+    SkillOptError,
+    FileNotFoundError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PermissionError,
+)
 
 
-class OptimizerChoice(str, Enum):
+class OptimizerChoice(StrEnum):
     """The optimizers `--optimizer` can name."""
 
     gradient_text = "gradient-text"
@@ -67,7 +76,7 @@ class OptimizerChoice(str, Enum):
     optuna = "optuna"
 
 
-class SplitChoice(str, Enum):
+class SplitChoice(StrEnum):
     """The recipe split a command scores."""
 
     train = "train"
@@ -75,7 +84,7 @@ class SplitChoice(str, Enum):
     test = "test"
 
 
-class ExportFormat(str, Enum):
+class ExportFormat(StrEnum):
     """What `export` writes."""
 
     md = "md"
@@ -84,22 +93,33 @@ class ExportFormat(str, Enum):
 
 # -- shared options ----------------------------------------------------------------------------
 RecipeArg = Annotated[Path, typer.Argument(help="A recipe file, e.g. recipes/navigate_local.py.")]
-RecipeOpt = Annotated[Path, typer.Option("--recipe", help="The recipe whose module and data to use.")]
+RecipeOpt = Annotated[
+    Path, typer.Option("--recipe", help="The recipe whose module and data to use.")
+]
 ModelOpt = Annotated[
     str | None,
-    typer.Option("--model", help="Target model (litellm string, e.g. openai/gpt-4o-mini); overrides the recipe."),
+    typer.Option(
+        "--model",
+        help="Target model (litellm string, e.g. openai/gpt-4o-mini); overrides the recipe.",
+    ),
 ]
 OptimizerModelOpt = Annotated[
     str | None,
     typer.Option("--optimizer-model", help="Model that proposes edits; overrides the recipe."),
 ]
-MaxCallsOpt = Annotated[int | None, typer.Option("--max-calls", min=0, help="Hard limit on model calls.")]
-MaxUsdOpt = Annotated[float | None, typer.Option("--max-usd", min=0.0, help="Hard limit on spend in USD.")]
+MaxCallsOpt = Annotated[
+    int | None, typer.Option("--max-calls", min=0, help="Hard limit on model calls.")
+]
+MaxUsdOpt = Annotated[
+    float | None, typer.Option("--max-usd", min=0.0, help="Hard limit on spend in USD.")
+]
 SeedOpt = Annotated[int, typer.Option("--seed", help="The one seed for every random choice.")]
 ThreadsOpt = Annotated[int, typer.Option("--threads", min=1, help="Parallel model calls.")]
 MaxErrorsOpt = Annotated[
     int,
-    typer.Option("--max-errors", min=0, help="Failed model calls tolerated per evaluation before stopping."),
+    typer.Option(
+        "--max-errors", min=0, help="Failed model calls tolerated per evaluation before stopping."
+    ),
 ]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks and debug logs.")]
 
@@ -146,8 +166,15 @@ def _setup_logging(debug: bool) -> None:
     package = logging.getLogger("skillopt_dsl")
     for old in [h for h in package.handlers if getattr(h, _HANDLER_MARK, False)]:
         package.removeHandler(old)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s" if debug else "%(message)s"))
+    handler: logging.Handler
+    if sys.stderr.isatty():
+        # A rich console looks up stderr when it writes, so log lines land above a live panel.
+        handler = RichHandler(console=Console(stderr=True), show_time=False, show_path=debug)
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(
+            logging.Formatter("%(levelname)s %(message)s" if debug else "%(message)s")
+        )
     setattr(handler, _HANDLER_MARK, True)
     package.addHandler(handler)
     package.setLevel(logging.DEBUG if debug else logging.WARNING)
@@ -172,7 +199,9 @@ def _lm_for(model: str, base: str | LM | None) -> LM:
     return LM(model, params=params)
 
 
-def _models(recipe: Recipe, model: str | None, optimizer_model: str | None) -> tuple[Any, Any]:
+def _models(
+    recipe: Recipe, model: str | None, optimizer_model: str | None
+) -> tuple[str | LM | None, str | LM | None]:
     target = recipe.lm if model is None else _lm_for(model, recipe.lm)
     reflector = (
         recipe.optimizer_lm
@@ -183,10 +212,14 @@ def _models(recipe: Recipe, model: str | None, optimizer_model: str | None) -> t
 
 
 def _budget(base: Budget | None, max_calls: int | None, max_usd: float | None) -> Budget | None:
-    changes = {k: v for k, v in (("max_calls", max_calls), ("max_usd", max_usd)) if v is not None}
-    if not changes:
+    if max_calls is None and max_usd is None:
         return base
-    return replace(base or Budget(), **changes)
+    current = base or Budget()
+    return Budget(
+        max_calls=current.max_calls if max_calls is None else max_calls,
+        max_tokens=current.max_tokens,
+        max_usd=current.max_usd if max_usd is None else max_usd,
+    )
 
 
 def _optimizer(
@@ -227,12 +260,17 @@ def _field_names(obj: Any) -> set[str]:
 
 def _override(optimizer: Optimizer, name: str, value: Any) -> Optimizer:
     """`dataclasses.replace` one setting, on the optimizer or on its `inner` optimizer."""
+    flag = "--" + name.replace("_", "-")
+    if name in (getattr(optimizer, "search_space", None) or {}):
+        raise UserInputError(
+            f"{flag} is searched by the {type(optimizer).__name__} optimizer, so a fixed value "
+            "would be ignored; drop the flag or set the search space in the recipe"
+        )
     if name in _field_names(optimizer):
         return replace(optimizer, **{name: value})  # type: ignore[type-var]
     inner = getattr(optimizer, "inner", None)
     if inner is not None and name in _field_names(inner):
         return replace(optimizer, inner=replace(inner, **{name: value}))  # type: ignore[type-var]
-    flag = "--" + name.replace("_", "-")
     known = ", ".join(sorted(_field_names(optimizer))) or "none settable from the command line"
     raise UserInputError(
         f"{flag} does not apply to the {type(optimizer).__name__} optimizer (its settings: {known})"
@@ -282,7 +320,15 @@ class _CompileFlags:
     def resume_command(self, recipe: Path, run_dir: Path) -> str:
         """The exact command that continues this run."""
         words = ["skillopt-dsl", "compile", str(recipe)]
-        for name in ("lr", "epochs", "batch_size", "model", "optimizer_model", "max_calls", "max_usd"):
+        for name in (
+            "lr",
+            "epochs",
+            "batch_size",
+            "model",
+            "optimizer_model",
+            "max_calls",
+            "max_usd",
+        ):
             value = getattr(self, name)
             if value is not None:
                 words += ["--" + name.replace("_", "-"), str(value)]
@@ -300,8 +346,12 @@ def compile_command(
         OptimizerChoice | None,
         typer.Option("--optimizer", help="Optimizer to use instead of the recipe's."),
     ] = None,
-    lr: Annotated[float | None, typer.Option("--lr", help="Textual learning rate in (0, 1].")] = None,
-    epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Passes over the training set.")] = None,
+    lr: Annotated[
+        float | None, typer.Option("--lr", help="Textual learning rate in (0, 1].")
+    ] = None,
+    epochs: Annotated[
+        int | None, typer.Option("--epochs", min=1, help="Passes over the training set.")
+    ] = None,
     batch_size: Annotated[
         int | None, typer.Option("--batch-size", min=1, help="Training examples per step.")
     ] = None,
@@ -310,9 +360,12 @@ def compile_command(
     max_calls: MaxCallsOpt = None,
     max_usd: MaxUsdOpt = None,
     run_dir: Annotated[
-        Path | None, typer.Option("--run-dir", help="Where the run is recorded (default runs/<recipe>-<time>).")
+        Path | None,
+        typer.Option("--run-dir", help="Where the run is recorded (default runs/<recipe>-<time>)."),
     ] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --run-dir.")] = False,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the run in --run-dir.")
+    ] = False,
     seed: SeedOpt = 0,
     threads: ThreadsOpt = 4,
     max_errors: MaxErrorsOpt = 10,
@@ -320,16 +373,25 @@ def compile_command(
 ) -> None:
     """Train the recipe's skill; prints seed vs best scores and where best_skill.md is."""
     flags = _CompileFlags(
-        optimizer, lr, epochs, batch_size, model, optimizer_model, max_calls, max_usd, seed,
-        threads, max_errors,
+        optimizer,
+        lr,
+        epochs,
+        batch_size,
+        model,
+        optimizer_model,
+        max_calls,
+        max_usd,
+        seed,
+        threads,
+        max_errors,
     )
     with _handled(debug):
         _run_compile(recipe, flags, run_dir, resume)
 
 
-def _run_compile(recipe_path: Path, flags: _CompileFlags, run_dir: Path | None, resume: bool) -> None:
-    from skillopt_dsl.compile import compile as compile_skill
-
+def _run_compile(
+    recipe_path: Path, flags: _CompileFlags, run_dir: Path | None, resume: bool
+) -> None:
     recipe = load_recipe(recipe_path)
     target, reflector = _models(recipe, flags.model, flags.optimizer_model)
     chosen = _optimizer(recipe.optimizer, flags.optimizer, flags.overrides())
@@ -359,7 +421,7 @@ def _run_compile(recipe_path: Path, flags: _CompileFlags, run_dir: Path | None, 
     _print_compile(result, time.perf_counter() - started)
 
 
-def _interrupted(run_dir: Path, command: str) -> None:
+def _interrupted(run_dir: Path, command: str) -> NoReturn:
     best = run_dir / "best_skill.md"
     kept = f"The best skill so far is in {best}" if best.is_file() else "No skill was saved yet"
     typer.echo(f"\nInterrupted. {kept}.", err=True)
@@ -371,12 +433,14 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
-def _print_compile(result: Any, wall_s: float) -> None:
+def _print_compile(result: CompileResult, wall_s: float) -> None:
     table = Table(title=f"{result.metadata.get('name', 'skill')}: seed vs compiled")
     for column in ("split", "seed", "compiled", "delta"):
         table.add_column(column, justify="right" if column != "split" else "left")
-    rows = (("validation", result.seed_val_score, result.val_score),
-            ("test", result.seed_test_score, result.test_score))
+    rows = (
+        ("validation", result.seed_val_score, result.val_score),
+        ("test", result.seed_test_score, result.test_score),
+    )
     for name, before, after in rows:
         delta = None if before is None or after is None else after - before
         table.add_row(name, _fmt(before), _fmt(after), "-" if delta is None else f"{delta:+.4f}")
@@ -384,14 +448,17 @@ def _print_compile(result: Any, wall_s: float) -> None:
     usage = result.usage
     cost = "unknown (unpriced model)" if usage.cost_usd is None else f"${usage.cost_usd:.4f}"
     accepted = sum(1 for d in result.gate_log if d.accepted)
-    typer.echo(f"stopped: {result.stop_reason}; {accepted} of {len(result.gate_log)} candidates accepted")
+    typer.echo(
+        f"stopped: {result.stop_reason}; {accepted} of {len(result.gate_log)} candidates accepted"
+    )
     typer.echo(
         f"calls: {usage.calls}  cache hits: {usage.cache_hits}  tokens: {usage.total_tokens} "
         f"(prompt {usage.prompt_tokens}, completion {usage.completion_tokens})  cost: {cost}"
     )
     typer.echo(f"wall time: {wall_s:.1f}s")
-    typer.echo(f"best skill: {result.run_dir / 'best_skill.md'}")
-    typer.echo(f"report:     skillopt-dsl report {result.run_dir}")
+    if result.run_dir is not None:
+        typer.echo(f"best skill: {result.run_dir / 'best_skill.md'}")
+        typer.echo(f"report:     skillopt-dsl report {result.run_dir}")
 
 
 # -- sweep -------------------------------------------------------------------------------------
@@ -401,21 +468,28 @@ def sweep_command(
     n_trials: Annotated[int, typer.Option("--n-trials", min=1, help="Trials this worker runs.")],
     storage: Annotated[
         str | None,
-        typer.Option("--storage", help="Optuna storage URL shared by workers (default sqlite:///runs/<recipe>-sweep.db)."),
+        typer.Option(
+            "--storage",
+            help="Optuna storage URL shared by workers (default sqlite:///runs/<recipe>-sweep.db).",
+        ),
     ] = None,
-    study: Annotated[str | None, typer.Option("--study", help="Study name (default: the recipe name).")] = None,
+    study: Annotated[
+        str | None, typer.Option("--study", help="Study name (default: the recipe name).")
+    ] = None,
     model: ModelOpt = None,
     optimizer_model: OptimizerModelOpt = None,
     max_calls: MaxCallsOpt = None,
     max_usd: MaxUsdOpt = None,
-    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Where trial runs are recorded.")] = None,
+    run_dir: Annotated[
+        Path | None, typer.Option("--run-dir", help="Where trial runs are recorded.")
+    ] = None,
     seed: SeedOpt = 0,
     debug: DebugOpt = False,
 ) -> None:
     """Run a sweep worker; several workers may share one study through --storage."""
     with _handled(debug):
-        run_sweep_worker = _lazy("skillopt_dsl.sweeps", "run_sweep_worker", "sweeps")
         loaded = load_recipe(recipe)
+        run_sweep_worker = _lazy("skillopt_dsl.sweeps", "run_sweep_worker", "sweeps")
         target, reflector = _models(loaded, model, optimizer_model)
         folder = run_dir if run_dir is not None else Path("runs") / f"{loaded.name}-sweep"
         if storage is None:
@@ -434,35 +508,64 @@ def sweep_command(
             run_dir=folder,
             seed=seed,
         )
-        _print_record("sweep", result)
+        _print_sweep(result)
         typer.echo(f"storage: {storage}  study: {study or loaded.name}")
 
 
-def _print_record(title: str, record: Any) -> None:
-    """Print a result dataclass as a two-column table (long lists summarised by length)."""
-    if not is_dataclass(record):
-        raise TypeError(f"expected a result dataclass, got {type(record).__name__}")
-    table = Table(title=title, show_header=False)
-    for item in fields(record):
-        value = getattr(record, item.name)
-        shown = f"{len(value)} items" if isinstance(value, list | tuple) and len(value) > 5 else str(value)
-        table.add_row(item.name, shown)
+def _print_sweep(result: Any) -> None:
+    """Print a `SweepResult`: one row per trial of the study, then the best trial."""
+    table = Table(title=f"study {result.study_name}: {len(result.trials)} trials")
+    for column in ("trial", "state", "params", "val score", "calls", "run dir"):
+        table.add_column(column)
+    for trial in result.trials:
+        params = ", ".join(f"{k}={_short(v)}" for k, v in sorted(trial.params.items()))
+        table.add_row(
+            str(trial.number),
+            trial.state.name,
+            params,
+            _fmt(trial.value),
+            str(trial.calls),
+            str(trial.run_dir or "-"),
+        )
     Console(soft_wrap=True).print(table)
+    best = result.best
+    if best is None:
+        typer.echo("no trial has completed yet")
+    else:
+        typer.echo(f"best: trial {best.number}, val {_fmt(best.value)}, run dir {best.run_dir}")
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 # -- eval and transfer -------------------------------------------------------------------------
 def _examples(recipe: Recipe, split: SplitChoice) -> list[Example]:
     examples: list[Example] = getattr(recipe.splits, split.value)
     if not examples:
-        raise UserInputError(f"recipe {recipe.path} has an empty {split.value} split; choose another --split")
+        raise UserInputError(
+            f"recipe {recipe.path} has an empty {split.value} split; choose another --split"
+        )
     return examples
 
 
 def _score(
-    recipe: Recipe, skill_text: Any, examples: Sequence[Example], lm: Any, threads: int, seed: int, max_errors: int
+    recipe: Recipe,
+    skill_text: Any,
+    examples: Sequence[Example],
+    lm: Any,
+    threads: int,
+    seed: int,
+    max_errors: int,
 ) -> EvaluationReport:
     report = evaluate(
-        recipe.module, examples, skill=skill_text, lm=lm, threads=threads, seed=seed, max_errors=max_errors
+        recipe.module,
+        examples,
+        skill=skill_text,
+        lm=lm,
+        threads=threads,
+        seed=seed,
+        max_errors=max_errors,
     )
     if report.records and report.n_errors == len(report.records):
         first = next(r.error for r in report.records if r.error)
@@ -472,9 +575,13 @@ def _score(
 
 @app.command("eval")
 def eval_command(
-    skill_file: Annotated[Path, typer.Argument(help="A skill file (best_skill.md or any markdown).")],
+    skill_file: Annotated[
+        Path, typer.Argument(help="A skill file (best_skill.md or any markdown).")
+    ],
     recipe: RecipeOpt,
-    split: Annotated[SplitChoice, typer.Option("--split", help="Which split to score.")] = SplitChoice.test,
+    split: Annotated[
+        SplitChoice, typer.Option("--split", help="Which split to score.")
+    ] = SplitChoice.test,
     model: ModelOpt = None,
     threads: ThreadsOpt = 4,
     seed: SeedOpt = 0,
@@ -502,7 +609,9 @@ def transfer_command(
     skill_file: Annotated[Path, typer.Argument(help="The skill file to check.")],
     recipe: RecipeOpt,
     models: Annotated[str, typer.Option("--models", help="Comma-separated litellm model strings.")],
-    split: Annotated[SplitChoice, typer.Option("--split", help="Which split to score.")] = SplitChoice.test,
+    split: Annotated[
+        SplitChoice, typer.Option("--split", help="Which split to score.")
+    ] = SplitChoice.test,
     threads: ThreadsOpt = 4,
     seed: SeedOpt = 0,
     max_errors: MaxErrorsOpt = 10,
@@ -514,7 +623,9 @@ def transfer_command(
         skill = load_skill(skill_file)
         names = [m.strip() for m in models.split(",") if m.strip()]
         if not names:
-            raise UserInputError("--models needs at least one model, e.g. --models local/smollm2-135m,openai/gpt-4o-mini")
+            raise UserInputError(
+                "--models needs at least one model, e.g. --models local/smollm2-135m,openai/gpt-4o-mini"
+            )
         clients = [_lm_for(name, loaded.lm) for name in names]  # fail on a bad name before any call
         examples = _examples(loaded, split)
         table = Table(title=f"transfer of skill {skill.hash[:12]} on {loaded.name}/{split.value}")
@@ -524,8 +635,12 @@ def transfer_command(
             seed_report = _score(loaded, None, examples, client, threads, seed, max_errors)
             report = _score(loaded, skill, examples, client, threads, seed, max_errors)
             table.add_row(
-                client.model, _fmt(seed_report.mean), _fmt(report.mean),
-                f"{report.mean - seed_report.mean:+.4f}", str(len(report.records)), str(report.n_errors),
+                client.model,
+                _fmt(seed_report.mean),
+                _fmt(report.mean),
+                f"{report.mean - seed_report.mean:+.4f}",
+                str(len(report.records)),
+                str(report.n_errors),
             )
         Console(soft_wrap=True).print(table)
 
@@ -535,7 +650,9 @@ def _run_folder(run_dir: Path) -> Path:
     if not run_dir.is_dir():
         raise UserInputError(f"run directory {str(run_dir)!r} does not exist")
     if not (run_dir / "best_skill.md").is_file():
-        raise UserInputError(f"{run_dir} is not a run directory (no best_skill.md); pass runs/<run>")
+        raise UserInputError(
+            f"{run_dir} is not a run directory (no best_skill.md); pass runs/<run>"
+        )
     return run_dir
 
 
@@ -548,7 +665,9 @@ def report_command(
     with _handled(debug):
         if not run_dir.is_dir():
             raise UserInputError(f"run directory {str(run_dir)!r} does not exist")
-        write_report: Callable[[Path], list[Path]] = _lazy("skillopt_dsl.report", "write_report", "reports")
+        write_report: Callable[[Path], list[Path]] = _lazy(
+            "skillopt_dsl.report", "write_report", "reports"
+        )
         for path in write_report(run_dir):
             typer.echo(str(path))
 
@@ -557,10 +676,15 @@ def report_command(
 def export_command(
     run_dir: Annotated[Path, typer.Argument(help="The run whose best skill to export.")],
     out: Annotated[Path, typer.Option("--out", help="A file (md) or a folder (agent-skill).")],
-    format: Annotated[ExportFormat, typer.Option("--format", help="md or agent-skill.")] = ExportFormat.md,
-    name: Annotated[str | None, typer.Option("--name", help="Agent-skill name (default: the module's).")] = None,
+    format: Annotated[
+        ExportFormat, typer.Option("--format", help="md or agent-skill.")
+    ] = ExportFormat.md,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Agent-skill name (default: the module's).")
+    ] = None,
     description: Annotated[
-        str | None, typer.Option("--description", help="Agent-skill description (default: the module's).")
+        str | None,
+        typer.Option("--description", help="Agent-skill description (default: the module's)."),
     ] = None,
     debug: DebugOpt = False,
 ) -> None:
@@ -570,7 +694,10 @@ def export_command(
         meta, _ = split_front_matter(best.read_text(encoding="utf-8"))
         skill = load_skill(best)
         if not (run_dir / "summary.json").is_file():
-            logger.warning("%s has no summary.json: the run did not finish; exporting its best skill so far", run_dir)
+            logger.warning(
+                "%s has no summary.json: the run did not finish; exporting its best skill so far",
+                run_dir,
+            )
         if format is ExportFormat.md:
             written = export_skill(skill, out, {k: v for k, v in meta.items() if k != "skill_hash"})
         else:
@@ -604,7 +731,9 @@ def benchmarks_list(debug: DebugOpt = False) -> None:
             table.add_column(column)
         for name in list_benchmarks():
             benchmark = get_benchmark(name)
-            answers = ", ".join(benchmark.answer_choices) if benchmark.answer_choices else "free text"
+            answers = (
+                ", ".join(benchmark.answer_choices) if benchmark.answer_choices else "free text"
+            )
             table.add_row(name, answers, benchmark.description)
         Console(soft_wrap=True).print(table)
 
@@ -630,7 +759,9 @@ def _first_doc_line(path: Path) -> str:
 
 @recipes_app.command("list")
 def recipes_list(
-    folder: Annotated[Path | None, typer.Option("--dir", help="Folder of recipes (default ./recipes).")] = None,
+    folder: Annotated[
+        Path | None, typer.Option("--dir", help="Folder of recipes (default ./recipes).")
+    ] = None,
     debug: DebugOpt = False,
 ) -> None:
     """List recipe files with the first line of their docstring."""
@@ -643,7 +774,7 @@ def recipes_list(
         table.add_column("recipe")
         table.add_column("description")
         for path in files:
-            table.add_row(str(path), _first_doc_line(path))
+            table.add_row(path.name, _first_doc_line(path))
         Console(soft_wrap=True).print(table)
 
 

@@ -82,9 +82,7 @@ def _import(path: Path) -> ModuleType:
         spec.loader.exec_module(module)
     except Exception as exc:
         sys.modules.pop(name, None)
-        raise UserInputError(
-            f"recipe {path} failed to load: {type(exc).__name__}: {exc}"
-        ) from exc
+        raise UserInputError(f"recipe {path} failed to load: {type(exc).__name__}: {exc}") from exc
     return module
 
 
@@ -117,4 +115,3 @@ def _check_types(path: Path, values: dict[str, Any]) -> None:
             raise UserInputError(
                 f"recipe {path}: `{key}` must be {names}, got {type(value).__name__}"
             )
-

@@ -11,8 +11,10 @@ writes, next to it:
 - `report.html`: one self-contained page (the plots embedded) with a summary table, the gate log
   and the unified diff between the seed skill and the best skill.
 
-A sweep folder (one holding `sweep.json` or a `trials/` folder of runs) gets `plot_sweep_lr.png`
-(validation score against learning rate), a trials table, and a report for every trial run.
+A sweep also gets `plot_sweep_lr.png` (validation score against learning rate), a trials table
+and a report for every trial run. The trials come from `sweep.json` (a list of `{params, value,
+state}`, or `{"trials": [...]}`), else from the run's last `sweep` event (written by `OptunaLR`,
+whose trials run under `trials/NNNN/`), else from the runs under a `trials/` folder.
 """
 
 from __future__ import annotations
@@ -38,7 +40,20 @@ from skillopt_dsl.errors import RunDirError, UserInputError
 from skillopt_dsl.export import load_skill
 from skillopt_dsl.gate import GateDecision
 
-__all__ = ["GateEntry", "RunRecord", "SweepTrial", "load_run", "load_sweep", "write_report"]
+__all__ = [
+    "GateEntry",
+    "RunRecord",
+    "SweepTrial",
+    "load_run",
+    "load_sweep_trials",
+    "plot_cost",
+    "plot_learning_rate",
+    "plot_scores",
+    "plot_sweep",
+    "read_events",
+    "skill_diff",
+    "write_report",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +63,8 @@ COST_PNG = "plot_cost.png"
 SWEEP_PNG = "plot_sweep_lr.png"
 REPORT_HTML = "report.html"
 _LR_KEYS = ("lr", "learning_rate")
+_RUN_FILES = ("events.jsonl", "skills/v0001.md", "best_skill.md")
+"""What a run directory must hold. config.json is optional: a sweep trial's run has none."""
 
 
 # -- reading a run ---------------------------------------------------------------------------
@@ -74,6 +91,7 @@ class RunRecord:
     seed_val_score: float | None
     seed_text: str
     best_text: str
+    sweep_trials: list[Any] | None = None
 
     @property
     def finished(self) -> bool:
@@ -84,7 +102,7 @@ class RunRecord:
 def load_run(run_dir: str | Path) -> RunRecord:
     """Read a run directory; a missing or unreadable file is a `RunDirError` naming it."""
     path = _existing_dir(run_dir)
-    for name in ("config.json", "events.jsonl", "skills/v0001.md", "best_skill.md"):
+    for name in _RUN_FILES:
         if not (path / name).is_file():
             raise RunDirError(
                 f"{path} is not a complete run directory: {name} is missing. "
@@ -92,16 +110,17 @@ def load_run(run_dir: str | Path) -> RunRecord:
             )
     events = read_events(path / "events.jsonl")
     steps, gates = _steps_and_gates(events)
-    summary_path = path / "summary.json"
+    summary_path, config = path / "summary.json", path / "config.json"
     return RunRecord(
         path=path,
-        config=_read_json_object(path / "config.json"),
+        config=_read_json_object(config) if config.is_file() else {},
         summary=_read_json_object(summary_path) if summary_path.is_file() else None,
         steps=steps,
         gates=gates,
         seed_val_score=_seed_score(events),
         seed_text=(path / "skills" / "v0001.md").read_text(encoding="utf-8"),
         best_text=load_skill(path / "best_skill.md").text,
+        sweep_trials=_last_sweep(events),
     )
 
 
@@ -234,13 +253,11 @@ def plot_scores(record: RunRecord, path: Path) -> Path:
         zorder=3,
     )
     if record.steps:
-        axes.plot(
-            [s.step for s in record.steps],
-            _floats(s.incumbent_score for s in record.steps),
-            drawstyle="steps-post",
-            color="tab:blue",
-            label="best so far",
-        )
+        xs: list[float] = [s.step for s in record.steps]
+        ys = _floats(s.incumbent_score for s in record.steps)
+        if record.seed_val_score is not None:  # start the line at the seed, just before step 0
+            xs, ys = [xs[0] - 0.5, *xs], [record.seed_val_score, *ys]
+        axes.plot(xs, ys, drawstyle="steps-post", color="tab:blue", label="best so far")
         _epoch_lines(axes, record.steps)
     else:
         _empty(axes, "no steps recorded")
@@ -337,58 +354,66 @@ class SweepTrial:
         return None
 
 
-def is_sweep(path: Path) -> bool:
-    """A sweep folder holds `sweep.json` or a `trials/` folder, and no events.jsonl of its own."""
-    has_sweep = (path / "sweep.json").is_file() or (path / "trials").is_dir()
-    return has_sweep and not (path / "events.jsonl").is_file()
-
-
-def load_sweep(sweep_dir: str | Path) -> list[SweepTrial]:
-    """The trials of a sweep, from `sweep.json` when present, else from `trials/*/` runs."""
+def load_sweep_trials(sweep_dir: str | Path) -> list[SweepTrial]:
+    """The trials of a sweep: from `sweep.json`, else the run's last `sweep` event (OptunaLR),
+    else the runs under `trials/`."""
     path = _existing_dir(sweep_dir)
+    events = read_events(path / "events.jsonl") if (path / "events.jsonl").is_file() else []
+    trials = _sweep_trials(path, _last_sweep(events))
+    if trials is None:
+        raise RunDirError(
+            f"{path} is not a sweep: it has no sweep.json, no sweep event and no trials/ folder"
+        )
+    return trials
+
+
+def _last_sweep(events: Sequence[Mapping[str, Any]]) -> list[Any] | None:
+    """The trial list of the last `sweep` event (written by OptunaLR), if any."""
+    found = [e.get("trials") for e in events if e["event"] == "sweep"]
+    return list(found[-1]) if found and isinstance(found[-1], list) else None
+
+
+def _sweep_trials(path: Path, logged: list[Any] | None) -> list[SweepTrial] | None:
     if (path / "sweep.json").is_file():
-        return _trials_from_json(path)
+        data = json.loads((path / "sweep.json").read_text(encoding="utf-8"))
+        raw = data.get("trials") if isinstance(data, dict) else data
+        return _trials_from_list(raw, path, path / "sweep.json")
+    if logged is not None:
+        return _trials_from_list(logged, path, path / "events.jsonl")
     if (path / "trials").is_dir():
         return _trials_from_runs(path / "trials")
-    raise RunDirError(f"{path} has neither sweep.json nor a trials/ folder; it is not a sweep")
+    return None
 
 
-def _trials_from_json(path: Path) -> list[SweepTrial]:
-    data = json.loads((path / "sweep.json").read_text(encoding="utf-8"))
-    raw = data.get("trials") if isinstance(data, dict) else data
+def _trials_from_list(raw: Any, sweep: Path, source: Path) -> list[SweepTrial]:
     if not isinstance(raw, list):
-        raise RunDirError(
-            f"{path / 'sweep.json'} must hold a list of trials (or {{'trials': [...]}})"
-        )
+        raise RunDirError(f"{source} must hold a list of trials (or {{'trials': [...]}})")
     trials = []
-    for number, item in enumerate(raw):
+    for index, item in enumerate(raw):
         if not isinstance(item, dict) or not isinstance(item.get("params", {}), dict):
-            raise RunDirError(
-                f"{path / 'sweep.json'} trial {number} is not {{params, value, state}}"
-            )
-        run = item.get("run_dir")
+            raise RunDirError(f"{source}: trial {index} is not {{params, value, state}}")
+        number = int(item.get("number", index))
         trials.append(
             SweepTrial(
-                number=int(item.get("number", number)),
+                number=number,
                 params=dict(item.get("params", {})),
                 value=None if item.get("value") is None else float(item["value"]),
                 state=str(item.get("state", "UNKNOWN")),
-                run_dir=_trial_dir(path, run) if run else _numbered_trial_dir(path, number),
+                run_dir=_trial_dir(sweep, item.get("run_dir"), number),
             )
         )
     return trials
 
 
-def _trial_dir(sweep: Path, run: str) -> Path | None:
-    candidate = Path(run) if Path(run).is_absolute() else sweep / run
-    return candidate if (candidate / "events.jsonl").is_file() else None
+def _is_complete_run(path: Path) -> bool:
+    return all((path / name).is_file() for name in _RUN_FILES)
 
 
-def _numbered_trial_dir(sweep: Path, number: int) -> Path | None:
-    for name in (str(number), f"trial_{number}", f"{number:04d}"):
-        if ((sweep / "trials" / name) / "events.jsonl").is_file():
-            return sweep / "trials" / name
-    return None
+def _trial_dir(sweep: Path, run: object, number: int) -> Path | None:
+    """The trial's run directory when it is a complete run (a report can be written for it)."""
+    named = [Path(run), sweep / str(run)] if isinstance(run, str) and run else []
+    numbered = [sweep / "trials" / n for n in (f"{number:04d}", str(number), f"trial_{number}")]
+    return next((p for p in named + numbered if _is_complete_run(p)), None)
 
 
 def _trials_from_runs(trials_dir: Path) -> list[SweepTrial]:
@@ -403,7 +428,9 @@ def _trials_from_runs(trials_dir: Path) -> list[SweepTrial]:
         params = {k: optimizer[k] for k in (*_LR_KEYS, "schedule") if k in optimizer}
         value = None if summary is None else summary.get("val_score")
         state = "COMPLETE" if summary is not None else "RUNNING_OR_KILLED"
-        trials.append(SweepTrial(number, params, value, state, run))
+        trials.append(
+            SweepTrial(number, params, value, state, run if _is_complete_run(run) else None)
+        )
     return trials
 
 
@@ -500,6 +527,7 @@ def _summary_rows(record: RunRecord) -> list[tuple[str, Any]]:
         f"{k}={optimizer[k]}" for k in ("lr", "schedule", "epochs", "batch_size") if k in optimizer
     )
     return [
+        ("config", "config.json" if config else "none (a sweep trial's run records none)"),
         ("module", config.get("module")),
         ("target model", config.get("lm")),
         ("optimizer model", config.get("optimizer_lm")),
@@ -572,7 +600,7 @@ def _diff_html(diff: str) -> str:
     return '<pre class="diff">' + "\n".join(out) + "</pre>"
 
 
-def _run_html(record: RunRecord, plots: Sequence[tuple[Path, str]]) -> str:
+def _run_sections(record: RunRecord, plots: Sequence[tuple[Path, str]]) -> list[str]:
     body = ["<h2>Summary</h2>", _table(("", "value"), _summary_rows(record)), "<h2>Plots</h2>"]
     body += [_figure(path, caption) for path, caption in plots]
     body += ["<h2>Gate log</h2>"]
@@ -598,7 +626,7 @@ def _run_html(record: RunRecord, plots: Sequence[tuple[Path, str]]) -> str:
         "<h2>Seed → best skill</h2>",
         _diff_html(skill_diff(record.seed_text, record.best_text)),
     ]
-    return _page(f"skillopt-dsl run report: {record.path.name}", body)
+    return body
 
 
 # -- entry point -----------------------------------------------------------------------------
@@ -608,7 +636,8 @@ def write_report(run_dir: str | Path, *, out_dir: str | Path | None = None) -> l
     """Write the PNG plots and `report.html` for a run or a sweep; returns the files written.
 
     Args:
-        run_dir: a run directory, or a sweep folder (`sweep.json` and/or `trials/`).
+        run_dir: a run directory; an OptunaLR run or a sweep folder (`sweep.json` and/or
+            `trials/`) also gets the score-vs-learning-rate plot and a report per trial run.
         out_dir: where to write; default `run_dir` itself. The run's files are only read.
 
     Raises:
@@ -617,32 +646,48 @@ def write_report(run_dir: str | Path, *, out_dir: str | Path | None = None) -> l
     """
     path = _existing_dir(run_dir)
     target = Path(out_dir) if out_dir is not None else path
+    is_run = (path / "events.jsonl").is_file() or not _looks_like_sweep(path)
+    record = load_run(path) if is_run else None
     target.mkdir(parents=True, exist_ok=True)
-    if is_sweep(path):
-        return _write_sweep_report(path, target)
-    record = load_run(path)
-    plots = [
+    written: list[Path] = []
+    body: list[str] = []
+    if record is not None:
+        plots = _run_plots(record, target)
+        written += [p for p, _ in plots]
+        body += _run_sections(record, plots)
+    trials = _sweep_trials(path, record.sweep_trials if record else None)
+    if trials is not None:
+        files, sections = _sweep_part(trials, target)
+        written += files
+        body += sections
+    kind = "run" if trials is None else "sweep"
+    report = target / REPORT_HTML
+    report.write_text(_page(f"skillopt-dsl {kind} report: {path.name}", body), encoding="utf-8")
+    logger.info("wrote %s", report)
+    return [*written, report]
+
+
+def _looks_like_sweep(path: Path) -> bool:
+    return (path / "sweep.json").is_file() or (path / "trials").is_dir()
+
+
+def _run_plots(record: RunRecord, target: Path) -> list[tuple[Path, str]]:
+    return [
         (plot_scores(record, target / SCORES_PNG), "Validation score per step"),
         (plot_learning_rate(record, target / LR_PNG), "Learning-rate budget vs measured change"),
         (plot_cost(record, target / COST_PNG), "Calls and cost over time"),
     ]
-    report = target / REPORT_HTML
-    report.write_text(_run_html(record, plots), encoding="utf-8")
-    logger.info("wrote %s and %d plots", report, len(plots))
-    return [p for p, _ in plots] + [report]
 
 
-def _write_sweep_report(path: Path, target: Path) -> list[Path]:
-    trials = load_sweep(path)
+def _sweep_part(trials: Sequence[SweepTrial], target: Path) -> tuple[list[Path], list[str]]:
+    """The sweep plot, a report for every trial that is a complete run, and the trials table."""
     written = [plot_sweep(trials, target / SWEEP_PNG)]
     links: dict[int, str] = {}
     for trial in trials:
         if trial.run_dir is not None:
-            trial_files = write_report(
-                trial.run_dir, out_dir=target / "trials" / trial.run_dir.name
-            )
-            written += trial_files
-            links[trial.number] = trial_files[-1].relative_to(target).as_posix()
+            files = write_report(trial.run_dir, out_dir=target / "trials" / trial.run_dir.name)
+            written += files
+            links[trial.number] = files[-1].relative_to(target).as_posix()
     rows = [
         (
             t.number,
@@ -654,11 +699,9 @@ def _write_sweep_report(path: Path, target: Path) -> list[Path]:
         )
         for t in trials
     ]
-    body = [
+    sections = [
+        "<h2>Sweep</h2>",
         _figure(written[0], "Validation score vs learning rate"),
-        "<h2>Trials</h2>",
         _table(("trial", "lr", "params", "value", "state", "report"), rows),
     ]
-    report = target / REPORT_HTML
-    report.write_text(_page(f"skillopt-dsl sweep report: {path.name}", body), encoding="utf-8")
-    return [*written, report]
+    return written, sections

@@ -150,8 +150,18 @@ def test_compile_default_run_dir_is_under_runs(
 def test_compile_flags_override_the_recipe(tmp_path: Path, recipe: Path) -> None:
     run_dir = tmp_path / "run"
     result = invoke(
-        "compile", recipe, "--run-dir", run_dir, "--lr", "0.5", "--epochs", "1",
-        "--batch-size", "8", "--seed", "3",
+        "compile",
+        recipe,
+        "--run-dir",
+        run_dir,
+        "--lr",
+        "0.5",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "8",
+        "--seed",
+        "3",
     )
     assert result.exit_code == 0, result.output
     config = json.loads((run_dir / "config.json").read_text())
@@ -182,10 +192,28 @@ def test_compile_with_beam_optimizer(tmp_path: Path, recipe: Path) -> None:
 
 def test_override_the_optimizer_lacks_is_an_error(tmp_path: Path, recipe: Path) -> None:
     pytest.importorskip("skillopt_dsl.optimizers.beam")
-    result = invoke("compile", recipe, "--optimizer", "beam", "--epochs", "2", "--run-dir", tmp_path / "r")
+    result = invoke(
+        "compile", recipe, "--optimizer", "beam", "--epochs", "2", "--run-dir", tmp_path / "r"
+    )
     assert result.exit_code == 1
     assert "--epochs does not apply to the Beam optimizer" in result.output
     assert not (tmp_path / "r").exists()
+
+
+def test_compile_with_optuna_optimizer(tmp_path: Path, recipe: Path) -> None:
+    pytest.importorskip("skillopt_dsl.optimizers.optuna_lr")
+    searched = invoke("compile", recipe, "--optimizer", "optuna", "--lr", "0.2")
+    assert (
+        searched.exit_code == 1 and "--lr is searched by the OptunaLR optimizer" in searched.output
+    )
+    run_dir = tmp_path / "run"
+    args = ("--optimizer", "optuna", "--epochs", "1", "--batch-size", "16", "--run-dir", run_dir)
+    result = invoke("compile", recipe, *args)
+    assert result.exit_code == 0, result.output
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["optimizer"]["optimizer"] == "optuna-lr"
+    assert config["optimizer"]["inner"]["epochs"] == 1
+    assert "stopped: finished" in result.stdout
 
 
 def test_override_on_a_custom_optimizer_without_the_field(tmp_path: Path) -> None:
@@ -262,6 +290,10 @@ def test_unknown_local_model_lists_the_local_models(tmp_path: Path, recipe: Path
     assert "Unknown local model 'local/nope'" in result.output
     assert "local/smollm2-135m" in result.output
     assert not (tmp_path / "r").exists()
+    reflector = invoke(
+        "compile", recipe, "--optimizer-model", "local/nope2", "--run-dir", tmp_path / "r"
+    )
+    assert reflector.exit_code == 1 and "Unknown local model 'local/nope2'" in reflector.output
 
 
 def test_resume_needs_a_run_dir(recipe: Path, tmp_path: Path) -> None:
@@ -307,7 +339,11 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes_the_same_run(tmp_path: Path) -
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(
         _cli_command("compile", str(recipe), "--run-dir", str(run_dir), "--threads", "1"),
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     _wait_for_gate(run_dir / "events.jsonl", process)
     process.send_signal(signal.SIGINT)
@@ -370,7 +406,9 @@ def test_eval_errors(tmp_path: Path, recipe: Path) -> None:
 def test_eval_with_a_model_whose_every_call_fails(tmp_path: Path, recipe: Path) -> None:
     skill = tmp_path / "skill.md"
     skill.write_text("x", encoding="utf-8")
-    result = invoke("eval", skill, "--recipe", recipe, "--model", "openai/not-a-model", "--max-errors", "100")
+    result = invoke(
+        "eval", skill, "--recipe", recipe, "--model", "openai/not-a-model", "--max-errors", "100"
+    )
     assert result.exit_code == 1
     assert "every model call failed" in result.output and "openai/not-a-model" in result.output
 
@@ -436,7 +474,7 @@ def test_export_md_and_agent_skill(finished_run: Path, tmp_path: Path) -> None:
     assert md.exit_code == 0, md.output
     assert load_skill(out) == best
     meta, _ = split_front_matter(out.read_text())
-    assert meta["val_score"] == 1.0 and meta["name"] == "parity"
+    assert meta["val_score"] == 1.0 and meta["name"] == "Parity"
     agent = invoke("export", finished_run, "--format", "agent-skill", "--out", tmp_path / "skills")
     assert agent.exit_code == 0, agent.output
     target = tmp_path / "skills" / "parity" / "SKILL.md"
@@ -459,8 +497,18 @@ def test_sweep_runs_trials_into_a_shared_storage(tmp_path: Path, recipe: Path) -
     if not hasattr(sweeps, "run_sweep_worker"):
         pytest.skip("skillopt_dsl.sweeps.run_sweep_worker is not written yet")
     storage = f"sqlite:///{tmp_path / 'sweep.db'}"
-    args = ("sweep", recipe, "--n-trials", "2", "--storage", storage, "--study", "s1",
-            "--run-dir", tmp_path / "sweep")
+    args = (
+        "sweep",
+        recipe,
+        "--n-trials",
+        "2",
+        "--storage",
+        storage,
+        "--study",
+        "s1",
+        "--run-dir",
+        tmp_path / "sweep",
+    )
     result = invoke(*args)
     assert result.exit_code == 0, result.output
     assert "study: s1" in result.stdout and (tmp_path / "sweep.db").is_file()
@@ -503,12 +551,40 @@ def test_no_command_shows_help() -> None:
 EVENTS = [
     ("seed", {"val_score": 0.5}),
     ("proposal", {"step": 0, "kind": "step"}),
-    ("gate", {"step": 0, "epoch": 0, "accepted": False, "candidate_score": 0.4,
-              "incumbent_score": 0.5, "reason": "no gain"}),
-    ("step", {"step": 0, "epoch": 0, "calls": 25, "cost_usd": 0.01, "incumbent_score": 0.5,
-              "candidate_hash": "abc", "note": ""}),
-    ("gate", {"step": 1, "epoch": 1, "accepted": True, "candidate_score": 0.9,
-              "incumbent_score": 0.5, "reason": "improved"}),
+    (
+        "gate",
+        {
+            "step": 0,
+            "epoch": 0,
+            "accepted": False,
+            "candidate_score": 0.4,
+            "incumbent_score": 0.5,
+            "reason": "no gain",
+        },
+    ),
+    (
+        "step",
+        {
+            "step": 0,
+            "epoch": 0,
+            "calls": 25,
+            "cost_usd": 0.01,
+            "incumbent_score": 0.5,
+            "candidate_hash": "abc",
+            "note": "",
+        },
+    ),
+    (
+        "gate",
+        {
+            "step": 1,
+            "epoch": 1,
+            "accepted": True,
+            "candidate_score": 0.9,
+            "incumbent_score": 0.5,
+            "reason": "improved",
+        },
+    ),
 ]
 
 
@@ -526,7 +602,10 @@ def test_progress_state_follows_events() -> None:
 
 def test_progress_logs_lines_when_not_a_terminal(caplog: pytest.LogCaptureFixture) -> None:
     console = Console(file=io.StringIO(), force_terminal=False)
-    with caplog.at_level(logging.INFO, logger="skillopt_dsl.progress"), CompileProgress(console) as p:
+    with (
+        caplog.at_level(logging.INFO, logger="skillopt_dsl.progress"),
+        CompileProgress(console) as p,
+    ):
         for event, payload in EVENTS:
             p(event, payload)
     messages = [r.getMessage() for r in caplog.records]
@@ -538,7 +617,10 @@ def test_progress_logs_lines_when_not_a_terminal(caplog: pytest.LogCaptureFixtur
 def test_progress_draws_a_panel_on_a_terminal(caplog: pytest.LogCaptureFixture) -> None:
     buffer = io.StringIO()
     console = Console(file=buffer, force_terminal=True, width=100)
-    with caplog.at_level(logging.INFO, logger="skillopt_dsl.progress"), CompileProgress(console) as p:
+    with (
+        caplog.at_level(logging.INFO, logger="skillopt_dsl.progress"),
+        CompileProgress(console) as p,
+    ):
         for event, payload in EVENTS:
             p(event, payload)
     assert "ACCEPTED step 1" in buffer.getvalue() and "best val" in buffer.getvalue()

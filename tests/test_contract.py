@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from skillopt_dsl.optimizers import Beam, GradientText, OptunaLR, ReflectiveProposer
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.testing.contract import OptimizerContract
@@ -31,4 +33,18 @@ class TestOptunaLRContract(OptimizerContract):
 
     def make_optimizer(self) -> Optimizer:
         inner = GradientText(proposers=_reflective(), epochs=2, batch_size=8)
-        return OptunaLR(inner=inner, search_space={"lr": (0.05, 0.5, "log")}, n_trials=3, plots=False)
+        return OptunaLR(
+            inner=inner, search_space={"lr": (0.05, 0.5, "log")}, n_trials=3, plots=False
+        )
+
+
+class _IgnoresTheLearningRate(OptimizerContract):
+    """Not collected: a deliberately broken optimizer, to show the suite catches it."""
+
+    def make_optimizer(self) -> Optimizer:
+        return GradientText(proposers=_reflective(), lr=1.0, lr_floor_tokens=100_000)
+
+
+def test_the_suite_catches_an_optimizer_that_ignores_the_learning_rate() -> None:
+    with pytest.raises(AssertionError, match="learning-rate budget"):
+        _IgnoresTheLearningRate().test_learning_rate_respected()

@@ -24,7 +24,7 @@ import skillopt_dsl as sd
 ROOT = Path(__file__).resolve().parents[1]
 KILLS = 10
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json, os, signal, sys, threading
 import skillopt_dsl as sd
 from skillopt_dsl.optimizers import GradientText, ReflectiveProposer
@@ -68,7 +68,7 @@ with open(out, "w") as f:
         "calls": result.usage.calls,
         "target_calls": calls[0],
     }, f)
-'''
+"""
 
 
 def run_script(tmp: Path, run_dir: Path, kill_at: int, resume: bool) -> tuple[int, dict[str, Any]]:
@@ -91,7 +91,9 @@ def run_script(tmp: Path, run_dir: Path, kill_at: int, resume: bool) -> tuple[in
 
 
 def versions(run_dir: Path) -> dict[str, str]:
-    return {p.name: p.read_text(encoding="utf-8") for p in sorted((run_dir / "skills").glob("*.md"))}
+    return {
+        p.name: p.read_text(encoding="utf-8") for p in sorted((run_dir / "skills").glob("*.md"))
+    }
 
 
 def test_sigkill_at_ten_seeded_points_then_resume_equals_uninterrupted(tmp_path: Path) -> None:
@@ -167,9 +169,7 @@ def test_corrupt_complete_events_line_is_refused(tmp_path: Path) -> None:
     ],
     ids=["torn", "empty", "binary", "wrong-shape", "no-driver"],
 )
-def test_damaged_checkpoint_is_refused_not_silently_continued(
-    tmp_path: Path, damage: Any
-) -> None:
+def test_damaged_checkpoint_is_refused_not_silently_continued(tmp_path: Path, damage: Any) -> None:
     from tests.test_compile import run
 
     run_dir = first_run(tmp_path)

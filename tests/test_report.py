@@ -16,7 +16,8 @@ from PIL import Image
 
 import skillopt_dsl as sd
 from skillopt_dsl.optimizers import GradientText, ReflectiveProposer
-from skillopt_dsl.report import load_run, load_sweep, skill_diff, write_report
+from skillopt_dsl.optimizers.optuna_lr import OptunaLR
+from skillopt_dsl.report import load_run, load_sweep_trials, skill_diff, write_report
 from skillopt_dsl.testing import ScriptedLM
 from tests.helpers import Parity, parity_examples, parity_target
 
@@ -189,9 +190,7 @@ def test_missing_run_dir_is_a_clear_error(tmp_path: Path) -> None:
     assert not (tmp_path / "nope").exists(), "the report never creates the folder it reads"
 
 
-@pytest.mark.parametrize(
-    "missing", ["events.jsonl", "config.json", "skills/v0001.md", "best_skill.md"]
-)
+@pytest.mark.parametrize("missing", ["events.jsonl", "skills/v0001.md", "best_skill.md"])
 def test_missing_file_is_named(run_dir: Path, tmp_path: Path, missing: str) -> None:
     broken = tmp_path / "broken"
     shutil.copytree(run_dir, broken)
@@ -255,9 +254,41 @@ def test_sweep_from_trial_folders(run_dir: Path, tmp_path: Path) -> None:
     shutil.copytree(run_dir, sweep / "trials" / "a")
     shutil.copytree(run_dir, sweep / "trials" / "b")
     (sweep / "trials" / "b" / "summary.json").unlink()
-    trials = load_sweep(sweep)
+    trials = load_sweep_trials(sweep)
     assert [(t.lr, t.value, t.state) for t in trials] == [
         (0.3, 1.0, "COMPLETE"),
         (0.3, None, "RUNNING_OR_KILLED"),
     ]
-    assert (sweep / "plot_sweep_lr.png") in write_report(sweep)
+    assert [t.run_dir for t in trials] == [sweep / "trials" / "a", sweep / "trials" / "b"]
+
+
+def test_config_json_is_optional_and_said_so(run_dir: Path, tmp_path: Path) -> None:
+    trial_like = tmp_path / "trial"
+    shutil.copytree(run_dir, trial_like)
+    (trial_like / "config.json").unlink()
+    write_report(trial_like)
+    assert "a sweep trial's run records none" in "".join(parse(trial_like / "report.html").text)
+
+
+def test_optuna_lr_run_reports_the_run_and_its_sweep(tmp_path: Path) -> None:
+    inner = GradientText(
+        proposers=[ReflectiveProposer(read_successes=False)], epochs=1, batch_size=8
+    )
+    sd.compile(
+        Parity(),
+        parity_examples(0, 16),
+        parity_examples(100, 10),
+        optimizer=OptunaLR(inner=inner, n_trials=2, plots=False),
+        lm=ScriptedLM(parity_target),
+        optimizer_lm=reflector(NOISE, GOOD),
+        run_dir=tmp_path / "sweep",
+        threads=1,
+    )
+    written = write_report(tmp_path / "sweep")
+    names = {p.relative_to(tmp_path / "sweep").as_posix() for p in written}
+    assert {*PNGS, "plot_sweep_lr.png", "report.html"} <= names
+    assert {"trials/0000/report.html", "trials/0001/report.html"} <= names
+    page = parse(tmp_path / "sweep" / "report.html")
+    assert {img["alt"] for img in page.images} == {*PNGS, "plot_sweep_lr.png"}
+    assert "trials/0001/report.html" in page.links
+    assert png_size(tmp_path / "sweep" / "plot_sweep_lr.png")[1] > 200

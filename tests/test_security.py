@@ -56,7 +56,9 @@ def test_hostile_skill_name_cannot_write_outside_the_folder(tmp_path: Path, name
     assert set(files_under(tmp_path)) == {str(written.relative_to(tmp_path))}
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(name=st.text(min_size=1, max_size=80))
 def test_any_skill_name_stays_inside_or_is_refused(tmp_path: Path, name: str) -> None:
     folder = tmp_path / "export"
@@ -118,7 +120,7 @@ def test_api_keys_never_reach_the_run_directory_or_cache(
     with sqlite3.connect(run_dir / "cache.sqlite") as db:
         tables = [r[0] for r in db.execute("select name from sqlite_master where type='table'")]
         for table in tables:
-            for row in db.execute(f"select * from {table}"):  # noqa: S608 (names from sqlite)
+            for row in db.execute(f"select * from {table}"):
                 assert SECRET not in repr(row)
 
 
@@ -134,7 +136,11 @@ HOSTILE_TEXTS = [
 
 
 def hostile_reflector(canary: Path) -> ScriptedLM:
+    """Hostile edits; every other reply also carries path-like extra keys (which are refused)."""
+    replies = [0]
+
     def respond(messages: list[dict[str, str]]) -> str:
+        replies[0] += 1
         texts = [t.replace("{canary}", str(canary)) for t in HOSTILE_TEXTS]
         edits: list[dict[str, Any]] = [
             {"kind": "add", "after": "../../etc/passwd", "text": texts[1], "rationale": texts[0]},
@@ -142,7 +148,8 @@ def hostile_reflector(canary: Path) -> ScriptedLM:
             {"kind": "replace", "old": "Answer", "new": texts[2], "rationale": "y"},
             {"kind": "delete", "old": texts[0], "rationale": "z"},
         ]
-        return json.dumps({"edits": edits, "path": "../../evil.md", "file": texts[0]})
+        extra = {"path": "../../evil.md", "file": texts[0]} if replies[0] % 2 else {}
+        return json.dumps({"edits": edits, **extra})
 
     return ScriptedLM(respond, model="scripted/hostile")
 
@@ -169,5 +176,7 @@ def test_model_output_is_never_executed_or_used_as_a_path(tmp_path: Path) -> Non
     assert not Path("/etc/passwd.md").exists() and not (tmp_path / "evil.md").exists()
     skill_files = sorted(p.name for p in (run_dir / "skills").iterdir())
     assert all(name.startswith("v") and name.endswith(".md") for name in skill_files)
-    proposals = [e for e in result.history if e.edit_report]
-    assert proposals, "the hostile edits reached the optimizer and were handled as text"
+    applied = [o for h in result.history for o in h.edit_report if o["status"] == "applied"]
+    assert applied, "the hostile edits reached the skill as plain text"
+    for version in (run_dir / "skills").iterdir():
+        assert "{__class__" not in version.read_text() or "__globals__}" in version.read_text()

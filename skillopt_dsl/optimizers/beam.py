@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from skillopt_dsl.driver import CompileContext, Proposal
-from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.gradient_text import clip_to_budget, rank_edits
 from skillopt_dsl.optimizers.proposers import (
@@ -185,15 +185,32 @@ class Beam(Optimizer):
         incumbent = context.incumbent
         budget = self._budget(incumbent)
         pool = {m.skill.hash: m for m in self._members_in_reach(context, state, budget)}
-        for parent in self._parents(list(pool.values()), context):
-            room = budget - token_distance(incumbent.text, parent.text)
-            for _ in range(self.expansions if room > 0 else 0):
-                child = self._expand(context, state, parent, room)
-                if child is not None and child.skill.hash not in pool:
-                    pool[child.skill.hash] = child
+        try:
+            for parent in self._parents(list(pool.values()), context):
+                room = budget - token_distance(incumbent.text, parent.text)
+                for _ in range(self.expansions if room > 0 else 0):
+                    child = self._expand(context, state, parent, room)
+                    if child is not None and child.skill.hash not in pool:
+                        pool[child.skill.hash] = child
+        except BudgetExceeded:
+            # Children already scored on validation cost nothing more to submit: keep the best.
+            self._close_round(context, state, pool, budget, finished=False)
+            raise
+        self._close_round(context, state, pool, budget, finished=True)
+
+    def _close_round(
+        self,
+        context: CompileContext,
+        state: BeamState,
+        pool: dict[str, BeamMember],
+        budget: int,
+        *,
+        finished: bool,
+    ) -> None:
+        index = state.round
         state.members = [m.to_dict() for m in self._survivors(list(pool.values()), context)]
-        state.round += 1
-        self._submit_best(context, state, budget)
+        state.round += 1 if finished else 0
+        self._submit_best(context, state, budget, index)
 
     def _members_in_reach(
         self, context: CompileContext, state: BeamState, budget: int
@@ -269,14 +286,16 @@ class Beam(Optimizer):
             state.rejected.append(memory.to_dict())
         return child
 
-    def _submit_best(self, context: CompileContext, state: BeamState, budget: int) -> None:
+    def _submit_best(
+        self, context: CompileContext, state: BeamState, budget: int, round_index: int
+    ) -> None:
         incumbent = context.incumbent
         best = _top(state.beam(), 1)[0]
         candidate = best.skill
         if candidate.hash == incumbent.hash or candidate.hash in context.scored:
             context.record_empty_step(
                 step=state.step,
-                epoch=state.round - 1,
+                epoch=round_index,
                 kind="beam",
                 lr_budget=self.lr,
                 budget_tokens=budget,
@@ -286,7 +305,7 @@ class Beam(Optimizer):
         change = token_distance(incumbent.text, candidate.text)
         longer = max(incumbent.token_count, candidate.token_count, 1)
         proposal = Proposal(
-            candidate, state.step, state.round - 1, "beam", self.lr, budget, change, change / longer
+            candidate, state.step, round_index, "beam", self.lr, budget, change, change / longer
         )
         context.submit(proposal, lambda _decision: _state_json(state))
 

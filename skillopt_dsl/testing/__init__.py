@@ -1,7 +1,21 @@
-"""Fakes and reusable test helpers shipped with the library (no real model is ever called)."""
+"""Fakes and reusable test helpers shipped with the library (no real model is ever called).
 
-from skillopt_dsl.testing.fake_server import FakeOpenAIServer
-from skillopt_dsl.testing.faults import FaultyBackend
+`ScriptedLM` is the fake model; `OptimizerContract` (in `skillopt_dsl.testing.contract`, loaded
+on first use) is the contract suite every optimizer can run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
 from skillopt_dsl.testing.scripted import ScriptedLM
 
-__all__ = ["FakeOpenAIServer", "FaultyBackend", "ScriptedLM"]
+__all__ = ["OptimizerContract", "ScriptedLM"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OptimizerContract":
+        from skillopt_dsl.testing.contract import OptimizerContract
+
+        return OptimizerContract
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

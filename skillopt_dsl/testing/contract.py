@@ -64,16 +64,35 @@ class ContractParity(SkillModule):
     metric = exact_match("answer")
 
 
-FIX_EDIT = {"kind": "add", "after": None, "text": "A number divisible by 2 is even.", "rationale": "parity"}
+FIX_EDIT = {
+    "kind": "add",
+    "after": None,
+    "text": "A number divisible by 2 is even.",
+    "rationale": "parity",
+}
 NEUTRAL_EDIT = {"kind": "add", "after": None, "text": "Be brief.", "rationale": "style"}
-BAD_EDIT = {"kind": "add", "after": None, "text": "Always hedge your answer.", "rationale": "caution"}
-HUGE_EDIT = {"kind": "add", "after": None, "text": " ".join(["filler"] * 400), "rationale": "too big"}
+BAD_EDIT = {
+    "kind": "add",
+    "after": None,
+    "text": "Always hedge your answer.",
+    "rationale": "caution",
+}
+HUGE_EDIT = {
+    "kind": "add",
+    "after": None,
+    "text": " ".join(["filler"] * 400),
+    "rationale": "too big",
+}
 
 
 def contract_examples(start: int, count: int) -> list[Example]:
     """Examples `n=start..start+count-1` labelled with their parity."""
     return [
-        Example(id=f"n{n}", inputs={"number": str(n)}, labels={"answer": "even" if n % 2 == 0 else "odd"})
+        Example(
+            id=f"n{n}",
+            inputs={"number": str(n)},
+            labels={"answer": "even" if n % 2 == 0 else "odd"},
+        )
         for n in range(start, start + count)
     ]
 
@@ -159,41 +178,45 @@ class OptimizerContract:
     # -- the contract ----------------------------------------------------------------------
     def test_never_below_seed(self) -> None:
         result = self.run().result
-        assert result.val_score >= result.seed_val_score
+        assert result.val_score >= result.seed_val_score, "the result scores below the seed"
         _assert_best_never_decreases(result)
         assert "hedge" not in result.best_skill.text, "a harmful edit passed the gate"
         assert result.improved and result.val_score == 1.0, "the fix was never found"
 
     def test_ties_rejected(self, tmp_path: Path) -> None:
         result = self.run(tmp_path, reflector=contract_reflector([NEUTRAL_EDIT])).result
-        assert not result.improved
-        assert result.best_skill.text == ContractParity().seed_skill.text
-        assert load_skill(tmp_path / "best_skill.md").text == ContractParity().seed_skill.text
+        seed_text = ContractParity().seed_skill.text
+        assert not result.improved, "a candidate that ties the incumbent was accepted"
+        assert result.best_skill.text == seed_text, "the best skill is not the seed"
+        assert load_skill(tmp_path / "best_skill.md").text == seed_text, "best_skill.md changed"
         for decision in result.gate_log:
-            assert not decision.accepted
-            assert decision.candidate_score <= decision.incumbent_score
+            assert not decision.accepted, f"tie accepted: {decision}"
 
     def test_budget_respected(self, tmp_path: Path) -> None:
         result = self.run(tmp_path, budget=Budget(max_calls=self.budget_calls)).result
-        assert result.usage.calls <= self.budget_calls
-        assert result.stop_reason == "budget"
+        calls = result.usage.calls
+        assert calls <= self.budget_calls, f"{calls} calls > budget {self.budget_calls}"
+        assert result.stop_reason == "budget", f"stopped with {result.stop_reason!r}"
         _assert_best_never_decreases(result)
 
     def test_learning_rate_respected(self) -> None:
-        plan = ([HUGE_EDIT, NEUTRAL_EDIT], [HUGE_EDIT, FIX_EDIT])
-        result = self.run(reflector=contract_reflector(*plan)).result
+        result = self.run(reflector=contract_reflector([HUGE_EDIT, FIX_EDIT])).result
         proposed = [h for h in result.history if h.candidate_hash is not None]
         assert proposed, "no step reached the gate"
         for record in proposed:
             assert record.change_tokens <= record.budget_tokens, record
-        assert "filler" not in result.best_skill.text
+        assert "filler" not in result.best_skill.text, (
+            "an edit over the learning-rate budget reached the best skill"
+        )
 
     def test_deterministic(self) -> None:
         first = self.run(threads=2).result
         second = self.run(threads=2).result
-        assert first.best_skill == second.best_skill
-        assert [d.to_dict() for d in first.gate_log] == [d.to_dict() for d in second.gate_log]
-        assert first.usage.calls == second.usage.calls
+        assert first.best_skill == second.best_skill, "two seeded runs chose different skills"
+        assert [d.to_dict() for d in first.gate_log] == [d.to_dict() for d in second.gate_log], (
+            "two seeded runs logged different gate decisions"
+        )
+        assert first.usage.calls == second.usage.calls, "two seeded runs spent differently"
 
     def test_resume_equals_uninterrupted(self, tmp_path: Path) -> None:
         reference = self.run(tmp_path / "reference")
@@ -213,31 +236,38 @@ class OptimizerContract:
         else:
             raise AssertionError(f"the run was not killed at call {kill_at}")
         resumed = self.run(tmp_path / "run", resume=True).result
-        assert resumed.best_skill == reference.result.best_skill
+        assert resumed.best_skill == reference.result.best_skill, "resume chose another skill"
         assert [d.to_dict() for d in resumed.gate_log] == [
             d.to_dict() for d in reference.result.gate_log
-        ]
-        assert resumed.usage.calls == reference.result.usage.calls
+        ], "resume logged different gate decisions"
+        assert resumed.usage.calls == reference.result.usage.calls, (
+            f"resume spent {resumed.usage.calls} calls, uninterrupted {reference.result.usage.calls}"
+        )
 
     def test_test_set_never_used_for_choice(self) -> None:
         without = self.run().result
         spied = self.run(testset=TEST)
         with_test = spied.result
-        assert with_test.best_skill == without.best_skill
-        assert [d.to_dict() for d in with_test.gate_log] == [d.to_dict() for d in without.gate_log]
+        assert with_test.best_skill == without.best_skill, "the test set changed the choice"
+        assert [d.to_dict() for d in with_test.gate_log] == [
+            d.to_dict() for d in without.gate_log
+        ], "the test set changed the gate decisions"
         test_inputs = {e.inputs["number"] for e in TEST}
         test_calls = [c for c in spied.target.calls if c[-1]["content"].split()[-1] in test_inputs]
-        assert len(test_calls) <= 2 * len(TEST), "the test set was scored for more than seed and best"
-        assert with_test.test_score == 1.0
+        assert len(test_calls) <= 2 * len(TEST), (
+            "the test set was scored for more than seed and best"
+        )
+        assert with_test.test_score == 1.0, f"test score {with_test.test_score}, expected 1.0"
 
 
 def _assert_best_never_decreases(result: CompileResult) -> None:
     best = result.seed_val_score
     for decision in result.gate_log:
         if decision.accepted:
-            assert decision.candidate_score > decision.incumbent_score
-            assert decision.candidate_score > best
+            assert decision.candidate_score > best, f"accepted without a strict gain: {decision}"
             best = decision.candidate_score
         else:
-            assert decision.candidate_score <= decision.incumbent_score
-    assert result.val_score == best
+            assert decision.candidate_score <= decision.incumbent_score, (
+                f"wrongly rejected: {decision}"
+            )
+    assert result.val_score == best, "the final score is not the best accepted score"

@@ -1,0 +1,156 @@
+"""OptunaLR: trials, the enqueued seed configuration, pruning, storage and plots (ScriptedLM only)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+import skillopt_dsl as sd
+from skillopt_dsl.optimizers import GradientText, OptunaLR, ReflectiveProposer
+from skillopt_dsl.optimizers.optuna_lr import open_storage
+from skillopt_dsl.sweeps import load_sweep, write_sweep_plots
+from skillopt_dsl.testing import ScriptedLM
+from skillopt_dsl.testing.contract import (
+    FIX_EDIT,
+    ContractParity,
+    contract_examples,
+    contract_reflector,
+    contract_target,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+
+TRAIN, VAL = contract_examples(0, 16), contract_examples(100, 10)
+
+
+def inner(**kwargs: Any) -> GradientText:
+    kwargs.setdefault("epochs", 2)
+    return GradientText(proposers=[ReflectiveProposer(read_successes=False)], **kwargs)
+
+
+def sweep(
+    run_dir: Path | None = None, reflector: ScriptedLM | None = None, **kwargs: Any
+) -> sd.CompileResult:
+    kwargs.setdefault("inner", inner())
+    kwargs.setdefault("plots", False)
+    return sd.compile(
+        ContractParity(),
+        TRAIN,
+        VAL,
+        optimizer=OptunaLR(**kwargs),
+        lm=ScriptedLM(contract_target),
+        optimizer_lm=reflector or contract_reflector(),
+        run_dir=run_dir,
+        threads=1,
+    )
+
+
+def study_of(path: Path) -> optuna.study.Study:
+    return optuna.load_study(study_name="s", storage=f"sqlite:///{path}")
+
+
+def test_trials_record_settings_skill_run_dir_and_cost(tmp_path: Path) -> None:
+    db = tmp_path / "sweep.db"
+    space = {
+        "lr": (0.05, 0.5, "log"),
+        "schedule": ["constant", "cosine"],
+        "batch_size": (4, 16, "int"),
+    }
+    result = sweep(
+        tmp_path / "run", search_space=space, n_trials=3, storage=f"sqlite:///{db}", study_name="s"
+    )
+    trials = study_of(db).trials
+    assert len(trials) == 3
+    assert trials[0].params == {"lr": 0.3, "schedule": "constant", "batch_size": 8}
+    for trial in trials:
+        json.dumps(trial.user_attrs)  # JSON-serialisable, not Python objects
+        assert Path(trial.user_attrs["run_dir"]).name == f"{trial.number:04d}"
+        assert (Path(trial.user_attrs["run_dir"]) / "best_skill.md").is_file()
+        assert trial.user_attrs["skill_text"].startswith("Answer with one word.")
+        assert 4 <= trial.params["batch_size"] <= 16
+    assert trials[0].user_attrs["calls"] > 0, "the first trial pays for its calls"
+    assert result.val_score == 1.0 and result.improved
+    assert [d.accepted for d in result.gate_log] == [True], "one submission, to the outer gate"
+    assert result.history[-1].kind == "sweep"
+
+
+def test_sweep_result_reports_every_trial(tmp_path: Path) -> None:
+    storage = str(tmp_path / "sweep.journal")
+    sweep(n_trials=3, storage=storage, study_name="j")
+    result = load_sweep(storage, "j")
+    assert [t.number for t in result.trials] == [0, 1, 2]
+    assert result.best is not None and result.best.value == 1.0
+    row = result.to_dict()["trials"][0]
+    assert row["state"] == "COMPLETE" and set(row["params"]) == {"lr"} and "calls" in row
+
+
+def test_stored_sweep_resumes_to_its_total(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 'sweep.db'}"
+    sweep(n_trials=2, storage=storage, study_name="s")
+    sweep(n_trials=5, total_trials=3, storage=storage, study_name="s")
+    assert len(study_of(tmp_path / "sweep.db").trials) == 3
+    sweep(n_trials=5, total_trials=3, storage=storage, study_name="s")
+    assert len(study_of(tmp_path / "sweep.db").trials) == 3, "a finished sweep runs nothing more"
+
+
+@pytest.mark.parametrize("name", ["MedianPruner", "WilcoxonPruner"])
+def test_pruners_stop_a_setting_that_cannot_learn(tmp_path: Path, name: str) -> None:
+    # A floor of 2 tokens clips the fix away (the seed has 5 tokens): that setting cannot learn.
+    db = tmp_path / "p.db"
+    pruner = (
+        optuna.pruners.MedianPruner(n_startup_trials=1)
+        if name == "MedianPruner"
+        else optuna.pruners.WilcoxonPruner(p_threshold=0.2)
+    )
+    sweep(
+        search_space={"lr_floor_tokens": [128, 2]},
+        n_trials=2,
+        storage=f"sqlite:///{db}",
+        study_name=name,
+        sampler=optuna.samplers.BruteForceSampler(seed=0),
+        pruner=pruner,
+        reflector=contract_reflector([FIX_EDIT]),
+    )
+    trials = optuna.load_study(study_name=name, storage=f"sqlite:///{db}").trials
+    states = {t.params["lr_floor_tokens"]: t.state.name for t in trials}
+    assert states == {128: "COMPLETE", 2: "PRUNED"}, name
+    pruned = next(t for t in trials if t.state.name == "PRUNED")
+    assert pruned.user_attrs["stop_reason"] == "pruned"
+    expected_steps = set(range(len(VAL))) if name == "WilcoxonPruner" else {0}
+    assert set(pruned.intermediate_values) <= expected_steps
+    assert pruned.intermediate_values, "the pruned trial reported before it was stopped"
+
+
+def test_plots_written_next_to_the_study(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    storage = f"sqlite:///{tmp_path / 'sweep.db'}"
+    sweep(n_trials=3, storage=storage, study_name="s", plots=True)
+    names = sorted(p.name for p in (tmp_path / "s-plots").iterdir())
+    assert names == ["history.png", "importances.png", "score_vs_lr.png"]
+    with caplog.at_level(logging.INFO, logger="skillopt_dsl.sweeps"):
+        one = optuna.create_study(direction="maximize")
+        one.add_trial(
+            optuna.trial.create_trial(
+                params={"lr": 0.1},
+                distributions={"lr": optuna.distributions.FloatDistribution(0.01, 1, log=True)},
+                value=0.5,
+            )
+        )
+        written = write_sweep_plots(one, tmp_path / "one")
+    assert sorted(p.name for p in written) == ["history.png", "score_vs_lr.png"]
+    assert "importance" in caplog.text
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(sd.UserInputError, match="not settings of GradientText"):
+        OptunaLR(inner=inner(), search_space={"learning_rate": (0.1, 0.5, "log")})
+    with pytest.raises(sd.UserInputError, match="low < high"):
+        OptunaLR(inner=inner(), search_space={"lr": (0.5, 0.1, "log")})
+    with pytest.raises(sd.UserInputError, match="unknown storage"):
+        open_storage("redis://localhost")
+    with pytest.raises(sd.UserInputError, match="n_trials"):
+        OptunaLR(n_trials=0)

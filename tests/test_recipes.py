@@ -1,0 +1,110 @@
+"""The shipped recipes load, have data, render prompts and parse answers, without a model call.
+
+One integration test scores a skill with the embedded model through `skillopt-dsl eval`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from skillopt_dsl import cli
+from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.lm import LM, SamplingParams
+from skillopt_dsl.metrics.score import call_metric
+from skillopt_dsl.optimizers import GradientText
+from skillopt_dsl.recipes import load_recipe
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPES = sorted((REPO / "recipes").glob("*.py"))
+
+
+def test_at_least_four_recipes_ship_with_the_embedded_demo() -> None:
+    names = {p.name for p in RECIPES}
+    assert len(names) >= 4
+    assert "navigate_local.py" in names
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.stem)
+def test_recipe_loads_with_non_empty_disjoint_splits(path: Path) -> None:
+    recipe = load_recipe(path)
+    splits = recipe.splits
+    assert splits.train and splits.val and splits.test
+    ids = [[e.id for e in part] for part in (splits.train, splits.val, splits.test)]
+    assert len(set().union(*ids)) == sum(len(i) for i in ids)
+    assert isinstance(recipe.optimizer, GradientText)
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.stem)
+def test_recipe_module_renders_and_parses(path: Path) -> None:
+    recipe = load_recipe(path)
+    module = recipe.module
+    for example in recipe.splits.val[:3]:
+        messages = module.render(module.seed_skill, example)
+        assert messages[0] == {"role": "system", "content": module.seed_skill.text}
+        assert messages[-1]["role"] == "user" and messages[-1]["content"].strip()
+        right = module.parse(str(example.labels["answer"]))
+        assert right.ok
+        assert call_metric(module.metric_fn, example, right).value == 1.0
+        wrong = module.parse("no idea")
+        assert call_metric(module.metric_fn, example, wrong).value < 1.0
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.stem)
+def test_recipe_runs_unchanged_with_another_model(path: Path) -> None:
+    """`--model` swaps the target and keeps the recipe's sampling parameters."""
+    recipe = load_recipe(path)
+    assert isinstance(recipe.lm, LM)
+    swapped = cli._lm_for("openai/gpt-4o-mini", recipe.lm)
+    assert swapped.model == "openai/gpt-4o-mini"
+    assert swapped.params == recipe.lm.params != SamplingParams()
+
+
+def test_recipe_docstrings_name_the_compile_command() -> None:
+    for path in RECIPES:
+        doc = path.read_text(encoding="utf-8").split('"""')[1]
+        assert f"skillopt-dsl compile recipes/{path.name}" in doc, path.name
+
+
+def test_unknown_setting_name_is_refused(tmp_path: Path) -> None:
+    text = (REPO / "recipes" / "navigate_local.py").read_text(encoding="utf-8")
+    typo = tmp_path / "typo.py"
+    typo.write_text(text.replace("\nlm = ", "\nllm = "), encoding="utf-8")
+    with pytest.raises(UserInputError, match="did you mean `lm`"):
+        load_recipe(typo)
+
+
+@pytest.mark.integration
+def test_eval_with_the_embedded_model(tmp_path: Path) -> None:
+    """`skillopt-dsl eval` on 3 examples with SmolLM2-135M, in a subprocess (real CLI path)."""
+    recipe = tmp_path / "tiny_navigate.py"
+    recipe.write_text(
+        '"""Three navigate examples with the embedded model."""\n'
+        "from skillopt_dsl.benchmarks import load_benchmark\n"
+        "from skillopt_dsl.benchmarks.tasks import Navigate\n"
+        "from skillopt_dsl.lm import LM, SamplingParams\n\n"
+        "module = Navigate()\n"
+        "splits = load_benchmark('navigate', seed=0, sizes=(2, 2, 3))\n"
+        "lm = LM('local/smollm2-135m', params=SamplingParams(max_tokens=8))\n",
+        encoding="utf-8",
+    )
+    skill = tmp_path / "skill.md"
+    skill.write_text("Answer True or False.", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    args = ["eval", str(skill), "--recipe", str(recipe), "--threads", "1"]
+    done = subprocess.run(
+        [sys.executable, "-m", "skillopt_dsl.cli", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "with local/smollm2-135m" in done.stdout
+    assert "examples: 3" in done.stdout and "model errors: 0" in done.stdout
+    assert "mean: " in done.stdout
