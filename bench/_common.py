@@ -20,8 +20,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import skillopt_dsl as sd  # noqa: E402
-from skillopt_dsl.types import Example  # noqa: E402
+import skillopt_dsl as sd
+from skillopt_dsl.types import Example
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -77,8 +77,16 @@ def main() -> None:
     ]
     figures = {
         "latency_s": args.latency,
-        "cold": {"seconds": cold_s, "provider_calls": cold_calls, "cache_hits": cold.usage.cache_hits},
-        "warm": {"seconds": warm_s, "provider_calls": warm_calls, "cache_hits": warm.usage.cache_hits},
+        "cold": {
+            "seconds": cold_s,
+            "provider_calls": cold_calls,
+            "cache_hits": cold.usage.cache_hits,
+        },
+        "warm": {
+            "seconds": warm_s,
+            "provider_calls": warm_calls,
+            "cache_hits": warm.usage.cache_hits,
+        },
         "wall_ratio_warm_to_cold": warm_s / cold_s,
         "identical_result": same,
     }

@@ -7,7 +7,7 @@ Methods: the seed skill, GradientText, Beam, OptunaLR (skillopt_dsl); `gepa.opti
 default adapter; DSPy MIPROv2 / GEPA where they run with this model; microsoft/SkillOpt
 (`skillopt==0.2.0`) is probed and reported as runnable or not.
 
-Run: `python bench/bench_quality.py [--budget 120] [--tasks navigate sports_understanding]`
+Run: `python bench/bench_quality.py [--budget 60] [--tasks navigate sports_understanding]`
 (gepa/dspy columns need them installed, e.g. /work/bench-venv). Slow: minutes per method.
 """
 
@@ -31,7 +31,7 @@ from skillopt_dsl.optimizers import DemonstrationsProposer, FormatRuleProposer, 
 
 MODEL = "local/smollm2-135m"
 PARAMS = SamplingParams(max_tokens=16)
-SIZES = (16, 20, 30)
+SIZES = (12, 12, 20)
 
 Row = dict[str, Any]
 
@@ -148,9 +148,10 @@ def dspy_run(kind: str) -> Callable[..., Row]:
 
         program = dspy.Predict(signature)
         if kind == "MIPROv2":
-            tele = dspy.MIPROv2(metric=metric, auto="light", num_threads=2, verbose=False)
-            compiled = tele.compile(program, trainset=as_dspy(splits.train),
-                                    valset=as_dspy(splits.val), requires_permission_to_run=False)  # fmt: skip
+            tele = dspy.MIPROv2(metric=metric, auto=None, num_candidates=2, num_threads=2,
+                                max_bootstrapped_demos=1, max_labeled_demos=2, verbose=False)  # fmt: skip
+            compiled = tele.compile(program, trainset=as_dspy(splits.train), num_trials=2,
+                                    valset=as_dspy(splits.val), minibatch=False)  # fmt: skip
         else:
             tele = dspy.GEPA(metric=metric, max_metric_calls=budget, reflection_lm=lm)
             compiled = tele.compile(program, trainset=as_dspy(splits.train),
@@ -185,8 +186,9 @@ def skillopt_probe() -> str:
 
 METHODS: dict[str, Callable[..., Row]] = {
     "seed": seed_only,
-    "GradientText": ours(lambda: GradientText(lr=0.3, epochs=2, batch_size=8,
-                                              proposers=proposers())),  # fmt: skip
+    "GradientText": ours(
+        lambda: GradientText(lr=0.3, epochs=2, batch_size=8, proposers=proposers())
+    ),
     "Beam": ours(beam),
     "OptunaLR": ours(optuna_lr),
     "gepa.optimize": gepa_run,
@@ -197,10 +199,9 @@ METHODS: dict[str, Callable[..., Row]] = {
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--budget", type=int, default=120)
+    parser.add_argument("--budget", type=int, default=60)
     parser.add_argument("--tasks", nargs="+", default=["navigate", "sports_understanding"])
     parser.add_argument("--methods", nargs="+", default=list(METHODS))
-    parser.add_argument("--method-timeout", type=float, default=240.0)
     parser.add_argument("--skip-skillopt-probe", action="store_true")
     args = parser.parse_args()
     rows: list[list[Any]] = []

@@ -33,16 +33,17 @@ def main() -> None:
     with FakeOpenAIServer(parity_answer, latency_s=args.latency, max_lifetime_s=900) as server:
         backend = LiteLLMBackend("openai/fake", api_base=server.url, extra={"api_key": "sk-x"})
         lm = LM(backend, max_concurrency=args.threads, cache=ResponseCache())
-        sd.evaluate(Parity(), examples[:8], lm=lm, threads=8, progress=False)  # warm up
+        warm_up = parity_examples(8, start=10 * args.n)
+        sd.evaluate(Parity(), warm_up, lm=lm, threads=8, progress=False)
         baseline = peak_rss_mib()
         before = server.requests
         with timer() as elapsed:
-            report = sd.evaluate(Parity(), examples[8:], lm=lm, threads=args.threads,
+            report = sd.evaluate(Parity(), examples, lm=lm, threads=args.threads,
                                  progress=False)  # fmt: skip
         seconds = elapsed()
         calls = server.requests - before
     ids = [r.example_id for r in report.records]
-    expected = [e.id for e in examples[8:]]
+    expected = [e.id for e in examples]
     figures: dict[str, Any] = {
         "n": len(expected),
         "threads": args.threads,

@@ -145,8 +145,9 @@ def _on_finish(state: ProgressState, payload: Mapping[str, Any]) -> str:
     return f"finished: val {state.best_val:.4f}, {state.calls} calls"
 
 
-def _on_test_skipped(state: ProgressState, payload: Mapping[str, Any]) -> str:
-    return f"test set not scored: {payload.get('reason')}"
+def _on_test_skipped(state: ProgressState, payload: Mapping[str, Any]) -> None:
+    state.phase = "test set not scored (budget)"  # compile() already logs the warning
+    return None
 
 
 _HANDLERS = {

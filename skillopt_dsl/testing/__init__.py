@@ -1,16 +1,35 @@
 """Fakes and reusable test helpers shipped with the library (no real model is ever called).
 
-`ScriptedLM` is the fake model; `OptimizerContract` (in `skillopt_dsl.testing.contract`, loaded
-on first use) is the contract suite every optimizer can run.
+`ScriptedLM` is the fake model, `FaultyBackend` injects provider faults, `FakeOpenAIServer`
+serves an OpenAI-compatible endpoint locally; `OptimizerContract` (in
+`skillopt_dsl.testing.contract`, loaded on first use) is the contract suite every optimizer can run.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from skillopt_dsl.testing.fake_server import FakeOpenAIServer, echo_last_word
+from skillopt_dsl.testing.faults import (
+    FaultKind,
+    FaultyBackend,
+    InjectedRateLimit,
+    InjectedServerError,
+    InjectedTimeout,
+)
 from skillopt_dsl.testing.scripted import ScriptedLM
 
-__all__ = ["OptimizerContract", "ScriptedLM"]
+__all__ = [
+    "FakeOpenAIServer",
+    "FaultKind",
+    "FaultyBackend",
+    "InjectedRateLimit",
+    "InjectedServerError",
+    "InjectedTimeout",
+    "OptimizerContract",
+    "ScriptedLM",
+    "echo_last_word",
+]
 
 
 def __getattr__(name: str) -> Any:
