@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import shutil
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,15 +143,31 @@ def open_storage(storage: str | None) -> optuna.storages.BaseStorage | None:
         Path(storage).parent.mkdir(parents=True, exist_ok=True)
         return optuna.storages.JournalStorage(JournalFileBackend(storage))  # type: ignore[no-any-return]
     if storage.startswith("sqlite:"):
-        return optuna.storages.RDBStorage(  # type: ignore[no-any-return]
-            storage, engine_kwargs={"connect_args": {"timeout": 60}}
-        )
+        return _sqlite_storage(storage)
     if storage.startswith(("postgresql", "mysql")):
         return optuna.storages.RDBStorage(storage)  # type: ignore[no-any-return]
     raise UserInputError(
         f"unknown storage {storage!r}; use 'sqlite:///sweep.db', 'postgresql://user@host/db', "
         "or a JournalFile path ending in .log or .journal"
     )
+
+
+def _sqlite_storage(url: str, attempts: int = 5) -> optuna.storages.BaseStorage:
+    """An SQLite RDBStorage; retried when another worker is creating the same tables right now."""
+    import sqlalchemy.exc
+
+    optuna = _optuna()
+    for attempt in range(attempts):
+        try:
+            return optuna.storages.RDBStorage(  # type: ignore[no-any-return]
+                url, engine_kwargs={"connect_args": {"timeout": 60}}
+            )
+        except sqlalchemy.exc.OperationalError as exc:
+            if "already exists" not in str(exc) or attempt == attempts - 1:
+                raise
+            logger.info("another worker is creating the tables of %s; retrying", url)
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 @dataclass
