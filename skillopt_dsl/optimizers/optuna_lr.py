@@ -22,11 +22,12 @@ processes (see `skillopt_dsl.sweeps.run_sweep_worker`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -153,21 +154,44 @@ def open_storage(storage: str | None) -> optuna.storages.BaseStorage | None:
 
 
 def _sqlite_storage(url: str, attempts: int = 5) -> optuna.storages.BaseStorage:
-    """An SQLite RDBStorage; retried when another worker is creating the same tables right now."""
+    """An SQLite RDBStorage. Workers starting together would race to create the schema, so
+    creation holds a lock file next to the database (POSIX), and is retried on that race."""
     import sqlalchemy.exc
 
     optuna = _optuna()
+    path = Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
     for attempt in range(attempts):
         try:
-            return optuna.storages.RDBStorage(  # type: ignore[no-any-return]
-                url, engine_kwargs={"connect_args": {"timeout": 60}}
-            )
-        except sqlalchemy.exc.OperationalError as exc:
-            if "already exists" not in str(exc) or attempt == attempts - 1:
+            with _schema_lock(path):
+                return optuna.storages.RDBStorage(  # type: ignore[no-any-return]
+                    url, engine_kwargs={"connect_args": {"timeout": 60}}
+                )
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as exc:
+            racing = "already exists" in str(exc) or "UNIQUE constraint" in str(exc)
+            if not racing or attempt == attempts - 1:
                 raise
             logger.info("another worker is creating the tables of %s; retrying", url)
             time.sleep(0.2 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def _schema_lock(db: Path | None) -> Iterator[None]:
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: the retry above handles the race
+        yield
+        return
+    if db is None:
+        yield
+        return
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(db.with_name(db.name + ".lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @dataclass
