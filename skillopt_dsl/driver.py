@@ -218,8 +218,7 @@ class CompileContext:
     def _record_step(
         self, proposal: Proposal, *, accepted: bool, score: float | None, note: str = ""
     ) -> None:
-        usage = self.ledger.snapshot()
-        record = StepRecord(
+        self._append_step(
             step=proposal.step,
             epoch=proposal.epoch,
             kind=proposal.kind,
@@ -230,21 +229,15 @@ class CompileContext:
             accepted=accepted,
             candidate_hash=proposal.skill.hash,
             val_score=score,
-            incumbent_score=self.incumbent_report.mean,
             edit_report=[o.to_dict() for o in proposal.report.outcomes] if proposal.report else [],
             note=note,
-            calls=usage.calls,
-            cost_usd=usage.cost_usd,
         )
-        self.history.append(record)
-        self.emit("step", **record.to_dict())
 
     def record_empty_step(
         self, *, step: int, epoch: int, kind: str, lr_budget: float, budget_tokens: int, note: str
     ) -> None:
         """Record a step that produced no candidate (nothing reached the gate)."""
-        usage = self.ledger.snapshot()
-        record = StepRecord(
+        self._append_step(
             step=step,
             epoch=epoch,
             kind=kind,
@@ -254,6 +247,12 @@ class CompileContext:
             measured_change=0.0,
             accepted=False,
             note=note,
+        )
+
+    def _append_step(self, **fields: Any) -> None:
+        usage = self.ledger.snapshot()
+        record = StepRecord(
+            **fields,
             incumbent_score=self.incumbent_report.mean,
             calls=usage.calls,
             cost_usd=usage.cost_usd,
