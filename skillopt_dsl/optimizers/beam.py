@@ -116,7 +116,7 @@ def _dominates(a: BeamMember, b: BeamMember, ids: Sequence[str]) -> bool:
     return all(x >= y for x, y in pairs) and any(x > y for x, y in pairs)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Beam(Optimizer):
     """Beam search over skills, gated on validation (see the module docstring).
 

@@ -158,7 +158,7 @@ def clip_to_budget(
     return current, kept, ApplyReport(tuple(outcomes))
 
 
-@dataclass
+@dataclass(kw_only=True)
 class GradientText(Optimizer):
     """Reflective edits under a textual learning rate, gated on validation.
 

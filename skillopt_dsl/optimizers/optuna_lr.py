@@ -194,7 +194,7 @@ def _schema_lock(db: Path | None) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class OptunaLR(Optimizer):
     """Sweep the inner optimizer's hyperparameters with Optuna (see the module docstring).
 

@@ -160,7 +160,7 @@ def gold_answer(module: SkillModule, example: Example) -> str:
     return json.dumps({k: example.labels.get(k) for k in module.output_fields}, ensure_ascii=False)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class DemonstrationsProposer(Proposer):
     """Adds (or, once `max_demos` are present, swaps in) worked examples from the training set.
 
@@ -246,7 +246,7 @@ FORMAT_HEADING = "Output format"
 _FORMAT_WORDS = ("format", "parse", "could not", "allowed answers", "one of", "no number", "empty")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class FormatRuleProposer(Proposer):
     """Adds one output-format rule, derived from the declared output types, when rollouts fail
     to parse or the metric's feedback complains about the format. No model is called."""
@@ -311,7 +311,7 @@ Reply with JSON only, in this form:
            {"kind": "delete", "old": "<exact text in the document>", "rationale": "<why>"}]}"""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ReflectiveProposer(Proposer):
     """The optimizer model reads groups of rollouts and proposes typed edits (JSON).
 
@@ -434,7 +434,7 @@ Reply with JSON only: {"edits": [{"kind": "replace", "old": "<exact text>", "new
 {"kind": "delete", "old": "<exact text>", "rationale": "<why>"}]}"""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ConsolidationProposer(Proposer):
     """The slow update: make the document concise and coherent.
 
