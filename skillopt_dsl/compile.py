@@ -161,9 +161,12 @@ def compile(
         on_event=on_event,
         response_cache=cache,
     )
-    _start(context, cache, resume)
-    stop_reason = chosen.compile(skill, trainset, valset, context=context)
-    return _finish(context, stop_reason, testset)
+    try:
+        _start(context, cache, resume)
+        stop_reason = chosen.compile(skill, trainset, valset, context=context)
+        return _finish(context, stop_reason, testset)
+    finally:
+        cache.flush()
 
 
 def _check_inputs(

@@ -419,3 +419,19 @@ def test_resume_counts_calls_paid_after_the_checkpoint(tmp_path) -> None:
     assert resumed.snapshot().cost_usd == pytest.approx(1.5)
     with pytest.raises(BudgetExceeded, match="max_usd"):
         resumed.reserve(max_new_tokens=10, prompt_tokens_estimate=10)
+
+
+def test_flush_folds_the_wal_so_the_file_alone_keeps_every_entry(tmp_path) -> None:
+    import shutil
+
+    from skillopt_dsl.lm import Completion, ResponseCache, SamplingParams
+
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    cache.put(
+        "m", [{"role": "user", "content": "hi"}], SamplingParams(), Completion("yo", 1, 1, 0.0)
+    )
+    cache.flush()
+    (tmp_path / "copy").mkdir()
+    shutil.copy(tmp_path / "cache.sqlite", tmp_path / "copy" / "cache.sqlite")
+    copied = ResponseCache(tmp_path / "copy" / "cache.sqlite")
+    assert len(copied) == 1

@@ -91,6 +91,14 @@ class ResponseCache:
         with self._lock:
             return int(self._conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 
+    def flush(self) -> None:
+        """Fold the write-ahead log into the main file, so copying `cache.sqlite` alone keeps
+        every entry (no-op for an in-memory cache)."""
+        if self._path is None:
+            return
+        with self._lock:
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def close(self) -> None:
         """Close the database connection; the cache is unusable afterwards."""
         with self._lock:
