@@ -1,0 +1,135 @@
+"""Bench 6: client CPU per chat call, from a raw HTTP POST up to `LiteLLMBackend.generate`.
+
+The fake OpenAI server (`skillopt_dsl.testing.FakeOpenAIServer`, zero latency) runs in a child
+process, so `time.process_time()` in this process counts the client only (every thread of it,
+litellm's logging workers included). Each transport makes `--n` sequential calls after a short
+warm-up; reported: CPU ms per call and wall ms per call.
+
+Transports: a raw `httpx.Client.post` (floor), the `openai` SDK, `litellm.completion` with its
+defaults (as a user would call it), and our `LiteLLMBackend.generate` (litellm + cost).
+
+Run: `python bench/bench_litellm_cpu.py [--n 300]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import time
+from collections.abc import Callable
+from typing import Any
+
+from _common import parity_answer, print_table, write_results
+
+from skillopt_dsl.lm import LiteLLMBackend, SamplingParams
+from skillopt_dsl.testing import FakeOpenAIServer
+
+MESSAGES = [
+    {"role": "system", "content": "Answer with one word: even or odd."},
+    {"role": "user", "content": "number: 42"},
+]
+WARMUP = 20
+
+
+def serve(port_out: Any, stop: Any) -> None:
+    """Child process: run the fake server until `stop` is set."""
+    with FakeOpenAIServer(parity_answer, latency_s=0.0, max_lifetime_s=900) as server:
+        port_out.put(server.url)
+        stop.wait()
+
+
+def raw_httpx(url: str) -> Callable[[], str]:
+    import httpx
+
+    client = httpx.Client(timeout=30)
+    body = {"model": "fake", "messages": MESSAGES, "max_tokens": 8}
+
+    def call() -> str:
+        response = client.post(f"{url}/chat/completions", json=body)
+        response.raise_for_status()
+        return str(response.json()["choices"][0]["message"]["content"])
+
+    return call
+
+
+def openai_sdk(url: str) -> Callable[[], str]:
+    import openai
+
+    client = openai.OpenAI(base_url=url, api_key="sk-fake", max_retries=0)
+
+    def call() -> str:
+        out = client.chat.completions.create(model="fake", messages=MESSAGES, max_tokens=8)  # type: ignore[arg-type]
+        return out.choices[0].message.content or ""
+
+    return call
+
+
+def litellm_defaults(url: str) -> Callable[[], str]:
+    import litellm
+
+    def call() -> str:
+        out = litellm.completion(
+            model="openai/fake", messages=MESSAGES, api_base=url, api_key="sk-fake", max_tokens=8
+        )
+        return str(out.choices[0].message.content)
+
+    return call
+
+
+def ours(url: str) -> Callable[[], str]:
+    backend = LiteLLMBackend("openai/fake", api_base=url, extra={"api_key": "sk-fake"})
+    params = SamplingParams(temperature=0.0, max_tokens=8)
+
+    def call() -> str:
+        return backend.generate(list(MESSAGES), params).text  # type: ignore[arg-type]
+
+    return call
+
+
+def measure(call: Callable[[], str], n: int) -> tuple[float, float]:
+    """(CPU ms per call, wall ms per call) over `n` sequential calls after a warm-up."""
+    for _ in range(WARMUP):
+        assert call() == "even"
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    for _ in range(n):
+        call()
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    return cpu / n * 1000, wall / n * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=300)
+    args = parser.parse_args()
+    ctx = multiprocessing.get_context("spawn")
+    urls, stop = ctx.Queue(), ctx.Event()
+    child = ctx.Process(target=serve, args=(urls, stop), daemon=True)
+    child.start()
+    url = urls.get(timeout=60)
+    transports = [
+        ("raw httpx.Client.post", raw_httpx),
+        ("openai SDK", openai_sdk),
+        ("litellm.completion (defaults)", litellm_defaults),
+        ("LiteLLMBackend.generate (ours)", ours),
+    ]
+    rows: list[list[Any]] = []
+    figures: dict[str, Any] = {"n": args.n, "runs": []}
+    try:
+        for name, make in transports:
+            cpu_ms, wall_ms = measure(make(url), args.n)
+            rows.append([name, args.n, cpu_ms, wall_ms])
+            figures["runs"].append({"transport": name, "calls": args.n, "cpu_ms_per_call": cpu_ms,
+                                    "wall_ms_per_call": wall_ms})  # fmt: skip
+    finally:
+        stop.set()
+        child.join(timeout=10)
+    print_table(
+        f"Client CPU per call: {args.n} sequential calls, zero-latency fake server in a child process",
+        ["transport", "calls", "CPU ms/call", "wall ms/call"],
+        rows,
+    )
+    write_results("litellm_cpu", figures)
+
+
+if __name__ == "__main__":
+    main()
