@@ -101,7 +101,7 @@ def main() -> None:
                 measured = fn(server.url, examples, threads)
                 ideal = args.n * args.latency / threads
                 if measured is None:
-                    rows.append([runner, threads, "not available", None, None, None])
+                    rows.append([runner, threads, "not available", None, None, None, None])
                     continue
                 seconds, accuracy = measured
                 calls = server.requests - before

@@ -3,18 +3,21 @@
 The fake OpenAI server (`skillopt_dsl.testing.FakeOpenAIServer`, zero latency) runs in a child
 process, so `time.process_time()` in this process counts the client only (every thread of it,
 litellm's logging workers included). Each transport makes `--n` sequential calls after a short
-warm-up; reported: CPU ms per call and wall ms per call.
+warm-up, in `--rounds` rounds interleaved across transports (so a burst of load from elsewhere
+on the machine hits all of them alike); reported: the median round's CPU ms and wall ms per call.
 
 Transports: a raw `httpx.Client.post` (floor), the `openai` SDK, `litellm.completion` with its
-defaults (as a user would call it), and our `LiteLLMBackend.generate` (litellm + cost).
+defaults (as a user would call it), and our `LiteLLMBackend.generate` (litellm + cost), for the
+unpriced `openai/fake` (as in benches 2 and 5) and for a priced name (`openai/gpt-4o-mini`).
 
-Run: `python bench/bench_litellm_cpu.py [--n 300]`.
+Run: `python bench/bench_litellm_cpu.py [--n 300] [--rounds 5]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -76,8 +79,8 @@ def litellm_defaults(url: str) -> Callable[[], str]:
     return call
 
 
-def ours(url: str) -> Callable[[], str]:
-    backend = LiteLLMBackend("openai/fake", api_base=url, extra={"api_key": "sk-fake"})
+def ours(url: str, model: str = "openai/fake") -> Callable[[], str]:
+    backend = LiteLLMBackend(model, api_base=url, extra={"api_key": "sk-fake"})
     params = SamplingParams(temperature=0.0, max_tokens=8)
 
     def call() -> str:
@@ -86,10 +89,15 @@ def ours(url: str) -> Callable[[], str]:
     return call
 
 
-def measure(call: Callable[[], str], n: int) -> tuple[float, float]:
-    """(CPU ms per call, wall ms per call) over `n` sequential calls after a warm-up."""
+def warm_up(call: Callable[[], str]) -> Callable[[], str]:
+    """First calls (imports, connection, caches) are not measured; they also check the answer."""
     for _ in range(WARMUP):
         assert call() == "even"
+    return call
+
+
+def measure(call: Callable[[], str], n: int) -> tuple[float, float]:
+    """(CPU ms per call, wall ms per call) over `n` sequential calls."""
     cpu0, wall0 = time.process_time(), time.perf_counter()
     for _ in range(n):
         call()
@@ -100,6 +108,7 @@ def measure(call: Callable[[], str], n: int) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     ctx = multiprocessing.get_context("spawn")
     urls, stop = ctx.Queue(), ctx.Event()
@@ -111,20 +120,26 @@ def main() -> None:
         ("openai SDK", openai_sdk),
         ("litellm.completion (defaults)", litellm_defaults),
         ("LiteLLMBackend.generate (ours)", ours),
+        ("ours, priced model (gpt-4o-mini)", lambda url: ours(url, "openai/gpt-4o-mini")),
     ]
     rows: list[list[Any]] = []
-    figures: dict[str, Any] = {"n": args.n, "runs": []}
+    figures: dict[str, Any] = {"n": args.n, "rounds": args.rounds, "runs": []}
     try:
-        for name, make in transports:
-            cpu_ms, wall_ms = measure(make(url), args.n)
-            rows.append([name, args.n, cpu_ms, wall_ms])
-            figures["runs"].append({"transport": name, "calls": args.n, "cpu_ms_per_call": cpu_ms,
-                                    "wall_ms_per_call": wall_ms})  # fmt: skip
+        calls = [warm_up(make(url)) for _, make in transports]
+        rounds = [[measure(call, args.n) for call in calls] for _ in range(args.rounds)]
     finally:
         stop.set()
         child.join(timeout=10)
+    for i, (name, _) in enumerate(transports):
+        cpu_ms = statistics.median(r[i][0] for r in rounds)
+        wall_ms = statistics.median(r[i][1] for r in rounds)
+        rows.append([name, args.n * args.rounds, cpu_ms, wall_ms])
+        figures["runs"].append({"transport": name, "calls": args.n * args.rounds,
+                                "cpu_ms_per_call": cpu_ms, "wall_ms_per_call": wall_ms,
+                                "cpu_ms_per_round": [r[i][0] for r in rounds]})  # fmt: skip
     print_table(
-        f"Client CPU per call: {args.n} sequential calls, zero-latency fake server in a child process",
+        f"Client CPU per call: median of {args.rounds} rounds of {args.n} sequential calls, "
+        "zero-latency fake server in a child process",
         ["transport", "calls", "CPU ms/call", "wall ms/call"],
         rows,
     )

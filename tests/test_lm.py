@@ -435,3 +435,19 @@ def test_flush_folds_the_wal_so_the_file_alone_keeps_every_entry(tmp_path) -> No
     shutil.copy(tmp_path / "cache.sqlite", tmp_path / "copy" / "cache.sqlite")
     copied = ResponseCache(tmp_path / "copy" / "cache.sqlite")
     assert len(copied) == 1
+
+
+class _PricedResponse:
+    def __init__(self, cost: object) -> None:
+        self._hidden_params = {"response_cost": cost}
+
+
+def test_litellm_backend_reuses_the_price_litellm_stamped() -> None:
+    from skillopt_dsl.lm.litellm_backend import LiteLLMBackend, _stamped_cost
+
+    assert _stamped_cost(_PricedResponse(1.5e-05)) == 1.5e-05
+    assert _stamped_cost(_PricedResponse(None)) is None
+    assert _stamped_cost(_PricedResponse(True)) is None
+    assert _stamped_cost(object()) is None
+    backend = LiteLLMBackend("openai/gpt-4o-mini")
+    assert backend._cost(_PricedResponse(9e-07)) == 9e-07
