@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from skillopt_dsl.module import SkillModule
     from skillopt_dsl.types import Example
 
-__all__ = ["Optimizer"]
+__all__ = ["Optimizer", "check_step_settings"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,3 +71,19 @@ class Optimizer(ABC):
     @abstractmethod
     def config(self) -> dict[str, Any]:
         """This optimizer's settings, JSON-ready."""
+
+
+def check_step_settings(
+    settings: object, *, lr: float, max_edits: int | None, at_least_one: Sequence[str]
+) -> None:
+    """Validate the settings optimizers share: `lr` in (0, 1], `max_edits` >= 1 or None, and
+    every field named in `at_least_one` >= 1. Raises `UserInputError` naming the field."""
+    from skillopt_dsl.errors import UserInputError
+
+    if not 0 < lr <= 1:
+        raise UserInputError(f"lr must be in (0, 1], got {lr}")
+    for name in at_least_one:
+        if getattr(settings, name) < 1:
+            raise UserInputError(f"{name} must be >= 1, got {getattr(settings, name)}")
+    if max_edits is not None and max_edits < 1:
+        raise UserInputError(f"max_edits must be >= 1 or None, got {max_edits}")

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from skillopt_dsl.driver import CompileContext, Proposal
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
-from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
 from skillopt_dsl.optimizers.gradient_text import clip_to_budget, rank_edits
 from skillopt_dsl.optimizers.proposers import (
     ProposalRequest,
@@ -144,17 +144,16 @@ class Beam(Optimizer):
     name: str = "beam"
 
     def __post_init__(self) -> None:
-        if not 0 < self.lr <= 1:
-            raise UserInputError(f"lr must be in (0, 1], got {self.lr}")
+        check_step_settings(
+            self,
+            lr=self.lr,
+            max_edits=self.max_edits,
+            at_least_one=("width", "expansions", "depth", "batch_size"),
+        )
         if self.selection not in ("top-k", "pareto"):
             raise UserInputError(
                 f"unknown selection {self.selection!r}; choose 'top-k' or 'pareto'"
             )
-        for name in ("width", "expansions", "depth", "batch_size"):
-            if getattr(self, name) < 1:
-                raise UserInputError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_edits is not None and self.max_edits < 1:
-            raise UserInputError(f"max_edits must be >= 1 or None, got {self.max_edits}")
 
     def config(self) -> dict[str, Any]:
         return {

@@ -22,7 +22,7 @@ from typing import Any
 from skillopt_dsl.driver import CompileContext, Proposal
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.gate import GateDecision
-from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
 from skillopt_dsl.optimizers.proposers import (
     ConsolidationProposer,
     EditGroup,
@@ -195,17 +195,13 @@ class GradientText(Optimizer):
     name: str = "gradient-text"
 
     def __post_init__(self) -> None:
-        if not 0 < self.lr <= 1:
-            raise UserInputError(f"lr must be in (0, 1], got {self.lr}")
+        check_step_settings(
+            self, lr=self.lr, max_edits=self.max_edits, at_least_one=("epochs", "batch_size")
+        )
         if self.schedule not in SCHEDULES:
             raise UserInputError(
                 f"unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}"
             )
-        for name in ("epochs", "batch_size"):
-            if getattr(self, name) < 1:
-                raise UserInputError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_edits is not None and self.max_edits < 1:
-            raise UserInputError(f"max_edits must be >= 1 or None, got {self.max_edits}")
 
     def config(self) -> dict[str, Any]:
         return {
@@ -270,22 +266,9 @@ class GradientText(Optimizer):
         skill = context.incumbent
         lr_t, budget = self._budget(skill, state.step, total)
         rollouts = context.evaluate(skill, batch, label="train").records
-        request = ProposalRequest(
-            module=context.module,
-            skill=skill,
-            batch=batch,
-            rollouts=rollouts,
-            trainset=context.trainset,
-            rejected=state.memory(),
-            optimizer_lm=context.optimizer_lm,
-            rng=context.rng,
-            budget_tokens=budget,
-            step=state.step,
-            epoch=state.epoch,
-        )
+        request = self._request(context, state, skill, batch, rollouts, budget)
         groups = [g for proposer in self.proposers for g in proposer.propose(request)]
-        for note in request.notes:
-            context.emit(note.pop("kind"), step=state.step, **note)
+        self._emit_notes(context, request, state.step)
         self._submit(context, state, skill, groups, kind="step", lr_t=lr_t, budget=budget)
 
     def _submit(
@@ -362,14 +345,20 @@ class GradientText(Optimizer):
         context.emit("aggregated", step=step, before=len(ranked), after=len(merged))
         return merged
 
-    def _slow_update(self, context: CompileContext, state: GradientTextState, total: int) -> None:
-        skill = context.incumbent
-        lr_t, budget = self._budget(skill, state.step, total)
-        request = ProposalRequest(
+    @staticmethod
+    def _request(
+        context: CompileContext,
+        state: GradientTextState,
+        skill: Skill,
+        batch: list[Any],
+        rollouts: Sequence[Any],
+        budget: int,
+    ) -> ProposalRequest:
+        return ProposalRequest(
             module=context.module,
             skill=skill,
-            batch=[],
-            rollouts=[],
+            batch=batch,
+            rollouts=rollouts,
             trainset=context.trainset,
             rejected=state.memory(),
             optimizer_lm=context.optimizer_lm,
@@ -378,9 +367,18 @@ class GradientText(Optimizer):
             step=state.step,
             epoch=state.epoch,
         )
-        groups = self.consolidation.propose(request)
+
+    @staticmethod
+    def _emit_notes(context: CompileContext, request: ProposalRequest, step: int) -> None:
         for note in request.notes:
-            context.emit(note.pop("kind"), step=state.step, **note)
+            context.emit(note.pop("kind"), step=step, **note)
+
+    def _slow_update(self, context: CompileContext, state: GradientTextState, total: int) -> None:
+        skill = context.incumbent
+        lr_t, budget = self._budget(skill, state.step, total)
+        request = self._request(context, state, skill, [], [], budget)
+        groups = self.consolidation.propose(request)
+        self._emit_notes(context, request, state.step)
         self._submit(context, state, skill, groups, kind="slow_update", lr_t=lr_t, budget=budget)
 
 
