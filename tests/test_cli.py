@@ -33,6 +33,7 @@ runner = CliRunner()
 
 RECIPE = '''"""Parity with scripted fakes (tests only)."""
 import json
+import os
 import time
 from typing import Literal
 
@@ -64,8 +65,15 @@ def _examples(start, count):
     ]
 
 
+_BLOCK_AFTER = int(os.environ.get("SKILLOPT_TEST_BLOCK_AFTER_CALLS", "0"))
+_CALLS = []
+
+
 def _target(messages):
     time.sleep(SLEEP)
+    _CALLS.append(1)
+    while _BLOCK_AFTER and len(_CALLS) > _BLOCK_AFTER:
+        time.sleep(0.05)  # hold the run here until the test's SIGINT arrives
     system = next((m["content"] for m in messages if m["role"] == "system"), "")
     number = int(messages[-1]["content"])
     if "divisible by 2" in system:
@@ -322,6 +330,10 @@ def _cli_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "skillopt_dsl.cli", *args]
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _wait_for_gate(events: Path, process: subprocess.Popen[str], timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -337,13 +349,18 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes_the_same_run(tmp_path: Path) -
     recipe = write_recipe(tmp_path, sleep=0.03)
     run_dir = tmp_path / "interrupted"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # Seed validation (10 calls), one training batch (4) and the first candidate's validation
+    # (10) reach the first gate decision; the fake target then blocks until SIGINT, so the
+    # signal always lands mid-run however loaded the machine is.
     process = subprocess.Popen(
         _cli_command("compile", str(recipe), "--run-dir", str(run_dir), "--threads", "1"),
         cwd=tmp_path,
-        env=env,
+        env={**env, "SKILLOPT_TEST_BLOCK_AFTER_CALLS": "24"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As in a terminal: a runner started as a background job inherits SIGINT ignored.
+        preexec_fn=_default_sigint,
     )
     _wait_for_gate(run_dir / "events.jsonl", process)
     process.send_signal(signal.SIGINT)
