@@ -21,6 +21,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import skillopt_dsl as sd
+from skillopt_dsl.testing.contract import contract_examples
 from skillopt_dsl.types import Example
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -37,15 +38,8 @@ class Parity(sd.SkillModule):
 
 
 def parity_examples(count: int, start: int = 0) -> list[Example]:
-    """`count` examples `n=start..`, labelled with their parity."""
-    return [
-        Example(
-            id=f"n{n}",
-            inputs={"number": str(n)},
-            labels={"answer": "even" if n % 2 == 0 else "odd"},
-        )
-        for n in range(start, start + count)
-    ]
+    """`count` examples `n=start..`, labelled with their parity (the contract suite's task)."""
+    return contract_examples(start, count)
 
 
 def parity_answer(messages: Sequence[dict[str, str]]) -> str:

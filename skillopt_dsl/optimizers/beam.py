@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from skillopt_dsl.driver import CompileContext, Proposal
@@ -36,6 +36,7 @@ from skillopt_dsl.optimizers.proposers import (
     default_proposers,
     edit_key,
 )
+from skillopt_dsl.optimizers.state import CheckpointedState
 from skillopt_dsl.skill import Skill, token_distance
 from skillopt_dsl.types import Example
 
@@ -69,7 +70,7 @@ class BeamMember:
 
 
 @dataclass
-class BeamState:
+class BeamState(CheckpointedState):
     """Checkpointed run state of Beam (JSON-serialisable)."""
 
     round: int = 0
@@ -77,22 +78,9 @@ class BeamState:
     members: list[dict[str, Any]] = field(default_factory=list)
     rejected: list[dict[str, Any]] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready copy."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BeamState:
-        """Rebuild from `to_dict` output."""
-        return cls(**data)
-
     def beam(self) -> list[BeamMember]:
         """The members as typed records."""
         return [BeamMember(m["text"], dict(m["scores"])) for m in self.members]
-
-    def memory(self) -> list[RejectedCandidate]:
-        """Edits whose child did not beat its parent on validation."""
-        return [RejectedCandidate.from_dict(r) for r in self.rejected]
 
 
 def pareto_front(members: Sequence[BeamMember]) -> list[BeamMember]:

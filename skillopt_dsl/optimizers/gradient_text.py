@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from skillopt_dsl.driver import CompileContext, Proposal
@@ -34,6 +34,7 @@ from skillopt_dsl.optimizers.proposers import (
     edit_key,
 )
 from skillopt_dsl.optimizers.schedules import SCHEDULES, ScheduleName, lr_at
+from skillopt_dsl.optimizers.state import CheckpointedState
 from skillopt_dsl.skill import (
     ApplyReport,
     Delete,
@@ -53,7 +54,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class GradientTextState:
+class GradientTextState(CheckpointedState):
     """Checkpointed run state of GradientText (JSON-serialisable)."""
 
     epoch: int = 0
@@ -65,19 +66,6 @@ class GradientTextState:
     steps_since_accept: int = 0
     epochs_since_accept: int = 0
     accepted_this_epoch: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready copy."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GradientTextState:
-        """Rebuild from `to_dict` output."""
-        return cls(**data)
-
-    def memory(self) -> list[RejectedCandidate]:
-        """The rejected-edit memory as typed records."""
-        return [RejectedCandidate.from_dict(r) for r in self.rejected]
 
 
 @dataclass(frozen=True)
