@@ -8,7 +8,7 @@ a change only when it improves the score. Export the result with `CompileResult.
 from __future__ import annotations
 
 from skillopt_dsl import metrics, optimizers
-from skillopt_dsl.compile import CompileResult, compile
+from skillopt_dsl.compile import Baseline, CompileResult, compile
 from skillopt_dsl.data import Splits, load_splits
 from skillopt_dsl.errors import (
     BudgetExceeded,
@@ -25,7 +25,7 @@ from skillopt_dsl.export import export_agent_skill, export_skill, load_skill
 from skillopt_dsl.gate import Gate, GateDecision, Guard
 from skillopt_dsl.lm import LM, Budget
 from skillopt_dsl.metrics import Score
-from skillopt_dsl.module import InputField, OutputField, SkillModule
+from skillopt_dsl.module import InputField, OutputField, RunOutcome, SkillModule
 from skillopt_dsl.skill import Add, ApplyReport, Delete, Replace, Skill
 from skillopt_dsl.types import Example, Prediction
 
@@ -35,6 +35,7 @@ __all__ = [
     "LM",
     "Add",
     "ApplyReport",
+    "Baseline",
     "Budget",
     "BudgetExceeded",
     "CompileResult",
@@ -53,6 +54,7 @@ __all__ = [
     "Replace",
     "Rollout",
     "RunDirError",
+    "RunOutcome",
     "Score",
     "Skill",
     "SkillModule",

@@ -51,6 +51,7 @@ class Rollout:
     latency_s: float = 0.0
     cached: bool = False
     extra_scores: Mapping[str, float] = field(default_factory=dict)
+    trace: Any = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary (the parsed prediction as its outputs and error)."""
@@ -249,54 +250,45 @@ class _Evaluation:
         return rollout
 
     def _rollout(self, example: Example) -> Rollout:
-        messages = self.module.render(self.skill, example)
         started = time.perf_counter()
         try:
-            response = self.lm.complete(messages, seed=self.seed)
+            outcome = self.module.run(self.skill, example, self.lm, seed=self.seed)
         except (BudgetExceeded, MetricError):
             raise
         except ModelError as exc:
             self._count_error(example, exc)
-            prediction = self.module.failed_prediction(f"model call failed: {exc}")
-            return self._scored(
-                example, prediction, error=str(exc), latency=time.perf_counter() - started
-            )
-        prediction = self.module.parse(response.text)
-        return self._scored(
-            example,
-            prediction,
-            tokens=(response.prompt_tokens, response.completion_tokens),
-            latency=response.latency_s,
-            cached=response.cached,
-        )
-
-    def _scored(
-        self,
-        example: Example,
-        prediction: Prediction,
-        *,
-        error: str | None = None,
-        tokens: tuple[int, int] = (0, 0),
-        latency: float = 0.0,
-        cached: bool = False,
-    ) -> Rollout:
-        score = call_metric(self.module.metric_fn, example, prediction)
+            return self._failed(example, exc, latency=time.perf_counter() - started)
+        score = self.module.score(example, outcome)
         extra = {
-            name: call_metric(m, example, prediction).value
+            name: call_metric(m, example, outcome.prediction).value
             for name, m in self.extra_metrics.items()
         }
         return Rollout(
             example_id=example.id,
-            output=prediction.raw,
-            prediction=prediction,
+            output=outcome.output,
+            prediction=outcome.prediction,
             score=score.value,
             feedback=score.feedback,
-            error=error,
-            prompt_tokens=tokens[0],
-            completion_tokens=tokens[1],
-            latency_s=latency,
-            cached=cached,
+            prompt_tokens=outcome.prompt_tokens,
+            completion_tokens=outcome.completion_tokens,
+            latency_s=outcome.latency_s,
+            cached=outcome.cached,
             extra_scores=extra,
+            trace=outcome.trace,
+        )
+
+    def _failed(self, example: Example, exc: ModelError, *, latency: float) -> Rollout:
+        """A failed call scores 0 for the metric and every extra metric; none of them is called."""
+        prediction = self.module.failed_prediction(f"model call failed: {exc}")
+        return Rollout(
+            example_id=example.id,
+            output="",
+            prediction=prediction,
+            score=0.0,
+            feedback=f"the model call failed: {exc}",
+            error=str(exc),
+            latency_s=latency,
+            extra_scores=dict.fromkeys(self.extra_metrics, 0.0),
         )
 
     def _count_error(self, example: Example, exc: Exception) -> None:

@@ -12,13 +12,26 @@ Declare a module as a class::
 or functionally with `SkillModule.create(...)`.
 
 Rendering contract: the system message is the skill text exactly (omitted when the skill is
-empty); the user message is the rendered inputs — the bare value for a single input field,
-`name: value` lines for several. With several output fields the user message ends with one line
-asking for a JSON object with those keys.
+empty); the user message is the rendered inputs — the bare value for a single undescribed input
+field, `name: value` lines otherwise, written `name (description): value` where a description was
+declared. With several output fields the user message ends with one line asking for a JSON object
+with those keys (each with its description, where declared); a single output field's declared
+description ends the message as `name: description`. Descriptions are the user's words, so they
+reach the model; the skill itself is never altered by them.
 
 Parsing contract: `parse(text)` never raises. One output field takes the completion, cleaned of
 tags, quotes and `Answer:` prefixes, converted to the declared type; several fields take the first
 JSON object, validated by pydantic. A failure yields a `Prediction` whose `error` says why.
+
+Running contract (the seam every kind of target plugs into): `run(skill, example, lm, seed=)`
+decides how one example runs under a skill and returns a `RunOutcome`; `score(example, outcome)`
+decides how it is scored. The defaults are one model call (render → complete → parse) and the
+module's metric on the prediction. A DSPy program, a tool-using agent or an agent CLI overrides
+these two methods and is then, to every optimizer, the gate, the budget and the run directory,
+just another module. `run` raises `ModelError` when the target failed for good (the rollout is
+recorded as failed and scores 0 without calling the metric), lets `BudgetExceeded` propagate,
+and never raises for a bad *output* (that is a prediction with an `error`, which the metric
+scores).
 """
 
 from __future__ import annotations
@@ -29,16 +42,45 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import pydantic
 
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.lm.base import Message
+from skillopt_dsl.metrics.score import Score, call_metric
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example, Prediction
 
-__all__ = ["FieldSpec", "InputField", "OutputField", "SkillModule"]
+if TYPE_CHECKING:
+    from skillopt_dsl.lm import LM
+
+__all__ = ["FieldSpec", "InputField", "OutputField", "RunOutcome", "SkillModule"]
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What running one example under a skill produced, before it is scored.
+
+    Attributes:
+        prediction: the parsed outputs (parse failures carried in `prediction.error`).
+        output: the final text the target produced (the completion, an agent's last answer).
+        prompt_tokens / completion_tokens: tokens of every model call the run made.
+        latency_s: wall time of the run.
+        cached: True when every model call was answered from the response cache.
+        calls: how many model calls (or harness runs) the run made.
+        trace: a module-specific record for metrics and reflection (a DSPy trace, an agent
+            trajectory); None for a single call.
+    """
+
+    prediction: Prediction
+    output: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cached: bool = False
+    calls: int = 1
+    trace: Any = None
 
 
 @dataclass(frozen=True)
@@ -151,14 +193,22 @@ class SkillModule:
         return messages
 
     def _render_user(self, values: Mapping[str, Any]) -> str:
-        if len(self.input_fields) == 1:
+        described = any(spec.desc for spec in self.input_fields.values())
+        if len(self.input_fields) == 1 and not described:
             (name,) = self.input_fields
             body = _render_value(values[name])
         else:
-            body = "\n".join(f"{name}: {_render_value(values[name])}" for name in self.input_fields)
+            body = "\n".join(
+                f"{_labelled(spec)}: {_render_value(values[name])}"
+                for name, spec in self.input_fields.items()
+            )
         if len(self.output_fields) > 1:
-            keys = ", ".join(self.output_fields)
+            keys = ", ".join(_labelled(spec) for spec in self.output_fields.values())
             body += f"\n\nRespond with a JSON object with the keys: {keys}."
+        else:
+            (spec,) = self.output_fields.values()
+            if spec.desc:
+                body += f"\n\n{spec.name}: {spec.desc}"
         return body
 
     # -- parsing ----------------------------------------------------------------------------
@@ -176,6 +226,28 @@ class SkillModule:
     def failed_prediction(self, error: str, raw: str = "") -> Prediction:
         """A prediction for a call that produced no usable output (the error is kept)."""
         return Prediction(dict.fromkeys(self.output_fields), raw=raw, error=error)
+
+    # -- running and scoring one example (the seam; see the module docstring) ----------------
+    def run(self, skill: Skill, example: Example, lm: LM, *, seed: int) -> RunOutcome:
+        """Run `example` under `skill` with the target model `lm`: one call by default.
+
+        Raises `ModelError` when the call failed for good; `BudgetExceeded` propagates.
+        """
+        response = lm.complete(self.render(skill, example), seed=seed)
+        return RunOutcome(
+            prediction=self.parse(response.text),
+            output=response.text,
+            prompt_tokens=response.prompt_tokens,
+            completion_tokens=response.completion_tokens,
+            latency_s=response.latency_s,
+            cached=response.cached,
+        )
+
+    def score(self, example: Example, outcome: RunOutcome) -> Score:
+        """Score a run that completed: the module's metric on the prediction by default.
+
+        Never called for a failed run (a failed call scores 0 for every metric)."""
+        return call_metric(self.metric_fn, example, outcome.prediction)
 
     # -- functional construction ------------------------------------------------------------
     @classmethod
@@ -223,6 +295,11 @@ def _inherited_metric(cls: type) -> Callable[..., Any] | None:
         if value is not None:
             return value  # type: ignore[no-any-return]
     return None
+
+
+def _labelled(spec: FieldSpec) -> str:
+    """`name`, or `name (description)` when the user declared a description."""
+    return f"{spec.name} ({spec.desc})" if spec.desc else spec.name
 
 
 def _render_value(value: Any) -> str:

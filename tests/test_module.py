@@ -47,7 +47,7 @@ def test_render_system_is_skill_text_exactly() -> None:
 
 def test_render_several_inputs_and_outputs_asks_for_json() -> None:
     messages = Extract().render(sd.Skill("x"), {"text": "Paris 1999", "context": "c"})
-    assert messages[1]["content"].startswith("text: Paris 1999\ncontext: c")
+    assert messages[1]["content"].startswith("text (the passage): Paris 1999\ncontext: c")
     assert "JSON object with the keys: city, year" in messages[1]["content"]
 
 
@@ -134,3 +134,29 @@ def test_module_without_fields_or_metric_is_a_clear_error() -> None:
     no_metric = sd.SkillModule.create(name="NoMetric", inputs={"q": str}, outputs={"a": str})
     with pytest.raises(sd.UserInputError, match="no metric"):
         _ = no_metric.metric_fn
+
+
+class Described(sd.SkillModule):
+    """Classify a review."""
+
+    review: str = sd.InputField("a product review, verbatim")
+    sentiment: Literal["positive", "negative"] = sd.OutputField("the reviewer's overall verdict")
+
+    skill = "Classify."
+    metric = sd.metrics.exact_match("sentiment")
+
+
+def test_declared_field_descriptions_reach_the_model() -> None:
+    """Kills: dropping `InputField("...")` / `OutputField("...")` descriptions from the prompt
+    (the user declared them for the model; they were silently ignored before)."""
+    user = Described().render(sd.Skill("Classify."), {"review": "Broke in a day."})[-1]["content"]
+    assert "review (a product review, verbatim): Broke in a day." in user
+    assert user.endswith("sentiment: the reviewer's overall verdict")
+    several = Extract().render(sd.Skill("Extract."), {"text": "Paris, 1900", "context": "c"})
+    assert "text (the passage): Paris, 1900" in several[-1]["content"]
+    assert "keys: city, year." in several[-1]["content"]
+
+
+def test_undescribed_single_input_renders_bare_value() -> None:
+    """Kills: labelling every input (changes every existing prompt and cache key)."""
+    assert Parity().render(sd.Skill("x"), {"number": 4})[-1]["content"] == "4"
