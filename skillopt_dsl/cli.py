@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.table import Table
 
+from skillopt_dsl.baselines import Baseline, constant_baseline, not_better_warning
 from skillopt_dsl.benchmarks import get_benchmark, list_benchmarks
 from skillopt_dsl.compile import CompileResult
 from skillopt_dsl.compile import compile as compile_skill
@@ -56,6 +57,9 @@ benchmarks_app = typer.Typer(help="The built-in benchmarks.", no_args_is_help=Tr
 recipes_app = typer.Typer(help="The runnable recipes.", no_args_is_help=True)
 app.add_typer(benchmarks_app, name="benchmarks")
 app.add_typer(recipes_app, name="recipes")
+from skillopt_dsl.sleep.cli import sleep_app  # noqa: E402  (the `sleep` sub-app)
+
+app.add_typer(sleep_app, name="sleep")
 
 EXIT_USER_ERROR = 1
 EXIT_INTERRUPTED = 130
@@ -433,28 +437,74 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+def _delta(after: float | None, before: float | None) -> str:
+    return "-" if before is None or after is None else f"{after - before:+.4f}"
+
+
+def _scores_table(
+    title: str,
+    rows: Sequence[tuple[str, float | None, float | None]],
+    baseline: Baseline | None,
+    skill_column: str,
+) -> Table:
+    """One row per split: seed, best constant answer (when the output is a label), the skill,
+    and the skill's gain over each."""
+    constant = None if baseline is None else f"constant {baseline.label!r}"
+    columns = ["split", "seed", *([constant] if constant else []), skill_column, "vs seed"]
+    columns += ["vs constant"] if constant else []
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, justify="left" if column == "split" else "right")
+    for split, seed, skill in rows:
+        cells = [split, _fmt(seed)]
+        fixed = _constant_on(baseline, split)
+        cells += [_fmt(fixed)] if baseline is not None else []
+        cells += [_fmt(skill), _delta(skill, seed)]
+        cells += [_delta(skill, fixed)] if baseline is not None else []
+        table.add_row(*cells)
+    return table
+
+
+def _constant_on(baseline: Baseline | None, split: str) -> float | None:
+    """The constant answer's score on `split` (validation: where it was chosen; any other
+    split: the held-out score)."""
+    if baseline is None:
+        return None
+    return baseline.val_score if split == "validation" else baseline.test_score
+
+
+def _usage_line(usage: Any) -> str:
+    cost = "unknown (unpriced model)" if usage.cost_usd is None else f"${usage.cost_usd:.4f}"
+    return (
+        f"calls: {usage.calls}  cache hits: {usage.cache_hits}  tokens: {usage.total_tokens} "
+        f"(prompt {usage.prompt_tokens}, completion {usage.completion_tokens})  cost: {cost}"
+    )
+
+
 def _print_compile(result: CompileResult, wall_s: float) -> None:
-    table = Table(title=f"{result.metadata.get('name', 'skill')}: seed vs compiled")
-    for column in ("split", "seed", "compiled", "delta"):
-        table.add_column(column, justify="right" if column != "split" else "left")
+    name = result.metadata.get("name", "skill")
     rows = (
         ("validation", result.seed_val_score, result.val_score),
         ("test", result.seed_test_score, result.test_score),
     )
-    for name, before, after in rows:
-        delta = None if before is None or after is None else after - before
-        table.add_row(name, _fmt(before), _fmt(after), "-" if delta is None else f"{delta:+.4f}")
-    Console(soft_wrap=True).print(table)
-    usage = result.usage
-    cost = "unknown (unpriced model)" if usage.cost_usd is None else f"${usage.cost_usd:.4f}"
+    title = f"{name}: seed vs {'constant answer vs ' if result.baseline else ''}compiled"
+    Console(soft_wrap=True).print(_scores_table(title, rows, result.baseline, "compiled"))
+    if result.baseline is None:
+        typer.echo("no constant baseline: the output has no fixed label set; compare with the seed")
+    else:
+        typer.echo(
+            f"constant answer: {result.baseline.label!r} for every example (best on validation, "
+            "no model call)"
+        )
+    if result.baseline_warning is not None:
+        typer.echo(f"WARNING: {result.baseline_warning}")
     accepted = sum(1 for d in result.gate_log if d.accepted)
     typer.echo(
         f"stopped: {result.stop_reason}; {accepted} of {len(result.gate_log)} candidates accepted"
     )
-    typer.echo(
-        f"calls: {usage.calls}  cache hits: {usage.cache_hits}  tokens: {usage.total_tokens} "
-        f"(prompt {usage.prompt_tokens}, completion {usage.completion_tokens})  cost: {cost}"
-    )
+    typer.echo(f"search {_usage_line(result.usage)}")
+    if result.test_usage is not None:
+        typer.echo(f"test   {_usage_line(result.test_usage)} (not charged to the search budget)")
     typer.echo(f"wall time: {wall_s:.1f}s")
     if result.run_dir is not None:
         typer.echo(f"best skill: {result.run_dir / 'best_skill.md'}")
@@ -583,25 +633,66 @@ def eval_command(
         SplitChoice, typer.Option("--split", help="Which split to score.")
     ] = SplitChoice.test,
     model: ModelOpt = None,
+    compare_seed: Annotated[
+        bool,
+        typer.Option(
+            "--compare-seed/--no-compare-seed",
+            help="Also score the recipe's seed skill on the split (twice the calls).",
+        ),
+    ] = True,
     threads: ThreadsOpt = 4,
     seed: SeedOpt = 0,
     max_errors: MaxErrorsOpt = 10,
     debug: DebugOpt = False,
 ) -> None:
-    """Score a skill file on a recipe's split; prints the mean and counts."""
+    """Score a skill file on a recipe's split beside the seed skill and the best constant
+    answer (for label outputs); prints the means, counts and a warning when it is no better."""
     with _handled(debug):
         loaded = load_recipe(recipe)
         skill = load_skill(skill_file)
         target = loaded.lm if model is None else _lm_for(model, loaded.lm)
-        report = _score(loaded, skill, _examples(loaded, split), target, threads, seed, max_errors)
-        summary = report.summary()
-        correct = sum(1 for r in report.records if r.score >= 1.0)
-        typer.echo(f"skill {skill.hash[:12]} on {loaded.name}/{split.value} with {report.model}")
-        typer.echo(f"mean: {report.mean:.4f}")
-        typer.echo(
-            f"examples: {summary['n']}  correct: {correct}  model errors: {summary['errors']}  "
-            f"parse failures: {summary['parse_failures']}"
+        examples = _examples(loaded, split)
+        report = _score(loaded, skill, examples, target, threads, seed, max_errors)
+        seed_mean = (
+            _score(loaded, None, examples, target, threads, seed, max_errors).mean
+            if compare_seed
+            else None
         )
+        _print_eval(loaded, skill.hash, split, report, seed_mean)
+
+
+def _print_eval(
+    recipe: Recipe,
+    skill_hash: str,
+    split: SplitChoice,
+    report: EvaluationReport,
+    seed_mean: float | None,
+) -> None:
+    row_name = "validation" if split is SplitChoice.val else split.value
+    held_out = None if split is SplitChoice.val else _examples(recipe, split)
+    baseline = constant_baseline(recipe.module, recipe.splits.val, held_out)  # no model call
+    title = f"skill {skill_hash[:12]} on {recipe.name}/{split.value} with {report.model}"
+    rows = [(row_name, seed_mean, report.mean)]
+    Console(soft_wrap=True).print(_scores_table(title, rows, baseline, "skill"))
+    summary = report.summary()
+    correct = sum(1 for r in report.records if r.score >= 1.0)
+    typer.echo(f"mean: {report.mean:.4f}")
+    typer.echo(
+        f"examples: {summary['n']}  correct: {correct}  model errors: {summary['errors']}  "
+        f"parse failures: {summary['parse_failures']}"
+    )
+    if baseline is None:
+        typer.echo("no constant baseline: the output has no fixed label set")
+        return
+    typer.echo(f"constant answer: {baseline.label!r} for every example (best on validation)")
+    constant = _constant_on(baseline, row_name)
+    warning = (
+        None
+        if constant is None
+        else not_better_warning(baseline.label, row_name, report.mean, constant)
+    )
+    if warning is not None:
+        typer.echo(f"WARNING: {warning}")
 
 
 @app.command("transfer")

@@ -1,8 +1,12 @@
 """`compile()`: wire a module, its data, the models, an optimizer, the gate, a budget and a run
 directory together, run the optimizer, and return a `CompileResult`.
 
-The test set, when given, is scored after the search for the seed and the best skill, and for
-nothing else: it can never influence which skill is chosen.
+Every gain is shown beside what it must beat: the seed skill, the best constant answer where the
+output is a label (`skillopt_dsl.baselines`, no model call) and, when given, the untouched test
+set. The test set is scored after the search for the seed and the best skill, and for nothing
+else: it can never influence which skill is chosen. Its calls go to a ledger of their own
+(`test_budget`, unlimited by default), so a search that spent its whole budget still ends with
+its test figures, and the search budget never pays for them.
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from skillopt_dsl.baselines import Baseline, baseline_warning, constant_baseline
 from skillopt_dsl.driver import CompileContext, StepRecord
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
-from skillopt_dsl.evaluate import EvaluationReport
+from skillopt_dsl.evaluate import evaluate
 from skillopt_dsl.export import export_agent_skill, export_skill
 from skillopt_dsl.gate import Gate, GateDecision
 from skillopt_dsl.lm import (
@@ -33,7 +38,7 @@ from skillopt_dsl.runs import RunDirectory
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
-__all__ = ["CompileResult", "compile"]
+__all__ = ["Baseline", "CompileResult", "compile"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +47,12 @@ ModelSpec = str | Backend | LM | None
 
 @dataclass(frozen=True)
 class CompileResult:
-    """What a compile produced. `best_skill` is the gate's incumbent at the end of the run."""
+    """What a compile produced. `best_skill` is the gate's incumbent at the end of the run.
+
+    `usage` is what the search spent (under `budget`); `test_usage` what scoring the test set
+    spent (under `test_budget`), counted apart. `baseline` is the best constant answer when the
+    output is a label (else None); `baseline_warning` says when the skill does not beat it.
+    """
 
     best_skill: Skill
     seed_skill: Skill
@@ -55,12 +65,20 @@ class CompileResult:
     run_dir: Path | None = None
     test_score: float | None = None
     seed_test_score: float | None = None
+    baseline: Baseline | None = None
+    test_usage: UsageSnapshot | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def improved(self) -> bool:
         """True when at least one candidate passed the gate."""
         return any(d.accepted for d in self.gate_log)
+
+    @property
+    def baseline_warning(self) -> str | None:
+        """A warning when the best skill does not beat the constant answer on test (on
+        validation without a test score); None when it does or there is no label set."""
+        return baseline_warning(self.baseline, self.val_score, self.test_score)
 
     def export(self, path: str | Path, *, format: str = "md") -> Path:
         """Write the best skill: `format="md"` → a best_skill.md file at `path`;
@@ -88,16 +106,19 @@ class CompileResult:
             "val_score": self.val_score,
             "seed_test_score": self.seed_test_score,
             "test_score": self.test_score,
+            "baseline": None if self.baseline is None else self.baseline.to_dict(),
+            "baseline_warning": self.baseline_warning,
             "accepted_steps": sum(1 for d in self.gate_log if d.accepted),
             "gate_decisions": len(self.gate_log),
             "steps": len(self.history),
             "best_skill_hash": self.best_skill.hash,
             "usage": self.usage.to_dict(),
+            "test_usage": None if self.test_usage is None else self.test_usage.to_dict(),
         }
 
 
 def compile(
-    skill: SkillModule,
+    module: SkillModule,
     trainset: Sequence[Example],
     valset: Sequence[Example],
     *,
@@ -109,33 +130,38 @@ def compile(
     run_dir: str | Path | None = None,
     resume: bool = False,
     testset: Sequence[Example] | None = None,
+    test_budget: Budget | None = None,
     seed: int = 0,
     threads: int = 4,
     max_errors: int | None = None,
     on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
 ) -> CompileResult:
-    """Train `skill`'s document on `trainset`, gated on `valset`; see the package docs.
+    """Train `module`'s skill document on `trainset`, gated on `valset`; see the package docs.
 
     Args:
-        skill: the module whose seed skill is trained.
+        module: the task (a `SkillModule` instance) whose seed skill is trained.
         trainset: examples the optimizer learns from.
         valset: held-out examples the gate decides on (never shown to proposers).
         optimizer: default `GradientText()`.
         lm: target model; default the embedded `local/smollm2-135m`.
         optimizer_lm: model for reflection; default the embedded model.
         gate: default `Gate()` (strict improvement, ties rejected).
-        budget: hard limits on calls, tokens and dollars, shared by both models.
+        budget: hard limits on calls, tokens and dollars of the search, shared by both models.
         run_dir: where the run is recorded; required for `resume`.
         resume: continue the run in `run_dir` from its last checkpoint.
-        testset: scored for the seed and the final skill only.
+        testset: scored for the seed and the final skill only, after the search.
+        test_budget: hard limits for scoring `testset`, counted apart from `budget` (which it
+            never consumes); None = no limit.
         seed: the one seed for every random choice and the rollout seed.
         threads: parallel model calls during evaluation.
         max_errors: per-evaluation limit of failed calls before the run stops.
         on_event: called with every event (for progress displays).
     """
+    from skillopt_dsl.data import coerce_splits
     from skillopt_dsl.optimizers.gradient_text import GradientText
 
-    _check_inputs(skill, trainset, valset, testset, resume, run_dir)
+    trainset, valset, testset = coerce_splits(module, trainset, valset, testset)
+    _check_inputs(module, trainset, valset, testset, resume, run_dir)
     chosen = optimizer if optimizer is not None else GradientText()
     run = RunDirectory(run_dir)
     ledger = UsageLedger(budget)
@@ -143,11 +169,11 @@ def compile(
     target = resolve_lm(lm, cache=cache, ledger=ledger)
     reflector = resolve_lm(optimizer_lm, cache=cache, ledger=ledger)
     run.write_config(
-        _config(skill, chosen, target, reflector, trainset, valset, seed, budget, gate),
+        _config(module, chosen, target, reflector, trainset, valset, seed, budget, gate),
         resume=resume,
     )
     context = CompileContext(
-        module=skill,
+        module=module,
         trainset=trainset,
         valset=valset,
         target_lm=target,
@@ -161,10 +187,14 @@ def compile(
         on_event=on_event,
         response_cache=cache,
     )
+    baseline = constant_baseline(module, valset, testset)  # no model call
     try:
         _start(context, cache, resume)
-        stop_reason = chosen.compile(skill, trainset, valset, context=context)
-        return _finish(context, stop_reason, testset)
+        if baseline is not None:
+            context.emit("baseline", **baseline.to_dict())
+        stop_reason = chosen.compile(module, trainset, valset, context=context)
+        test = _TestScores.measure(context, testset, UsageLedger(test_budget))
+        return _finish(context, stop_reason, test, baseline)
     finally:
         cache.flush()
 
@@ -245,21 +275,70 @@ def _start(context: CompileContext, cache: ResponseCache, resume: bool) -> None:
     _ = context.incumbent_report
 
 
+@dataclass(frozen=True)
+class _TestScores:
+    """The seed's and the best skill's test means (None where not scored) and their spend."""
+
+    seed: float | None = None
+    best: float | None = None
+    usage: UsageSnapshot | None = None
+
+    @classmethod
+    def measure(
+        cls, context: CompileContext, testset: Sequence[Example] | None, ledger: UsageLedger
+    ) -> _TestScores:
+        """Score the seed and the incumbent on `testset` with a target model that reports to
+        `ledger` (same backend and response cache), never to the search's ledger."""
+        if not testset:
+            return cls()
+        target = context.target_lm.with_ledger(ledger)
+        seed_skill = context.module.seed_skill
+        seed = _test_mean(context, target, seed_skill, testset)
+        best = (
+            seed
+            if context.incumbent.hash == seed_skill.hash
+            else _test_mean(context, target, context.incumbent, testset)
+        )
+        # Move the checkpoint's cache mark past the test calls, so a resume never counts them
+        # as search spend.
+        context.checkpoint()
+        return cls(seed=seed, best=best, usage=ledger.snapshot())
+
+
+def _test_mean(
+    context: CompileContext, target: LM, skill: Skill, testset: Sequence[Example]
+) -> float | None:
+    """The test mean, or None when the test budget ran out before the test set was scored."""
+    try:
+        report = evaluate(
+            context.module,
+            testset,
+            skill=skill,
+            lm=target,
+            threads=context.threads,
+            max_errors=context.max_errors,
+            cache=context.eval_cache,
+            seed=context.seed,
+            progress=False,
+        )
+    except BudgetExceeded as exc:
+        logger.warning("the test budget ran out before the test set was scored: %s", exc)
+        context.emit("test_skipped", reason=str(exc))
+        return None
+    context.emit("evaluation", split="test", **report.summary())
+    return report.mean
+
+
 def _finish(
-    context: CompileContext, stop_reason: str, testset: Sequence[Example] | None
+    context: CompileContext, stop_reason: str, test: _TestScores, baseline: Baseline | None
 ) -> CompileResult:
     best = context.incumbent
-    seed_test = best_test = None
-    if testset:
-        seed_test = _test_mean(context, context.module.seed_skill, testset)
-        best_test = (
-            seed_test
-            if best.hash == context.module.seed_skill.hash
-            else _test_mean(context, best, testset)
-        )
     seed_report = context.seed_report
     assert seed_report is not None  # set by _start
-    metadata = context.export_metadata() | {"test_score": best_test, "seed_test_score": seed_test}
+    metadata = context.export_metadata() | {
+        "test_score": test.best,
+        "seed_test_score": test.seed,
+    }
     result = CompileResult(
         best_skill=best,
         seed_skill=context.module.seed_skill,
@@ -270,22 +349,15 @@ def _finish(
         usage=context.ledger.snapshot(),
         stop_reason=stop_reason,
         run_dir=context.run.path,
-        test_score=best_test,
-        seed_test_score=seed_test,
+        test_score=test.best,
+        seed_test_score=test.seed,
+        baseline=baseline,
+        test_usage=test.usage,
         metadata=metadata,
     )
+    if result.baseline_warning is not None:
+        logger.warning("%s: %s", context.module.name, result.baseline_warning)
     context.run.save_best(best, metadata)
     context.run.save_summary(result.summary())
     context.emit("finish", **result.summary())
     return result
-
-
-def _test_mean(context: CompileContext, skill: Skill, testset: Sequence[Example]) -> float | None:
-    """The test mean, or None when the budget ran out before the test set could be scored."""
-    try:
-        report: EvaluationReport = context.evaluate(skill, testset, label="test")
-    except BudgetExceeded as exc:
-        logger.warning("the budget ran out before the test set was scored: %s", exc)
-        context.emit("test_skipped", reason=str(exc))
-        return None
-    return report.mean

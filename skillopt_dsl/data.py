@@ -4,6 +4,11 @@
 `data_files`), a `datasets.Dataset`, a `datasets.DatasetDict` (or any mapping of split name to
 rows), a list of dicts, or a list of `dspy.Example` objects. Every row becomes an `Example` with a
 stable id: the `id_field` value when given, else a content hash that does not depend on the seed.
+Which columns are inputs and which are labels is given (`input_fields` / `label_fields`), or
+inferred from a `module=` (its declared fields) or from `dspy.Example.inputs()`.
+
+`as_examples` is what `compile` calls on the lists it is given: `Example`s pass through,
+`dspy.Example`s and plain dicts become `Example`s with content-hash ids.
 
 Splitting is either by `sizes` (fractions or counts of one pool, shuffled with
 `random.Random(seed)`, so the same seed gives the same splits on every machine) or by
@@ -20,15 +25,20 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from skillopt_dsl.errors import DataError, UserInputError
 from skillopt_dsl.types import Example
+
+if TYPE_CHECKING:
+    from skillopt_dsl.module import SkillModule
 
 __all__ = [
     "DEFAULT_SIZES",
     "Example",
     "Splits",
+    "as_examples",
+    "coerce_splits",
     "content_hash",
     "from_hf",
     "load_skillopt_dir",
@@ -73,8 +83,9 @@ def load_splits(
     seed: int = 0,
     sizes: Sizes | None = None,
     split_names: SplitNames | None = None,
-    input_fields: Sequence[str],
-    label_fields: Sequence[str],
+    input_fields: Sequence[str] | None = None,
+    label_fields: Sequence[str] | None = None,
+    module: SkillModule | None = None,
     id_field: str | None = None,
     **load_kwargs: Any,
 ) -> Splits:
@@ -94,18 +105,22 @@ def load_splits(
             are allowed: each named split is shuffled and cut to its count.
         split_names: `(train_name, val_name, test_name)` to use a `DatasetDict`'s own splits;
             `test_name` may be `None` for an empty test split.
-        input_fields: columns that become `Example.inputs`.
-        label_fields: columns that become `Example.labels`.
+        input_fields: columns that become `Example.inputs`. When not given: the `module`'s
+            declared input fields, else the input keys of the first `dspy.Example` row (its
+            `.inputs()`, set with `.with_inputs(...)`).
+        label_fields: columns that become `Example.labels`. When not given: the `module`'s
+            declared output fields, else every other column of the first row (but `id_field`).
+        module: a `SkillModule` whose declared fields name the input and label columns.
         id_field: column holding a unique id; without it ids are content hashes.
         **load_kwargs: further keyword arguments for `datasets.load_dataset`.
 
     Raises:
         DataError: missing columns, a field with a missing or non-JSON value, empty train or val,
             overlapping or duplicate ids, or sizes that do not fit the data.
-        UserInputError: an unusable combination of arguments.
+        UserInputError: an unusable combination of arguments, or fields that cannot be inferred.
     """
-    fields = _Fields(tuple(input_fields), tuple(label_fields), id_field)
     loaded = _resolve_source(source, data_files=data_files, split=split, load_kwargs=load_kwargs)
+    fields = _resolve_fields(loaded, input_fields, label_fields, module, id_field)
     if split_names is not None:
         splits = _split_named(loaded, split_names, sizes=sizes, seed=seed, fields=fields)
     else:
@@ -120,8 +135,9 @@ def load_splits(
 def from_hf(
     name: str,
     *,
-    input_fields: Sequence[str],
-    label_fields: Sequence[str],
+    input_fields: Sequence[str] | None = None,
+    label_fields: Sequence[str] | None = None,
+    module: SkillModule | None = None,
     split: str | None = None,
     split_names: SplitNames | None = None,
     sizes: Sizes | None = None,
@@ -147,6 +163,7 @@ def from_hf(
         split_names=split_names,
         input_fields=input_fields,
         label_fields=label_fields,
+        module=module,
         id_field=id_field,
         **load_kwargs,
     )
@@ -184,6 +201,46 @@ def load_skillopt_dir(
     splits = Splits(parts["train"], parts["val"], parts["test"])
     _check_splits(splits)
     return splits
+
+
+def as_examples(
+    items: Iterable[Any], *, module: SkillModule | None = None, where: str = "examples"
+) -> list[Example]:
+    """Turn what a user passed to `compile` into `Example`s (what `compile` calls on its lists).
+
+    An `Example` passes through unchanged. A `dspy.Example` takes its inputs from `.inputs()`
+    (set with `.with_inputs(...)`; without them, from the `module`'s declared input fields) and
+    its labels from the other keys. A plain dict takes the `module`'s declared input fields as
+    inputs and every other key as labels; an `id` key is its id. Rows without an id get the
+    content hash of their inputs and labels, so the same row has the same id in every list
+    (a row shared by train and val is then caught as a leak).
+
+    Raises:
+        DataError: a row of an unknown kind, a missing input field or a non-JSON value.
+        UserInputError: `items` is not a list of rows, or a dict row comes without a `module`.
+    """
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+        raise UserInputError(
+            f"{where}: expected a list of Examples, dspy.Examples or dicts, "
+            f"got a {type(items).__name__}"
+        )
+    declared = tuple(getattr(module, "input_fields", None) or ())
+    converted = [_as_example(item, index, declared, where) for index, item in enumerate(items)]
+    return _fill_content_ids(converted, where=where)
+
+
+def coerce_splits(
+    module: Any,
+    trainset: Iterable[Any],
+    valset: Iterable[Any],
+    testset: Iterable[Any] | None,
+) -> tuple[list[Example], list[Example], list[Example] | None]:
+    """`compile`'s three lists as `Example`s (see `as_examples`); `testset` may be None."""
+    owner = module if hasattr(module, "input_fields") else None
+    train = as_examples(trainset, module=owner, where="trainset")
+    val = as_examples(valset, module=owner, where="valset")
+    test = None if testset is None else as_examples(testset, module=owner, where="testset")
+    return train, val, test
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,6 +314,8 @@ def _rows(source: Any, *, where: str) -> list[Row]:
 def _row(item: Any, index: int, *, where: str) -> Row:
     if isinstance(item, Mapping):
         return dict(item)
+    if _is_dspy_example(item):
+        return _dspy_row(item)
     to_dict = getattr(item, "toDict", None)
     if callable(to_dict):
         return dict(to_dict())
@@ -299,6 +358,100 @@ def _to_examples(source: Any, fields: _Fields, *, where: str) -> list[Example]:
             Example(id=_explicit_id(row, index, fields, where), inputs=inputs, labels=labels)
         )
     return _fill_content_ids(examples, where=where)
+
+
+def _as_example(item: Any, index: int, declared: tuple[str, ...], where: str) -> Example:
+    """One row as an `Example`; an empty id means "give it a content hash"."""
+    if isinstance(item, Example):
+        return item
+    if _is_dspy_example(item):
+        row = _dspy_row(item)
+        inputs = dspy_input_keys(item) or declared
+        if not inputs:
+            raise DataError(
+                f"{where} row {index} is a dspy.Example without input keys; call "
+                ".with_inputs('field', ...) on it, or pass a module that declares its inputs"
+            )
+        fields = _Fields(tuple(inputs), tuple(k for k in row if k not in inputs), None)
+        explicit = ""
+    elif isinstance(item, Mapping):
+        if not declared:
+            raise UserInputError(
+                f"{where} row {index} is a plain dict; compile needs the module's declared "
+                "input fields to split it into inputs and labels (or pass Examples)"
+            )
+        row = dict(item)
+        labels = tuple(k for k in row if k not in declared and k != "id")
+        fields = _Fields(declared, labels, None, optional_id="id")
+        explicit = _explicit_id(row, index, fields, where)
+    else:
+        raise DataError(
+            f"{where} row {index} is a {type(item).__name__}; pass skillopt_dsl.Example, "
+            "dspy.Example or dict rows"
+        )
+    _check_columns([row], fields, where=f"{where} row {index}")
+    return Example(
+        id=explicit,
+        inputs={name: _value(row, name, index, where=where) for name in fields.inputs},
+        labels={name: _value(row, name, index, where=where) for name in fields.labels},
+    )
+
+
+def _is_dspy_example(item: Any) -> bool:
+    """Duck-typed `dspy.Example`: it has `toDict()`, `inputs()` and `labels()`."""
+    return all(callable(getattr(item, name, None)) for name in ("toDict", "inputs", "labels"))
+
+
+def dspy_input_keys(item: Any) -> tuple[str, ...]:
+    """The input keys a `dspy.Example` was given with `.with_inputs(...)`, in the example's own
+    key order; () when none were set."""
+    keys = getattr(item, "_input_keys", None)
+    if not keys or not _is_dspy_example(item):
+        return ()
+    return tuple(k for k in _dspy_row(item) if k in keys)
+
+
+def _dspy_row(item: Any) -> Row:
+    """A `dspy.Example` as a plain dict, without DSPy's bookkeeping keys (`dspy_uuid`, ...)."""
+    return {k: v for k, v in item.toDict().items() if not str(k).startswith("dspy_")}
+
+
+def _resolve_fields(
+    loaded: Any,
+    input_fields: Sequence[str] | None,
+    label_fields: Sequence[str] | None,
+    module: SkillModule | None,
+    id_field: str | None,
+) -> _Fields:
+    """The input/label columns: as given, else from the module, else from the first row."""
+    if input_fields is not None and label_fields is not None:
+        return _Fields(tuple(input_fields), tuple(label_fields), id_field)
+    if module is not None:
+        inputs = tuple(input_fields) if input_fields is not None else tuple(module.input_fields)
+        labels = tuple(label_fields) if label_fields is not None else tuple(module.output_fields)
+        return _Fields(inputs, labels, id_field)
+    first = _first_row(loaded)
+    inputs = tuple(input_fields) if input_fields is not None else dspy_input_keys(first)
+    if not inputs:
+        raise UserInputError(
+            "input_fields not given and cannot be inferred: pass input_fields=[...] and "
+            "label_fields=[...], or module= (its declared fields), or dspy.Example rows "
+            "marked with .with_inputs(...)"
+        )
+    if label_fields is not None:
+        return _Fields(inputs, tuple(label_fields), id_field)
+    columns = _row(first, 0, where="dataset") if first is not None else {}
+    labels = tuple(k for k in columns if k not in inputs and k != id_field)
+    return _Fields(inputs, labels, id_field)
+
+
+def _first_row(loaded: Any) -> Any:
+    """The first row of a list, a `Dataset` or the first split of a mapping; None if empty."""
+    if isinstance(loaded, Mapping):
+        loaded = next(iter(loaded.values()), [])
+    if isinstance(loaded, str | bytes) or not isinstance(loaded, Iterable):
+        return None
+    return next(iter(loaded), None)
 
 
 def _check_columns(rows: list[Row], fields: _Fields, *, where: str) -> None:

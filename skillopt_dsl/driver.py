@@ -1,40 +1,70 @@
-"""The shared driver every optimizer runs under: it evaluates candidates and asks the gate.
+"""The shared driver every optimizer runs under, and the one door to the incumbent.
 
-Optimizers only *propose*. `CompileContext.submit(candidate, ...)` is the single path by which a
-skill can become the incumbent: it scores the candidate on the validation set (once per distinct
-text), asks the `Gate`, records the decision, saves the new version and the checkpoint. Nothing
-else in the library assigns the incumbent.
+`compile()` builds a `CompileContext` (the driver: models, gate, run directory and the run's
+private mutable state). An optimizer never holds it: `Optimizer.compile` hands it a `RunView`,
+a read-only view of the run with one `submit`. The door (`RunView.submit`):
+
+1. measures the candidate's token edit distance from the current incumbent itself and refuses
+   (records a refused step, never asks the gate) a candidate over the step's learning-rate
+   budget `max(ceil(lr * tokens(incumbent)), floor)`; the optimizer declares only the step's
+   `lr` (its schedule's value), never the change;
+2. refuses a text it has already judged (or the incumbent itself) as a *duplicate*: the
+   `Verdict` says so, and it is never an accept;
+3. otherwise scores the candidate on validation, asks the `Gate`, and records the decision,
+   the new version and the checkpoint.
+
+Only the door writes the incumbent, the history, the gate log and the scored set; they live in
+a private state object of the driver. `RunView.evaluate` refuses the gate's validation examples,
+so an optimizer that chooses among candidates chooses on training data (a mini-batch or
+`RunView.selection_split`).
 """
 
 from __future__ import annotations
 
+import copy
 import logging
+import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
+from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import EvaluationCache, EvaluationReport, evaluate
 from skillopt_dsl.gate import Gate, GateDecision
-from skillopt_dsl.lm import LM, ResponseCache, UsageLedger
+from skillopt_dsl.lm import LM, ResponseCache, UsageLedger, UsageSnapshot
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.runs import RunDirectory
-from skillopt_dsl.skill import ApplyReport, Skill
+from skillopt_dsl.skill import ApplyReport, Skill, token_distance
 from skillopt_dsl.types import Example
 
-__all__ = ["CompileContext", "StepRecord"]
+__all__ = [
+    "CompileContext",
+    "LearningRateBound",
+    "RunView",
+    "SelectionSplit",
+    "StateAfter",
+    "StepRecord",
+    "Verdict",
+]
 
 logger = logging.getLogger(__name__)
+
+RESERVED_EVENTS = frozenset({"gate", "step", "duplicate", "refused", "seed", "resume", "finish"})
+"""Events only the driver writes; `RunView.emit` refuses them."""
 
 
 @dataclass(frozen=True)
 class StepRecord:
     """One optimizer step, as kept in `CompileResult.history`.
 
-    `lr_budget` is the step's learning rate (a fraction of the document), `budget_tokens` the
-    token edit distance it allowed (with the floor for short documents), `change_tokens` and
-    `measured_change` what the candidate really changed (tokens, and relative to the longer
-    text). `accepted` is the gate's verdict (False when no candidate reached the gate).
+    `lr_budget` is the learning rate the optimizer declared (summed over the steps of a path),
+    `budget_tokens` the token edit distance the door allowed for it (with the floor for short
+    documents), `change_tokens` and `measured_change` what the candidate really changed from
+    the incumbent, measured by the door (tokens, and relative to the longer text). `accepted`
+    is the gate's verdict (False when no candidate reached the gate); `note` says "duplicate"
+    or "refused: ..." when the door stopped the candidate.
     """
 
     step: int
@@ -59,25 +89,108 @@ class StepRecord:
 
 
 @dataclass(frozen=True)
-class Proposal:
-    """A candidate handed to the driver, with what produced it (for the record)."""
+class LearningRateBound:
+    """The door's step budget: a step may move `max(ceil(lr * tokens), floor_tokens)` tokens.
+
+    `max_lr` is the most a step may declare (the optimizer's base rate; schedules only lower
+    it), fixed for the run when the optimizer starts, like `floor_tokens`.
+    """
+
+    max_lr: float
+    floor_tokens: int
+
+    def budget(self, lrs: Sequence[float], tokens: int) -> int:
+        """The tokens a path of `len(lrs)` steps may move from a document of `tokens` tokens.
+
+        Each step's budget is `max(ceil(lr * T), floor)` where `T` is the document's length at
+        that step, at most `tokens` plus the budgets of the steps before it; token edit distance
+        obeys the triangle inequality, so the path's end is within the sum.
+        """
+        total, length = 0, tokens
+        for lr in lrs:
+            step = max(math.ceil(lr * length), self.floor_tokens)
+            total, length = total + step, length + step
+        return total
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the door did with a submitted candidate.
+
+    status: "accepted" / "rejected" (the gate judged it: `decision` is its `GateDecision`),
+    "duplicate" (this text was already judged, or is the incumbent: nothing was evaluated, it
+    is never an accept), "refused" (over the learning-rate budget: the gate never saw it).
+    Optimizers treat everything but "accepted" as no progress.
+    """
+
+    status: Literal["accepted", "rejected", "duplicate", "refused"]
+    candidate_hash: str
+    change_tokens: int
+    budget_tokens: int
+    reason: str
+    decision: GateDecision | None = None
+
+    @property
+    def accepted(self) -> bool:
+        """True only when the gate accepted this candidate now."""
+        return self.status == "accepted"
+
+    @property
+    def duplicate(self) -> bool:
+        """True when the text had already been judged (or is the incumbent)."""
+        return self.status == "duplicate"
+
+    @property
+    def delta(self) -> float:
+        """The gate's score difference (candidate - incumbent); 0.0 when the gate did not run."""
+        return self.decision.delta if self.decision is not None else 0.0
+
+
+StateAfter = Callable[[Verdict], Mapping[str, Any]]
+"""`state_after(verdict)` returns the optimizer's JSON state after the verdict (checkpointed)."""
+
+
+@dataclass(frozen=True)
+class SelectionSplit:
+    """A seeded split of the training set: `fit` to learn from, `select` to choose on.
+
+    Both come from the training set, never from the gate's validation examples.
+    """
+
+    fit: tuple[Example, ...]
+    select: tuple[Example, ...]
+    fraction: float
+
+
+@dataclass
+class _RunState:
+    """The run's mutable state. Private to the driver: only the door writes it."""
+
+    incumbent: Skill
+    incumbent_report: EvaluationReport | None = None
+    version: int = 1
+    gate_log: list[GateDecision] = field(default_factory=list)
+    history: list[StepRecord] = field(default_factory=list)
+    scored: dict[str, GateDecision] = field(default_factory=dict)
+    optimizer_state: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Step:
+    """A candidate at the door, with what the optimizer declared about it."""
 
     skill: Skill
+    lrs: tuple[float, ...]
     step: int
     epoch: int
     kind: str
-    lr_budget: float
-    budget_tokens: int
-    change_tokens: int
-    measured_change: float
-    report: ApplyReport | None = None
+    report: ApplyReport | None
 
 
 class CompileContext:
-    """Everything an optimizer may use, and the one door to the incumbent (`submit`).
+    """The driver: models, gate, run directory, and the run's private state (see module doc).
 
-    Attributes an optimizer reads: `module`, `trainset`, `valset`, `target_lm`, `optimizer_lm`,
-    `rng` (the only source of randomness), `seed`, `threads`, `ledger`, `run`.
+    `compile()` and `OptunaLR` (for its trial runs) use it; optimizers get `view(bound)`.
     """
 
     def __init__(
@@ -97,7 +210,7 @@ class CompileContext:
         on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
         response_cache: ResponseCache | None = None,
     ) -> None:
-        self.module, self.trainset, self.valset = module, list(trainset), list(valset)
+        self.module, self.trainset, self.valset = module, tuple(trainset), tuple(valset)
         self.target_lm, self.optimizer_lm, self.gate = target_lm, optimizer_lm, gate
         self.ledger, self.run, self.seed, self.threads = ledger, run, seed, threads
         self.max_errors = max_errors
@@ -105,28 +218,24 @@ class CompileContext:
         self.eval_cache = EvaluationCache()
         self._on_event = on_event
         self._response_cache = response_cache
-        self._incumbent = module.seed_skill
-        self._incumbent_report: EvaluationReport | None = None
+        self._state = _RunState(incumbent=module.seed_skill)
         self.seed_report: EvaluationReport | None = None
-        self.gate_log: list[GateDecision] = []
-        self.history: list[StepRecord] = []
-        self.scored: dict[str, GateDecision] = {}
-        self.version = 1
-        self.optimizer_state: dict[str, Any] = {}
 
     def child(
         self,
         run: RunDirectory,
         *,
+        trainset: Sequence[Example],
+        valset: Sequence[Example],
         on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
     ) -> CompileContext:
-        """A fresh context for a nested run (a sweep trial) on the same module, splits, models,
-        gate, seed, ledger, response cache and evaluation cache: the budget stays global and a
-        skill already scored is not scored again. The child starts from the seed skill."""
+        """A fresh driver for a nested run (a sweep trial) on the same module, models, gate,
+        seed, ledger, response cache and evaluation cache, with its own splits: the budget stays
+        global and a skill already scored is not scored again. It starts from the seed skill."""
         child = CompileContext(
             module=self.module,
-            trainset=self.trainset,
-            valset=self.valset,
+            trainset=trainset,
+            valset=valset,
             target_lm=self.target_lm,
             optimizer_lm=self.optimizer_lm,
             gate=self.gate,
@@ -141,20 +250,47 @@ class CompileContext:
         child.eval_cache = self.eval_cache
         return child
 
-    # -- read-only views -------------------------------------------------------------------
+    def view(self, bound: LearningRateBound) -> RunView:
+        """The read-only view an optimizer runs with; its door enforces `bound`."""
+        if not 0 < bound.max_lr <= 1 or bound.floor_tokens < 0:
+            raise UserInputError(f"a learning-rate bound needs 0 < max_lr <= 1, floor >= 0: {bound}")
+        return RunView(self, bound)
+
+    # -- read-only state ---------------------------------------------------------------------
     @property
     def incumbent(self) -> Skill:
-        """The best skill so far (changed only by `submit` on an accepted gate decision)."""
-        return self._incumbent
+        """The best skill so far (changed only by the door on an accepted gate decision)."""
+        return self._state.incumbent
 
     @property
     def incumbent_report(self) -> EvaluationReport:
         """The incumbent's validation report."""
-        if self._incumbent_report is None:
-            self._incumbent_report = self.evaluate(self._incumbent, self.valset, label="val")
+        if self._state.incumbent_report is None:
+            report = self.evaluate(self._state.incumbent, self.valset, label="val")
+            self._state.incumbent_report = report
             if self.seed_report is None:
-                self.seed_report = self._incumbent_report
-        return self._incumbent_report
+                self.seed_report = report
+        return self._state.incumbent_report
+
+    @property
+    def version(self) -> int:
+        """The incumbent's version number (1 = the seed)."""
+        return self._state.version
+
+    @property
+    def gate_log(self) -> tuple[GateDecision, ...]:
+        """Every gate decision, in order."""
+        return tuple(self._state.gate_log)
+
+    @property
+    def history(self) -> tuple[StepRecord, ...]:
+        """Every optimizer step, in order."""
+        return tuple(self._state.history)
+
+    @property
+    def optimizer_state(self) -> dict[str, Any]:
+        """A copy of the optimizer's last checkpointed state ({} on a fresh run)."""
+        return copy.deepcopy(self._state.optimizer_state)
 
     # -- evaluation --------------------------------------------------------------------------
     def evaluate(
@@ -170,78 +306,85 @@ class CompileContext:
             max_errors=self.max_errors,
             cache=self.eval_cache,
             seed=self.seed,
+            extra_metrics=self.gate.guard_metrics(),
             progress=False,
         )
         self.emit("evaluation", split=label, **report.summary())
         return report
 
-    # -- the gate ----------------------------------------------------------------------------
-    def submit(
-        self, proposal: Proposal, state_after: Callable[[GateDecision], Mapping[str, Any]]
-    ) -> GateDecision:
-        """Score a candidate on validation, ask the gate, and record everything.
-
-        A candidate whose text was already scored is not evaluated again: its earlier decision
-        is returned (and it can never be accepted twice, since it no longer beats the incumbent).
-        `state_after(decision)` returns the optimizer's state after this decision; it is saved in
-        the checkpoint written right after the decision.
-        """
-        candidate = proposal.skill
+    # -- the door ----------------------------------------------------------------------------
+    def _submit(self, step: _Step, bound: LearningRateBound, state_after: StateAfter) -> Verdict:
+        """The door (see the module docstring); `RunView.submit` is its only caller."""
+        candidate, incumbent = step.skill, self._state.incumbent
+        budget = bound.budget(step.lrs, incumbent.token_count)
+        change = token_distance(incumbent.text, candidate.text)
+        refusal = _refusal(step.lrs, bound, change, budget)
+        if refusal is not None:
+            self.emit("refused", candidate_hash=candidate.hash, step=step.step, reason=refusal)
+            verdict = Verdict("refused", candidate.hash, change, budget, refusal)
+            return self._close(step, verdict, state_after, score=None, note=f"refused: {refusal}")
+        if candidate.hash == incumbent.hash or candidate.hash in self._state.scored:
+            reason = "duplicate: this text was already judged (or is the incumbent)"
+            self.emit("duplicate", candidate_hash=candidate.hash, step=step.step)
+            verdict = Verdict("duplicate", candidate.hash, change, budget, reason)
+            return self._close(step, verdict, state_after, score=None, note="duplicate")
         incumbent_report = self.incumbent_report
-        previous = self.scored.get(candidate.hash)
-        if previous is not None:
-            self.emit("duplicate", candidate_hash=candidate.hash, step=proposal.step)
-            self._record_step(
-                proposal, accepted=False, score=previous.candidate_score, note="duplicate"
-            )
-            self.optimizer_state = dict(state_after(previous))
-            return previous
         report = self.evaluate(candidate, self.valset, label="val")
-        decision = self.gate.decide(report, incumbent_report)
-        self.scored[candidate.hash] = decision
-        self.gate_log.append(decision)
-        self.emit("gate", step=proposal.step, epoch=proposal.epoch, **decision.to_dict())
+        decision = self.gate.decide(report, incumbent_report, decision_index=len(self.gate_log))
+        self._state.scored[candidate.hash] = decision
+        self._state.gate_log.append(decision)
+        self.emit("gate", step=step.step, epoch=step.epoch, **decision.to_dict())
         if decision.accepted:
             self._accept(candidate, report, decision)
-        self._record_step(proposal, accepted=decision.accepted, score=decision.candidate_score)
-        self.optimizer_state = dict(state_after(decision))
-        self.checkpoint()
-        return decision
+        status: Literal["accepted", "rejected"] = "accepted" if decision.accepted else "rejected"
+        verdict = Verdict(status, candidate.hash, change, budget, decision.reason, decision)
+        return self._close(step, verdict, state_after, score=decision.candidate_score, note="")
 
-    def _accept(self, candidate: Skill, report: EvaluationReport, decision: GateDecision) -> None:
-        self._incumbent, self._incumbent_report = candidate, report
-        self.version += 1
-        self.run.save_version(self.version, candidate)
-        self.run.save_best(candidate, self.export_metadata())
-        logger.info("accepted v%04d: val %.4f (+%.4f)", self.version, report.mean, decision.delta)
-
-    def _record_step(
-        self, proposal: Proposal, *, accepted: bool, score: float | None, note: str = ""
-    ) -> None:
+    def _close(
+        self,
+        step: _Step,
+        verdict: Verdict,
+        state_after: StateAfter,
+        *,
+        score: float | None,
+        note: str,
+    ) -> Verdict:
+        longer = max(self._state.incumbent.token_count, step.skill.token_count, 1)
         self._append_step(
-            step=proposal.step,
-            epoch=proposal.epoch,
-            kind=proposal.kind,
-            lr_budget=proposal.lr_budget,
-            budget_tokens=proposal.budget_tokens,
-            change_tokens=proposal.change_tokens,
-            measured_change=proposal.measured_change,
-            accepted=accepted,
-            candidate_hash=proposal.skill.hash,
+            step=step.step,
+            epoch=step.epoch,
+            kind=step.kind,
+            lr_budget=sum(step.lrs),
+            budget_tokens=verdict.budget_tokens,
+            change_tokens=verdict.change_tokens,
+            measured_change=min(verdict.change_tokens / longer, 1.0),
+            accepted=verdict.accepted,
+            candidate_hash=step.skill.hash,
             val_score=score,
-            edit_report=[o.to_dict() for o in proposal.report.outcomes] if proposal.report else [],
+            edit_report=[o.to_dict() for o in step.report.outcomes] if step.report else [],
             note=note,
         )
+        self._state.optimizer_state = copy.deepcopy(dict(state_after(verdict)))
+        self.checkpoint()
+        return verdict
 
-    def record_empty_step(
-        self, *, step: int, epoch: int, kind: str, lr_budget: float, budget_tokens: int, note: str
+    def _accept(self, candidate: Skill, report: EvaluationReport, decision: GateDecision) -> None:
+        self._state.incumbent, self._state.incumbent_report = candidate, report
+        self._state.version += 1
+        self.run.save_version(self._state.version, candidate)
+        self.run.save_best(candidate, self.export_metadata())
+        logger.info(
+            "accepted v%04d: val %.4f (+%.4f)", self._state.version, report.mean, decision.delta
+        )
+
+    def _record_empty_step(
+        self, *, step: int, epoch: int, kind: str, lr: float, budget_tokens: int, note: str
     ) -> None:
-        """Record a step that produced no candidate (nothing reached the gate)."""
         self._append_step(
             step=step,
             epoch=epoch,
             kind=kind,
-            lr_budget=lr_budget,
+            lr_budget=lr,
             budget_tokens=budget_tokens,
             change_tokens=0,
             measured_change=0.0,
@@ -257,7 +400,7 @@ class CompileContext:
             calls=usage.calls,
             cost_usd=usage.cost_usd,
         )
-        self.history.append(record)
+        self._state.history.append(record)
         self.emit("step", **record.to_dict())
 
     # -- records -----------------------------------------------------------------------------
@@ -277,23 +420,24 @@ class CompileContext:
             "seed_val_score": seed_score,
             "model": self.target_lm.model,
             "optimizer_model": self.optimizer_lm.model,
-            "version": self.version,
+            "version": self._state.version,
             "run_id": self.run.path.name if self.run.path else None,
         }
 
     def checkpoint(self) -> None:
         """Write the resumable state (atomically)."""
+        state = self._state
         self.run.save_checkpoint(
             {
                 "driver": {
-                    "incumbent": self._incumbent.text,
-                    "version": self.version,
-                    "gate_log": [d.to_dict() for d in self.gate_log],
-                    "scored": {h: d.to_dict() for h, d in self.scored.items()},
-                    "history": [r.to_dict() for r in self.history],
+                    "incumbent": state.incumbent.text,
+                    "version": state.version,
+                    "gate_log": [d.to_dict() for d in state.gate_log],
+                    "scored": {h: d.to_dict() for h, d in state.scored.items()},
+                    "history": [r.to_dict() for r in state.history],
                     "rng": _rng_to_json(self.rng),
                 },
-                "optimizer": self.optimizer_state,
+                "optimizer": state.optimizer_state,
                 "usage": self.ledger.snapshot().to_dict(),
                 "cache_rowid": self._response_cache.max_rowid if self._response_cache else 0,
                 "events": len(self.run.events),
@@ -303,14 +447,198 @@ class CompileContext:
     def restore(self, checkpoint: Mapping[str, Any]) -> None:
         """Load the state written by `checkpoint` (the incumbent is re-scored from the cache)."""
         driver = checkpoint["driver"]
-        self._incumbent = Skill(driver["incumbent"])
-        self._incumbent_report = None
-        self.version = int(driver["version"])
-        self.gate_log = [GateDecision.from_dict(d) for d in driver["gate_log"]]
-        self.scored = {h: GateDecision.from_dict(d) for h, d in driver["scored"].items()}
-        self.history = [StepRecord(**r) for r in driver["history"]]
+        self._state = _RunState(
+            incumbent=Skill(driver["incumbent"]),
+            version=int(driver["version"]),
+            gate_log=[GateDecision.from_dict(d) for d in driver["gate_log"]],
+            history=[StepRecord(**r) for r in driver["history"]],
+            scored={h: GateDecision.from_dict(d) for h, d in driver["scored"].items()},
+            optimizer_state=dict(checkpoint.get("optimizer", {})),
+        )
         self.rng.setstate(_rng_from_json(driver["rng"]))
-        self.optimizer_state = dict(checkpoint.get("optimizer", {}))
+
+
+def _refusal(
+    lrs: Sequence[float], bound: LearningRateBound, change: int, budget: int
+) -> str | None:
+    """Why the door refuses a candidate (None: it may go to the gate)."""
+    if not lrs:
+        return "no learning rate declared for the step"
+    over = [lr for lr in lrs if not 0 < lr <= bound.max_lr]
+    if over:
+        return f"declared lr {over[0]} outside (0, {bound.max_lr}] (the run's learning rate)"
+    if change > budget:
+        return f"over the learning-rate budget ({change} > {budget} tokens from the incumbent)"
+    return None
+
+
+class RunView:
+    """What an optimizer sees of a run: read-only, plus one door (`submit`).
+
+    Read: `module`, `trainset`, `seed`, `threads`, `target_lm`, `optimizer_lm`, `rng` (the only
+    source of randomness), `incumbent`, `version`, `bound`, `run_path`, `optimizer_state` (a copy of the
+    state saved with the last verdict; {} on a fresh run), `usage()`. Use: `evaluate` (never on
+    the gate's validation examples), `selection_split`, `submit`, `record_empty_step`, `emit`,
+    and for sweeps `trial_driver`. The gate's validation examples, the gate log, the history
+    and the scored set are not reachable from here.
+    """
+
+    __slots__ = ("__driver", "_bound", "_val_ids")
+
+    def __init__(self, driver: CompileContext, bound: LearningRateBound) -> None:
+        self.__driver = driver
+        self._bound = bound
+        self._val_ids = frozenset(e.id for e in driver.valset)
+
+    # -- read-only -------------------------------------------------------------------------
+    @property
+    def module(self) -> SkillModule:
+        """The task."""
+        return self.__driver.module
+
+    @property
+    def trainset(self) -> tuple[Example, ...]:
+        """The examples the optimizer learns (and chooses) from."""
+        return self.__driver.trainset
+
+    @property
+    def seed(self) -> int:
+        """The run's seed."""
+        return self.__driver.seed
+
+    @property
+    def threads(self) -> int:
+        """Parallel model calls during evaluation."""
+        return self.__driver.threads
+
+    @property
+    def target_lm(self) -> LM:
+        """The model the skill is written for."""
+        return self.__driver.target_lm
+
+    @property
+    def optimizer_lm(self) -> LM:
+        """The model that proposes edits."""
+        return self.__driver.optimizer_lm
+
+    @property
+    def rng(self) -> random.Random:
+        """The run's only source of randomness (checkpointed with every verdict)."""
+        return self.__driver.rng
+
+    @property
+    def incumbent(self) -> Skill:
+        """The best skill so far (immutable)."""
+        return self.__driver.incumbent
+
+    @property
+    def version(self) -> int:
+        """The incumbent's version (1 = the seed)."""
+        return self.__driver.version
+
+    @property
+    def run_path(self) -> Path | None:
+        """The run directory (None for a run without one), to place an optimizer's own files."""
+        return self.__driver.run.path
+
+    @property
+    def bound(self) -> LearningRateBound:
+        """The door's learning-rate bound for this run."""
+        return self._bound
+
+    @property
+    def optimizer_state(self) -> dict[str, Any]:
+        """A copy of the state saved with the last verdict ({} on a fresh run)."""
+        return self.__driver.optimizer_state
+
+    def usage(self) -> UsageSnapshot:
+        """What the run has spent so far."""
+        return self.__driver.ledger.snapshot()
+
+    def step_budget(self, lr: float) -> int:
+        """The tokens one step at `lr` may move from the current incumbent (as the door counts)."""
+        return self._bound.budget([lr], self.__driver.incumbent.token_count)
+
+    # -- training-facing actions -----------------------------------------------------------
+    def evaluate(
+        self, skill: Skill, examples: Sequence[Example], *, label: str = "train"
+    ) -> EvaluationReport:
+        """Score `skill` on training examples (cached). The gate's examples are refused."""
+        leaked = sorted(e.id for e in examples if e.id in self._val_ids)
+        if leaked:
+            raise UserInputError(
+                f"optimizers may not evaluate on the gate's validation examples {leaked[:5]}: "
+                "choose on a training mini-batch or on view.selection_split(...)"
+            )
+        return self.__driver.evaluate(skill, examples, label=label)
+
+    def selection_split(self, fraction: float) -> SelectionSplit:
+        """Carve a seeded selection split (`fraction` of the trainset, at least 1 example) off
+        the training set; the same for a given seed and trainset. Needs 2+ training examples."""
+        if not 0 < fraction < 1:
+            raise UserInputError(f"selection fraction must be in (0, 1), got {fraction}")
+        ordered = sorted(self.trainset, key=lambda e: e.id)
+        if len(ordered) < 2:
+            raise UserInputError(
+                f"a selection split needs at least 2 training examples, got {len(ordered)}"
+            )
+        random.Random(f"selection-split:{self.seed}").shuffle(ordered)
+        size = min(max(1, round(fraction * len(ordered))), len(ordered) - 1)
+        split = SelectionSplit(tuple(ordered[size:]), tuple(ordered[:size]), fraction)
+        self.__driver.emit(
+            "selection_split", fraction=fraction, select_ids=[e.id for e in split.select]
+        )
+        return split
+
+    def emit(self, event: str, /, **payload: Any) -> None:
+        """Append an optimizer event to the run (the driver's own event names are refused)."""
+        if event in RESERVED_EVENTS:
+            raise UserInputError(f"event {event!r} is written by the driver only")
+        self.__driver.emit(event, **payload)
+
+    # -- the door --------------------------------------------------------------------------
+    def submit(
+        self,
+        candidate: Skill,
+        *,
+        lr: float | Sequence[float],
+        step: int,
+        epoch: int,
+        kind: str,
+        state_after: StateAfter,
+        report: ApplyReport | None = None,
+    ) -> Verdict:
+        """Hand a candidate to the door; see the module docstring.
+
+        `lr` is the step's learning rate (its schedule's value), or, for a candidate reached by
+        several consecutive steps (a sweep trial's result), the learning rate of each step. The
+        door measures the change from the incumbent itself. `state_after(verdict)` returns the
+        optimizer's JSON state after the verdict; it is checkpointed with it.
+        """
+        lrs = (float(lr),) if isinstance(lr, int | float) else tuple(float(x) for x in lr)
+        entry = _Step(candidate, lrs, step, epoch, kind, report)
+        return self.__driver._submit(entry, self._bound, state_after)
+
+    def record_empty_step(self, *, step: int, epoch: int, kind: str, lr: float, note: str) -> None:
+        """Record a step that produced no candidate (nothing reached the door)."""
+        self.__driver._record_empty_step(
+            step=step, epoch=epoch, kind=kind, lr=lr, budget_tokens=self.step_budget(lr), note=note
+        )
+
+    def trial_driver(
+        self,
+        split: SelectionSplit,
+        run: RunDirectory,
+        *,
+        on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
+    ) -> CompileContext:
+        """A separate driver for a sweep trial: it learns on `split.fit` and its gate decides
+        on `split.select` (training examples only). Its incumbent is not this run's."""
+        train_ids = {e.id for e in self.trainset}
+        outside = [e.id for e in (*split.fit, *split.select) if e.id not in train_ids]
+        if outside:
+            raise UserInputError(f"a trial may only use training examples; not: {outside[:5]}")
+        return self.__driver.child(run, trainset=split.fit, valset=split.select, on_event=on_event)
 
 
 def _rng_to_json(rng: random.Random) -> list[Any]:

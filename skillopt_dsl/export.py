@@ -2,7 +2,9 @@
 
 The body after the front matter is byte-for-byte the system message the target model received,
 so `load_skill(export_skill(skill, ...))` returns `skill` unchanged. `export_agent_skill` writes
-the `<name>/SKILL.md` folder layout that Claude Code and Codex read.
+the folder layout each agent reads (`<name>/SKILL.md` for Claude Code and Codex skills,
+`AGENTS.md`), with the front matter that agent expects; `install_skill` puts a skill where an
+agent CLI started in a workspace reads it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -21,9 +23,12 @@ from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.skill import Skill
 
 __all__ = [
+    "AgentKind",
+    "SkillLayout",
     "atomic_write_text",
     "export_agent_skill",
     "export_skill",
+    "install_skill",
     "load_skill",
     "safe_skill_name",
 ]
@@ -102,6 +107,12 @@ def safe_skill_name(name: str) -> str:
     return cleaned
 
 
+AgentKind = Literal["claude", "codex", "agents-md"]
+"""Which agent an exported skill is for (see `export_agent_skill`)."""
+
+_DESCRIPTION_LIMITS: dict[str, int] = {"claude": 1024, "codex": 500}
+
+
 def export_agent_skill(
     skill: Skill,
     folder: str | Path,
@@ -109,17 +120,63 @@ def export_agent_skill(
     name: str,
     description: str,
     metadata: Mapping[str, Any] | None = None,
+    agent: AgentKind = "claude",
 ) -> Path:
-    """Write `<folder>/<name>/SKILL.md` (agent-skill layout); the name is sanitised, never a path."""
-    safe = safe_skill_name(name)
+    """Write the skill where `agent` reads it, with the front matter that agent expects.
+
+    - `"claude"` (Claude Code / Agent Skills): `<folder>/<name>/SKILL.md`, front matter `name`,
+      `description` (at most 1024 characters) and `metadata` (scores, hashes) when given.
+    - `"codex"` (Codex skills): `<folder>/<name>/SKILL.md`, front matter `name` and `description`
+      only (at most 500 characters); `metadata` is not written.
+    - `"agents-md"` (Codex and other agents reading `AGENTS.md`): `<folder>/AGENTS.md`, the skill
+      text with no front matter (the file is plain markdown).
+
+    The name is sanitised, never a path; nothing is written outside `folder`.
+    """
     root = Path(folder).resolve()
+    if agent == "agents-md":
+        target = root / "AGENTS.md"
+        atomic_write_text(target, skill.text)
+        return target
+    if agent not in _DESCRIPTION_LIMITS:
+        raise UserInputError(f"unknown agent {agent!r}; choose 'claude', 'codex' or 'agents-md'")
+    safe = safe_skill_name(name)
     target = (root / safe / "SKILL.md").resolve()
     if root not in target.parents:
         raise UserInputError(f"refusing to write outside {root}: {target}")
-    if not description.strip():
+    one_line = " ".join(description.split())
+    if not one_line:
         raise UserInputError("an agent skill needs a one-line description of when to use it")
-    extra = {"metadata": dict(metadata)} if metadata else {}
-    fields = {"name": safe, "description": " ".join(description.split()), **extra}
+    limit = _DESCRIPTION_LIMITS[agent]
+    if len(one_line) > limit:
+        raise UserInputError(
+            f"{agent} reads skill descriptions of at most {limit} characters; this one has "
+            f"{len(one_line)}: shorten the module's docstring or pass a shorter description"
+        )
+    extra = {"metadata": dict(metadata)} if metadata and agent == "claude" else {}
+    fields = {"name": safe, "description": one_line, **extra}
     dumped = yaml.safe_dump(fields, sort_keys=False, allow_unicode=True)
     atomic_write_text(target, _FRONT + dumped + "---\n" + skill.text)
     return target
+
+
+SkillLayout = Literal["claude", "agents-md"]
+"""Where an agent CLI reads its skill inside a workspace (see `install_skill`)."""
+
+
+def install_skill(
+    skill: Skill, workspace: str | Path, *, layout: SkillLayout, name: str, description: str
+) -> Path:
+    """Put `skill` where an agent CLI started in `workspace` reads it; returns the file.
+
+    `"claude"`: `<workspace>/.claude/skills/<name>/SKILL.md` (Claude Code's project skills);
+    `"agents-md"`: `<workspace>/AGENTS.md` (Codex and other agents).
+    """
+    if layout == "claude":
+        folder = Path(workspace) / ".claude" / "skills"
+        return export_agent_skill(skill, folder, name=name, description=description)
+    if layout == "agents-md":
+        return export_agent_skill(
+            skill, workspace, name=name, description=description, agent="agents-md"
+        )
+    raise UserInputError(f"unknown skill layout {layout!r}; choose 'claude' or 'agents-md'")

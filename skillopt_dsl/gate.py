@@ -1,29 +1,53 @@
 """The strict-improvement gate: the only way a candidate skill replaces the incumbent.
 
-`Gate.decide(candidate, incumbent)` is pure and deterministic. A candidate is accepted only when,
-on the *same* validation examples:
+`Gate.decide(candidate, incumbent, decision_index=k)` is pure and deterministic. A candidate is
+accepted only when, on the *same* validation examples:
 
-1. its mean score is strictly greater than the incumbent's (ties are rejected);
+1. its credited mean score is strictly greater than the incumbent's (ties are rejected);
 2. the gain is greater than `min_delta`;
-3. when `test="paired"`, a one-sided Wilcoxon signed-rank test on the per-example differences
-   gives p < `alpha`;
+3. (default) an exact one-sided paired test on the per-example credited scores gives
+   p <= alpha_k, the share of the run's significance spent on decision k (see below);
 4. no guard regresses beyond its tolerance.
 
-Errored rollouts (calls that still failed after the model layer's retries) score 0. On an
-example where the *incumbent's* rollout errored, the candidate is credited 0 as well (its
-`candidate_score` is this credited mean), so errors can only hurt a candidate, never help it.
+**Credited scores.** A rollout whose model call failed (after the model layer's retries) scores
+0, whatever the metric would say; on an example where the *incumbent's* call failed, the
+candidate is credited 0 as well. Errors can only hurt a candidate, never help it: a candidate
+whose calls all fail scores 0 and is never accepted.
+
+**The paired test.** On the per-example differences d_i = candidate_i - incumbent_i (zeros
+dropped), the Wilcoxon signed-rank statistic W+ (sum of the ranks of |d_i| over the positive d_i,
+mid-ranks for ties) is compared with its exact conditional null distribution: under "the edit has
+no effect" the candidate's and incumbent's outcomes on an example are exchangeable, so each sign
+is +/- with probability 1/2 independently given the |d_i|. When all |d_i| are equal (0/1 scores)
+this is exactly the sign test, p = P(Binomial(n, 1/2) >= wins). Above `EXACT_LIMIT` non-zero
+differences a normal approximation with tie correction is used (recorded as such).
+
+**Significance spent across the run.** With `spending="run"` (default) decision k = 1, 2, ...
+(`decision_index = k - 1`) is tested at alpha_k = alpha * 6 / (pi^2 k^2). Since
+sum_k 6 / (pi^2 k^2) = 1, the chance that *any* decision of a run accepts a useless edit is at
+most alpha, however many decisions the run makes (a union bound; the plan need not be known).
+`spending="per-decision"` tests every decision at alpha (not noise-safe over a run).
+`Gate.mean_only()` is SkillOpt's rule (strict mean gain only), also not noise-safe.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from skillopt_dsl.errors import UserInputError
-from skillopt_dsl.evaluate import EvaluationReport
+from skillopt_dsl.evaluate import EvaluationReport, Rollout
 
-__all__ = ["Gate", "GateDecision", "Guard"]
+__all__ = ["EXACT_LIMIT", "Gate", "GateDecision", "Guard", "PairedTest", "paired_test"]
+
+EXACT_LIMIT = 500
+"""Above this many non-zero differences the signed-rank test uses the normal approximation."""
+
+_EPS = 1e-12
+
+MetricFn = Callable[..., Any]
 
 
 @dataclass(frozen=True)
@@ -31,28 +55,45 @@ class Guard:
     """A secondary measure that must not regress by more than `tolerance`.
 
     `measure(report) -> float` reads a number off an evaluation report; `higher_is_better` says
-    which direction is a regression. Built-ins: `Guard.metric(name)` (an extra metric recorded by
-    `evaluate(..., extra_metrics=...)`), `Guard.error_rate()`, `Guard.output_tokens()`.
+    which direction is a regression. Built-ins: `Guard.metric(name, fn)` (a metric function the
+    driver records on every validation rollout), `Guard.error_rate()`, `Guard.output_tokens()`.
+    `metric_fn` is the function behind a metric guard (None for the others).
     """
 
     name: str
     measure: Callable[[EvaluationReport], float]
     tolerance: float = 0.0
     higher_is_better: bool = True
+    metric_fn: MetricFn | None = None
 
     @staticmethod
-    def metric(name: str, tolerance: float = 0.0) -> Guard:
-        """Guard the mean of an extra metric recorded under `name`."""
+    def metric(name: str, fn: MetricFn, tolerance: float = 0.0) -> Guard:
+        """Guard the mean of `fn(example, prediction)` (a metric: float, bool or `Score`).
+
+        `compile` records `fn` on every validation rollout (see `Gate.guard_metrics`); a rollout
+        whose model call failed scores 0 for it, without calling `fn`.
+
+        >>> guard = Guard.metric("brevity", lambda example, prediction: len(prediction.raw) < 80)
+        >>> guard.name, guard.tolerance
+        ('brevity', 0.0)
+        """
+        if not callable(fn):
+            raise UserInputError(
+                f"Guard.metric({name!r}, fn): fn must be a metric function "
+                f"(example, prediction) -> float | bool | Score, got {type(fn).__name__}"
+            )
 
         def measure(report: EvaluationReport) -> float:
-            values = [r.extra_scores[name] for r in report.records if name in r.extra_scores]
-            if len(values) != len(report.records):
+            missing = [r.example_id for r in report.records if name not in r.extra_scores]
+            if missing:
                 raise UserInputError(
-                    f"guard {name!r}: pass it in evaluate(extra_metrics={{{name!r}: ...}})"
+                    f"guard {name!r} has no scores on {missing[:5]}: evaluate with "
+                    f"extra_metrics=gate.guard_metrics() (compile does this for you)"
                 )
+            values = [_credited(r, r.extra_scores[name]) for r in report.records]
             return sum(values) / len(values) if values else 0.0
 
-        return Guard(name=name, measure=measure, tolerance=tolerance)
+        return Guard(name=name, measure=measure, tolerance=tolerance, metric_fn=fn)
 
     @staticmethod
     def error_rate(tolerance: float = 0.0) -> Guard:
@@ -80,7 +121,13 @@ class Guard:
 
 @dataclass(frozen=True)
 class GateDecision:
-    """The record of one gate decision, written to the run directory."""
+    """The record of one gate decision, written to the run directory.
+
+    `candidate_score` and `incumbent_score` are credited means (failed calls count 0; see the
+    module docstring). `test` names the paired test that ran ("sign", "signed-rank",
+    "signed-rank-normal"; None when none ran), `p_value` its one-sided p-value, `alpha` the
+    significance this decision was allowed to spend and `decision_index` its place in the run.
+    """
 
     accepted: bool
     candidate_score: float
@@ -93,6 +140,9 @@ class GateDecision:
     statistic: float | None = None
     p_value: float | None = None
     guards: dict[str, dict[str, float]] = field(default_factory=dict)
+    test: str | None = None
+    alpha: float | None = None
+    decision_index: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
@@ -105,80 +155,123 @@ class GateDecision:
 
 
 @dataclass(frozen=True)
+class PairedTest:
+    """The outcome of `paired_test`: which test ran, its statistic and one-sided p-value."""
+
+    name: str
+    statistic: float
+    p_value: float
+
+
+TestName = Literal["paired"]
+Spending = Literal["run", "per-decision"]
+
+
+@dataclass(frozen=True)
 class Gate:
-    """Accept a candidate only on a strict validation improvement (see the module docstring).
+    """Accept a candidate only on a significant strict validation improvement (module docstring).
 
     Args:
-        min_delta: the gain must exceed this (0.0: any strict gain).
-        test: None, or "paired" for a one-sided Wilcoxon signed-rank test.
-        alpha: significance level of the paired test.
+        min_delta: the gain in credited mean must exceed this (0.0: any strict gain).
+        test: "paired" (default): the exact one-sided paired test; None: mean only.
+        alpha: the run's significance level (the chance a useless edit passes any decision).
+        spending: "run" (default): decision k is tested at alpha * 6 / (pi^2 k^2), so the whole
+            run spends at most alpha; "per-decision": every decision at alpha (not noise-safe).
         guards: secondary measures that must not regress.
     """
 
     min_delta: float = 0.0
-    test: Literal["paired"] | None = None
+    test: TestName | None = "paired"
     alpha: float = 0.05
+    spending: Spending = "run"
     guards: Sequence[Guard] = ()
 
     def __post_init__(self) -> None:
         if self.min_delta < 0:
             raise UserInputError(f"min_delta must be >= 0, got {self.min_delta}")
         if self.test not in (None, "paired"):
-            raise UserInputError(f"test must be None or 'paired', got {self.test!r}")
+            raise UserInputError(
+                f"test must be 'paired' or None (mean only: Gate.mean_only()), got {self.test!r}"
+            )
         if not 0 < self.alpha < 1:
             raise UserInputError(f"alpha must be in (0, 1), got {self.alpha}")
+        if self.spending not in ("run", "per-decision"):
+            raise UserInputError(
+                f"spending must be 'run' or 'per-decision', got {self.spending!r}"
+            )
+        names = [g.name for g in self.guards]
+        if len(set(names)) != len(names):
+            raise UserInputError(f"guard names must be unique, got {names}")
 
-    def decide(self, candidate: EvaluationReport, incumbent: EvaluationReport) -> GateDecision:
-        """Compare two reports on the same validation examples; pure and deterministic."""
+    @classmethod
+    def mean_only(cls, *, min_delta: float = 0.0, guards: Sequence[Guard] = ()) -> Gate:
+        """SkillOpt's rule: accept any strict gain in mean (ties rejected), no test.
+
+        Not noise-safe: on an 18-example validation set whose outcomes flip at random, a run of
+        four useless edits passes it most of the time (see bench/bench_gate_noise.py).
+        """
+        return cls(min_delta=min_delta, test=None, guards=guards)
+
+    def guard_metrics(self) -> dict[str, MetricFn]:
+        """The metric functions of the metric guards, by name (`evaluate(extra_metrics=...)`)."""
+        return {g.name: g.metric_fn for g in self.guards if g.metric_fn is not None}
+
+    def alpha_for(self, decision_index: int) -> float | None:
+        """The significance decision `decision_index` (0-based) may spend; None without a test."""
+        if decision_index < 0:
+            raise UserInputError(f"decision_index must be >= 0, got {decision_index}")
+        if self.test is None:
+            return None
+        if self.spending == "per-decision":
+            return self.alpha
+        return self.alpha * 6.0 / (math.pi**2 * (decision_index + 1) ** 2)
+
+    def decide(
+        self, candidate: EvaluationReport, incumbent: EvaluationReport, *, decision_index: int = 0
+    ) -> GateDecision:
+        """Compare two reports on the same validation examples; pure and deterministic.
+
+        `decision_index` is how many gate decisions the run made before this one (the driver
+        passes `len(gate_log)`); it fixes the share of alpha this decision may spend.
+        """
         _check_same_examples(candidate, incumbent)
-        credited = _credited_scores(candidate, incumbent)
-        candidate_mean = sum(credited.values()) / len(credited)
-        delta = candidate_mean - incumbent.mean
+        alpha_k = self.alpha_for(decision_index)
+        pairs = credited_pairs(candidate, incumbent)
+        candidate_mean = sum(c for c, _ in pairs) / len(pairs)
+        incumbent_mean = sum(i for _, i in pairs) / len(pairs)
+        delta = candidate_mean - incumbent_mean
 
         def verdict(accepted: bool, reason: str, **extra: Any) -> GateDecision:
             return GateDecision(
                 accepted=accepted,
                 candidate_score=candidate_mean,
-                incumbent_score=incumbent.mean,
+                incumbent_score=incumbent_mean,
                 delta=delta,
                 reason=reason,
                 candidate_hash=candidate.skill_hash,
                 incumbent_hash=incumbent.skill_hash,
-                n_examples=len(candidate.records),
+                n_examples=len(pairs),
+                alpha=alpha_k,
+                decision_index=decision_index,
                 **extra,
             )
 
-        if not delta > 1e-12:
+        if not delta > _EPS:
             return verdict(False, _tie_or_loss(delta))
         if delta <= self.min_delta:
             return verdict(False, f"gain {delta:.4f} is not above min_delta {self.min_delta}")
-        statistic, p_value = self._paired_test(credited, incumbent)
-        tested = {"statistic": statistic, "p_value": p_value}
-        if p_value is not None and p_value >= self.alpha:
-            return verdict(
-                False,
-                f"paired test not significant (p={p_value:.4f} >= alpha={self.alpha})",
-                **tested,
-            )
+        tested: dict[str, Any] = {}
+        if alpha_k is not None:
+            result = paired_test([c - i for c, i in pairs])
+            tested = {"test": result.name, "statistic": result.statistic, "p_value": result.p_value}
+            if result.p_value > alpha_k:
+                return verdict(False, _not_significant(result, alpha_k, decision_index), **tested)
         guard_values, regression = self._check_guards(candidate, incumbent)
         if regression is not None:
             return verdict(False, regression, guards=guard_values, **tested)
         return verdict(
             True, f"validation mean improved by {delta:.4f}", guards=guard_values, **tested
         )
-
-    def _paired_test(
-        self, credited: dict[str, float], incumbent: EvaluationReport
-    ) -> tuple[float | None, float | None]:
-        if self.test is None:
-            return None, None
-        from scipy.stats import wilcoxon
-
-        diffs = [credited[r.example_id] - r.score for r in incumbent.records]
-        if not any(diffs):
-            return 0.0, 1.0
-        result = wilcoxon(diffs, alternative="greater", zero_method="wilcox")
-        return float(result.statistic), float(result.pvalue)
 
     def _check_guards(
         self, candidate: EvaluationReport, incumbent: EvaluationReport
@@ -196,16 +289,99 @@ class Gate:
         return values, None
 
 
-def _credited_scores(candidate: EvaluationReport, incumbent: EvaluationReport) -> dict[str, float]:
-    """The candidate's per-example scores, with 0 where the incumbent's rollout errored."""
-    failed = {r.example_id for r in incumbent.records if r.error is not None}
-    return {r.example_id: 0.0 if r.example_id in failed else r.score for r in candidate.records}
+def credited_pairs(
+    candidate: EvaluationReport, incumbent: EvaluationReport
+) -> list[tuple[float, float]]:
+    """(candidate, incumbent) credited scores per example, in the incumbent's order.
+
+    A failed call scores 0 on its side; where the incumbent's call failed, the candidate is
+    credited 0 too (errors never help a candidate).
+    """
+    by_id = {r.example_id: r for r in candidate.records}
+    pairs = []
+    for held in incumbent.records:
+        challenger = by_id[held.example_id]
+        credit = 0.0 if held.error is not None else 1.0
+        pairs.append((credit * _credited(challenger, challenger.score), _credited(held, held.score)))
+    return pairs
+
+
+def _credited(rollout: Rollout, value: float) -> float:
+    return 0.0 if rollout.error is not None else value
+
+
+def paired_test(differences: Sequence[float]) -> PairedTest:
+    """One-sided exact paired test that the differences lean positive (module docstring).
+
+    >>> paired_test([1, 1, 1, 1, 1, 0, 0]).p_value  # 5 wins of 5 discordant pairs: 2**-5
+    0.03125
+    """
+    nonzero = [d for d in differences if abs(d) > _EPS]
+    if not nonzero:
+        return PairedTest("sign", 0.0, 1.0)
+    magnitudes = [round(abs(d), 9) for d in nonzero]
+    if len(set(magnitudes)) == 1:
+        wins = sum(1 for d in nonzero if d > 0)
+        return PairedTest("sign", float(wins), _binomial_upper_tail(wins, len(nonzero)))
+    ranks2 = _doubled_midranks(magnitudes)
+    w2 = sum(r for r, d in zip(ranks2, nonzero, strict=True) if d > 0)
+    if len(nonzero) > EXACT_LIMIT:
+        return PairedTest("signed-rank-normal", w2 / 2, _normal_upper_tail(w2, ranks2))
+    return PairedTest("signed-rank", w2 / 2, _exact_upper_tail(w2, ranks2))
+
+
+def _binomial_upper_tail(wins: int, n: int) -> float:
+    """P(Binomial(n, 1/2) >= wins), exact (integer arithmetic, one rounding)."""
+    return sum(math.comb(n, i) for i in range(wins, n + 1)) / 2**n
+
+
+def _doubled_midranks(magnitudes: Sequence[float]) -> list[int]:
+    """Twice the mid-ranks of `magnitudes` (integers), in their order."""
+    order = sorted(range(len(magnitudes)), key=lambda i: magnitudes[i])
+    ranks2 = [0] * len(magnitudes)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and magnitudes[order[end + 1]] == magnitudes[order[start]]:
+            end += 1
+        for position in range(start, end + 1):
+            ranks2[order[position]] = start + end + 2  # (start+1 + end+1), i.e. 2 x mid-rank
+        start = end + 1
+    return ranks2
+
+
+def _exact_upper_tail(w2: int, ranks2: Sequence[int]) -> float:
+    """P(sum of a random half-chance subset of `ranks2` >= w2), by dynamic programming."""
+    import numpy as np
+
+    probabilities = np.zeros(sum(ranks2) + 1)
+    probabilities[0] = 1.0
+    for rank in ranks2:
+        shifted = np.zeros_like(probabilities)
+        shifted[rank:] = probabilities[:-rank]
+        probabilities = 0.5 * (probabilities + shifted)
+    return float(min(1.0, probabilities[w2:].sum()))
+
+
+def _normal_upper_tail(w2: int, ranks2: Sequence[int]) -> float:
+    """Normal approximation of `_exact_upper_tail` (tie-corrected, continuity-corrected)."""
+    mean = sum(ranks2) / 2
+    sd = math.sqrt(sum(r * r for r in ranks2) / 4)
+    z = (w2 - 1 - mean) / sd
+    return 0.5 * math.erfc(z / math.sqrt(2))
 
 
 def _tie_or_loss(delta: float) -> str:
-    if abs(delta) <= 1e-12:
+    if abs(delta) <= _EPS:
         return "tie: equal validation mean (ties are rejected)"
     return f"no improvement: validation mean changed by {delta:.4f}"
+
+
+def _not_significant(result: PairedTest, alpha_k: float, decision_index: int) -> str:
+    return (
+        f"{result.name} test not significant: p={result.p_value:.4g} > alpha={alpha_k:.4g} "
+        f"(decision {decision_index + 1} of the run)"
+    )
 
 
 def _check_same_examples(candidate: EvaluationReport, incumbent: EvaluationReport) -> None:

@@ -41,6 +41,7 @@ class ProgressState:
     cost_usd: float | None = None
     best_val: float | None = None
     seed_val: float | None = None
+    constant: str | None = None
     gate_decisions: int = 0
     accepted: int = 0
     last_gate: str = "none yet"
@@ -71,6 +72,7 @@ class ProgressState:
             ("calls", str(self.calls)),
             ("cost", _money(self.cost_usd)),
             ("best val", _score(self.best_val) + f"  (seed {_score(self.seed_val)})"),
+            ("constant", self.constant or "none (the output has no fixed label set)"),
             ("gate", f"{self.accepted} accepted / {self.gate_decisions} decided"),
             ("last gate", self.last_gate),
         ]
@@ -88,6 +90,13 @@ def _on_seed(state: ProgressState, payload: Mapping[str, Any]) -> str:
     state.seed_val = state.best_val = float(payload["val_score"])
     state.phase = "optimizing"
     return f"seed skill: val {state.seed_val:.4f}"
+
+
+def _on_baseline(state: ProgressState, payload: Mapping[str, Any]) -> str:
+    state.constant = f"{payload['label']!r}: val {_score(payload.get('val_score'))}"
+    if payload.get("test_score") is not None:
+        state.constant += f", test {_score(payload['test_score'])}"
+    return f"constant answer {state.constant} (to beat; no model call)"
 
 
 def _on_resume(state: ProgressState, payload: Mapping[str, Any]) -> str:
@@ -142,16 +151,19 @@ def _on_finish(state: ProgressState, payload: Mapping[str, Any]) -> str:
     state.cost_usd = usage.get("cost_usd", state.cost_usd)
     state.best_val = float(payload["val_score"])
     state.phase = f"finished ({payload.get('stop_reason')})"
-    return f"finished: val {state.best_val:.4f}, {state.calls} calls"
+    test = payload.get("test_score")
+    tested = "" if test is None else f", test {test:.4f}"
+    return f"finished: val {state.best_val:.4f}{tested}, {state.calls} search calls"
 
 
 def _on_test_skipped(state: ProgressState, payload: Mapping[str, Any]) -> None:
-    state.phase = "test set not scored (budget)"  # compile() already logs the warning
+    state.phase = "test set not scored (test budget)"  # compile() already logs the warning
     return None
 
 
 _HANDLERS = {
     "seed": _on_seed,
+    "baseline": _on_baseline,
     "resume": _on_resume,
     "evaluation": _on_evaluation,
     "proposal": _on_proposal,

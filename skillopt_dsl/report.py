@@ -8,8 +8,11 @@ writes, next to it:
 - `plot_learning_rate.png`: the learning-rate budget of each step against the change the
   candidate really made (tokens of edit distance);
 - `plot_cost.png`: cumulative model calls and dollars after each step;
-- `report.html`: one self-contained page (the plots embedded) with a summary table, the gate log
-  and the unified diff between the seed skill and the best skill.
+- `report.html`: one self-contained page (the plots embedded) with the scores (seed, best
+  constant answer and best skill, on validation and test, side by side, and a warning when the
+  skill does not beat the constant answer), a summary table, the gate log and the unified diff
+  between the seed skill and the best skill;
+- `report.md`: the scores table and the warning, in markdown (for a pull request or a log).
 
 A sweep also gets `plot_sweep_lr.png` (validation score against learning rate), a trials table
 and a report for every trial run. The trials come from `sweep.json` (a list of `{params, value,
@@ -35,6 +38,7 @@ from typing import Any
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from skillopt_dsl.baselines import Baseline, baseline_warning
 from skillopt_dsl.driver import StepRecord
 from skillopt_dsl.errors import RunDirError, UserInputError
 from skillopt_dsl.export import load_skill
@@ -43,6 +47,7 @@ from skillopt_dsl.gate import GateDecision
 __all__ = [
     "GateEntry",
     "RunRecord",
+    "ScoreRow",
     "SweepTrial",
     "load_run",
     "load_sweep_trials",
@@ -51,6 +56,8 @@ __all__ = [
     "plot_scores",
     "plot_sweep",
     "read_events",
+    "score_rows",
+    "scores_markdown",
     "skill_diff",
     "write_report",
 ]
@@ -62,6 +69,7 @@ LR_PNG = "plot_learning_rate.png"
 COST_PNG = "plot_cost.png"
 SWEEP_PNG = "plot_sweep_lr.png"
 REPORT_HTML = "report.html"
+REPORT_MD = "report.md"
 _LR_KEYS = ("lr", "learning_rate")
 _RUN_FILES = ("events.jsonl", "skills/v0001.md", "best_skill.md")
 """What a run directory must hold. config.json is optional: a sweep trial's run has none."""
@@ -92,6 +100,7 @@ class RunRecord:
     seed_text: str
     best_text: str
     sweep_trials: list[Any] | None = None
+    baseline: Baseline | None = None
 
     @property
     def finished(self) -> bool:
@@ -121,6 +130,7 @@ def load_run(run_dir: str | Path) -> RunRecord:
         seed_text=(path / "skills" / "v0001.md").read_text(encoding="utf-8"),
         best_text=load_skill(path / "best_skill.md").text,
         sweep_trials=_last_sweep(events),
+        baseline=_baseline(events),
     )
 
 
@@ -196,6 +206,19 @@ def _steps_and_gates(
             decision = GateDecision.from_dict({k: v for k, v in event.items() if k in _GATE_FIELDS})
             gates.append((len(steps), GateEntry(event.get("step"), event.get("epoch"), decision)))
     return steps, [gate for _, gate in gates]
+
+
+def _baseline(events: Sequence[Mapping[str, Any]]) -> Baseline | None:
+    """The constant baseline the run logged (a `baseline` event), if its output is a label."""
+    for event in events:
+        if event["event"] == "baseline":
+            test = event.get("test_score")
+            return Baseline(
+                label=str(event["label"]),
+                val_score=float(event["val_score"]),
+                test_score=None if test is None else float(test),
+            )
+    return None
 
 
 def _seed_score(events: Sequence[Mapping[str, Any]]) -> float | None:
@@ -462,6 +485,97 @@ def plot_sweep(trials: Sequence[SweepTrial], path: Path) -> Path:
     return _save(figure, path)
 
 
+# -- scores: seed, constant answer, best ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScoreRow:
+    """One split's scores: the seed skill, the best constant answer (None without a label set
+    or without that split) and the best skill."""
+
+    split: str
+    seed: float | None
+    constant: float | None
+    best: float | None
+
+
+def score_rows(record: RunRecord) -> list[ScoreRow]:
+    """Validation and test scores of the seed, the constant answer and the best skill."""
+    summary, baseline = record.summary or {}, record.baseline
+    last = record.steps[-1] if record.steps else None
+    return [
+        ScoreRow(
+            "validation",
+            summary.get("seed_val_score", record.seed_val_score),
+            None if baseline is None else baseline.val_score,
+            summary.get("val_score", last.incumbent_score if last else record.seed_val_score),
+        ),
+        ScoreRow(
+            "test",
+            summary.get("seed_test_score"),
+            None if baseline is None else baseline.test_score,
+            summary.get("test_score"),
+        ),
+    ]
+
+
+def _warning(record: RunRecord) -> str | None:
+    validation, test = score_rows(record)
+    if validation.best is None:
+        return None
+    return baseline_warning(record.baseline, validation.best, test.best)
+
+
+def _score_header(record: RunRecord) -> list[str]:
+    constant = [] if record.baseline is None else [f"constant {record.baseline.label!r}"]
+    return ["split", "seed", *constant, "best"]
+
+
+def _score_cells(record: RunRecord, row: ScoreRow) -> list[float | None]:
+    constant = [] if record.baseline is None else [row.constant]
+    return [row.seed, *constant, row.best]
+
+
+def _baseline_note(record: RunRecord) -> str:
+    if record.baseline is None:
+        return "No constant baseline: the output has no fixed label set (compare with the seed)."
+    return (
+        f"Constant answer: {record.baseline.label!r} for every example, the best on validation "
+        "(scored without any model call)."
+    )
+
+
+def scores_markdown(record: RunRecord) -> str:
+    """The scores table, the baseline note and the warning (if any), as markdown."""
+    header = _score_header(record)
+    lines = [f"# {record.config.get('module') or record.path.name}: seed vs best", ""]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in score_rows(record):
+        cells = ["-" if v is None else f"{v:.4f}" for v in _score_cells(record, row)]
+        lines.append(f"| {row.split} | " + " | ".join(cells) + " |")
+    lines += ["", _baseline_note(record)]
+    warning = _warning(record)
+    if warning is not None:
+        lines += ["", f"**Warning:** {warning}"]
+    test_usage = (record.summary or {}).get("test_usage")
+    if test_usage:
+        lines += [
+            "",
+            f"Test scoring: {test_usage.get('calls')} calls, not charged to the search budget.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _scores_html(record: RunRecord) -> list[str]:
+    rows = [(row.split, *_score_cells(record, row)) for row in score_rows(record)]
+    body = ["<h2>Scores</h2>", _table(_score_header(record), rows)]
+    body.append(f"<p>{html.escape(_baseline_note(record))}</p>")
+    warning = _warning(record)
+    if warning is not None:
+        body.append(f'<p class="no"><strong>Warning:</strong> {html.escape(warning)}</p>')
+    return body
+
+
 # -- HTML ------------------------------------------------------------------------------------
 
 _STYLE = """
@@ -546,6 +660,13 @@ def _summary_rows(record: RunRecord) -> list[tuple[str, Any]]:
         ("seed test score", summary.get("seed_test_score")),
         ("best test score", summary.get("test_score")),
         (
+            "constant answer (val / test)",
+            None
+            if record.baseline is None
+            else f"{record.baseline.label!r}: {_cell(record.baseline.val_score)} / "
+            f"{_cell(record.baseline.test_score)}",
+        ),
+        (
             "accepted / gate decisions",
             f"{sum(g.decision.accepted for g in record.gates)} / {len(record.gates)}",
         ),
@@ -553,6 +674,7 @@ def _summary_rows(record: RunRecord) -> list[tuple[str, Any]]:
         ("model calls", usage.get("calls", last.calls if last else None)),
         ("tokens", usage.get("total_tokens")),
         ("cost (USD)", usage.get("cost_usd", last.cost_usd if last else None)),
+        ("test scoring calls (own ledger)", (summary.get("test_usage") or {}).get("calls")),
     ]
 
 
@@ -601,7 +723,8 @@ def _diff_html(diff: str) -> str:
 
 
 def _run_sections(record: RunRecord, plots: Sequence[tuple[Path, str]]) -> list[str]:
-    body = ["<h2>Summary</h2>", _table(("", "value"), _summary_rows(record)), "<h2>Plots</h2>"]
+    body = _scores_html(record)
+    body += ["<h2>Summary</h2>", _table(("", "value"), _summary_rows(record)), "<h2>Plots</h2>"]
     body += [_figure(path, caption) for path, caption in plots]
     body += ["<h2>Gate log</h2>"]
     body += [
@@ -655,6 +778,7 @@ def write_report(run_dir: str | Path, *, out_dir: str | Path | None = None) -> l
         plots = _run_plots(record, target)
         written += [p for p, _ in plots]
         body += _run_sections(record, plots)
+        written.append(_write_text(target / REPORT_MD, scores_markdown(record)))
     trials = _sweep_trials(path, record.sweep_trials if record else None)
     if trials is not None:
         files, sections = _sweep_part(trials, target)
@@ -665,6 +789,11 @@ def write_report(run_dir: str | Path, *, out_dir: str | Path | None = None) -> l
     report.write_text(_page(f"skillopt-dsl {kind} report: {path.name}", body), encoding="utf-8")
     logger.info("wrote %s", report)
     return [*written, report]
+
+
+def _write_text(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def _looks_like_sweep(path: Path) -> bool:
@@ -705,3 +834,66 @@ def _sweep_part(trials: Sequence[SweepTrial], target: Path) -> tuple[list[Path],
         _table(("trial", "lr", "params", "value", "state", "report"), rows),
     ]
     return written, sections
+
+
+# -- sweep plots of an Optuna study (used by OptunaLR; moved here from sweeps.py) -------------
+
+from typing import TYPE_CHECKING  # noqa: E402  (kept with the sweep plots it serves)
+
+if TYPE_CHECKING:
+    import optuna
+
+__all__ += ["write_sweep_plots"]
+
+
+def write_sweep_plots(study: optuna.study.Study, folder: str | Path) -> list[Path]:
+    """Write score-vs-lr, optimisation history and parameter importances as PNG files.
+
+    Plots that cannot be drawn yet are skipped with a logged reason (no completed trial, no
+    `lr` parameter, fewer than two completed trials for importances).
+    """
+    import warnings
+
+    import matplotlib.pyplot as plt
+    from optuna.visualization import matplotlib as optuna_plots
+
+    complete = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
+    if not complete:
+        logger.info("no sweep plots for %r: no trial completed yet", study.study_name)
+        return []
+    target = Path(folder)
+    target.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for name, draw in _study_plots(study, complete, optuna_plots).items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # optuna marks its matplotlib plots experimental
+            axes = draw()
+        figure = getattr(axes, "figure", None) or axes.flat[0].figure
+        path = target / f"{name}.png"
+        figure.savefig(path, dpi=100, bbox_inches="tight")
+        plt.close(figure)
+        written.append(path)
+    return written
+
+
+def _study_plots(
+    study: optuna.study.Study, complete: list[Any], optuna_plots: Any
+) -> Mapping[str, Any]:
+    """The drawable plots of a study by file name (each a zero-argument callable)."""
+    plots: dict[str, Any] = {"history": lambda: optuna_plots.plot_optimization_history(study)}
+    if any("lr" in t.params for t in complete):
+        plots["score_vs_lr"] = lambda: optuna_plots.plot_slice(study, params=["lr"])
+    else:
+        logger.info("no score-vs-lr plot: the study does not sample 'lr'")
+    varied = {
+        k for t in complete for k in t.params if len({str(u.params.get(k)) for u in complete}) > 1
+    }
+    if len(complete) >= 2 and varied:
+        plots["importances"] = lambda: optuna_plots.plot_param_importances(study)
+    else:
+        logger.info(
+            "no parameter-importance plot yet: it needs two completed trials with different "
+            "settings (%d completed)",
+            len(complete),
+        )
+    return plots

@@ -10,8 +10,9 @@ Anchor matching (for `Replace.old`, `Delete.old` and a non-heading `Add.after`) 
 
 1. ``exact``: the anchor occurs verbatim exactly once (several occurrences: "ambiguous").
 2. ``whitespace``: equal after collapsing every run of whitespace to one space on both sides.
-3. ``fuzzy``: the most similar window of the document by `difflib.SequenceMatcher.ratio`
-   (whitespace collapsed on both sides), accepted only if the similarity is at least
+3. ``fuzzy``: the most similar window of the document by the normalised InDel similarity
+   ``2 * LCS / (len(a) + len(b))`` (rapidfuzz's `fuzz.ratio` / 100; whitespace collapsed on both
+   sides), accepted only if the similarity is at least
    `FUZZY_THRESHOLD`. The search is bounded: windows start and end on word boundaries (on line
    boundaries for anchors over `FUZZY_WORD_UNITS_MAX_CHARS`), their length is within
    `FUZZY_LENGTH_TOLERANCE` of the anchor's, a vectorised upper bound (``quick_ratio``) ranks
@@ -45,6 +46,7 @@ from functools import cached_property
 from typing import Annotated, Any, Final, Literal
 
 import numpy as np
+from rapidfuzz.distance import Indel, Levenshtein
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from skillopt_dsl.errors import UserInputError
@@ -52,7 +54,7 @@ from skillopt_dsl.errors import UserInputError
 logger = logging.getLogger(__name__)
 
 FUZZY_THRESHOLD: Final[float] = 0.9
-"""Minimum `difflib.SequenceMatcher` ratio for a fuzzy anchor match to be accepted."""
+"""Minimum similarity (rapidfuzz `Indel.normalized_similarity`) for a fuzzy anchor match."""
 
 FUZZY_LENGTH_TOLERANCE: Final[float] = 0.2
 """Fuzzy candidate windows have a length within this fraction of the anchor's length."""
@@ -94,39 +96,32 @@ def _as_text(value: Skill | str) -> str:
 def measure_change(before: Skill | str, after: Skill | str) -> float:
     """Relative token-level edit distance between two texts, in [0, 1].
 
-    The distance is computed from `difflib.SequenceMatcher` opcodes on the token lists (after
-    trimming the common prefix and suffix): the sum over non-equal opcodes of
-    ``max(i2 - i1, j2 - j1)``, capped at the longer token count. It is deterministic and an
-    upper bound of the Levenshtein distance on tokens. It is divided by the token count of the
-    longer text; two empty texts give 0.0 and a complete rewrite gives 1.0.
+    `token_distance` (the Levenshtein distance over token sequences) divided by the token count
+    of the longer text; two empty texts give 0.0 and a complete rewrite gives 1.0.
     """
     a, b = tokenize(_as_text(before)), tokenize(_as_text(after))
     longest = max(len(a), len(b))
     if longest == 0:
         return 0.0
-    return min(_token_distance(a, b), longest) / longest
+    return _token_distance(a, b) / longest
 
 
 def token_distance(before: Skill | str, after: Skill | str) -> int:
-    """Token-level edit distance between two texts (the numerator of `measure_change`).
+    """The Levenshtein distance between the two texts' token sequences (see `tokenize`).
 
-    The textual learning rate bounds this number for every optimizer step.
+    The least number of token insertions, deletions and substitutions that turn `before` into
+    `after` (rapidfuzz's C++ implementation). It is a true metric, so it obeys the triangle
+    inequality: two steps of at most `a` and `b` tokens are at most `a + b` tokens apart. The
+    textual learning rate bounds this number for every optimizer step.
     """
     return _token_distance(tokenize(_as_text(before)), tokenize(_as_text(after)))
 
 
 def _token_distance(a: list[str], b: list[str]) -> int:
-    prefix = 0
-    while prefix < min(len(a), len(b)) and a[prefix] == b[prefix]:
-        prefix += 1
-    suffix = 0
-    while suffix < min(len(a), len(b)) - prefix and a[-1 - suffix] == b[-1 - suffix]:
-        suffix += 1
-    a_mid, b_mid = a[prefix : len(a) - suffix], b[prefix : len(b) - suffix]
-    matcher = difflib.SequenceMatcher(None, a_mid, b_mid, autojunk=False)
-    return sum(
-        max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"
-    )
+    codes: dict[str, int] = {}
+    a_codes = [codes.setdefault(token, len(codes)) for token in a]
+    b_codes = [codes.setdefault(token, len(codes)) for token in b]
+    return int(Levenshtein.distance(a_codes, b_codes))
 
 
 def diff(before: Skill | str, after: Skill | str) -> str:
@@ -545,10 +540,10 @@ def _window_pairs(
 
 
 def _upper_bounds(joined: str, needle: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """`SequenceMatcher.quick_ratio` of each window ``joined[lo:hi]``, vectorised.
+    """An upper bound of each window's similarity to the needle, vectorised.
 
-    It counts the characters the window shares with the needle (as multisets), which bounds
-    the real ratio from above, so windows below the threshold never need a full ratio.
+    It counts the characters the window shares with the needle (as multisets; difflib calls
+    this `quick_ratio`), which bounds the LCS and so the real similarity from above, so windows below the threshold never need a full ratio.
     """
     alphabet = {char: index for index, char in enumerate(sorted(set(needle)))}
     codes = np.fromiter((alphabet.get(c, -1) for c in joined), dtype=np.int64, count=len(joined))
@@ -587,14 +582,13 @@ def _best_windows(units: list[_Unit], needle: str) -> tuple[float, list[tuple[in
     order = np.lexsort((last, first, -bounds))
     if bounds[order[0]] < FUZZY_THRESHOLD:
         return float(bounds[order[0]]), []
-    matcher = difflib.SequenceMatcher(None, autojunk=False)
-    matcher.set_seq2(needle)
     best, ties = 0.0, []
     for k in order[:FUZZY_MAX_RATIO_CALLS]:
         if bounds[k] < max(best, FUZZY_THRESHOLD):
             break
-        matcher.set_seq1(joined[starts[first[k]] : ends[last[k]]])
-        ratio, window = matcher.ratio(), (int(first[k]), int(last[k]))
+        window_text = joined[starts[first[k]] : ends[last[k]]]
+        ratio = Indel.normalized_similarity(window_text, needle)
+        window = (int(first[k]), int(last[k]))
         if ratio > best:
             best, ties = ratio, [window]
         elif ratio == best:

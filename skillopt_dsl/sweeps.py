@@ -1,4 +1,4 @@
-"""Distributed sweeps: worker processes sharing one Optuna study, and the sweep plots.
+"""Distributed sweeps: worker processes sharing one Optuna study (plots: `skillopt_dsl.report`).
 
 Start as many workers as you like, on one machine or many, all pointed at the same storage
 (SQLite for one machine, a JournalFile on a shared disk, or PostgreSQL) and study name; each
@@ -14,10 +14,8 @@ Give every worker its own `run_dir` (the trials' run directories are kept inside
 from __future__ import annotations
 
 import logging
-import warnings
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skillopt_dsl.compile import ModelSpec, compile
 from skillopt_dsl.data import Splits
@@ -31,7 +29,7 @@ from skillopt_dsl.optimizers.optuna_lr import OptunaLR, SearchSpace, SweepResult
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["load_sweep", "run_sweep_worker", "write_sweep_plots"]
+__all__ = ["load_sweep", "run_sweep_worker"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +41,6 @@ def run_sweep_worker(
     storage: str,
     study_name: str,
     n_trials: int,
-    total_trials: int | None = None,
     inner: Optimizer | None = None,
     search_space: SearchSpace | None = None,
     lm: ModelSpec = None,
@@ -54,14 +51,17 @@ def run_sweep_worker(
     sampler_seed: int | None = None,
     plots: bool = False,
 ) -> SweepResult:
-    """Run `n_trials` trials of the shared study `study_name` in `storage`, then summarise it.
+    """Run trials of the shared study `study_name` in `storage` until it holds `n_trials`
+    finished ones, then summarise it.
 
     Args:
-        module, splits: the task (trials train on `splits.train`, are gated on `splits.val`).
+        module, splits: the task (trials learn on `splits.train` minus a selection split their
+            gates decide on; the best trial's skill is gated on `splits.val`).
         storage: "sqlite:///...", "postgresql://...", or a JournalFile path (.log/.journal).
         study_name: the study every worker shares (created by the first one).
-        n_trials: trials this worker runs.
-        total_trials: stop early once the study holds this many complete or pruned trials.
+        n_trials: finished (COMPLETE or PRUNED) trials the shared study ends with, counting
+            every worker and earlier runs; this worker runs trials until the study has them
+            (concurrent workers may each finish one trial in flight past it).
         inner: the optimizer each trial runs (default `GradientText()`).
         search_space: default `{"lr": (0.02, 0.5, "log")}`.
         lm, optimizer_lm, budget, seed: as for `compile` (the seed is the trials' rollout seed).
@@ -76,7 +76,6 @@ def run_sweep_worker(
         inner=inner if inner is not None else GradientText(),
         search_space=search_space if search_space is not None else {"lr": (0.02, 0.5, "log")},
         n_trials=n_trials,
-        total_trials=total_trials,
         storage=storage,
         study_name=study_name,
         sampler=_sampler(sampler_seed),
@@ -114,54 +113,3 @@ def load_sweep(storage: str, study_name: str) -> SweepResult:
         raise UserInputError("load_sweep needs the storage URL or journal path of a stored study")
     study = optuna.load_study(study_name=study_name, storage=opened)
     return SweepResult.from_study(study, storage)
-
-
-def write_sweep_plots(study: optuna.study.Study, folder: str | Path) -> list[Path]:
-    """Write score-vs-lr, optimisation history and parameter importances as PNG files.
-
-    Plots that cannot be drawn yet are skipped with a logged reason (no completed trial, no
-    `lr` parameter, fewer than two completed trials for importances).
-    """
-    try:
-        import matplotlib.pyplot as plt
-        from optuna.visualization import matplotlib as optuna_plots
-    except ImportError as exc:
-        raise UserInputError("sweep plots need matplotlib: pip install matplotlib") from exc
-    complete = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
-    if not complete:
-        logger.info("no sweep plots for %r: no trial completed yet", study.study_name)
-        return []
-    target = Path(folder)
-    target.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    for name, draw in _plots(study, complete, optuna_plots).items():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # optuna marks its matplotlib plots experimental
-            axes = draw()
-        figure = getattr(axes, "figure", None) or axes.flat[0].figure
-        path = target / f"{name}.png"
-        figure.savefig(path, dpi=100, bbox_inches="tight")
-        plt.close(figure)
-        written.append(path)
-    return written
-
-
-def _plots(study: optuna.study.Study, complete: list[Any], optuna_plots: Any) -> Mapping[str, Any]:
-    """The drawable plots by file name (each a zero-argument callable)."""
-    plots: dict[str, Any] = {"history": lambda: optuna_plots.plot_optimization_history(study)}
-    if any("lr" in t.params for t in complete):
-        plots["score_vs_lr"] = lambda: optuna_plots.plot_slice(study, params=["lr"])
-    else:
-        logger.info("no score-vs-lr plot: the study does not sample 'lr'")
-    varied = {
-        k for t in complete for k in t.params if len({str(u.params.get(k)) for u in complete}) > 1
-    }
-    if len(complete) >= 2 and varied:
-        plots["importances"] = lambda: optuna_plots.plot_param_importances(study)
-    else:
-        logger.info(
-            "no parameter-importance plot yet: it needs two completed trials with different "
-            "settings (%d completed)",
-            len(complete),
-        )
-    return plots

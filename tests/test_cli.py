@@ -87,7 +87,7 @@ def _reflect(messages):
 
 
 module = Parity()
-splits = sd.Splits(train=_examples(0, 16), val=_examples(100, 10), test=_examples({test_start}, {test_count}))
+splits = sd.Splits(train=_examples(0, 16), val=_examples(100, 30), test=_examples({test_start}, {test_count}))
 lm = LM(ScriptedLM(_target))
 optimizer_lm = LM(ScriptedLM(_reflect, model="scripted/reflector"))
 {optimizer}
@@ -143,6 +143,26 @@ def test_compile_prints_scores_and_writes_the_best_skill(tmp_path: Path, recipe:
     assert "divisible by 2" in load_skill(run_dir / "best_skill.md").text
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["test_score"] == 1.0 and summary["seed_test_score"] == 0.5
+
+
+def test_compile_shows_the_constant_answer_and_test_figures_after_a_budget_stop(
+    tmp_path: Path, recipe: Path
+) -> None:
+    """Kills: the constant-answer column dropped from the compile screen, no warning line when
+    the skill only ties the constant answer, and no test figures after a budget stop (test
+    scored through the spent search budget)."""
+    run_dir = tmp_path / "run"
+    result = invoke("compile", recipe, "--run-dir", run_dir, "--max-calls", "32", "--threads", "1")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "stopped: budget" in out
+    assert "constant 'even'" in out and "vs constant" in out
+    test_row = next(line for line in out.splitlines() if "│ test" in line)
+    assert test_row.count("0.5000") == 3, "seed, constant and compiled test scores are all shown"
+    assert "WARNING: the skill does not beat the constant answer 'even' on test" in out
+    assert "(not charged to the search budget)" in out
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["usage"]["calls"] <= 32 and summary["test_usage"]["calls"] == 10
 
 
 def test_compile_default_run_dir_is_under_runs(
@@ -393,11 +413,40 @@ def test_eval_scores_a_skill_file(tmp_path: Path, recipe: Path) -> None:
     result = invoke("eval", skill, "--recipe", recipe, "--split", "val")
     assert result.exit_code == 0, result.output
     assert "mean: 1.0000" in result.stdout
-    assert "examples: 10  correct: 10  model errors: 0" in result.stdout
+    assert "examples: 30  correct: 30  model errors: 0" in result.stdout
     seed = tmp_path / "seed.md"
     seed.write_text("Answer with one word.", encoding="utf-8")
     default_split = invoke("eval", seed, "--recipe", recipe)
     assert "parity/test" in default_split.stdout and "mean: 0.5000" in default_split.stdout
+
+
+def test_eval_shows_the_seed_and_the_constant_answer_and_warns(tmp_path: Path, recipe: Path) -> None:
+    """Kills: eval without the constant answer or the seed beside the skill, and eval silent
+    when the skill only ties the constant answer (or warning for one that beats it)."""
+    seed = tmp_path / "seed.md"
+    seed.write_text("Answer with one word.", encoding="utf-8")
+    tied = invoke("eval", seed, "--recipe", recipe)
+    assert tied.exit_code == 0, tied.output
+    assert "constant 'even'" in tied.stdout
+    assert "WARNING: the skill does not beat the constant answer 'even' on test: 0.5000" in (
+        tied.stdout
+    )
+    good = tmp_path / "good.md"
+    good.write_text("Check if the number is divisible by 2.", encoding="utf-8")
+    beats = invoke("eval", good, "--recipe", recipe, "--split", "val")
+    assert beats.exit_code == 0, beats.output
+    row = next(line for line in beats.stdout.splitlines() if "│ validation" in line)
+    assert [cell.strip() for cell in row.strip("│ ").split("│")] == [
+        "validation",
+        "0.5000",
+        "0.5000",
+        "1.0000",
+        "+0.5000",
+        "+0.5000",
+    ]
+    assert "WARNING" not in beats.stdout
+    alone = invoke("eval", good, "--recipe", recipe, "--no-compare-seed")
+    assert alone.exit_code == 0 and "mean: 1.0000" in alone.stdout
 
 
 def test_eval_reads_an_exported_best_skill(finished_run: Path, recipe: Path) -> None:

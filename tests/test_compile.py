@@ -20,7 +20,8 @@ from skillopt_dsl.testing import ScriptedLM
 from tests.helpers import Parity, parity_examples, parity_target
 
 TRAIN = parity_examples(0, 16)
-VAL = parity_examples(100, 10)
+VAL = parity_examples(100, 30)
+"""30 examples: the fix (0.5 -> 1.0, 15 wins, no loss) is significant under any sane gate."""
 TEST = parity_examples(200, 10)
 
 GOOD = {
@@ -276,3 +277,76 @@ def test_resume_refuses_changed_settings(tmp_path: Path) -> None:
 def test_overlapping_splits_refused() -> None:
     with pytest.raises(sd.UserInputError, match="shared ids"):
         sd.compile(Parity(), TRAIN, TRAIN[:3], lm=ScriptedLM(parity_target))
+
+
+# -- what a gain must beat: the constant answer and the untouched test split -------------------
+def test_compile_reports_the_constant_baseline_and_warns_when_not_beaten(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kills: a baseline skipped by compile (None, absent from summary.json), one computed with
+    the wrong label, and a missing warning when the skill only ties the constant answer."""
+    flat = run(tmp_path / "flat", optimizer_lm=reflector([NOISE]), testset=TEST)
+    assert flat.baseline == sd.Baseline("even", 0.5, 0.5)  # parity splits are balanced: a tie
+    assert flat.val_score == 0.5 and flat.test_score == 0.5
+    assert flat.baseline_warning is not None and "'even' on test" in flat.baseline_warning
+    assert any("does not beat the constant answer" in r.message for r in caplog.records)
+    summary = json.loads((tmp_path / "flat" / "summary.json").read_text())
+    assert summary["baseline"] == {"label": "even", "val_score": 0.5, "test_score": 0.5}
+    assert summary["baseline_warning"] == flat.baseline_warning
+    events = [json.loads(x) for x in (tmp_path / "flat" / "events.jsonl").read_text().splitlines()]
+    assert [e["label"] for e in events if e["event"] == "baseline"] == ["even"]
+    learned = run(tmp_path / "learned", testset=TEST)
+    assert learned.test_score == 1.0 and learned.baseline_warning is None
+
+
+def test_budget_stop_still_ends_with_test_scores_on_their_own_ledger(tmp_path: Path) -> None:
+    """Kills: test scores missing after a budget stop (test skipped when the search budget is
+    spent, or scored through the search's ledger, which then refuses), and test scoring charged
+    to the search budget (the search would then spend more than its 40 calls)."""
+    result = run(tmp_path, budget=sd.Budget(max_calls=40), testset=TEST)
+    assert result.stop_reason == "budget"
+    assert result.usage.calls <= 40
+    assert result.seed_test_score == 0.5 and result.test_score is not None
+    assert result.test_usage is not None and result.test_usage.calls >= len(TEST)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["usage"]["calls"] == result.usage.calls
+    assert summary["test_usage"]["calls"] == result.test_usage.calls
+
+
+def test_test_scoring_is_counted_apart_and_never_charged_to_the_search() -> None:
+    """Kills: test calls recorded in the search's ledger (the search usage would grow by the
+    20 test calls), and a `test_budget` that is ignored."""
+    without = run()
+    with_test = run(testset=TEST)
+    assert with_test.best_skill != with_test.seed_skill, "seed and best are both scored on test"
+    assert with_test.usage.calls == without.usage.calls
+    assert with_test.test_usage is not None and with_test.test_usage.calls == 2 * len(TEST)
+    assert without.test_usage is None
+    capped = run(testset=TEST, test_budget=sd.Budget(max_calls=5))
+    assert capped.test_score is None and capped.seed_test_score is None
+    assert capped.usage.calls == without.usage.calls and capped.best_skill == without.best_skill
+
+
+def test_compile_names_its_first_argument_module() -> None:
+    """Kills: the first parameter named `skill` again (the keyword call below fails), and the
+    positional call no longer accepted."""
+    target = ScriptedLM(parity_target)
+    by_keyword = sd.compile(
+        module=Parity(),
+        trainset=TRAIN,
+        valset=VAL,
+        optimizer=gradient(epochs=1),
+        lm=target,
+        optimizer_lm=reflector([GOOD]),
+        threads=1,
+    )
+    by_position = sd.compile(
+        Parity(),
+        TRAIN,
+        VAL,
+        optimizer=gradient(epochs=1),
+        lm=target,
+        optimizer_lm=reflector([GOOD]),
+    )
+    assert by_keyword.best_skill == by_position.best_skill
+    assert by_keyword.val_score == 1.0

@@ -102,3 +102,29 @@ def test_duplicate_ids_refused() -> None:
     examples = parity_examples(0, 2) * 2
     with pytest.raises(sd.UserInputError, match="unique"):
         sd.evaluate(Parity(), examples, lm=ScriptedLM(parity_target))
+
+
+def test_failed_call_scores_zero_without_calling_any_metric() -> None:
+    """Kills: a failed call scored by the metric (a metric that returns 1.0 on anything would
+    then score every failed call 1.0), or by an extra (guard) metric."""
+    called: list[str] = []
+
+    def always_one(example: Example, prediction: sd.Prediction) -> float:
+        called.append(example.id)
+        return 1.0
+
+    def fails_on_small(messages: list[dict[str, str]]) -> str:
+        if messages[-1]["content"] in {"1", "2"}:
+            raise ValueError("prompt is longer than the context window")
+        return "odd"
+
+    report = sd.evaluate(
+        Parity(metric=always_one),
+        parity_examples(0, 4),
+        lm=LM(ScriptedLM(fails_on_small), max_retries=0),
+        extra_metrics={"guard": always_one},
+        threads=1,
+    )
+    assert report.scores == {"n0": 1.0, "n1": 0.0, "n2": 0.0, "n3": 1.0}
+    assert [dict(r.extra_scores) for r in report.records][1:3] == [{"guard": 0.0}] * 2
+    assert sorted(called) == ["n0", "n0", "n3", "n3"]

@@ -1,61 +1,257 @@
-"""The gate is sacred: these tests fail if any rule of strict improvement is broken."""
+"""The gate is sacred: these tests fail if any rule of strict, significant improvement is broken."""
 
 from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
 
 import pytest
 
 import skillopt_dsl as sd
 from skillopt_dsl.evaluate import EvaluationReport, Rollout
-from skillopt_dsl.types import Prediction
+from skillopt_dsl.gate import paired_test
+from skillopt_dsl.optimizers import Beam, GradientText, Optimizer, ReflectiveProposer
+from skillopt_dsl.testing import ScriptedLM
+from skillopt_dsl.testing.contract import contract_examples, contract_reflector, contract_target
+from skillopt_dsl.types import Example, Prediction
+from tests.helpers import Parity
+
+TRAIN = contract_examples(0, 16)
+VAL = contract_examples(100, 40)
+FIX = "A number divisible by 2 is even."
+CAREFUL = "Careful mode."
 
 
 def report(
-    scores: list[float], skill_hash: str = "h", extra: dict[str, list[float]] | None = None
+    scores: list[float],
+    skill_hash: str = "h",
+    extra: dict[str, list[float]] | None = None,
+    errors: tuple[int, ...] = (),
 ) -> EvaluationReport:
+    """A report whose rows in `errors` are failed calls (keeping whatever score they were given)."""
     records = []
     for i, score in enumerate(scores):
         extras = {name: values[i] for name, values in (extra or {}).items()}
-        records.append(Rollout(f"e{i}", "x", Prediction({"a": "x"}), score, extra_scores=extras))
+        error = "model call failed" if i in errors else None
+        records.append(
+            Rollout(f"e{i}", "x", Prediction({"a": "x"}), score, error=error, extra_scores=extras)
+        )
     return EvaluationReport(tuple(records), skill_hash, "fake")
 
 
-def test_strict_gain_accepted() -> None:
-    decision = sd.Gate().decide(report([1, 1, 0]), report([1, 0, 0]))
+# -- the rule ------------------------------------------------------------------------------
+
+
+def test_clear_gain_accepted_and_recorded() -> None:
+    """Kills: a default gate that rejects real gains, or a decision without its test record."""
+    decision = sd.Gate().decide(report([1.0] * 12 + [0.0] * 8), report([0.0] * 20))
     assert decision.accepted
-    assert decision.delta == pytest.approx(1 / 3)
-    assert decision.candidate_score > decision.incumbent_score
+    assert decision.delta == pytest.approx(0.6)
+    assert decision.test == "sign" and decision.p_value == pytest.approx(2.0**-12)
+    assert decision.alpha == pytest.approx(0.05 * 6 / math.pi**2)
+    assert decision.decision_index == 0
 
 
-def test_ties_rejected() -> None:
-    decision = sd.Gate().decide(report([1, 0, 1]), report([0, 1, 1]))
-    assert not decision.accepted
-    assert "tie" in decision.reason
+@pytest.mark.parametrize("gate", [sd.Gate(), sd.Gate.mean_only()], ids=["default", "mean_only"])
+def test_ties_rejected(gate: sd.Gate) -> None:
+    """Kills: ties accepted (`delta >= 0`, or the tie check dropped in favour of the test alone).
+
+    The graded tie is one the signed-rank test alone calls significant: 20 small gains, one
+    large loss, equal means.
+    """
+    decision = gate.decide(report([1, 0, 1]), report([0, 1, 1]))
+    assert not decision.accepted and "tie" in decision.reason
+    graded = gate.decide(report([0.55] * 20 + [0.0]), report([0.5] * 20 + [1.0]))
+    assert graded.delta == pytest.approx(0.0, abs=1e-9)
+    assert paired_test([0.05] * 20 + [-1.0]).p_value < 0.001
+    assert not graded.accepted and "tie" in graded.reason
 
 
 def test_loss_rejected() -> None:
-    decision = sd.Gate().decide(report([0, 0, 1]), report([1, 0, 1]))
+    """Kills: a gate that accepts on the test alone, or on a change in either direction."""
+    decision = sd.Gate().decide(report([0] * 10), report([1] * 10))
     assert not decision.accepted and decision.delta < 0
 
 
 def test_min_delta() -> None:
-    gate = sd.Gate(min_delta=0.5)
+    """Kills: `min_delta` ignored."""
+    gate = sd.Gate.mean_only(min_delta=0.5)
     assert not gate.decide(report([1, 1, 0, 0]), report([1, 0, 0, 0])).accepted
     assert gate.decide(report([1, 1, 1, 1]), report([1, 0, 0, 0])).accepted
 
 
-def test_paired_test_rejects_noisy_gain_on_few_examples() -> None:
-    gate = sd.Gate(test="paired", alpha=0.05)
-    noisy = gate.decide(report([1, 1, 0]), report([0, 0, 0]))
-    assert not noisy.accepted
-    assert noisy.p_value is not None and noisy.p_value >= 0.05
-    assert "not significant" in noisy.reason
-    many = gate.decide(report([1.0] * 20), report([0.0] * 20))
-    assert many.accepted and many.p_value is not None and many.p_value < 0.05
+def test_small_gain_not_significant_but_mean_only_takes_it() -> None:
+    """Kills: a default gate without the paired test (SkillOpt's mean-only rule as default)."""
+    candidate, incumbent = report([1, 1, 1, 0] + [1] * 14), report([0, 0, 0, 1] + [1] * 14)
+    noisy = sd.Gate().decide(candidate, incumbent)
+    assert not noisy.accepted and "not significant" in noisy.reason
+    assert noisy.p_value == pytest.approx(5 / 16)
+    assert sd.Gate.mean_only().decide(candidate, incumbent).accepted
+
+
+def test_alpha_is_spent_across_decisions() -> None:
+    """Kills: alpha not spent (every decision tested at the full alpha).
+
+    A gain significant at the first decision (p = 2**-6 = 0.0156 < 0.0304) is not at the
+    fourth (alpha_4 = 0.0019); the shares sum to at most alpha over any number of decisions.
+    """
+    gate = sd.Gate()
+    candidate, incumbent = report([1] * 6 + [0] * 4), report([0] * 10)
+    assert gate.decide(candidate, incumbent, decision_index=0).accepted
+    late = gate.decide(candidate, incumbent, decision_index=3)
+    assert not late.accepted and late.alpha == pytest.approx(0.05 * 6 / (math.pi**2 * 16))
+    shares = [gate.alpha_for(k) or 0.0 for k in range(100_000)]
+    assert sum(shares) <= 0.05 and shares == sorted(shares, reverse=True)
+    per_decision = sd.Gate(spending="per-decision")
+    assert per_decision.decide(candidate, incumbent, decision_index=3).accepted
+
+
+def test_exact_signed_rank_matches_enumeration() -> None:
+    """Kills: a wrong null distribution (mid-ranks, ties or the tail off by one)."""
+    for diffs in ([0.5, 0.25, -0.25, 0.75, 0.5, -0.1, 0.3], [0.2, 0.2, -0.2, 0.4, 0.1, 0.3, -0.4]):
+        result = paired_test(diffs)
+        assert result.name == "signed-rank"
+        ranks = _midranks([abs(d) for d in diffs])
+        observed = sum(r for r, d in zip(ranks, diffs, strict=True) if d > 0)
+        sums = [
+            sum(r for r, s in zip(ranks, signs, strict=True) if s)
+            for signs in itertools.product([0, 1], repeat=len(diffs))
+        ]
+        expected = sum(1 for s in sums if s >= observed - 1e-9) / len(sums)
+        assert result.statistic == pytest.approx(observed)
+        assert result.p_value == pytest.approx(expected)
+
+
+def _midranks(values: list[float]) -> list[float]:
+    ordered = sorted(values)
+    return [
+        (ordered.index(v) + 1 + len(ordered) - ordered[::-1].index(v)) / 2 for v in values
+    ]
+
+
+def test_large_samples_use_the_normal_approximation_and_agree() -> None:
+    """Kills: a normal approximation off by a scale factor (it decides valsets over 500)."""
+    diffs = [0.3, -0.1, 0.2, 0.5, -0.4, 0.1] * 100
+    approx = paired_test(diffs)
+    exact = paired_test(diffs[:480])
+    assert approx.name == "signed-rank-normal" and exact.name == "signed-rank"
+    assert approx.p_value < 1e-6 and exact.p_value < 1e-6
+    balanced = paired_test([0.3, -0.3, 0.2, -0.2, 0.1, -0.1] * 100)
+    assert balanced.p_value == pytest.approx(0.5, abs=0.05)
+
+
+# -- errors never score --------------------------------------------------------------------
+
+
+def test_failed_calls_never_score_for_the_candidate() -> None:
+    """Kills: the gate trusting a failed row's score (a metric that says 1.0 on anything).
+
+    Every candidate row is a failed call carrying score 1.0: it is credited 0 and rejected.
+    """
+    candidate = report([1.0] * 20, errors=tuple(range(20)))
+    decision = sd.Gate.mean_only().decide(candidate, report([0.0] * 10 + [1.0] * 10))
+    assert not decision.accepted and decision.candidate_score == 0.0
+
+
+def test_failed_calls_never_score_for_the_incumbent() -> None:
+    """Kills: an incumbent's failed row kept at its score (a later real gain then looks like a tie)."""
+    incumbent = report([1.0] * 20, errors=tuple(range(10)))
+    decision = sd.Gate().decide(report([1.0] * 20), incumbent)
+    assert decision.incumbent_score == pytest.approx(0.5)
+    # where the incumbent failed the candidate is credited 0 too: no gain can come from errors
+    assert decision.candidate_score == pytest.approx(0.5)
+    assert not decision.accepted and "tie" in decision.reason
+
+
+def test_all_failing_candidate_rejected_through_compile() -> None:
+    """Kills: a failed call scored by the metric (evaluate calling the metric on a failed rollout).
+
+    The metric says 1.0 for anything that is not a wrong answer (so 1.0 on a failed call); the
+    proposed line makes every target call fail. Scored by the metric, the candidate would reach
+    1.0 against the seed's 0.5 and pass; credited 0, it is rejected.
+    """
+
+    def lenient(example: Example, prediction: sd.Prediction) -> float:
+        answer = prediction.outputs.get("answer")
+        return 0.0 if answer not in (None, example.labels["answer"]) else 1.0
+
+    def target(messages: list[dict[str, str]]) -> str:
+        if "Think at length." in messages[0]["content"]:
+            raise ValueError("prompt is longer than the context window")
+        return contract_target(messages)
+
+    line = {"kind": "add", "after": None, "text": "Think at length.", "rationale": "r"}
+    result = sd.compile(
+        Parity(metric=lenient),
+        TRAIN,
+        VAL,
+        optimizer=GradientText(
+            epochs=1, batch_size=16, slow_update=False, proposers=[ReflectiveProposer()]
+        ),
+        lm=ScriptedLM(target),
+        optimizer_lm=contract_reflector([line]),
+        threads=1,
+    )
+    assert len(result.gate_log) == 1
+    assert result.gate_log[0].candidate_score == 0.0
+    assert not result.improved and result.best_skill == Parity().seed_skill
+
+
+# -- the comparison target comes from the driver -------------------------------------------
+
+
+def careful_target(messages: list[dict[str, str]]) -> str:
+    """The fix makes every answer right; 'Careful mode.' on top loses the evens not divisible by 4."""
+    system = messages[0]["content"]
+    number = int(messages[-1]["content"].split()[-1])
+    if FIX in system and CAREFUL in system:
+        return "even" if number % 4 == 0 else "odd"
+    return contract_target(messages)
+
+
+def fix_then_careful(messages: list[dict[str, str]]) -> str:
+    """A fake optimizer model: proposes the fix, then (once the fix is in) 'Careful mode.'."""
+    document = messages[1]["content"].split("# Document", 1)[1].split("\n# ", 1)[0]
+    text = CAREFUL if FIX in document else FIX
+    return json.dumps({"edits": [{"kind": "add", "after": None, "text": text, "rationale": "r"}]})
+
+
+def test_candidate_beating_the_seed_but_not_the_incumbent_is_rejected() -> None:
+    """Kills: the gate comparing with the seed instead of the incumbent.
+
+    Seed 0.5, the accepted fix 1.0, then a candidate at 0.75: 10 clean wins over the seed
+    (p = 2**-10, under alpha_2 = 0.0076) but a loss against the incumbent.
+    """
+    result = sd.compile(
+        Parity(),
+        TRAIN,
+        VAL,
+        optimizer=GradientText(
+            epochs=1, batch_size=8, slow_update=False, proposers=[ReflectiveProposer()]
+        ),
+        lm=ScriptedLM(careful_target),
+        optimizer_lm=ScriptedLM(fix_then_careful),
+        threads=1,
+    )
+    first, second = result.gate_log
+    assert first.accepted and first.candidate_score == 1.0
+    assert second.candidate_score == pytest.approx(0.75)
+    assert second.candidate_score > result.seed_val_score
+    assert not second.accepted and second.incumbent_score == 1.0
+    assert result.best_skill.text.count(CAREFUL) == 0 and result.val_score == 1.0
+    assert [d.decision_index for d in result.gate_log] == [0, 1]
+    assert second.alpha is not None and first.alpha is not None and second.alpha < first.alpha
+
+
+# -- guards --------------------------------------------------------------------------------
 
 
 def test_guard_regression_rejected() -> None:
-    guard = sd.Guard.metric("safety", tolerance=0.05)
-    gate = sd.Gate(guards=(guard,))
+    """Kills: guards ignored by the gate."""
+    guard = sd.Guard.metric("safety", lambda e, p: 1.0, tolerance=0.05)
+    gate = sd.Gate.mean_only(guards=(guard,))
     candidate = report([1, 1, 1], extra={"safety": [0.0, 0.0, 1.0]})
     incumbent = report([0, 0, 1], extra={"safety": [1.0, 1.0, 1.0]})
     decision = gate.decide(candidate, incumbent)
@@ -65,29 +261,90 @@ def test_guard_regression_rejected() -> None:
     assert within.accepted
 
 
+def test_guard_metric_on_a_failed_call_scores_zero() -> None:
+    """Kills: a guard reading a failed row's recorded guard score instead of crediting 0."""
+    guard = sd.Guard.metric("safety", lambda e, p: 1.0)
+    gate = sd.Gate.mean_only(guards=(guard,))
+    candidate = report([1, 1, 1, 1], extra={"safety": [1.0] * 4}, errors=(3,))
+    decision = gate.decide(candidate, report([0, 0, 0, 0], extra={"safety": [1.0] * 4}))
+    assert decision.guards["safety"]["candidate"] == pytest.approx(0.75)
+    assert not decision.accepted and "safety" in decision.reason
+
+
+def says_odd(example: Example, prediction: sd.Prediction) -> float:
+    """A guard metric the fix regresses (it flips half the answers to 'even')."""
+    return 1.0 if prediction.answer == "odd" else 0.0
+
+
+def guard_optimizers() -> list[Optimizer]:
+    reflective = [ReflectiveProposer(read_successes=False)]
+    return [
+        GradientText(epochs=1, batch_size=8, slow_update=False, proposers=reflective),
+        Beam(width=2, expansions=2, depth=2, proposers=reflective),
+    ]
+
+
+@pytest.mark.parametrize("optimizer", guard_optimizers(), ids=lambda o: o.name)
+def test_guards_work_through_compile(optimizer: Optimizer, tmp_path: Path) -> None:
+    """Kills: the driver not passing the gate's guard metrics to `evaluate` (the run then fails
+    with "has no scores"), and a guard that compile records but the gate does not apply."""
+    kept = sd.Guard.metric("always", lambda e, p: 1.0)
+    regressed = sd.Guard.metric("says_odd", says_odd)
+    results = {}
+    for guard in (kept, regressed):
+        results[guard.name] = sd.compile(
+            Parity(),
+            TRAIN,
+            VAL,
+            optimizer=optimizer,
+            lm=ScriptedLM(contract_target),
+            optimizer_lm=contract_reflector([contract_fix()]),
+            gate=sd.Gate(guards=[guard]),
+            run_dir=tmp_path / guard.name,
+            threads=1,
+        )
+    passed = results["always"]
+    assert passed.improved and passed.val_score == 1.0
+    assert any(d.accepted and d.guards["always"]["candidate"] == 1.0 for d in passed.gate_log)
+    blocked = results["says_odd"]
+    assert not blocked.improved and blocked.gate_log
+    assert all("says_odd" in d.reason for d in blocked.gate_log if d.delta > 0)
+
+
+def contract_fix() -> dict[str, object]:
+    return {"kind": "add", "after": None, "text": FIX, "rationale": "parity"}
+
+
+# -- settings ------------------------------------------------------------------------------
+
+
 def test_different_examples_refused() -> None:
+    """Kills: a gate comparing reports on different examples."""
     other = EvaluationReport((Rollout("zzz", "x", Prediction({}), 1.0),), "h", "m")
     with pytest.raises(sd.UserInputError, match="same validation examples"):
         sd.Gate().decide(other, report([0.0]))
 
 
-def test_errors_count_against_the_candidate() -> None:
-    errored = EvaluationReport(
-        (Rollout("e0", "", Prediction({"a": None}, error="boom"), 0.0, error="timeout"),), "c", "m"
-    )
-    assert not sd.Gate().decide(errored, report([1.0])).accepted
-
-
 def test_decision_is_pure_and_serialisable() -> None:
+    """Kills: hidden state in the gate, or a record field lost on the way to the run."""
     gate = sd.Gate()
-    first = gate.decide(report([1, 0]), report([0, 0]))
-    second = gate.decide(report([1, 0]), report([0, 0]))
+    first = gate.decide(report([1] * 8), report([0] * 8), decision_index=2)
+    second = gate.decide(report([1] * 8), report([0] * 8), decision_index=2)
     assert first == second
-    assert sd.GateDecision.from_dict(first.to_dict()) == first
+    assert sd.GateDecision.from_dict(json.loads(json.dumps(first.to_dict()))) == first
 
 
 def test_bad_gate_settings() -> None:
+    """Kills: typos in gate settings silently accepted."""
     with pytest.raises(sd.UserInputError):
         sd.Gate(min_delta=-1)
-    with pytest.raises(sd.UserInputError):
+    with pytest.raises(sd.UserInputError, match="mean_only"):
         sd.Gate(test="bootstrap")  # type: ignore[arg-type]
+    with pytest.raises(sd.UserInputError, match="spending"):
+        sd.Gate(spending="none")  # type: ignore[arg-type]
+    with pytest.raises(sd.UserInputError, match="unique"):
+        sd.Gate(guards=[sd.Guard.error_rate(), sd.Guard.error_rate()])
+    with pytest.raises(sd.UserInputError, match="metric function"):
+        sd.Guard.metric("brevity", 0.1)  # type: ignore[arg-type]
+    with pytest.raises(sd.UserInputError, match="decision_index"):
+        sd.Gate().decide(report([1]), report([0]), decision_index=-1)

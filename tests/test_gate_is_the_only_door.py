@@ -20,8 +20,10 @@ from tests.helpers import Parity
 class RejectEverything(sd.Gate):
     """A gate that never accepts, however good the candidate."""
 
-    def decide(self, candidate: EvaluationReport, incumbent: EvaluationReport) -> sd.GateDecision:
-        decision = super().decide(candidate, incumbent)
+    def decide(
+        self, candidate: EvaluationReport, incumbent: EvaluationReport, *, decision_index: int = 0
+    ) -> sd.GateDecision:
+        decision = super().decide(candidate, incumbent, decision_index=decision_index)
         return sd.GateDecision(
             accepted=False,
             candidate_score=decision.candidate_score,

@@ -54,7 +54,7 @@ def compile_run(run_dir: Path, module: sd.SkillModule, good: dict[str, Any] = GO
     sd.compile(
         module,
         parity_examples(0, 16),
-        parity_examples(100, 10),
+        parity_examples(100, 30),  # the fix is significant under any sane gate
         optimizer=optimizer,
         lm=ScriptedLM(parity_target),
         optimizer_lm=reflector(NOISE, good),
@@ -125,7 +125,7 @@ def png_size(path: Path) -> tuple[int, int]:
 
 
 def test_plots_are_valid_png_images(run_dir: Path, written: list[Path]) -> None:
-    assert [p.name for p in written] == [*PNGS, "report.html"]
+    assert [p.name for p in written] == [*PNGS, "report.md", "report.html"]
     for name in PNGS:
         path = run_dir / name
         width, height = png_size(path)
@@ -162,12 +162,30 @@ def test_html_holds_summary_gate_log_and_escaped_diff(run_dir: Path, written: li
     assert "<b>even</b>" not in raw, "skill text is escaped, never interpreted"
 
 
+def test_scores_sit_beside_the_constant_answer_in_html_and_markdown(
+    run_dir: Path, written: list[Path]
+) -> None:
+    """Kills: a report without the constant baseline (in either format), and a warning shown
+    for a skill that beats the constant answer on test."""
+    markdown = (run_dir / "report.md").read_text(encoding="utf-8")
+    assert "| split | seed | constant 'even' | best |" in markdown
+    assert "| validation | 0.5000 | 0.5000 | 1.0000 |" in markdown
+    assert "| test | 0.5000 | 0.5000 | 1.0000 |" in markdown
+    assert "Warning" not in markdown
+    assert "not charged to the search budget" in markdown
+    text = "".join(parse(run_dir / "report.html").text)
+    assert "constant 'even'" in text and "Warning" not in text
+
+
 def test_report_of_a_run_where_nothing_passed(tmp_path: Path) -> None:
     run = compile_run(tmp_path / "flat", Parity(), good=NOISE)
     write_report(run, out_dir=tmp_path / "out")
     text = "".join(parse(tmp_path / "out" / "report.html").text)
     assert "same lines as the seed" in text
     assert "0 / 1" in text
+    assert "Warning:" in text and "does not beat the constant answer 'even' on test" in text
+    markdown = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    assert "**Warning:** the skill does not beat the constant answer 'even' on test" in markdown
     assert not (run / "report.html").exists(), "out_dir is honoured; the run is only read"
 
 

@@ -1,4 +1,5 @@
-"""Property tests for `Skill.apply`: it never raises, and protected regions never change."""
+"""Property tests for `Skill.apply` (it never raises, protected regions never change) and for
+`token_distance` (a true metric, so learning-rate bounds compose)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from skillopt_dsl.skill import (
     Delete,
     Replace,
     Skill,
+    token_distance,
 )
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -96,3 +98,25 @@ def test_protected_block_survives_random_edits(data: st.DataObject, case: tuple[
     assert block in new.text
     if not report.applied:
         assert new.text == doc
+
+
+WORDS = ["be", "brief", "answer", "one", "word", ".", ",", "-", "#", "rules", "even", "odd"]
+token_texts = st.lists(st.sampled_from(WORDS), max_size=25).map(" ".join)
+
+
+@SETTINGS
+@given(token_texts, token_texts, token_texts)
+def test_token_distance_is_a_metric(a: str, b: str, c: str) -> None:
+    """Kills: `token_distance` computed from difflib opcodes (sum of max(i2-i1, j2-j1) over
+    non-equal opcodes), which breaks the triangle inequality that Beam's trust region and the
+    door's composed sweep budget rely on; also any asymmetric or non-zero-on-equal distance."""
+    ab, bc, ac = token_distance(a, b), token_distance(b, c), token_distance(a, c)
+    assert ac <= ab + bc, (a, b, c, ab, bc, ac)
+    assert ab == token_distance(b, a)
+    assert (ab == 0) == (a.split() == b.split())
+
+
+def test_token_distance_counts_one_substitution_as_one() -> None:
+    """Kills: a distance that counts a substituted token as a delete plus an insert (InDel)."""
+    assert token_distance("a b c d", "a x c d") == 1
+    assert token_distance("a b c d", "b c d e") == 2

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from skillopt_dsl.benchmarks import bigbench
+from skillopt_dsl.benchmarks import bigbench, table_lookup
 from skillopt_dsl.data import Splits, load_splits
 from skillopt_dsl.errors import UserInputError
 
@@ -39,6 +39,7 @@ BenchmarkName = Literal[
     "date_understanding",
     "navigate",
     "sports_understanding",
+    "table_lookup",
     "word_sorting",
 ]
 
@@ -123,6 +124,14 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
         input_fields=("words",),
         label_fields=("answer",),
         loader=bigbench.word_sorting,
+    ),
+    Benchmark(
+        name="table_lookup",
+        description="Tool use: answer a question about an invented city by calling the lookup "
+        "tool (skillopt_dsl.benchmarks.table_lookup.TableLookup).",
+        input_fields=("question",),
+        label_fields=("answer", "tool_calls"),
+        loader=table_lookup.rows,
     ),
 )
 

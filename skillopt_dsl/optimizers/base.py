@@ -2,12 +2,20 @@
 
 To write an optimizer, subclass `Optimizer` and implement two methods:
 
-- `optimize(context)`: propose candidate skills and hand each to `context.submit(...)`, the
-  driver's single door to the incumbent (it scores on validation and asks the gate). Read
-  `context.incumbent`; never assign it. Keep run state in a JSON-serialisable object returned
-  from the `state_after` callback of `submit` (it is checkpointed), not on `self`; on resume
-  `context.optimizer_state` holds the last one. Draw randomness only from `context.rng`.
+- `optimize(view)`: propose candidate skills and hand each to `view.submit(candidate, lr=...,
+  ...)`, the single door to the incumbent (`skillopt_dsl.driver.RunView`). The view is
+  read-only: `view.incumbent`, `view.trainset`, the models, `view.rng` (the only source of
+  randomness), `view.optimizer_state`. The door measures the change itself against the step's
+  learning rate you declare, refuses duplicates as duplicates (`Verdict.duplicate`), and asks
+  the gate; treat every verdict but `accepted` as no progress. To choose among candidates,
+  score them with `view.evaluate` on training examples (a mini-batch or
+  `view.selection_split(fraction)`); the gate's validation examples are refused there. Keep
+  run state in a JSON-serialisable object returned from `submit`'s `state_after` callback (it
+  is checkpointed), not on `self`; on resume `view.optimizer_state` holds the last one.
 - `config()`: the optimizer's settings as a JSON-ready dict (written to config.json).
+
+The door's bound comes from `lr_bound()`: by default the optimizer's `lr` (the most a step may
+declare) and `lr_floor_tokens` (the least a step may change), fixed when the run starts.
 
 `BudgetExceeded` raised anywhere inside `optimize` ends the run cleanly: the best skill so far
 is kept and exported. Any other exception propagates, with the last checkpoint intact.
@@ -20,10 +28,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from skillopt_dsl.driver import LearningRateBound
 from skillopt_dsl.errors import BudgetExceeded
 
 if TYPE_CHECKING:
-    from skillopt_dsl.driver import CompileContext
+    from skillopt_dsl.driver import CompileContext, RunView
     from skillopt_dsl.module import SkillModule
     from skillopt_dsl.types import Example
 
@@ -45,7 +54,8 @@ class Optimizer(ABC):
         *,
         context: CompileContext,
     ) -> str:
-        """Run `optimize` under `context`; returns why it stopped ("finished" or "budget").
+        """Run `optimize` on a read-only view of `context`; returns why it stopped ("finished"
+        or "budget").
 
         `module`, `trainset` and `valset` must be the ones `context` was built with (the
         signature is shared by all optimizers, so callers never depend on which one runs).
@@ -56,8 +66,9 @@ class Optimizer(ABC):
             or len(valset) != len(context.valset)
         ):
             raise ValueError("compile() must be called with the module and splits of its context")
+        view = context.view(self.lr_bound())
         try:
-            self.optimize(context)
+            self.optimize(view)
         except BudgetExceeded as exc:
             logger.info("budget reached, keeping the best skill so far: %s", exc)
             context.emit("stop", reason="budget", detail=str(exc))
@@ -65,8 +76,20 @@ class Optimizer(ABC):
         return "finished"
 
     @abstractmethod
-    def optimize(self, context: CompileContext) -> None:
-        """Propose candidates and submit them through `context.submit`."""
+    def optimize(self, view: RunView) -> None:
+        """Propose candidates and submit them through `view.submit`."""
+
+    def lr_bound(self) -> LearningRateBound:
+        """The door's learning-rate bound: `lr` and `lr_floor_tokens` of this optimizer.
+
+        Override it when the settings have other names (OptunaLR: the search space's top)."""
+        lr, floor = getattr(self, "lr", None), getattr(self, "lr_floor_tokens", None)
+        if not isinstance(lr, int | float) or not isinstance(floor, int):
+            raise TypeError(
+                f"{type(self).__name__} needs `lr` and `lr_floor_tokens` settings, or an "
+                "lr_bound() override, so that the door can bound its steps"
+            )
+        return LearningRateBound(max_lr=float(lr), floor_tokens=floor)
 
     @abstractmethod
     def config(self) -> dict[str, Any]:

@@ -1,31 +1,32 @@
 """Beam: keep the `width` best candidate skills, expand each with proposals, keep the best again.
 
-Each round, every parent in the beam is expanded `expansions` times: the parent is rolled out on
-a training mini-batch drawn with `context.rng`, the proposers (shared with GradientText) read the
-rollouts, and their edits are ranked and clipped to the learning rate with GradientText's own
-`rank_edits` and `clip_to_budget`. Every child is scored on the validation set once (the
-driver's evaluation cache is keyed by text hash). The survivors are chosen by mean validation
-score (`selection="top-k"`) or, GEPA style, among the candidates that are best on at least one
-validation example (`selection="pareto"`, parents sampled with `context.rng`).
+Candidates are chosen on training data only. At the start, a seeded selection split
+(`selection_fraction` of the trainset, `RunView.selection_split`, recorded in the run's events)
+is carved off the training set: parents are rolled out on mini-batches drawn from the rest, and
+every child is scored on the selection split once (the evaluation cache is keyed by text hash).
+The survivors are chosen by mean selection score (`selection="top-k"`) or, GEPA style, among
+the candidates that are best on at least one selection example (`selection="pareto"`, parents
+sampled with `view.rng`). The gate's validation examples are never used to choose.
 
-At the end of each round the round's best candidate is submitted to the gate: the incumbent
-changes only through `context.submit`, so the result never scores below the seed on validation.
+At the end of each round the round's best candidate not yet judged is submitted to the door:
+the gate alone decides on validation, so the result never scores below the seed there. A
+rejected or duplicate verdict is no progress: its edits are remembered as rejected.
 
 The learning rate is a trust region around the incumbent: a round may move at most
 `max(ceil(lr * tokens(incumbent)), lr_floor_tokens)` tokens away from the incumbent. A parent
-already `d` tokens away may only change `budget - d` more (token edit distance obeys the triangle
-inequality), so the candidate the gate sees never exceeds one step's budget.
+already `d` tokens away may only change `budget - d` more (token edit distance is a metric, so
+the triangle inequality holds), and the door checks the submitted candidate against the same
+budget.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from skillopt_dsl.driver import CompileContext, Proposal
+from skillopt_dsl.driver import RunView, SelectionSplit, Verdict
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
 from skillopt_dsl.optimizers.gradient_text import clip_to_budget, rank_edits
@@ -37,7 +38,7 @@ from skillopt_dsl.optimizers.proposers import (
     edit_key,
 )
 from skillopt_dsl.optimizers.state import CheckpointedState
-from skillopt_dsl.skill import Skill, token_distance
+from skillopt_dsl.skill import Skill, parse_edits, token_distance
 from skillopt_dsl.types import Example
 
 __all__ = ["Beam", "BeamMember", "BeamState", "pareto_front"]
@@ -49,14 +50,16 @@ Selection = Literal["top-k", "pareto"]
 
 @dataclass(frozen=True)
 class BeamMember:
-    """A scored candidate: its text and its per-example validation scores."""
+    """A scored candidate: its text, its per-example selection scores, and the edits (as JSON)
+    that made it from its parent."""
 
     text: str
     scores: dict[str, float]
+    edits: tuple[dict[str, Any], ...] = ()
 
     @property
     def mean(self) -> float:
-        """Mean validation score."""
+        """Mean selection score."""
         return sum(self.scores.values()) / len(self.scores) if self.scores else 0.0
 
     @property
@@ -66,7 +69,7 @@ class BeamMember:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready copy."""
-        return {"text": self.text, "scores": dict(self.scores)}
+        return {"text": self.text, "scores": dict(self.scores), "edits": list(self.edits)}
 
 
 @dataclass
@@ -77,14 +80,17 @@ class BeamState(CheckpointedState):
     step: int = 0
     members: list[dict[str, Any]] = field(default_factory=list)
     rejected: list[dict[str, Any]] = field(default_factory=list)
+    judged: list[str] = field(default_factory=list)
 
     def beam(self) -> list[BeamMember]:
         """The members as typed records."""
-        return [BeamMember(m["text"], dict(m["scores"])) for m in self.members]
+        return [
+            BeamMember(m["text"], dict(m["scores"]), tuple(m.get("edits", ()))) for m in self.members
+        ]
 
 
 def pareto_front(members: Sequence[BeamMember]) -> list[BeamMember]:
-    """Members best on at least one validation example and dominated by no other member.
+    """Members best on at least one selection example and dominated by no other member.
 
     The member with the best mean is always included (it may win no single example outright).
     Order follows `members`.
@@ -106,7 +112,7 @@ def _dominates(a: BeamMember, b: BeamMember, ids: Sequence[str]) -> bool:
 
 @dataclass(kw_only=True)
 class Beam(Optimizer):
-    """Beam search over skills, gated on validation (see the module docstring).
+    """Beam search over skills, chosen on a selection split, gated on validation (module doc).
 
     Args:
         width: candidates kept (and expanded) each round.
@@ -118,6 +124,8 @@ class Beam(Optimizer):
         lr_floor_tokens: the least a round may change, so short or empty seeds can grow.
         max_edits: cap on edits per child (None: only the learning rate limits).
         batch_size: training examples per expansion.
+        selection_fraction: share of the trainset carved off (seeded by the run's seed) to
+            score and choose candidates on; the rest feeds the mini-batches.
     """
 
     width: int = 4
@@ -129,6 +137,7 @@ class Beam(Optimizer):
     lr_floor_tokens: int = 128
     max_edits: int | None = None
     batch_size: int = 8
+    selection_fraction: float = 0.25
     name: str = "beam"
 
     def __post_init__(self) -> None:
@@ -142,6 +151,10 @@ class Beam(Optimizer):
             raise UserInputError(
                 f"unknown selection {self.selection!r}; choose 'top-k' or 'pareto'"
             )
+        if not 0 < self.selection_fraction < 1:
+            raise UserInputError(
+                f"selection_fraction must be in (0, 1), got {self.selection_fraction}"
+            )
 
     def config(self) -> dict[str, Any]:
         return {
@@ -154,65 +167,57 @@ class Beam(Optimizer):
             "lr_floor_tokens": self.lr_floor_tokens,
             "max_edits": self.max_edits,
             "batch_size": self.batch_size,
+            "selection_fraction": self.selection_fraction,
             "proposers": [p.name for p in self.proposers],
         }
 
     # -- the loop --------------------------------------------------------------------------
-    def optimize(self, context: CompileContext) -> None:
-        state = (
-            BeamState.from_dict(context.optimizer_state) if context.optimizer_state else BeamState()
-        )
+    def optimize(self, view: RunView) -> None:
+        saved = view.optimizer_state
+        state = BeamState.from_dict(saved) if saved else BeamState()
+        split = view.selection_split(self.selection_fraction)
         while state.round < self.depth:
-            self._round(context, state)
+            self._round(view, state, split)
 
-    def _budget(self, incumbent: Skill) -> int:
-        return max(math.ceil(self.lr * incumbent.token_count), self.lr_floor_tokens)
-
-    def _round(self, context: CompileContext, state: BeamState) -> None:
-        incumbent = context.incumbent
-        budget = self._budget(incumbent)
-        pool = {m.skill.hash: m for m in self._members_in_reach(context, state, budget)}
+    def _round(self, view: RunView, state: BeamState, split: SelectionSplit) -> None:
+        incumbent = view.incumbent
+        budget = view.step_budget(self.lr)
+        pool = {m.skill.hash: m for m in self._members_in_reach(view, state, split, budget)}
         try:
-            for parent in self._parents(list(pool.values()), context):
+            for parent in self._parents(list(pool.values()), view):
                 room = budget - token_distance(incumbent.text, parent.text)
                 for _ in range(self.expansions if room > 0 else 0):
-                    child = self._expand(context, state, parent, room)
+                    child = self._expand(view, state, split, parent, room)
                     if child is not None and child.skill.hash not in pool:
                         pool[child.skill.hash] = child
         except BudgetExceeded:
-            # Children already scored on validation cost nothing more to submit: keep the best.
-            self._close_round(context, state, pool, budget, finished=False)
+            # Submit the best child found so far (the gate may still afford it), then stop.
+            self._close_round(view, state, pool, finished=False)
             raise
-        self._close_round(context, state, pool, budget, finished=True)
+        self._close_round(view, state, pool, finished=True)
 
     def _close_round(
-        self,
-        context: CompileContext,
-        state: BeamState,
-        pool: dict[str, BeamMember],
-        budget: int,
-        *,
-        finished: bool,
+        self, view: RunView, state: BeamState, pool: dict[str, BeamMember], *, finished: bool
     ) -> None:
         index = state.round
-        state.members = [m.to_dict() for m in self._survivors(list(pool.values()), context)]
+        state.members = [m.to_dict() for m in self._survivors(list(pool.values()), view)]
         state.round += 1 if finished else 0
-        self._submit_best(context, state, budget, index)
+        self._submit_best(view, state, index)
 
     def _members_in_reach(
-        self, context: CompileContext, state: BeamState, budget: int
+        self, view: RunView, state: BeamState, split: SelectionSplit, budget: int
     ) -> list[BeamMember]:
         """The beam, minus members too far from the incumbent; the incumbent always leads."""
-        incumbent = context.incumbent
-        first = BeamMember(incumbent.text, context.incumbent_report.scores)
+        incumbent = view.incumbent
+        scores = view.evaluate(incumbent, split.select, label="selection").scores
         kept = [
             m
             for m in state.beam()
             if m.text != incumbent.text and token_distance(incumbent.text, m.text) <= budget
         ]
-        return [first, *kept]
+        return [BeamMember(incumbent.text, scores), *kept]
 
-    def _parents(self, members: list[BeamMember], context: CompileContext) -> list[BeamMember]:
+    def _parents(self, members: list[BeamMember], view: RunView) -> list[BeamMember]:
         if self.selection == "top-k":
             return _top(members, self.width)
         front = pareto_front(members)
@@ -220,85 +225,100 @@ class Beam(Optimizer):
             return front
         top = _top(front, 1)[0]
         rest = [m for m in front if m is not top]
-        return [top, *context.rng.sample(rest, self.width - 1)]
+        return [top, *view.rng.sample(rest, self.width - 1)]
 
-    def _survivors(self, members: list[BeamMember], context: CompileContext) -> list[BeamMember]:
+    def _survivors(self, members: list[BeamMember], view: RunView) -> list[BeamMember]:
         if self.selection == "top-k":
             return _top(members, self.width)
         return pareto_front(members)
 
     def _expand(
-        self, context: CompileContext, state: BeamState, parent: BeamMember, room: int
+        self,
+        view: RunView,
+        state: BeamState,
+        split: SelectionSplit,
+        parent: BeamMember,
+        room: int,
     ) -> BeamMember | None:
-        """Propose one child of `parent` changing at most `room` tokens; score it on validation."""
-        batch = _draw(context, self.batch_size)
+        """Propose one child of `parent` changing at most `room` tokens; score it on the
+        selection split."""
+        batch = _draw(view, split.fit, self.batch_size)
         skill = parent.skill
         step = state.step
         state.step += 1
-        rollouts = context.evaluate(skill, batch, label="train").records
+        rollouts = view.evaluate(skill, batch, label="train").records
         request = ProposalRequest(
-            module=context.module,
+            module=view.module,
             skill=skill,
             batch=batch,
             rollouts=rollouts,
-            trainset=context.trainset,
+            trainset=view.trainset,
             rejected=state.memory(),
-            optimizer_lm=context.optimizer_lm,
-            rng=context.rng,
+            optimizer_lm=view.optimizer_lm,
+            rng=view.rng,
             budget_tokens=room,
             step=step,
             epoch=state.round,
         )
         groups = [g for proposer in self.proposers for g in proposer.propose(request)]
         for note in request.notes:
-            context.emit(note.pop("kind"), step=step, **note)
+            view.emit(note.pop("kind"), step=step, **note)
         rejected_keys = {edit_key(e) for c in state.memory() for e in c.edits}
         ranked = [r.edit for r in rank_edits(groups, rejected_keys)]
         candidate, kept, report = clip_to_budget(skill, ranked, room, self.max_edits)
-        context.emit("edit_report", step=step, outcomes=[o.to_dict() for o in report.outcomes])
+        view.emit("edit_report", step=step, outcomes=[o.to_dict() for o in report.outcomes])
         if not kept:
             return None
-        scores = context.evaluate(candidate, context.valset, label="val").scores
-        child = BeamMember(candidate.text, scores)
-        context.emit(
+        scores = view.evaluate(candidate, split.select, label="selection").scores
+        child = BeamMember(candidate.text, scores, tuple(e.model_dump() for e in kept))
+        view.emit(
             "beam_child",
             step=step,
             round=state.round,
             parent_hash=skill.hash,
             candidate_hash=candidate.hash,
-            val_score=child.mean,
+            selection_score=child.mean,
         )
         if child.mean <= parent.mean:
             memory = RejectedCandidate(tuple(kept), child.mean - parent.mean, step, state.round)
             state.rejected.append(memory.to_dict())
         return child
 
-    def _submit_best(
-        self, context: CompileContext, state: BeamState, budget: int, round_index: int
-    ) -> None:
-        incumbent = context.incumbent
-        best = _top(state.beam(), 1)[0]
-        candidate = best.skill
-        if candidate.hash == incumbent.hash or candidate.hash in context.scored:
-            context.record_empty_step(
+    def _submit_best(self, view: RunView, state: BeamState, round_index: int) -> None:
+        incumbent, beam = view.incumbent, state.beam()
+        floor = next((m.mean for m in beam if m.text == incumbent.text), -1.0)
+        fresh = [
+            m
+            for m in beam
+            if m.mean > floor and m.text != incumbent.text and m.skill.hash not in state.judged
+        ]
+        if not fresh:
+            view.record_empty_step(
                 step=state.step,
                 epoch=round_index,
                 kind="beam",
-                lr_budget=self.lr,
-                budget_tokens=budget,
-                note="the round found nothing new to submit",
+                lr=self.lr,
+                note="the round found nothing better than the incumbent to submit",
             )
             return
-        change = token_distance(incumbent.text, candidate.text)
-        longer = max(incumbent.token_count, candidate.token_count, 1)
-        proposal = Proposal(
-            candidate, state.step, round_index, "beam", self.lr, budget, change, change / longer
+        best = _top(fresh, 1)[0]
+        state.judged.append(best.skill.hash)
+
+        def state_after(verdict: Verdict) -> dict[str, Any]:
+            if not verdict.accepted and best.edits:  # rejected, duplicate or refused
+                edits = tuple(parse_edits(list(best.edits)))
+                memory = RejectedCandidate(edits, verdict.delta, state.step, round_index)
+                state.rejected.append(memory.to_dict())
+            return state.to_dict()
+
+        view.submit(
+            best.skill,
+            lr=self.lr,
+            step=state.step,
+            epoch=round_index,
+            kind="beam",
+            state_after=state_after,
         )
-        context.submit(proposal, lambda _decision: _state_json(state))
-
-
-def _state_json(state: BeamState) -> dict[str, Any]:
-    return state.to_dict()
 
 
 def _top(members: Sequence[BeamMember], k: int) -> list[BeamMember]:
@@ -306,6 +326,6 @@ def _top(members: Sequence[BeamMember], k: int) -> list[BeamMember]:
     return sorted(members, key=lambda m: -m.mean)[:k]
 
 
-def _draw(context: CompileContext, size: int) -> list[Example]:
-    ordered = sorted(context.trainset, key=lambda e: e.id)
-    return context.rng.sample(ordered, min(size, len(ordered)))
+def _draw(view: RunView, pool: Sequence[Example], size: int) -> list[Example]:
+    ordered = sorted(pool, key=lambda e: e.id)
+    return view.rng.sample(ordered, min(size, len(ordered)))

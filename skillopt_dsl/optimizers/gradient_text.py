@@ -3,12 +3,15 @@
 Each step: roll out the incumbent on a training mini-batch, let the proposers read the rollouts
 and propose typed edits, aggregate them (merge duplicates, resolve conflicts, failure-driven edits
 first, drop edits already rejected), clip them greedily to the step's learning-rate budget, and
-hand the one resulting candidate to the driver's gate. At the end of each epoch a slow update
+hand the one resulting candidate to the door (`RunView.submit`), which measures the change
+itself and asks the gate. At the end of each epoch a slow update
 proposes a consolidation of the document (also clipped, also gated).
 
 The learning rate: a step may change at most `max(ceil(lr_t * tokens(skill)), lr_floor_tokens)`
 tokens of the document (token-level edit distance), where `lr_t` follows the schedule; the floor
-lets a short or empty seed grow. `max_edits` optionally caps the number of edits per step.
+lets a short or empty seed grow. `max_edits` optionally caps the number of edits per step. The
+optimizer declares `lr_t` to the door, which computes the same budget and refuses a candidate
+over it. A duplicate verdict counts as no progress (patience, rejected-edit memory).
 """
 
 from __future__ import annotations
@@ -19,9 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from skillopt_dsl.driver import CompileContext, Proposal
+from skillopt_dsl.driver import RunView, Verdict
 from skillopt_dsl.errors import UserInputError
-from skillopt_dsl.gate import GateDecision
 from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
 from skillopt_dsl.optimizers.proposers import (
     ConsolidationProposer,
@@ -209,59 +211,57 @@ class GradientText(Optimizer):
         }
 
     # -- the loop --------------------------------------------------------------------------
-    def optimize(self, context: CompileContext) -> None:
-        state = (
-            GradientTextState.from_dict(context.optimizer_state)
-            if context.optimizer_state
-            else GradientTextState()
-        )
-        by_id = {e.id: e for e in context.trainset}
+    def optimize(self, view: RunView) -> None:
+        saved = view.optimizer_state
+        state = GradientTextState.from_dict(saved) if saved else GradientTextState()
+        by_id = {e.id: e for e in view.trainset}
         steps_per_epoch = math.ceil(len(by_id) / self.batch_size)
         total = self.epochs * steps_per_epoch
         while state.epoch < self.epochs:
             if not state.order:
                 state.order = sorted(by_id)
-                context.rng.shuffle(state.order)
+                view.rng.shuffle(state.order)
                 state.cursor, state.slow_done, state.accepted_this_epoch = 0, False, False
             while state.cursor < len(state.order):
                 ids = state.order[state.cursor : state.cursor + self.batch_size]
                 state.cursor += len(ids)
-                self._step(context, state, [by_id[i] for i in ids], total)
+                self._step(view, state, [by_id[i] for i in ids], total)
                 if (
                     self.patience_steps is not None
                     and state.steps_since_accept >= self.patience_steps
                 ):
-                    context.emit("stop", reason="patience_steps", step=state.step)
+                    view.emit("stop", reason="patience_steps", step=state.step)
                     return
             if self.slow_update and not state.slow_done:
                 state.slow_done = True
-                self._slow_update(context, state, total)
+                self._slow_update(view, state, total)
             state.epochs_since_accept = (
                 0 if state.accepted_this_epoch else state.epochs_since_accept + 1
             )
             state.epoch, state.order = state.epoch + 1, []
             if self.patience is not None and state.epochs_since_accept >= self.patience:
-                context.emit("stop", reason="patience", epoch=state.epoch)
+                view.emit("stop", reason="patience", epoch=state.epoch)
                 return
 
-    def _budget(self, skill: Skill, step: int, total: int) -> tuple[float, int]:
+    def _budget(self, view: RunView, step: int, total: int) -> tuple[float, int]:
+        """The step's scheduled learning rate and the tokens the door allows for it."""
         lr_t = lr_at(self.schedule, self.lr, step, total)
-        return lr_t, max(math.ceil(lr_t * skill.token_count), self.lr_floor_tokens)
+        return lr_t, view.step_budget(lr_t)
 
     def _step(
-        self, context: CompileContext, state: GradientTextState, batch: list[Any], total: int
+        self, view: RunView, state: GradientTextState, batch: list[Any], total: int
     ) -> None:
-        skill = context.incumbent
-        lr_t, budget = self._budget(skill, state.step, total)
-        rollouts = context.evaluate(skill, batch, label="train").records
-        request = self._request(context, state, skill, batch, rollouts, budget)
+        skill = view.incumbent
+        lr_t, budget = self._budget(view, state.step, total)
+        rollouts = view.evaluate(skill, batch, label="train").records
+        request = self._request(view, state, skill, batch, rollouts, budget)
         groups = [g for proposer in self.proposers for g in proposer.propose(request)]
-        self._emit_notes(context, request, state.step)
-        self._submit(context, state, skill, groups, kind="step", lr_t=lr_t, budget=budget)
+        self._emit_notes(view, request, state.step)
+        self._submit(view, state, skill, groups, kind="step", lr_t=lr_t, budget=budget)
 
     def _submit(
         self,
-        context: CompileContext,
+        view: RunView,
         state: GradientTextState,
         skill: Skill,
         groups: list[EditGroup],
@@ -272,42 +272,43 @@ class GradientText(Optimizer):
     ) -> None:
         step, epoch = state.step, state.epoch
         state.step += 1
-        context.emit("proposal", step=step, kind=kind, groups=[_group_json(g) for g in groups])
+        view.emit("proposal", step=step, kind=kind, groups=[_group_json(g) for g in groups])
         rejected_keys = {edit_key(e) for c in state.memory() for e in c.edits}
         ranked = [r.edit for r in rank_edits(groups, rejected_keys)]
         if (
             self.aggregate_with_model_above is not None
             and len(ranked) > self.aggregate_with_model_above
         ):
-            ranked = self._aggregate_with_model(context, skill, ranked, budget, step)
+            ranked = self._aggregate_with_model(view, skill, ranked, budget, step)
         candidate, kept, report = clip_to_budget(skill, ranked, budget, self.max_edits)
-        context.emit("edit_report", step=step, outcomes=[o.to_dict() for o in report.outcomes])
+        view.emit("edit_report", step=step, outcomes=[o.to_dict() for o in report.outcomes])
         if not kept:
             state.steps_since_accept += 1
             note = "no applicable edit" if groups else "no proposal"
-            context.record_empty_step(
-                step=step, epoch=epoch, kind=kind, lr_budget=lr_t, budget_tokens=budget, note=note
-            )
+            view.record_empty_step(step=step, epoch=epoch, kind=kind, lr=lr_t, note=note)
             return
-        change = token_distance(skill.text, candidate.text)
-        longer = max(skill.token_count, candidate.token_count, 1)
-        proposal = Proposal(
-            candidate, step, epoch, kind, lr_t, budget, change, change / longer, report
-        )
 
-        def state_after(decision: GateDecision) -> dict[str, Any]:
-            if decision.accepted:
+        def state_after(verdict: Verdict) -> dict[str, Any]:
+            if verdict.accepted:
                 state.steps_since_accept, state.accepted_this_epoch = 0, True
-            else:
+            else:  # rejected, duplicate or refused: no progress, never proposed again
                 state.steps_since_accept += 1
-                memory = RejectedCandidate(tuple(kept), decision.delta, step, epoch)
+                memory = RejectedCandidate(tuple(kept), verdict.delta, step, epoch)
                 state.rejected.append(memory.to_dict())
             return state.to_dict()
 
-        context.submit(proposal, state_after)
+        view.submit(
+            candidate,
+            lr=lr_t,
+            step=step,
+            epoch=epoch,
+            kind=kind,
+            report=report,
+            state_after=state_after,
+        )
 
     def _aggregate_with_model(
-        self, context: CompileContext, skill: Skill, ranked: list[Edit], budget: int, step: int
+        self, view: RunView, skill: Skill, ranked: list[Edit], budget: int, step: int
     ) -> list[Edit]:
         listing = "\n".join(f"{i}. {e.model_dump_json()}" for i, e in enumerate(ranked))
         prompt = (
@@ -319,10 +320,10 @@ class GradientText(Optimizer):
             {"role": "system", "content": AGGREGATE_SYSTEM},
             {"role": "user", "content": prompt},
         ]
-        merged = ask_for_edits(context.optimizer_lm, messages, seed=step * 100 + 98)
+        merged = ask_for_edits(view.optimizer_lm, messages, seed=step * 100 + 98)
         if isinstance(merged, str):
             reason, _, reply = merged.partition("\n")
-            context.emit(
+            view.emit(
                 "aggregation_dropped",
                 step=step,
                 reason=reason,
@@ -330,12 +331,12 @@ class GradientText(Optimizer):
                 using="deterministic ranking",
             )
             return ranked
-        context.emit("aggregated", step=step, before=len(ranked), after=len(merged))
+        view.emit("aggregated", step=step, before=len(ranked), after=len(merged))
         return merged
 
     @staticmethod
     def _request(
-        context: CompileContext,
+        view: RunView,
         state: GradientTextState,
         skill: Skill,
         batch: list[Any],
@@ -343,31 +344,31 @@ class GradientText(Optimizer):
         budget: int,
     ) -> ProposalRequest:
         return ProposalRequest(
-            module=context.module,
+            module=view.module,
             skill=skill,
             batch=batch,
             rollouts=rollouts,
-            trainset=context.trainset,
+            trainset=view.trainset,
             rejected=state.memory(),
-            optimizer_lm=context.optimizer_lm,
-            rng=context.rng,
+            optimizer_lm=view.optimizer_lm,
+            rng=view.rng,
             budget_tokens=budget,
             step=state.step,
             epoch=state.epoch,
         )
 
     @staticmethod
-    def _emit_notes(context: CompileContext, request: ProposalRequest, step: int) -> None:
+    def _emit_notes(view: RunView, request: ProposalRequest, step: int) -> None:
         for note in request.notes:
-            context.emit(note.pop("kind"), step=step, **note)
+            view.emit(note.pop("kind"), step=step, **note)
 
-    def _slow_update(self, context: CompileContext, state: GradientTextState, total: int) -> None:
-        skill = context.incumbent
-        lr_t, budget = self._budget(skill, state.step, total)
-        request = self._request(context, state, skill, [], [], budget)
+    def _slow_update(self, view: RunView, state: GradientTextState, total: int) -> None:
+        skill = view.incumbent
+        lr_t, budget = self._budget(view, state.step, total)
+        request = self._request(view, state, skill, [], [], budget)
         groups = self.consolidation.propose(request)
-        self._emit_notes(context, request, state.step)
-        self._submit(context, state, skill, groups, kind="slow_update", lr_t=lr_t, budget=budget)
+        self._emit_notes(view, request, state.step)
+        self._submit(view, state, skill, groups, kind="slow_update", lr_t=lr_t, budget=budget)
 
 
 def _group_json(group: EditGroup) -> dict[str, Any]:

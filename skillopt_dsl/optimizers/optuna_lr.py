@@ -1,23 +1,34 @@
 """OptunaLR: an Optuna sweep over an inner optimizer's hyperparameters (the learning rate first).
 
-Each trial copies the inner optimizer with the sampled settings (`dataclasses.replace`) and runs
-it from the seed skill in a child context: its own run directory (`<run_dir>/trials/<number>`
-when the outer run has one), the same models, ledger, response cache and evaluation cache, so
-the budget is global and no skill is scored twice. The trial's value is its gated validation
-score. Intermediate values are reported at the end of every epoch (the inner optimizer's
-`epoch`, a round for Beam) so a pruner can stop bad settings early:
+Each trial copies the inner optimizer with the sampled settings (`dataclasses.replace`) and
+runs it from the seed skill in a trial run of its own (`RunView.trial_driver`): its own run
+directory (`<run_dir>/trials/<number>` when the outer run has one), the same models, ledger,
+response cache and evaluation cache, so the budget is global and no skill is scored twice.
 
-- `MedianPruner` (or any pruner): the mean validation score, at step = epoch;
-- `WilcoxonPruner`: the per-example validation scores, at step = epoch * len(valset) + index,
+Trials never see the gate's validation examples. A seeded selection split
+(`selection_fraction` of the trainset, `RunView.selection_split`) is carved off the training
+set: each trial learns on the rest, and its own gate decides on the selection split. The trial's
+value is its gated selection score. Only the sweep's single best skill goes to the real gate, on
+validation, against the seed, declaring the learning rates of the trial's accepted steps (the
+door composes their budgets and measures the change itself). Intermediate values are reported
+at the end of every epoch (the inner optimizer's `epoch`, a round for Beam) so a pruner can stop
+bad settings early:
+
+- `MedianPruner` (or any pruner): the mean selection score, at step = epoch;
+- `WilcoxonPruner`: the per-example selection scores, at step = epoch * len(select) + index,
   as Optuna's documentation asks (one step per instance), checked after each report.
 
 The first trial is the inner optimizer's own configuration (enqueued). Each trial's skill text,
-run directory and cost are stored as JSON user attributes. When the sweep ends, the best trial's
-skill is submitted to the outer gate against the seed: the outer gate stays the only door.
+run directory and cost are stored as JSON user attributes.
 
 `storage` ("sqlite:///sweep.db", "postgresql://...", or a JournalFile path ending in .log or
 .journal) makes the study resumable (`load_if_exists=True`) and shareable by several worker
-processes (see `skillopt_dsl.sweeps.run_sweep_worker`).
+processes (see `skillopt_dsl.sweeps.run_sweep_worker`). A sweep ends with `n_trials` finished
+(COMPLETE or PRUNED) trials in the study, counting earlier runs and other workers: a resumed
+sweep runs only the remainder. A trial left RUNNING by a killed worker is failed and re-run with
+the same settings: RDB storages (SQLite, PostgreSQL, MySQL) record a heartbeat and fail trials
+whose heartbeat stopped (`RetryFailedTrialCallback` re-enqueues them); on every storage a
+resumed run also fails the trials its own run directory left RUNNING.
 """
 
 from __future__ import annotations
@@ -32,12 +43,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from skillopt_dsl.driver import CompileContext, Proposal
+from skillopt_dsl.driver import CompileContext, LearningRateBound, RunView, SelectionSplit
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.gradient_text import GradientText
 from skillopt_dsl.runs import RunDirectory
-from skillopt_dsl.skill import Skill, token_distance
+from skillopt_dsl.skill import Skill
 
 if TYPE_CHECKING:
     import optuna
@@ -45,6 +56,15 @@ if TYPE_CHECKING:
 __all__ = ["OptunaLR", "SearchSpace", "SweepResult", "TrialRecord", "open_storage"]
 
 logger = logging.getLogger(__name__)
+
+HEARTBEAT_INTERVAL_S = 20
+"""Seconds between a running trial's heartbeats in an RDB storage."""
+
+GRACE_PERIOD_S = 120
+"""A RUNNING trial whose last heartbeat is older than this is failed and re-run."""
+
+FINISHED = ("COMPLETE", "PRUNED")
+"""Trial states that count towards `n_trials`."""
 
 FloatRange = tuple[float, float, Literal["log", "linear"]]
 IntRange = tuple[int, int, Literal["int"]]
@@ -133,8 +153,20 @@ class SweepResult:
         }
 
 
-def open_storage(storage: str | None) -> optuna.storages.BaseStorage | None:
-    """An Optuna storage for `storage`: None (in memory), an RDB URL, or a JournalFile path."""
+def open_storage(
+    storage: str | None,
+    *,
+    heartbeat_interval: int = HEARTBEAT_INTERVAL_S,
+    grace_period: int = GRACE_PERIOD_S,
+) -> optuna.storages.BaseStorage | None:
+    """An Optuna storage for `storage`: None (in memory), an RDB URL, or a JournalFile path.
+
+    The one place sweep storages are built. RDB storages record a heartbeat every
+    `heartbeat_interval` seconds for each running trial; a trial silent for `grace_period`
+    seconds is failed and re-enqueued with the same settings (`RetryFailedTrialCallback`).
+    JournalFile storages have no heartbeat in Optuna (see `OptunaLR` for how their orphans
+    are failed).
+    """
     if storage is None:
         return None
     optuna = _optuna()
@@ -143,17 +175,24 @@ def open_storage(storage: str | None) -> optuna.storages.BaseStorage | None:
 
         Path(storage).parent.mkdir(parents=True, exist_ok=True)
         return optuna.storages.JournalStorage(JournalFileBackend(storage))  # type: ignore[no-any-return]
+    heartbeat = {
+        "heartbeat_interval": heartbeat_interval,
+        "grace_period": grace_period,
+        "heartbeat_stale_trial_callback": optuna.storages.RetryFailedTrialCallback(),
+    }
     if storage.startswith("sqlite:"):
-        return _sqlite_storage(storage)
+        return _sqlite_storage(storage, heartbeat)
     if storage.startswith(("postgresql", "mysql")):
-        return optuna.storages.RDBStorage(storage)  # type: ignore[no-any-return]
+        return optuna.storages.RDBStorage(storage, **heartbeat)  # type: ignore[no-any-return]
     raise UserInputError(
         f"unknown storage {storage!r}; use 'sqlite:///sweep.db', 'postgresql://user@host/db', "
         "or a JournalFile path ending in .log or .journal"
     )
 
 
-def _sqlite_storage(url: str, attempts: int = 5) -> optuna.storages.BaseStorage:
+def _sqlite_storage(
+    url: str, heartbeat: Mapping[str, Any], attempts: int = 5
+) -> optuna.storages.BaseStorage:
     """An SQLite RDBStorage. Workers starting together would race to create the schema, so
     creation holds a lock file next to the database (POSIX), and is retried on that race."""
     import sqlalchemy.exc
@@ -164,7 +203,7 @@ def _sqlite_storage(url: str, attempts: int = 5) -> optuna.storages.BaseStorage:
         try:
             with _schema_lock(path):
                 return optuna.storages.RDBStorage(  # type: ignore[no-any-return]
-                    url, engine_kwargs={"connect_args": {"timeout": 60}}
+                    url, engine_kwargs={"connect_args": {"timeout": 60}}, **heartbeat
                 )
         except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as exc:
             racing = "already exists" in str(exc) or "UNIQUE constraint" in str(exc)
@@ -202,27 +241,28 @@ class OptunaLR(Optimizer):
         inner: the optimizer each trial runs (a dataclass: GradientText, Beam, ...).
         search_space: name -> (low, high, "log"|"linear"), (low, high, "int") or a list of choices;
             every name must be a field of `inner`.
-        n_trials: trials this process runs.
-        total_trials: stop once the study holds this many complete or pruned trials, counting
-            other workers and earlier runs (resume a stored sweep to N in total with this).
+        n_trials: finished (COMPLETE or PRUNED) trials the study ends with, counting earlier
+            runs and other workers: a resumed sweep runs only the remainder.
         storage: None (in memory), "sqlite:///...", "postgresql://...", or a .log/.journal path.
         study_name: default "skillopt-<module name>".
         sampler: default `TPESampler(seed=seed)`.
         pruner: default none (every trial runs to the end); `MedianPruner()`, `WilcoxonPruner()`.
         seed: the default sampler's seed.
-        plots: write sweep plots next to the study (see `write_sweep_plots`).
+        plots: write sweep plots next to the study (see `skillopt_dsl.report.write_sweep_plots`).
+        selection_fraction: share of the trainset carved off (seeded by the run's seed) for the
+            trials' gates; trials learn on the rest. The validation set is for the final gate.
     """
 
     inner: Optimizer = field(default_factory=GradientText)
     search_space: SearchSpace = field(default_factory=lambda: {"lr": (0.02, 0.5, "log")})
     n_trials: int = 20
-    total_trials: int | None = None
     storage: str | None = None
     study_name: str | None = None
     sampler: optuna.samplers.BaseSampler | None = None
     pruner: optuna.pruners.BasePruner | None = None
     seed: int = 0
     plots: bool = True
+    selection_fraction: float = 0.3
     name: str = "optuna-lr"
 
     def __post_init__(self) -> None:
@@ -232,6 +272,10 @@ class OptunaLR(Optimizer):
             )
         if self.n_trials < 1:
             raise UserInputError(f"n_trials must be >= 1, got {self.n_trials}")
+        if not 0 < self.selection_fraction < 1:
+            raise UserInputError(
+                f"selection_fraction must be in (0, 1), got {self.selection_fraction}"
+            )
         names = {f.name for f in dataclasses.fields(self.inner)}
         unknown = sorted(set(self.search_space) - names)
         if unknown:
@@ -248,7 +292,7 @@ class OptunaLR(Optimizer):
             "inner": self.inner.config(),
             "search_space": {k: list(v) for k, v in self.search_space.items()},
             "n_trials": self.n_trials,
-            "total_trials": self.total_trials,
+            "selection_fraction": self.selection_fraction,
             "storage": self.storage,
             "study_name": self.study_name,
             "sampler": type(self.sampler).__name__ if self.sampler else "TPESampler",
@@ -256,15 +300,26 @@ class OptunaLR(Optimizer):
             "seed": self.seed,
         }
 
+    def lr_bound(self) -> LearningRateBound:
+        """The door's bound for the sweep's result: the largest `lr` and floor any trial may use
+        (a trial's steps each declare their own rate; the door composes them)."""
+        inner = self.inner.lr_bound()
+        return LearningRateBound(
+            max_lr=max(inner.max_lr, _top_of(self.search_space.get("lr"), 0.0)),
+            floor_tokens=max(
+                inner.floor_tokens, int(_top_of(self.search_space.get("lr_floor_tokens"), 0))
+            ),
+        )
+
     # -- the sweep -------------------------------------------------------------------------
-    def create_study(self, context: CompileContext) -> optuna.study.Study:
+    def create_study(self, view: RunView) -> optuna.study.Study:
         """Create (or load, when it exists in `storage`) this sweep's study."""
         optuna = _optuna()
         study = optuna.create_study(
             storage=open_storage(self.storage),
             sampler=self.sampler or optuna.samplers.TPESampler(seed=self.seed),
             pruner=self.pruner or optuna.pruners.NopPruner(),
-            study_name=self.study_name or f"skillopt-{context.module.name}",
+            study_name=self.study_name or f"skillopt-{view.module.name}",
             direction="maximize",
             load_if_exists=True,
         )
@@ -273,30 +328,23 @@ class OptunaLR(Optimizer):
             study.enqueue_trial(seed_params, skip_if_exists=True)
         return study
 
-    def optimize(self, context: CompileContext) -> None:
-        if context.optimizer_state.get("submitted"):
+    def optimize(self, view: RunView) -> None:
+        if view.optimizer_state.get("submitted"):
             return
         optuna = _optuna()
-        study = self.create_study(context)
-        sweep = _Sweep(self, context)
-        callbacks = []
-        if self.total_trials is not None:
-            finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-            callbacks.append(optuna.study.MaxTrialsCallback(self.total_trials, states=finished))
-        if not self._reached_total(study):
-            study.optimize(sweep.objective, n_trials=self.n_trials, callbacks=callbacks)
-        result = self._record(context, study)
-        self._submit(context, study, result)
+        study = self.create_study(view)
+        owner = _owner(view)
+        fail_orphaned_trials(study, owner)
+        sweep = _Sweep(self, view, view.selection_split(self.selection_fraction), owner)
+        remaining = self.n_trials - finished_trials(study)
+        if remaining > 0:
+            states = tuple(getattr(optuna.trial.TrialState, name) for name in FINISHED)
+            stop_at_n = optuna.study.MaxTrialsCallback(self.n_trials, states=states)
+            study.optimize(sweep.objective, n_trials=remaining, callbacks=[stop_at_n])
+        result = self._record(view, study)
+        self._submit(view, study, result)
         if sweep.budget_hit:
             raise BudgetExceeded("the budget ran out during the sweep; the best trial was kept")
-
-    def _reached_total(self, study: optuna.study.Study) -> bool:
-        if self.total_trials is None:
-            return False
-        finished = [
-            t for t in study.get_trials(deepcopy=False) if t.state.name in ("COMPLETE", "PRUNED")
-        ]
-        return len(finished) >= self.total_trials
 
     def _seed_params(self) -> dict[str, Any]:
         """The inner optimizer's own settings, where the search space can represent them."""
@@ -311,51 +359,88 @@ class OptunaLR(Optimizer):
                 )
         return params
 
-    def _record(self, context: CompileContext, study: optuna.study.Study) -> SweepResult:
+    def _record(self, view: RunView, study: optuna.study.Study) -> SweepResult:
         plots: list[Path] = []
-        folder = _plot_folder(context, self.storage, study.study_name)
+        folder = _plot_folder(view, self.storage, study.study_name)
         if self.plots and folder is not None:
-            from skillopt_dsl.sweeps import write_sweep_plots
+            from skillopt_dsl.report import write_sweep_plots
 
             plots = write_sweep_plots(study, folder)
         result = SweepResult.from_study(study, self.storage, plots)
-        context.emit("sweep", **result.to_dict())
+        view.emit("sweep", **result.to_dict())
         return result
 
-    def _submit(
-        self, context: CompileContext, study: optuna.study.Study, result: SweepResult
-    ) -> None:
+    def _submit(self, view: RunView, study: optuna.study.Study, result: SweepResult) -> None:
         best = result.best
         if best is None:
             logger.warning("no trial of study %r completed; keeping the seed", study.study_name)
             return
         attrs = _attrs(study, best.number)
         candidate = Skill(attrs["skill_text"])
-        incumbent = context.incumbent
-        if candidate.hash == incumbent.hash or candidate.hash in context.scored:
-            context.record_empty_step(
+        state = {"submitted": True, "sweep": result.to_dict()}
+        lrs = [float(x) for x in attrs.get("step_lrs", [])]
+        if candidate.hash == view.incumbent.hash or not lrs:
+            view.record_empty_step(
                 step=0,
                 epoch=0,
                 kind="sweep",
-                lr_budget=0.0,
-                budget_tokens=0,
+                lr=view.bound.max_lr,
                 note=f"the best trial ({best.number}) did not change the skill",
             )
             return
-        change = token_distance(incumbent.text, candidate.text)
-        longer = max(incumbent.token_count, candidate.token_count, 1)
-        proposal = Proposal(
-            candidate,
-            0,
-            0,
-            "sweep",
-            float(attrs["lr_budget"]),
-            int(attrs["budget_tokens"]),
-            change,
-            change / longer,
+        view.submit(
+            candidate, lr=lrs, step=0, epoch=0, kind="sweep", state_after=lambda _v: state
         )
-        state = {"submitted": True, "sweep": result.to_dict()}
-        context.submit(proposal, lambda _decision: state)
+
+
+def finished_trials(study: optuna.study.Study) -> int:
+    """How many trials of `study` count towards `n_trials` (COMPLETE or PRUNED)."""
+    return sum(1 for t in study.get_trials(deepcopy=False) if t.state.name in FINISHED)
+
+
+def fail_orphaned_trials(study: optuna.study.Study, owner: str | None) -> list[int]:
+    """Fail the RUNNING trials no live process will finish, and re-enqueue their settings.
+
+    Those whose heartbeat stopped (RDB storages, after the grace period), and those `owner`
+    (this run directory) left RUNNING when it was killed: a run directory belongs to one
+    worker, so its RUNNING trials are orphans as soon as it starts again. Returns their numbers.
+    """
+    optuna = _optuna()
+    from optuna.storages import fail_stale_trials
+
+    before = {t.number for t in study.get_trials(deepcopy=False) if t.state.name == "FAIL"}
+    fail_stale_trials(study)
+    failed = [
+        t.number
+        for t in study.get_trials(deepcopy=False)
+        if t.state.name == "FAIL" and t.number not in before
+    ]
+    running = optuna.trial.TrialState.RUNNING
+    for trial in study.get_trials(deepcopy=False, states=(running,)):
+        if owner is None or trial.user_attrs.get("owner") != owner:
+            continue
+        # Optuna's storages address trials by their internal id (as fail_stale_trials does).
+        storage = study._storage
+        storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
+        optuna.storages.RetryFailedTrialCallback()(study, storage.get_trial(trial._trial_id))
+        failed.append(trial.number)
+    if failed:
+        logger.info("failed orphaned trials %s; their settings run again", failed)
+    return failed
+
+
+def _owner(view: RunView) -> str | None:
+    """This run's identity in a shared study: its run directory (None without one)."""
+    return None if view.run_path is None else str(view.run_path.resolve())
+
+
+def _top_of(spec: Any, default: float) -> float:
+    """The largest value a search-space entry can take (`default` when absent)."""
+    if spec is None:
+        return default
+    if isinstance(spec, tuple) and len(spec) == 3 and spec[2] in ("log", "linear", "int"):
+        return float(spec[1])
+    return max(float(v) for v in spec if isinstance(v, int | float))
 
 
 def _attrs(study: optuna.study.Study, number: int) -> dict[str, Any]:
@@ -363,33 +448,40 @@ def _attrs(study: optuna.study.Study, number: int) -> dict[str, Any]:
     return dict(trial.user_attrs)
 
 
-def _plot_folder(context: CompileContext, storage: str | None, study_name: str) -> Path | None:
+def _plot_folder(view: RunView, storage: str | None, study_name: str) -> Path | None:
     """Next to the study: the storage file's folder, else the run directory; None in memory."""
     if storage is not None and storage.startswith("sqlite:///"):
         return Path(storage.removeprefix("sqlite:///")).parent / f"{study_name}-plots"
     if storage is not None and "://" not in storage:
         return Path(storage).parent / f"{study_name}-plots"
-    if context.run.path is not None:
-        return context.run.path / "sweep-plots"
+    if view.run_path is not None:
+        return view.run_path / "sweep-plots"
     return None
 
 
 class _Sweep:
-    """One process's share of a sweep: runs trials as child runs of the outer context."""
+    """One process's share of a sweep: runs trials as separate trial runs of the outer view."""
 
-    def __init__(self, owner: OptunaLR, context: CompileContext) -> None:
-        self.owner, self.context = owner, context
+    def __init__(
+        self, owner: OptunaLR, view: RunView, split: SelectionSplit, run_owner: str | None
+    ) -> None:
+        self.owner, self.view, self.split, self.run_owner = owner, view, split, run_owner
         self.budget_hit = False
 
     def objective(self, trial: optuna.trial.Trial) -> float:
-        """Run the inner optimizer with the trial's settings; the value is its gated val score."""
+        """Run the inner optimizer with the trial's settings; the value is its gated score on
+        the selection split."""
+        if self.run_owner is not None:
+            trial.set_user_attr("owner", self.run_owner)
         params = {n: _suggest(trial, n, s) for n, s in self.owner.search_space.items()}
         inner = dataclasses.replace(self.owner.inner, **params)  # type: ignore[type-var]
-        reporter = _Reporter(trial, self.owner.pruner, [e.id for e in self.context.valset])
-        child = self.context.child(self._trial_run(trial.number), on_event=reporter.on_event)
+        reporter = _Reporter(trial, self.owner.pruner, [e.id for e in self.split.select])
+        child = self.view.trial_driver(
+            self.split, self._trial_run(trial.number), on_event=reporter.on_event
+        )
         reporter.context = child
         _start(child)
-        before = self.context.ledger.snapshot()
+        before = self.view.usage()
         stop_reason = "pruned"
         try:
             stop_reason = inner.compile(child.module, child.trainset, child.valset, context=child)
@@ -402,7 +494,7 @@ class _Sweep:
         return child.incumbent_report.mean
 
     def _trial_run(self, number: int) -> RunDirectory:
-        root = self.context.run.path
+        root = self.view.run_path
         if root is None:
             return RunDirectory(None)
         folder = root / "trials" / f"{number:04d}"
@@ -415,7 +507,7 @@ class _Sweep:
 def _start(child: CompileContext) -> None:
     """What compile() does before an optimizer runs: score the seed, save version 1."""
     seed = child.module.seed_skill
-    child.seed_report = child.evaluate(seed, child.valset, label="val")
+    child.seed_report = child.evaluate(seed, child.valset, label="selection")
     child.run.save_version(1, seed)
     child.emit("seed", skill_hash=seed.hash, val_score=child.seed_report.mean)
 
@@ -434,8 +526,7 @@ def _store(trial: optuna.trial.Trial, child: CompileContext, before: Any, stop_r
         "calls": after.calls - before.calls,
         "cost_usd": cost,
         "stop_reason": stop_reason,
-        "lr_budget": sum(h.lr_budget for h in accepted),
-        "budget_tokens": sum(h.budget_tokens for h in accepted),
+        "step_lrs": [h.lr_budget for h in accepted],
         "accepted_steps": len(accepted),
     }
     for key, value in attrs.items():

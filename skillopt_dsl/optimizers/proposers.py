@@ -412,7 +412,13 @@ def _reflection_prompt(
         cases.append(
             f"- input: {json.dumps(dict(example.inputs), ensure_ascii=False, default=str)[:600]}\n"
             f"  output: {rollout.output[:300]!r}\n"
-            f"  expected: {gold_answer(request.module, example)}\n"
+            # an agent's trace (Trajectory, HarnessRun) renders itself compactly
+            + (
+                f"  trajectory:\n{rollout.trace.render_for_reflection()}\n"
+                if callable(getattr(rollout.trace, "render_for_reflection", None))
+                else ""
+            )
+            + f"  expected: {gold_answer(request.module, example)}\n"
             f"  feedback: {rollout.feedback or rollout.prediction.error or ''}"
         )
     parts.append("\n".join(cases))

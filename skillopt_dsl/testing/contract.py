@@ -125,7 +125,7 @@ def contract_reflector(*plan: list[dict[str, Any]]) -> ScriptedLM:
 
 
 TRAIN = contract_examples(0, 16)
-VAL = contract_examples(100, 10)
+VAL = contract_examples(100, 30)
 TEST = contract_examples(200, 10)
 
 

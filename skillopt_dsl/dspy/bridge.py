@@ -1,0 +1,200 @@
+"""The bridge from DSPy to our model layer: every call a DSPy program makes goes through `LM`.
+
+`dspy.LM(engine=...)` accepts any object with `complete(request) -> response` (DSPy's canonical
+`dspy.lm15.Request` / `Response`). `BridgeEngine` is such an engine: it turns the request into
+chat messages and sends them with `LM.complete`, so the response cache, the usage ledger, the
+retries and the **hard budget, checked before the call is sent** apply to DSPy programs exactly
+as to our own modules. `bridge_lm` builds the `dspy.LM` around it with `cache=False` (DSPy's cache
+key ignores the engine, so it would answer one model with another's reply) and `num_retries=0`
+(our `LM` already retries transient failures; DSPy must not multiply them).
+
+What the bridge carries: the system prompt and text messages, `temperature` and `max_tokens`
+(when the request sets them; otherwise the `LM`'s own), and the rollout seed. Tools, images and
+other non-text parts are refused with a clear error; provider-specific settings (`stop`,
+`response_format`, ...) are not sent (our backends take messages and sampling parameters only).
+
+Each program run gets its own engine and `RunRecord`, which counts its calls and tokens and keeps
+the first `BudgetExceeded` / `ModelError`, so a stop that DSPy code caught and swallowed still
+surfaces (`PredictorModule.run` re-raises it).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import dspy
+from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
+
+from skillopt_dsl.errors import BudgetExceeded, ModelError, UserInputError
+from skillopt_dsl.lm import LM, SamplingParams, resolve_lm
+
+if TYPE_CHECKING:
+    from skillopt_dsl.lm.client import LMResponse
+
+__all__ = ["BridgeEngine", "RunRecord", "bridge_lm"]
+
+BRIDGE_PREFIX = "skillopt/"
+"""The bridged `dspy.LM`'s model name is this prefix plus our `LM`'s model name."""
+
+_ROLES = {"user": "user", "assistant": "assistant", "developer": "system"}
+
+
+@dataclass
+class RunRecord:
+    """What the model calls of one program run did. Thread-safe (a program may call in parallel).
+
+    Attributes:
+        calls: calls answered (from the provider or the response cache).
+        prompt_tokens / completion_tokens: summed over those calls.
+        cached_calls: how many of them the response cache answered.
+        last_text: the latest completion (the program's final output, for a sequential program).
+        budget_stop: the first `BudgetExceeded` a call raised (nothing was sent for it).
+        model_error: the first `ModelError` a call raised (it failed after our retries).
+        parse_errors: outputs a `RawSkillAdapter` could not parse, as `(signature, error)` text.
+    """
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_calls: int = 0
+    last_text: str = ""
+    budget_stop: BudgetExceeded | None = None
+    model_error: ModelError | None = None
+    parse_errors: list[tuple[str, str]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def answered(self, response: LMResponse) -> None:
+        """Count one answered call."""
+        with self._lock:
+            self.calls += 1
+            self.prompt_tokens += response.prompt_tokens
+            self.completion_tokens += response.completion_tokens
+            self.cached_calls += int(response.cached)
+            self.last_text = response.text
+
+    def failed(self, exc: BudgetExceeded | ModelError) -> None:
+        """Keep the first budget stop and the first model failure."""
+        with self._lock:
+            if isinstance(exc, BudgetExceeded) and self.budget_stop is None:
+                self.budget_stop = exc
+            if isinstance(exc, ModelError) and self.model_error is None:
+                self.model_error = exc
+
+    def parse_failed(self, signature: str, error: str) -> None:
+        """Record an output a `RawSkillAdapter` could not parse."""
+        with self._lock:
+            self.parse_errors.append((signature, error))
+
+    @property
+    def all_cached(self) -> bool:
+        """True when at least one call was made and the cache answered every one."""
+        return self.calls > 0 and self.cached_calls == self.calls
+
+
+class BridgeEngine:
+    """A DSPy engine (`complete(request) -> response`) that sends each request through `lm`.
+
+    Args:
+        lm: our model client (cache, ledger and budget, retries, concurrency limit).
+        seed: the rollout seed sent with every call (None: the request's, else the LM's).
+        record: where this engine counts calls and keeps failures (a fresh one by default).
+    """
+
+    def __init__(self, lm: LM, *, seed: int | None = None, record: RunRecord | None = None):
+        self.lm = lm
+        self.seed = seed
+        self.record = record if record is not None else RunRecord()
+
+    def complete(self, request: Any) -> Response:
+        """Answer one `dspy.lm15.Request` with `LM.complete` (budget checked before sending)."""
+        messages = request_messages(request)
+        params = self._params(request.config)
+        try:
+            response = self.lm.complete(messages, params=params)
+        except (BudgetExceeded, ModelError) as exc:
+            self.record.failed(exc)
+            raise
+        self.record.answered(response)
+        return Response(
+            id=None,
+            model=request.model or self.lm.model,
+            message=Message.assistant([TextPart(response.text)]),
+            finish_reason="stop",
+            usage=Usage(
+                input_tokens=response.prompt_tokens, output_tokens=response.completion_tokens
+            ),
+        )
+
+    def stream(self, request: Any) -> Iterator[Any]:
+        """DSPy's streaming entry point: the whole answer as one stream of events."""
+        return iter(response_to_events(self.complete(request)))
+
+    def close(self) -> None:
+        """Nothing to release: the `LM` is borrowed, not owned."""
+
+    def _params(self, config: Any) -> SamplingParams:
+        base = self.lm.params
+        chosen = replace(
+            base,
+            temperature=base.temperature if config.temperature is None else config.temperature,
+            max_tokens=base.max_tokens if config.max_tokens is None else config.max_tokens,
+        )
+        if self.seed is not None:
+            return replace(chosen, seed=self.seed)
+        return chosen if config.seed is None else replace(chosen, seed=config.seed)
+
+
+def request_messages(request: Any) -> list[dict[str, str]]:
+    """The chat messages of a `dspy.lm15.Request` (text only; anything else is refused)."""
+    if request.tools:
+        raise UserInputError(
+            "the skillopt bridge carries text messages only, but this DSPy call declares tools; "
+            "use a DSPy adapter without native function calling"
+        )
+    messages: list[dict[str, str]] = []
+    if request.system:
+        system = request.system
+        text = system if isinstance(system, str) else "".join(_text(p) for p in system)
+        messages.append({"role": "system", "content": text})
+    for message in request.messages:
+        role = _ROLES.get(message.role)
+        if role is None:
+            raise UserInputError(
+                f"the skillopt bridge cannot send a {message.role!r} message; it carries "
+                "system, user and assistant text only"
+            )
+        messages.append({"role": role, "content": "".join(_text(p) for p in message.parts)})
+    return messages
+
+
+def _text(part: Any) -> str:
+    if isinstance(part, TextPart):
+        return str(part.text)
+    raise UserInputError(
+        f"the skillopt bridge carries text only, got a {type(part).__name__} in a DSPy request; "
+        "pass text inputs (images, audio and files are not supported)"
+    )
+
+
+def bridge_lm(
+    lm: str | LM | None = None, *, seed: int | None = None, record: RunRecord | None = None
+) -> dspy.LM:
+    """A `dspy.LM` whose every call goes through our `LM` (see the module docstring).
+
+    `lm` is a litellm model string, an `LM` (its cache, ledger and budget are used), or None for
+    the embedded default. Use it to run any DSPy code (an optimizer, an evaluation) under our
+    ledger and budget: `dspy.configure(lm=bridge_lm(LM("local/smollm2-135m", ledger=...)))`.
+    It cannot be saved with a program: set it with `dspy.context`, never on a predictor.
+    """
+    client = resolve_lm(lm)
+    engine = BridgeEngine(client, seed=seed, record=record)
+    return dspy.LM(f"{BRIDGE_PREFIX}{client.model}", engine=engine, cache=False, num_retries=0)
+
+
+def engine_record(lm: Any) -> RunRecord | None:
+    """The `RunRecord` of a bridged `dspy.LM`; None for any other LM."""
+    engine = getattr(lm, "engine", None)
+    return engine.record if isinstance(engine, BridgeEngine) else None

@@ -1,0 +1,120 @@
+"""DSPy metrics as our `Score`: both call forms, every return type.
+
+DSPy metrics come in two forms: `metric(gold, pred, trace=None)` (also `(gold, pred)`) and GEPA's
+feedback form `metric(gold, pred, trace, pred_name, pred_trace)`. They return a float, a bool or
+`dspy.Prediction(score=..., feedback=...)`. `dspy_score` calls either form and turns any of those
+into a `Score`; `dspy_metric` wraps a DSPy metric for `skillopt_dsl.compile` (our `Example` and
+`Prediction` answer attribute access as DSPy's do, so the metric sees what it expects).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from typing import Any, Literal
+
+from skillopt_dsl.errors import BudgetExceeded, MetricError, ModelError
+from skillopt_dsl.metrics.score import Score, metric_name, to_score
+
+__all__ = ["dspy_metric", "dspy_score", "metric_form"]
+
+MetricForm = Literal["feedback", "trace", "plain"]
+
+
+def metric_form(metric: Callable[..., Any]) -> MetricForm:
+    """How to call `metric`: GEPA's five-argument `"feedback"` form, `"trace"` (three
+    arguments) or `"plain"` `(gold, pred)`, judged from its signature."""
+    try:
+        params = list(inspect.signature(metric).parameters.values())
+    except (TypeError, ValueError):
+        return "trace"
+    positional = [
+        p
+        for p in params
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    varargs = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
+    names = {p.name for p in params}
+    if varargs or len(positional) >= 5 or {"pred_name", "pred_trace"} <= names:
+        return "feedback"
+    if len(positional) >= 3 or "trace" in names:
+        return "trace"
+    return "plain"
+
+
+def dspy_score(
+    metric: Callable[..., Any],
+    gold: Any,
+    pred: Any,
+    *,
+    trace: Any = None,
+    pred_name: str | None = None,
+    pred_trace: Any = None,
+    example_id: str | None = None,
+) -> Score:
+    """Call a DSPy metric in the form it declares and convert its result to a `Score`.
+
+    An exception in the metric becomes a `MetricError` naming the example (a silent zero would
+    corrupt every gate decision); a judge model's `BudgetExceeded` / `ModelError` passes through.
+    """
+    name = metric_name(metric)
+    form = metric_form(metric)
+    try:
+        if form == "feedback":
+            result = metric(gold, pred, trace, pred_name, pred_trace)
+        elif form == "trace":
+            result = metric(gold, pred, trace)
+        else:
+            result = metric(gold, pred)
+    except (MetricError, BudgetExceeded, ModelError):
+        raise
+    except Exception as exc:
+        raise MetricError(
+            f"metric {name!r} raised {type(exc).__name__}: {exc} on example {example_id!r}; "
+            "fix the metric (it must handle predictions whose fields are None)",
+            example_id=example_id,
+            metric=name,
+        ) from exc
+    return score_of(result, metric=name, example_id=example_id)
+
+
+def score_of(result: object, *, metric: str = "metric", example_id: str | None = None) -> Score:
+    """A `Score` from a float, a bool, a `Score`, or anything with `.score` (and optional
+    `.feedback`), such as `dspy.Prediction(score=..., feedback=...)`."""
+    if isinstance(result, Score | bool | int | float):
+        return to_score(result, metric=metric, example_id=example_id)
+    value = _field(result, "score")
+    if isinstance(value, bool | int | float) and not math.isnan(float(value)):
+        feedback = _field(result, "feedback")
+        base = to_score(value, metric=metric, example_id=example_id)
+        return Score(base.value, None if feedback is None else str(feedback))
+    return to_score(result, metric=metric, example_id=example_id)  # raises, naming the value
+
+
+def _field(result: object, name: str) -> Any:
+    if isinstance(result, dict):
+        return result.get(name)
+    try:
+        return getattr(result, name, None)
+    except Exception:  # dspy.Prediction raises on some unknown keys; treat as absent
+        return None
+
+
+def dspy_metric(metric: Callable[..., Any]) -> Callable[..., Score]:
+    """Wrap a DSPy metric (either form, any return type) as a `skillopt_dsl` metric.
+
+    >>> import skillopt_dsl as sd
+    >>> def exact(gold, pred, trace, pred_name, pred_trace):
+    ...     return {"score": float(gold.answer == pred.answer), "feedback": "compared answers"}
+    >>> wrapped = dspy_metric(exact)
+    >>> wrapped(sd.Example("1", {"q": "?"}, {"answer": "4"}), sd.Prediction({"answer": "4"}))
+    Score(value=1.0, feedback='compared answers')
+    """
+
+    def wrapped(example: Any, prediction: Any) -> Score:
+        return dspy_score(metric, example, prediction, example_id=getattr(example, "id", None))
+
+    wrapped.__name__ = metric_name(metric)
+    wrapped.__doc__ = metric.__doc__
+    return wrapped

@@ -1,0 +1,408 @@
+"""A DSPy program as `SkillModule`s: one module per predictor, the whole program per example.
+
+`DSPyProgram` holds a private working copy of the user's program, the current instructions of
+every predictor, the metric, an optional adapter and the caller's `contextvars` context.
+`DSPyProgram.module(name)` is a `PredictorModule`: its skill is that predictor's instructions,
+while every other predictor keeps its current instructions. To every optimizer, the gate, the
+budget and the run directory it is just another module, through the two seam methods:
+
+- `run(skill, example, lm, seed=)` runs the **whole program** on the example with the
+  predictor's instructions set to the skill, every model call going through `lm` (our cache,
+  ledger and hard budget) via the bridge. It runs inside a copy of the caller's context with
+  `dspy.context(lm=<bridge>, trace=[], ...)`, so the evaluation's worker threads see the caller's
+  DSPy settings (a plain thread pool does not carry them) and nothing global is configured.
+- `score(example, outcome)` calls the DSPy metric (either form) on the program's prediction.
+
+Failure rules: a budget stop anywhere in the program (even one DSPy code caught) raises our
+`BudgetExceeded`, never a 0 score; a model call that failed after our retries raises
+`ModelError` (a failed rollout, scored 0 by evaluate); an `AdapterParseError` (or a field a
+`RawSkillAdapter` could not parse) is a rollout scored 0 with feedback naming the expected
+format; any other exception from the program is a `DSPyProgramError` naming the example.
+
+Instructions are normalised with `inspect.cleandoc` (what DSPy's getter applies), so the text a
+predictor runs with, its hash and an exported `best_skill.md` agree.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dspy
+from dspy.utils.exceptions import AdapterParseError
+
+from skillopt_dsl.dspy.adapter import signature_fields, signature_module
+from skillopt_dsl.dspy.bridge import RunRecord, bridge_lm
+from skillopt_dsl.dspy.metrics import dspy_score, metric_form
+from skillopt_dsl.errors import SkillOptError, UserInputError
+from skillopt_dsl.lm import LM
+from skillopt_dsl.metrics.score import Score
+from skillopt_dsl.module import FieldSpec, RunOutcome, SkillModule
+from skillopt_dsl.optimizers.proposers import format_rule
+from skillopt_dsl.skill import Skill
+from skillopt_dsl.types import Example, Prediction
+
+__all__ = [
+    "DSPyProgram",
+    "DSPyProgramError",
+    "PredictorModule",
+    "ProgramTrace",
+    "normalize_instructions",
+    "to_dspy_example",
+]
+
+_COPIES_KEPT = 4
+
+
+class DSPyProgramError(SkillOptError):
+    """The DSPy program itself raised (not a model, budget or output-format failure)."""
+
+
+def normalize_instructions(text: str) -> str:
+    """The text DSPy's `signature.instructions` getter returns for `text` (`inspect.cleandoc`)."""
+    return inspect.cleandoc(text)
+
+
+def to_dspy_example(example: Example) -> dspy.Example:
+    """Our `Example` as the `dspy.Example` a DSPy metric expects (inputs marked)."""
+    return dspy.Example(**example.inputs, **example.labels).with_inputs(*example.inputs)
+
+
+@dataclass(frozen=True)
+class ProgramTrace:
+    """What one program run left for scoring and reflection (kept on `Rollout.trace`).
+
+    Attributes:
+        gold: the example as a `dspy.Example`.
+        prediction: what the program returned (None when it could not finish).
+        trace: DSPy's trace: `(predictor, inputs, prediction)` for every predictor call.
+        pred_trace: the entries of `trace` made by the predictor being trained.
+        failure: why the rollout scores 0 without calling the metric (an unparseable output,
+            naming the expected format); None when the program finished.
+    """
+
+    gold: dspy.Example
+    prediction: Any
+    trace: tuple[Any, ...]
+    pred_trace: tuple[Any, ...]
+    failure: str | None = None
+
+
+class DSPyProgram:
+    """A private working copy of a DSPy program and the current instructions of its predictors.
+
+    Args:
+        student: the user's program (never modified: it is deep-copied once here).
+        metric: a DSPy metric, `(gold, pred, trace=None)` or GEPA's five-argument form.
+        inputs: the program's input field names (the keys of `Example.inputs()`).
+        adapter: a DSPy adapter for every call (None: whatever the caller's settings say).
+        context: the caller's `contextvars` context (default: the current one); every run
+            enters a copy of it, so worker threads see the caller's `dspy.context` settings.
+    """
+
+    def __init__(
+        self,
+        student: dspy.Module,
+        metric: Callable[..., Any],
+        *,
+        inputs: Sequence[str],
+        adapter: Any = None,
+        context: contextvars.Context | None = None,
+    ) -> None:
+        if not isinstance(student, dspy.Module):
+            raise UserInputError(f"expected a dspy.Module program, got {type(student).__name__}")
+        if not callable(metric):
+            raise UserInputError(f"metric must be callable, got {type(metric).__name__}")
+        self._base = student.deepcopy()
+        self.program_name = type(student).__name__
+        self.metric = metric
+        self.inputs = tuple(inputs)
+        self.adapter = adapter
+        self.context = context if context is not None else contextvars.copy_context()
+        predictors = dict(self._base.named_predictors())
+        if not predictors:
+            raise UserInputError(f"the program {self.program_name} has no predictors to train")
+        _refuse_own_lms(predictors)
+        self.instructions: dict[str, str] = {
+            name: normalize_instructions(p.signature.instructions) for name, p in predictors.items()
+        }
+        self._copies: OrderedDict[tuple[str, ...], dspy.Module] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def predictor_names(self) -> list[str]:
+        """The predictors' names, in the program's order (`named_predictors()`)."""
+        return list(self.instructions)
+
+    def signature(self, name: str) -> Any:
+        """The signature of predictor `name`."""
+        return dict(self._base.named_predictors())[name].signature
+
+    def module(self, name: str) -> PredictorModule:
+        """The `SkillModule` whose skill is predictor `name`'s instructions."""
+        if name not in self.instructions:
+            raise UserInputError(
+                f"the program {self.program_name} has no predictor {name!r}; "
+                f"its predictors are {self.predictor_names}"
+            )
+        return _predictor_module_class(self, name)(program=self, predictor=name)
+
+    def built(self, instructions: Mapping[str, str] | None = None) -> dspy.Module:
+        """A fresh deep copy of the program with `instructions` (default: the current ones)."""
+        chosen = {**self.instructions, **(instructions or {})}
+        program = self._base.deepcopy()
+        for name, predictor in program.named_predictors():
+            predictor.signature = predictor.signature.with_instructions(chosen[name])
+        return program
+
+    def shared_copy(self, instructions: Mapping[str, str]) -> dspy.Module:
+        """A copy with `instructions`, shared by the runs that use the same instructions."""
+        key = tuple(instructions[name] for name in self.instructions)
+        with self._lock:
+            program = self._copies.get(key)
+            if program is None:
+                program = self.built(instructions)
+                self._copies[key] = program
+                while len(self._copies) > _COPIES_KEPT:
+                    self._copies.popitem(last=False)
+            else:
+                self._copies.move_to_end(key)
+            return program
+
+
+def _refuse_own_lms(predictors: Mapping[str, Any]) -> None:
+    """A predictor with its own LM would bypass the bridge (cache, ledger, budget): refuse it."""
+    own = [name for name, predictor in predictors.items() if getattr(predictor, "lm", None)]
+    if own:
+        raise UserInputError(
+            f"predictors {own} have their own LM (predictor.lm), which would bypass the budget "
+            "and the ledger; set predictor.lm = None and pass the model as lm= instead"
+        )
+
+
+def _predictor_module_class(program: DSPyProgram, name: str) -> type[PredictorModule]:
+    """A `PredictorModule` subclass declaring the program's inputs and the predictor's outputs."""
+    signature = program.signature(name)
+    namespace: dict[str, Any] = {"__annotations__": {}}
+    for field_name in program.inputs:
+        namespace["__annotations__"][field_name] = Any
+        namespace[field_name] = FieldSpec(role="input")
+    for field_name, (annotation, desc) in signature_fields(signature.output_fields).items():
+        namespace["__annotations__"][field_name] = annotation
+        namespace[field_name] = FieldSpec(role="output", desc=desc)
+    namespace["__doc__"] = (
+        f"Predictor `{name}` ({signature.signature}) of the DSPy program {program.program_name}; "
+        "its instructions are the skill, the whole program runs on every example."
+    )
+    safe_name = re.sub(r"\W", "_", name)
+    class_name = f"{program.program_name}_{safe_name}"
+    return type(class_name, (PredictorModule,), namespace)
+
+
+class PredictorModule(SkillModule):
+    """One predictor of a `DSPyProgram` as a `SkillModule` (see the module docstring).
+
+    Build it with `DSPyProgram.module(name)`, which declares its fields.
+    """
+
+    def __init__(self, *, program: DSPyProgram, predictor: str) -> None:
+        self.program = program
+        self.predictor = predictor
+        seed = Skill(program.instructions[predictor])
+        super().__init__(skill=seed, metric=self._metric_on_prediction)
+
+    # -- the seam ------------------------------------------------------------------------------
+    def run(self, skill: Skill, example: Example, lm: LM, *, seed: int) -> RunOutcome:
+        """Run the whole program on `example` with this predictor's instructions = `skill`."""
+        instructions = {
+            **self.program.instructions,
+            self.predictor: normalize_instructions(skill.text),
+        }
+        program = self.program.shared_copy(instructions)
+        gold = to_dspy_example(example)
+        record, trace = RunRecord(), list[Any]()
+        started = time.perf_counter()
+        try:
+            prediction = self.program.context.copy().run(
+                self._call, program, gold, lm, seed, record, trace
+            )
+            failure = None
+        except Exception as exc:
+            _raise_budget_or_model_failure(record)
+            prediction, failure = None, self._output_failure(exc, example)
+        _raise_budget_or_model_failure(record)
+        return self._outcome(program, gold, prediction, trace, record, failure, started)
+
+    def score(self, example: Example, outcome: RunOutcome) -> Score:
+        """The DSPy metric on the program's prediction; 0 with format feedback for a parse
+        failure. Outcomes without a program trace (a constant baseline) are scored too."""
+        run = outcome.trace if isinstance(outcome.trace, ProgramTrace) else None
+        if run is not None and run.failure is not None:
+            return Score(0.0, run.failure)
+        gold = run.gold if run is not None else to_dspy_example(example)
+        pred = run.prediction if run is not None else dspy.Prediction(**outcome.prediction.outputs)
+        feedback_form = metric_form(self.program.metric) == "feedback"
+        score = dspy_score(
+            self.program.metric,
+            gold,
+            pred,
+            trace=list(run.trace) if run is not None and feedback_form else None,
+            pred_name=self.predictor,
+            pred_trace=list(run.pred_trace) if run is not None else None,
+            example_id=example.id,
+        )
+        note = outcome.prediction.error
+        if note is None:
+            return score
+        return Score(score.value, note if not score.feedback else f"{score.feedback}\n{note}")
+
+    # -- running ---------------------------------------------------------------------------------
+    def _call(
+        self,
+        program: dspy.Module,
+        gold: dspy.Example,
+        lm: LM,
+        seed: int,
+        record: RunRecord,
+        trace: list[Any],
+    ) -> Any:
+        settings: dict[str, Any] = {
+            "lm": bridge_lm(lm, seed=seed, record=record),
+            "trace": trace,
+            "disable_history": True,
+        }
+        if self.program.adapter is not None:
+            settings["adapter"] = self.program.adapter
+        with dspy.context(**settings):
+            return program(**gold.inputs())
+
+    def _output_failure(self, exc: Exception, example: Example) -> str:
+        """Feedback for an output DSPy could not parse; any other failure is raised."""
+        for link in _chain(exc):
+            if isinstance(link, SkillOptError):
+                raise link from None
+        parse = next((e for e in _chain(exc) if isinstance(e, AdapterParseError)), None)
+        if parse is None:
+            raise DSPyProgramError(
+                f"the DSPy program {self.program.program_name} raised {type(exc).__name__}: "
+                f"{exc} on example {example.id!r}; fix the program"
+            ) from exc
+        where = _predictor_of(self.program, parse.signature)
+        reason = (str(parse.message).strip().splitlines() or ["no detail"])[0]
+        return (
+            f"could not parse the output of predictor {where!r} ({parse.adapter_name}): "
+            f"{reason}. Expected format: {_adapter_format(parse.signature)}"
+        )
+
+    def _outcome(
+        self,
+        program: dspy.Module,
+        gold: dspy.Example,
+        prediction: Any,
+        trace: list[Any],
+        record: RunRecord,
+        failure: str | None,
+        started: float,
+    ) -> RunOutcome:
+        mine = dict(program.named_predictors())[self.predictor]
+        outputs = _outputs(prediction) if failure is None else dict.fromkeys(self.output_fields)
+        errors = [self._raw_parse_error(sig, err) for sig, err in record.parse_errors]
+        error = failure or ("; ".join(errors) if errors else None)
+        return RunOutcome(
+            prediction=Prediction(outputs, raw=record.last_text, error=error),
+            output=record.last_text,
+            prompt_tokens=record.prompt_tokens,
+            completion_tokens=record.completion_tokens,
+            latency_s=time.perf_counter() - started,
+            cached=record.all_cached,
+            calls=record.calls,
+            trace=ProgramTrace(
+                gold=gold,
+                prediction=prediction,
+                trace=tuple(trace),
+                pred_trace=tuple(step for step in trace if step[0] is mine),
+                failure=failure,
+            ),
+        )
+
+    def _raw_parse_error(self, signature_text: str, error: str) -> str:
+        """A `RawSkillAdapter` parse failure, naming the predictor and the format it needed."""
+        name = next(
+            (
+                n
+                for n in self.program.predictor_names
+                if self.program.signature(n).signature == signature_text
+            ),
+            signature_text,
+        )
+        rule = (
+            format_rule(signature_module(self.program.signature(name)))
+            if name in self.program.instructions
+            else ""
+        )
+        return (
+            f"predictor {name!r} {error}. Expected format: {rule or 'its declared output fields'}"
+        )
+
+    def _metric_on_prediction(self, example: Example, prediction: Prediction) -> Score:
+        """The metric on a bare prediction (no program run), for `metric_fn` callers."""
+        return self.score(
+            example, RunOutcome(prediction=prediction, output=prediction.raw, calls=0)
+        )
+
+
+def _raise_budget_or_model_failure(record: RunRecord) -> None:
+    """A budget stop or a failed call anywhere in the run decides the rollout, even if DSPy
+    code caught the exception: the budget stops the run, a failed call fails the rollout."""
+    if record.budget_stop is not None:
+        raise record.budget_stop
+    if record.model_error is not None:
+        raise record.model_error
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and its causes / contexts, outermost first (cycles cut)."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not s for s in seen):
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _predictor_of(program: DSPyProgram, signature: Any) -> str:
+    """The predictor whose output fields match `signature`'s (else the signature's text)."""
+    wanted = list(getattr(signature, "output_fields", {}) or {})
+    for name in program.predictor_names:
+        if list(program.signature(name).output_fields) == wanted:
+            return name
+    return str(getattr(signature, "signature", signature))
+
+
+def _adapter_format(signature: Any) -> str:
+    """The output format DSPy's default adapters expect for `signature`, in words."""
+    outputs = list(signature.output_fields)
+    keys = ", ".join(f'"{k}"' for k in outputs)
+    markers = ", then ".join(f"`[[ ## {k} ## ]]`" for k in outputs)
+    return (
+        f"each output field under its own marker line, starting with {markers}, "
+        "ending with `[[ ## completed ## ]]` (or one JSON object with the keys "
+        f"{keys})"
+    )
+
+
+def _outputs(prediction: Any) -> dict[str, Any]:
+    """The fields of what the program returned (a `dspy.Prediction` or a mapping)."""
+    items = getattr(prediction, "items", None)
+    if callable(items):
+        return dict(items())
+    if isinstance(prediction, Mapping):
+        return dict(prediction)
+    return {"output": prediction}

@@ -1,0 +1,432 @@
+"""`skillopt-dsl sleep ...`: harvest, run, status, diff, adopt, rollback, schedule, unschedule.
+
+Every command prints a short summary (or, with `--json`, one JSON object for scripts); errors
+print one line and exit 1 (`--debug` shows the traceback); progress goes to stderr as log lines.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import click
+import typer
+
+from skillopt_dsl.errors import SkillOptError
+from skillopt_dsl.lm import Budget, UsageLedger
+from skillopt_dsl.sleep.adopt import adopt, journal_pending, night_status, recover, rollback
+from skillopt_dsl.sleep.errors import SleepError
+from skillopt_dsl.sleep.night import NightResult, SleepConfig, harvest_tasks, run_night
+from skillopt_dsl.sleep.project import SleepProject
+from skillopt_dsl.sleep.schedule import SystemCrontab, schedule, systemd_units, unschedule
+from skillopt_dsl.sleep.stage import NightReport
+from skillopt_dsl.sleep.tasks import save_tasks
+
+__all__ = ["sleep_app"]
+
+logger = logging.getLogger("skillopt_dsl.sleep.progress")
+
+sleep_app = typer.Typer(
+    help="Improve an agent's skill and memory files from its own session history, behind the gate.",
+    no_args_is_help=True,
+)
+
+ProjectOpt = Annotated[
+    Path, typer.Option("--project", help="The project folder (its sessions, its memory file).")
+]
+SourceOpt = Annotated[
+    str, typer.Option("--source", help="claude, codex, jsonl or auto (every source found).")
+]
+HomeOpt = Annotated[
+    Path | None, typer.Option("--home", help="Where the agents keep transcripts (default: ~).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (for scripts).")]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks and debug logs.")]
+OptimizerModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--optimizer-model", help="Model that mines tasks, proposes edits, judges rubrics."
+    ),
+]
+MaxCallsOpt = Annotated[int | None, typer.Option("--max-calls", min=0, help="Night's call limit.")]
+MaxTokensOpt = Annotated[
+    int | None, typer.Option("--max-tokens", min=0, help="Night's token limit.")
+]
+MaxUsdOpt = Annotated[float | None, typer.Option("--max-usd", min=0.0, help="Night's USD limit.")]
+
+
+@contextmanager
+def _handled(debug: bool) -> Iterator[None]:
+    """One-line errors and exit code 1 (a traceback with `--debug`)."""
+    _logging(debug)
+    try:
+        yield
+    except (typer.Exit, click.exceptions.Exit, click.ClickException):
+        raise
+    except KeyboardInterrupt:
+        typer.echo("Interrupted; the next Sleep command cleans up.", err=True)
+        raise typer.Exit(130) from None
+    except (SkillOptError, OSError) as exc:
+        if debug:
+            raise
+        typer.echo(f"Error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _logging(debug: bool) -> None:
+    package = logging.getLogger("skillopt_dsl")
+    if not any(getattr(h, "_sleep_cli", False) for h in package.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler._sleep_cli = True  # type: ignore[attr-defined]
+        package.addHandler(handler)
+    package.setLevel(logging.DEBUG if debug else logging.WARNING)
+    logger.setLevel(logging.INFO)
+
+
+def _emit(data: Mapping[str, Any]) -> None:
+    typer.echo(json.dumps(data, indent=2, default=str))
+
+
+def _budget(calls: int | None, tokens: int | None, usd: float | None) -> Budget | None:
+    if calls is None and tokens is None and usd is None:
+        return None
+    return Budget(max_calls=calls, max_tokens=tokens, max_usd=usd)
+
+
+def _progress(event: str, payload: Mapping[str, Any]) -> None:
+    if event == "seed":
+        logger.info("live files on val: %.3f", payload.get("val_score", 0.0))
+    elif event == "gate":
+        verdict = "accepted" if payload.get("accepted") else "rejected"
+        logger.info("gate %s: %s", verdict, payload.get("reason"))
+    elif event == "step":
+        logger.info("step %s done (%s calls so far)", payload.get("step"), payload.get("calls"))
+
+
+def _summary(result: NightResult) -> str:
+    r: NightReport = result.report
+
+    def f(v: float | None) -> str:
+        return "—" if v is None else f"{v:.3f}"
+
+    lines = [
+        f"Night {r.night_id} staged in {result.path}",
+        f"  sessions: {r.harvest.get('sessions', 0)}   tasks: {r.tasks.get('total', 0)} "
+        f"(train {r.tasks.get('train', 0)}, val {r.tasks.get('val', 0)}, test {r.tasks.get('test', 0)})"
+        f"   redactions: {r.redactions}",
+        f"  val: seed {f(r.seed_val)} -> candidate {f(r.candidate_val)}   "
+        f"test: seed {f(r.seed_test)} -> candidate {f(r.candidate_test)}",
+        f"  calls: {r.spend.get('calls', 0)}   tokens: {r.spend.get('tokens', 0)}   "
+        f"wall: {r.wall_s:.1f} s",
+    ]
+    if r.blocked:
+        lines.append(f"  nothing accepted: {r.blocked}")
+    if r.accepted:
+        follow = "adopted" if r.adopted else f"review: skillopt-dsl sleep diff {r.night_id}"
+        lines.append(f"  proposal: {', '.join(r.proposed_files)} ({follow})")
+    return "\n".join(lines)
+
+
+@sleep_app.command("run")
+def run_command(
+    project: ProjectOpt = Path("."),
+    source: SourceOpt = "auto",
+    home: HomeOpt = None,
+    agent: Annotated[
+        str | None, typer.Option("--agent", help="claude (CLAUDE.md) or codex (AGENTS.md).")
+    ] = None,
+    skill_file: Annotated[
+        str | None, typer.Option("--skill-file", help="A skill document to train too.")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Replay model (default: local/smollm2-135m).")
+    ] = None,
+    optimizer_model: OptimizerModelOpt = None,
+    max_calls: MaxCallsOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    max_usd: MaxUsdOpt = None,
+    no_regression: Annotated[
+        bool, typer.Option("--no-regression", help="Reject a candidate worse on any val task.")
+    ] = False,
+    auto_adopt: Annotated[
+        bool, typer.Option("--auto-adopt", help="Adopt right after the gate accepts.")
+    ] = False,
+    judge: Annotated[str, typer.Option("--judge", help="soft (share of checks) or hard.")] = "soft",
+    no_rubric: Annotated[bool, typer.Option("--no-rubric", help="Do not judge rubrics.")] = False,
+    heuristic_only: Annotated[
+        bool, typer.Option("--heuristic-only", help="Mine tasks without a model.")
+    ] = False,
+    tasks: Annotated[
+        Path | None, typer.Option("--tasks", help="Use these (reviewed) tasks instead.")
+    ] = None,
+    reviewed_only: Annotated[
+        bool, typer.Option("--reviewed-only", help="Only tasks marked reviewed: true.")
+    ] = False,
+    epochs: Annotated[int, typer.Option("--epochs", min=1, help="Optimizer epochs.")] = 1,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    threads: Annotated[int, typer.Option("--threads", min=1)] = 4,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Harvest, mine, replay, consolidate and stage one night (live files are not touched)."""
+    with _handled(debug):
+        from skillopt_dsl.optimizers import GradientText
+
+        config = SleepConfig(
+            project=project,
+            source=source,
+            home=home or Path.home(),
+            agent=_agent(agent),
+            skill_file=skill_file,
+            lm=model,
+            optimizer_lm=optimizer_model,
+            budget=_budget(max_calls, max_tokens, max_usd),
+            optimizer=GradientText(epochs=epochs),
+            no_regression=no_regression,
+            auto_adopt=auto_adopt,
+            judge_mode=_judge(judge),
+            rubric_judge=not no_rubric,
+            mine_with_model=not heuristic_only,
+            tasks=tasks,
+            reviewed_only=reviewed_only,
+            seed=seed,
+            threads=threads,
+        )
+        result = run_night(config, on_event=_progress)
+        if as_json:
+            _emit({"path": str(result.path), **result.report.model_dump()})
+        else:
+            typer.echo(_summary(result))
+
+
+def _agent(value: str | None) -> Literal["claude", "codex"] | None:
+    if value is None or value in ("claude", "codex"):
+        return value  # type: ignore[return-value]
+    raise SleepError(f"--agent must be claude or codex, got {value!r}")
+
+
+def _judge(value: str) -> Literal["soft", "hard"]:
+    if value in ("soft", "hard"):
+        return value  # type: ignore[return-value]
+    raise SleepError(f"--judge must be soft or hard, got {value!r}")
+
+
+@sleep_app.command("harvest")
+def harvest_command(
+    project: ProjectOpt = Path("."),
+    source: SourceOpt = "auto",
+    home: HomeOpt = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Where to write the tasks (default .skillopt/sleep/review)."),
+    ] = None,
+    optimizer_model: OptimizerModelOpt = None,
+    heuristic_only: Annotated[bool, typer.Option("--heuristic-only")] = False,
+    max_calls: MaxCallsOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Harvest and mine tasks for review (edit tasks.jsonl, set reviewed: true, then
+    `sleep run --tasks <out>/tasks.jsonl --reviewed-only`). The watermark does not move."""
+    with _handled(debug):
+        opened = SleepProject.open(project)
+        config = SleepConfig(
+            project=opened.path,
+            source=source,
+            home=home or Path.home(),
+            optimizer_lm=optimizer_model,
+            mine_with_model=not heuristic_only,
+        )
+        with opened.lock("sleep harvest"):
+            harvested, found, stats = harvest_tasks(
+                opened, config, UsageLedger(_budget(max_calls, None, None))
+            )
+            folder = out or opened.sleep_dir / "review"
+            folder.mkdir(parents=True, exist_ok=True)
+            save_tasks(found, folder)
+        data: dict[str, Any] = {
+            "tasks_path": str(folder / "tasks.jsonl"),
+            "dataset_path": str(folder / "tasks"),
+            "harvest": harvested.stats.to_dict(),
+            "mining": stats.to_dict(),
+        }
+        if as_json:
+            _emit(data)
+        else:
+            h = data["harvest"]
+            typer.echo(
+                f"{h['sessions']} session(s), {stats.tasks} task(s), "
+                f"{h['redactions_total']} redaction(s), {h['malformed_lines']} malformed line(s)\n"
+                f"review and edit {folder / 'tasks.jsonl'}"
+            )
+
+
+@sleep_app.command("status")
+def status_command(
+    project: ProjectOpt = Path("."), as_json: JsonOpt = False, debug: DebugOpt = False
+) -> None:
+    """Staged nights, the watermark, the lock holder and any interrupted adoption."""
+    with _handled(debug):
+        opened = SleepProject.open(project)
+        watermark = opened.watermark()
+        data: dict[str, Any] = {
+            "project": str(opened.path),
+            "watermark": watermark.isoformat() if watermark else None,
+            "locked_by": json.loads(opened.lock_path.read_text())
+            if opened.lock_path.exists()
+            else None,
+            "interrupted_adopt": journal_pending(opened),
+            "nights": night_status(opened),
+        }
+        if as_json:
+            _emit(data)
+            return
+        typer.echo(f"{opened.path}: watermark {data['watermark'] or 'none'}")
+        if data["locked_by"]:
+            typer.echo(f"  locked by {data['locked_by']}")
+        if data["interrupted_adopt"]:
+            typer.echo("  an adoption was interrupted; the next sleep command undoes it")
+        for row in data["nights"]:
+            typer.echo(
+                f"  {row['night']}: {row['sessions']} sessions, {row['tasks']} tasks, val "
+                f"{row['seed_val']} -> {row['candidate_val']}, "
+                f"{'proposal' if row['proposal'] else 'no proposal'}"
+                f"{' (adopted)' if row['adopted'] else ''}"
+            )
+
+
+@sleep_app.command("diff")
+def diff_command(
+    night: Annotated[str | None, typer.Argument(help="Night id (default: newest).")] = None,
+    project: ProjectOpt = Path("."),
+    debug: DebugOpt = False,
+) -> None:
+    """Print a night's unified diff against the live files as staged."""
+    with _handled(debug):
+        opened = SleepProject.open(project)
+        nights = opened.nights()
+        if not nights:
+            raise SleepError(f"no staged night in {opened.sleep_dir}; run `sleep run` first")
+        folder = opened.night_dir(night) if night else nights[-1]
+        patch = folder / "diff.patch"
+        if not patch.exists():
+            raise SleepError(f"no staged night {folder.name!r}; see `sleep status`")
+        text = patch.read_text(encoding="utf-8")
+        typer.echo(text if text else f"night {folder.name} staged no proposal", nl=not text)
+
+
+@sleep_app.command("adopt")
+def adopt_command(
+    night: Annotated[
+        str | None, typer.Argument(help="Night id (default: newest proposal).")
+    ] = None,
+    project: ProjectOpt = Path("."),
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Replace the live files with a night's proposal (refuses changed live files)."""
+    with _handled(debug):
+        opened = SleepProject.open(project)
+        with opened.lock("sleep adopt"):
+            receipt = adopt(opened, night)
+        if as_json:
+            _emit(receipt.model_dump())
+        else:
+            files = ", ".join(c.path for c in receipt.files)
+            typer.echo(
+                f"adopted night {receipt.night_id}: {files} (undo: skillopt-dsl sleep rollback)"
+            )
+
+
+@sleep_app.command("rollback")
+def rollback_command(
+    project: ProjectOpt = Path("."),
+    force: Annotated[
+        bool, typer.Option("--force", help="Roll back even over edits made since adopting.")
+    ] = False,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Restore the files the last adoption replaced, byte for byte."""
+    with _handled(debug):
+        opened = SleepProject.open(project)
+        with opened.lock("sleep rollback"):
+            recover(opened)
+            receipt = rollback(opened, force=force)
+        if as_json:
+            _emit(receipt.model_dump())
+        else:
+            typer.echo(
+                f"rolled back night {receipt.night_id}: {', '.join(c.path for c in receipt.files)}"
+            )
+
+
+def _executable() -> list[str]:
+    return [sys.executable, "-m", "skillopt_dsl.cli"]
+
+
+def _at(value: str) -> tuple[int, int]:
+    try:
+        hour, minute = (int(part) for part in value.split(":"))
+    except ValueError:
+        raise SleepError(f"--at takes HH:MM, got {value!r}") from None
+    return hour, minute
+
+
+@sleep_app.command("schedule")
+def schedule_command(
+    project: ProjectOpt = Path("."),
+    at: Annotated[str, typer.Option("--at", help="Time of day, HH:MM.")] = "03:30",
+    run_args: Annotated[
+        str, typer.Option("--run-args", help="Extra `sleep run` flags, e.g. '--max-calls 500'.")
+    ] = "",
+    systemd: Annotated[
+        bool, typer.Option("--systemd", help="Print a systemd user timer instead.")
+    ] = False,
+    crontab_command: Annotated[str, typer.Option("--crontab-command", hidden=True)] = "crontab",
+    debug: DebugOpt = False,
+) -> None:
+    """Run `sleep run` nightly: a managed crontab block (or print a systemd user timer)."""
+    with _handled(debug):
+        opened = SleepProject.open(project)
+        hour, minute = _at(at)
+        extra = shlex.split(run_args)
+        if systemd:
+            units = systemd_units(
+                opened.path, hour=hour, minute=minute, executable=_executable(), extra=extra
+            )
+            for name, text in units.items():
+                typer.echo(f"# ~/.config/systemd/user/{name}\n{text}")
+            typer.echo(
+                f"# then: systemctl --user enable --now {next(iter(units)).replace('.service', '.timer')}"
+            )
+            return
+        line = schedule(
+            SystemCrontab(crontab_command),
+            opened.path,
+            hour=hour,
+            minute=minute,
+            executable=_executable(),
+            extra=extra,
+        )
+        typer.echo(f"scheduled: {line}")
+
+
+@sleep_app.command("unschedule")
+def unschedule_command(
+    project: ProjectOpt = Path("."),
+    crontab_command: Annotated[str, typer.Option("--crontab-command", hidden=True)] = "crontab",
+    debug: DebugOpt = False,
+) -> None:
+    """Remove exactly this project's crontab block."""
+    with _handled(debug):
+        opened = SleepProject.open(project)
+        removed = unschedule(SystemCrontab(crontab_command), opened.path)
+        typer.echo("unscheduled" if removed else f"no Sleep block for {opened.path} in the crontab")

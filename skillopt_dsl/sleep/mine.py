@@ -1,0 +1,340 @@
+"""Mine: turn harvested sessions into checkable `Task`s.
+
+With a model: one optimizer-model call per session proposes up to three tasks as JSON, each with
+rule checks and/or a rubric, validated by pydantic (an unknown check kind invalidates the reply).
+Without a usable reply (no model, a model error, invalid JSON, the budget spent): one heuristic
+task from the session's first prompt, its backticked names, the user's corrections ("use X, not
+Y") and feedback signals ("still broken", "thanks").
+
+Recurring tasks (near-duplicate intents across sessions, compared with rapidfuzz's
+`token_set_ratio`) are merged into one task whose `weight` is the number of sessions that asked
+for it. Every task's split comes from its id's hash (`assign_split`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field
+from rapidfuzz import fuzz, process
+
+from skillopt_dsl.errors import BudgetExceeded, ModelError
+from skillopt_dsl.lm import LM
+from skillopt_dsl.sleep.harvest import Session
+from skillopt_dsl.sleep.tasks import (
+    Check,
+    Contains,
+    NoRefusal,
+    NotContains,
+    SplitFractions,
+    Task,
+    assign_split,
+    task_id,
+)
+
+__all__ = ["MineStats", "cluster_tasks", "heuristic_task", "mine_sessions"]
+
+logger = logging.getLogger(__name__)
+
+MAX_TRANSCRIPT_CHARS = 6000
+CLUSTER_SIMILARITY = 85.0
+
+MINE_SYSTEM = """You read one session between a developer and their coding agent and write up to 3
+checkable tasks that the agent should be able to do well next time.
+A task has: "intent" (the developer's request, rewritten to stand alone), "context" (what the
+agent needs to know: project, files, constraints), "checks" (rules a good reply passes) and/or a
+"rubric" (one sentence a grader can apply), and "outcome" ("resolved", "unresolved" or "unknown").
+Allowed checks, exactly: {"kind": "contains", "value": str}, {"kind": "not_contains", "value": str},
+{"kind": "regex", "pattern": str}, {"kind": "max_chars", "limit": int},
+{"kind": "section_present", "heading": str}, {"kind": "no_refusal"}.
+Base checks on what the developer asked for or corrected. Reply with JSON only:
+{"tasks": [{"intent": "...", "context": "...", "checks": [...], "rubric": null, "outcome": "unknown"}]}"""
+
+
+class _ProposedTask(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    intent: str = Field(min_length=1)
+    context: str = ""
+    checks: list[Check] = Field(default_factory=list)
+    rubric: str | None = None
+    outcome: Literal["resolved", "unresolved", "unknown"] = "unknown"
+
+
+class _Proposal(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tasks: list[_ProposedTask] = Field(min_length=1, max_length=3)
+
+
+@dataclass
+class MineStats:
+    """How the tasks were mined."""
+
+    sessions: int = 0
+    model_calls: int = 0
+    model_tasks: int = 0
+    heuristic_tasks: int = 0
+    invalid_replies: int = 0
+    budget_stopped: bool = False
+    recurring_clusters: int = 0
+    tasks: int = 0
+    reasons: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready counts."""
+        return {
+            "sessions": self.sessions,
+            "model_calls": self.model_calls,
+            "model_tasks": self.model_tasks,
+            "heuristic_tasks": self.heuristic_tasks,
+            "invalid_replies": self.invalid_replies,
+            "budget_stopped": self.budget_stopped,
+            "recurring_clusters": self.recurring_clusters,
+            "tasks": self.tasks,
+            "invalid_reply_examples": self.reasons[:5],
+        }
+
+
+def mine_sessions(
+    sessions: Sequence[Session],
+    *,
+    project: str,
+    lm: LM | None,
+    fractions: SplitFractions,
+    seed: int = 0,
+) -> tuple[list[Task], MineStats]:
+    """Tasks from `sessions` (see the module docstring); `lm=None` mines heuristically."""
+    stats = MineStats(sessions=len(sessions))
+    raw: list[Task] = []
+    for index, session in enumerate(sessions):
+        mined = None
+        if lm is not None and not stats.budget_stopped:
+            mined = _ask_model(session, project, lm, stats, seed=seed + index)
+        if mined:
+            stats.model_tasks += len(mined)
+            raw += mined
+            continue
+        fallback = heuristic_task(session, project)
+        if fallback is not None:
+            stats.heuristic_tasks += 1
+            raw.append(fallback)
+    tasks = cluster_tasks(raw, fractions=fractions)
+    stats.recurring_clusters = sum(1 for t in tasks if t.weight > 1)
+    stats.tasks = len(tasks)
+    return tasks, stats
+
+
+def _transcript(session: Session) -> str:
+    lines = []
+    for turn in session.turns:
+        tools = f" [tools: {', '.join(turn.tools)}]" if turn.tools else ""
+        lines.append(f"{turn.role.upper()}{tools}: {turn.text}")
+    text = "\n\n".join(lines)
+    return text if len(text) <= MAX_TRANSCRIPT_CHARS else text[:MAX_TRANSCRIPT_CHARS] + "\n[...]"
+
+
+def _ask_model(
+    session: Session, project: str, lm: LM, stats: MineStats, *, seed: int
+) -> list[Task] | None:
+    user = (
+        f"Project: {project}\nBranch: {session.branch or 'unknown'}\n\n"
+        f"# Session (secrets already redacted)\n{_transcript(session)}"
+    )
+    messages = [{"role": "system", "content": MINE_SYSTEM}, {"role": "user", "content": user}]
+    try:
+        reply = lm.complete(messages, seed=seed).text
+    except BudgetExceeded as exc:
+        logger.warning("mining stopped using the model: %s", exc)
+        stats.budget_stopped = True
+        return None
+    except ModelError as exc:
+        stats.model_calls += 1
+        stats.invalid_replies += 1
+        stats.reasons.append(f"{session.id}: model error: {exc}")
+        return None
+    stats.model_calls += 1
+    try:
+        proposal = _Proposal.model_validate_json(_json_block(reply))
+    except (pydantic.ValidationError, ValueError) as exc:
+        stats.invalid_replies += 1
+        stats.reasons.append(f"{session.id}: {_brief(exc)}")
+        return None
+    return [
+        _task(project, p.intent, p.context, list(p.checks), p.rubric, p.outcome, session, "model")
+        for p in proposal.tasks
+        if p.checks or p.rubric
+    ] or None
+
+
+def _json_block(text: str) -> str:
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        raise ValueError("the reply holds no JSON object")
+    return text[start : end + 1]
+
+
+def _brief(exc: Exception) -> str:
+    if isinstance(exc, pydantic.ValidationError):
+        return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
+    return str(exc)[:200]
+
+
+def _task(
+    project: str,
+    intent: str,
+    context: str,
+    checks: list[Check],
+    rubric: str | None,
+    outcome: Literal["resolved", "unresolved", "unknown"],
+    session: Session,
+    origin: Literal["model", "heuristic"],
+    reference: str | None = None,
+) -> Task:
+    return Task(
+        id=task_id(project, intent),
+        project=project,
+        intent=intent.strip(),
+        context=context.strip(),
+        checks=checks,
+        rubric=rubric,
+        outcome=outcome,
+        reference=reference,
+        source_sessions=[session.id],
+        origin=origin,
+    )
+
+
+# -- the heuristic -----------------------------------------------------------------------------
+
+_NEGATIVE = re.compile(
+    r"(?i)\b(?:still (?:broken|wrong|failing|fails|not working)|doesn'?t work|didn'?t work|"
+    r"not what i (?:asked|wanted)|that'?s wrong|wrong again|^no[,.!]|undo that|revert)"
+)
+_POSITIVE = re.compile(
+    r"(?i)\b(?:thanks|thank you|perfect|great,? (?:that|it) works|works now|looks good|lgtm|"
+    r"ship it|that fixed it)\b"
+)
+_USE_INSTEAD = re.compile(
+    r"(?i)\buse\s+`([^`\n]{1,60})`\s*,?\s+(?:not|instead of|rather than)\s+`([^`\n]{1,60})`"
+)
+_ALWAYS = re.compile(
+    r"(?i)\b(?:always|remember to|you forgot to|don'?t forget to)\s+[\w\s]{0,20}?`([^`\n]{2,60})`"
+)
+_NEVER = re.compile(
+    r"(?i)\b(?:never|don'?t|do not|stop)\s+(?:use|using|call|calling|add|adding)\s+`([^`\n]{2,60})`"
+)
+_BACKTICKED = re.compile(r"`([A-Za-z_][\w.\-/]{2,60}(?:\(\))?)`")
+
+
+def heuristic_task(session: Session, project: str) -> Task | None:
+    """One task from the first prompt, the user's corrections and feedback signals."""
+    prompts = session.prompts
+    if not prompts or not prompts[0].strip():
+        return None
+    intent = prompts[0].strip()[:1500]
+    checks: list[Check] = [NoRefusal()]
+    seen: set[tuple[str, str]] = set()
+    for check in _corrections(prompts[1:]) + _named(intent):
+        key = (check.kind, check.model_dump().get("value", "").casefold())
+        if key not in seen:
+            seen.add(key)
+            checks.append(check)
+    outcome = _outcome(prompts[1:])
+    reference = _final_reply(session) if outcome == "resolved" else None
+    context = f"Project {project.rstrip('/').rsplit('/', 1)[-1]}" + (
+        f", branch {session.branch}" if session.branch else ""
+    )
+    return _task(
+        project, intent, context, checks[:6], None, outcome, session, "heuristic", reference
+    )
+
+
+def _corrections(followups: Sequence[str]) -> list[Check]:
+    checks: list[Check] = []
+    for text in followups:
+        for use, instead in _USE_INSTEAD.findall(text):
+            checks.append(Contains(value=use))
+            if instead.casefold() not in use.casefold():
+                checks.append(NotContains(value=instead))
+        checks += [Contains(value=v) for v in _ALWAYS.findall(text)]
+        checks += [NotContains(value=v) for v in _NEVER.findall(text)]
+    return checks
+
+
+def _named(intent: str) -> list[Check]:
+    return [Contains(value=name) for name in _BACKTICKED.findall(intent)[:2]]
+
+
+def _outcome(followups: Sequence[str]) -> Literal["resolved", "unresolved", "unknown"]:
+    verdict: Literal["resolved", "unresolved", "unknown"] = "unknown"
+    for text in followups:
+        if _NEGATIVE.search(text):
+            verdict = "unresolved"
+        elif _POSITIVE.search(text):
+            verdict = "resolved"
+    return verdict
+
+
+def _final_reply(session: Session) -> str | None:
+    replies = [t.text for t in session.turns if t.role == "assistant" and t.text.strip()]
+    return replies[-1][:2000] if replies else None
+
+
+# -- recurring tasks ---------------------------------------------------------------------------
+
+
+def cluster_tasks(tasks: Sequence[Task], *, fractions: SplitFractions) -> list[Task]:
+    """Merge near-duplicate intents (rapidfuzz `token_set_ratio` >= 85) into weighted tasks.
+
+    The merged task keeps the earliest task's intent and id, the union of checks, every source
+    session, the sum of weights, and a split from the id's hash.
+    """
+    if not tasks:
+        return []
+    intents = [" ".join(t.intent.split()).casefold() for t in tasks]
+    scores = process.cdist(intents, intents, scorer=fuzz.token_set_ratio, workers=1)
+    parent = list(range(len(tasks)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i in range(len(tasks)):
+        for j in range(i + 1, len(tasks)):
+            if scores[i][j] >= CLUSTER_SIMILARITY:
+                parent[root(j)] = root(i)
+    groups: dict[int, list[Task]] = {}
+    for index, task in enumerate(tasks):
+        groups.setdefault(root(index), []).append(task)
+    return [_merge(group, fractions) for group in groups.values()]
+
+
+def _merge(group: list[Task], fractions: SplitFractions) -> Task:
+    first = group[0]
+    checks: list[Check] = []
+    seen: set[str] = set()
+    for task in group:
+        for check in task.checks:
+            key = json.dumps(check.model_dump(), sort_keys=True).casefold()
+            if key not in seen:
+                seen.add(key)
+                checks.append(check)
+    sessions = sorted({s for t in group for s in t.source_sessions})
+    resolved = [t for t in group if t.outcome == "resolved"]
+    return first.model_copy(
+        update={
+            "checks": checks[:8],
+            "source_sessions": sessions,
+            "weight": sum(t.weight for t in group),
+            "reference": resolved[-1].reference if resolved else first.reference,
+            "outcome": resolved[-1].outcome if resolved else first.outcome,
+            "split": assign_split(first.id, fractions),
+        }
+    )

@@ -1,0 +1,338 @@
+"""One night: harvest → mine → replay and judge → consolidate → stage (→ adopt, if asked).
+
+`run_night(SleepConfig(...))` holds the project's lock for the whole night, undoes any interrupted
+adoption first, removes half-written stages of killed runs, and advances the watermark only after
+the night's folder is complete. Nothing here writes a live file: only `adopt` does, and only when
+`auto_adopt=True` and the gate accepted a candidate.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from skillopt_dsl.compile import ModelSpec
+from skillopt_dsl.gate import Gate
+from skillopt_dsl.lm import Budget, UsageLedger, UsageSnapshot, resolve_lm
+from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.sleep.adopt import adopt, recover
+from skillopt_dsl.sleep.consolidate import (
+    Consolidation,
+    consolidate,
+    gate_minimum_val,
+    remaining_budget,
+)
+from skillopt_dsl.sleep.errors import SleepError
+from skillopt_dsl.sleep.harvest import HarvestResult, HarvestStats, harvest, utc_now
+from skillopt_dsl.sleep.live import LiveFiles
+from skillopt_dsl.sleep.mine import MineStats, mine_sessions
+from skillopt_dsl.sleep.project import MEMORY_FILES, SleepProject
+from skillopt_dsl.sleep.replay import Replay, ScoreBook, TaskJudge, no_regression_guard
+from skillopt_dsl.sleep.sources import make_sources
+from skillopt_dsl.sleep.stage import (
+    NightReport,
+    evidence_rows,
+    remove_partials,
+    write_report,
+    write_stage,
+)
+from skillopt_dsl.sleep.tasks import SplitFractions, Task, load_tasks, to_splits
+
+__all__ = ["NightResult", "SleepConfig", "harvest_tasks", "run_night"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SleepConfig:
+    """Everything one night needs (typed; the CLI builds one from its flags).
+
+    Attributes:
+        project: the project folder (its sessions are those recorded in it, see `ProjectConfig`).
+        source: `claude`, `codex`, `jsonl` or `auto` (every source found under `home`).
+        home: where the agents keep their transcripts (default: the user's home).
+        agent: whose memory file to train; default from the project config, else the existing
+            memory file, else the agent with the most sessions.
+        skill_file: a skill document (relative to the project) trained with the learned block.
+        lm: the model the replays run on; default the embedded `local/smollm2-135m`.
+        optimizer_lm: the model that mines tasks, proposes edits and judges rubrics.
+        budget: hard limits for the whole night (mining, replays, proposals, judging).
+        optimizer: default `GradientText(epochs=1)`.
+        gate: default `Gate()`; `no_regression` adds a guard to it.
+        auto_adopt: adopt the proposal right after the gate accepts it.
+        judge_mode: rule checks scored as the share passed (`soft`) or all-or-nothing (`hard`).
+        rubric_judge: grade tasks' rubrics with `optimizer_lm`.
+        mine_with_model: ask `optimizer_lm` for tasks (else heuristic tasks only).
+        fractions: train / val / test shares of the hashed splits.
+        tasks: use these reviewed tasks (a saved night's `tasks/` or a `tasks.jsonl`) instead of
+            harvesting; `reviewed_only` keeps only rows marked `reviewed: true`.
+    """
+
+    project: Path
+    source: str = "auto"
+    home: Path = field(default_factory=Path.home)
+    agent: Literal["claude", "codex"] | None = None
+    skill_file: str | None = None
+    lm: ModelSpec = None
+    optimizer_lm: ModelSpec = None
+    budget: Budget | None = None
+    optimizer: Optimizer | None = None
+    gate: Gate | None = None
+    no_regression: bool = False
+    auto_adopt: bool = False
+    judge_mode: Literal["soft", "hard"] = "soft"
+    rubric_judge: bool = True
+    mine_with_model: bool = True
+    fractions: SplitFractions = (0.4, 0.4, 0.2)
+    tasks: Path | None = None
+    reviewed_only: bool = False
+    seed: int = 0
+    threads: int = 4
+
+
+@dataclass(frozen=True)
+class NightResult:
+    """A staged night: its folder and its report."""
+
+    path: Path
+    report: NightReport
+
+
+def _choose_agent(
+    project: SleepProject, config: SleepConfig, sessions: HarvestResult | None
+) -> Literal["claude", "codex"]:
+    chosen = config.agent or project.config().agent
+    if chosen is not None:
+        return chosen
+    present = [a for a, f in MEMORY_FILES.items() if (project.path / f).exists()]
+    if len(present) == 1:
+        return "claude" if present[0] == "claude" else "codex"
+    counts = {"claude": 0, "codex": 0}
+    for session in sessions.sessions if sessions else []:
+        if session.agent in counts:
+            counts[session.agent] += 1
+    return "codex" if counts["codex"] > counts["claude"] else "claude"
+
+
+def harvest_tasks(
+    project: SleepProject, config: SleepConfig, ledger: UsageLedger
+) -> tuple[HarvestResult, list[Task], MineStats]:
+    """Harvest the project's new sessions and mine them into tasks (model calls on `ledger`)."""
+    settings = project.config()
+    sources = make_sources(config.source, config.home.expanduser())
+    harvested = harvest(sources, project.matcher(settings), watermark=project.watermark())
+    miner = resolve_lm(config.optimizer_lm, ledger=ledger) if config.mine_with_model else None
+    tasks, stats = mine_sessions(
+        harvested.sessions,
+        project=str(project.path),
+        lm=miner,
+        fractions=config.fractions,
+        seed=config.seed,
+    )
+    logger.info("harvested %d session(s), mined %d task(s)", len(harvested.sessions), len(tasks))
+    return harvested, tasks, stats
+
+
+def run_night(
+    config: SleepConfig,
+    *,
+    on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
+) -> NightResult:
+    """Run one night on `config.project` and stage it (see the module docstring)."""
+    project = SleepProject.open(config.project)
+    with project.lock("sleep run"):
+        recover(project)
+        for name in remove_partials(project):
+            logger.warning("removed %s, the half-written stage of a killed run", name)
+        return _Night(project, config, on_event).run()
+
+
+class _Night:
+    """The state of one night while it runs (one method per stage)."""
+
+    def __init__(
+        self,
+        project: SleepProject,
+        config: SleepConfig,
+        on_event: Callable[[str, Mapping[str, Any]], None] | None,
+    ) -> None:
+        self.project, self.config, self.on_event = project, config, on_event
+        self.started = time.perf_counter()
+        self.night_id = project.new_night_id()
+        self.partial = project.night_dir(self.night_id + ".partial")
+        self.mine_ledger = UsageLedger(config.budget)
+        self.book = ScoreBook()
+
+    def run(self) -> NightResult:
+        self.partial.mkdir(parents=True)
+        watermark_before = self.project.watermark()
+        harvested, tasks, mine_stats = self._tasks()
+        agent = _choose_agent(self.project, self.config, harvested)
+        skill_rel = self.config.skill_file or self.project.config().skill_file
+        live = LiveFiles.read(self.project, MEMORY_FILES[agent], skill_rel)
+        judge = TaskJudge(
+            mode=self.config.judge_mode,
+            rubric_lm=resolve_lm(self.config.optimizer_lm) if self.config.rubric_judge else None,
+        )
+        usable = [t for t in tasks if t.checks or judge.judges_rubrics]
+        module = Replay(skill=live.document(), judge=judge, book=self.book)
+        gate = self._gate(module.seed_skill.hash)
+        consolidation = consolidate(
+            module,
+            to_splits(usable),
+            optimizer=self._optimizer(),
+            gate=gate,
+            budget=remaining_budget(self.config.budget, self.mine_ledger.snapshot()),
+            lm=self.config.lm,
+            optimizer_lm=self.config.optimizer_lm,
+            run_dir=self.partial / "run",
+            seed=self.config.seed,
+            threads=self.config.threads,
+            on_event=self.on_event,
+        )
+        result = consolidation.result
+        proposals = live.proposals(result.best_skill) if result and result.improved else {}
+        report = self._report(
+            harvested, mine_stats, usable, live, agent, consolidation, proposals, gate
+        )
+        report = report.model_copy(
+            update={"watermark_before": watermark_before and watermark_before.isoformat()}
+        )
+        best_hash = result.best_skill.hash if result else module.seed_skill.hash
+        path = write_stage(
+            self.project,
+            self.partial,
+            report,
+            live=live.raw,
+            proposals=proposals,
+            tasks=usable,
+            evidence=evidence_rows(usable, self.book, module.seed_skill.hash, best_hash),
+        )
+        self._advance_watermark(harvested)
+        if self.config.auto_adopt:
+            report = self._auto_adopt(path, report)
+        return NightResult(path, report)
+
+    def _tasks(self) -> tuple[HarvestResult | None, list[Task], MineStats]:
+        if self.config.tasks is not None:
+            tasks = load_tasks(self.config.tasks, reviewed_only=self.config.reviewed_only)
+            return None, tasks, MineStats(tasks=len(tasks))
+        return harvest_tasks(self.project, self.config, self.mine_ledger)
+
+    def _optimizer(self) -> Optimizer:
+        if self.config.optimizer is not None:
+            return self.config.optimizer
+        from skillopt_dsl.optimizers import GradientText
+
+        return GradientText(epochs=1)
+
+    def _gate(self, seed_hash: str) -> Gate:
+        gate = self.config.gate or Gate()
+        if not self.config.no_regression:
+            return gate
+        return replace(gate, guards=(*gate.guards, no_regression_guard(self.book, seed_hash)))
+
+    def _advance_watermark(self, harvested: HarvestResult | None) -> None:
+        if harvested is None or harvested.newest is None:
+            return
+        current = self.project.watermark()
+        if current is None or harvested.newest > current:
+            self.project.save_watermark(harvested.newest)
+
+    def _auto_adopt(self, path: Path, report: NightReport) -> NightReport:
+        if not report.accepted:
+            note = "nothing passed the gate, so nothing was adopted"
+            updated = report.model_copy(update={"adopt_note": note})
+        else:
+            adopt(self.project, report.night_id)
+            updated = report.model_copy(
+                update={"adopted": True, "adopt_note": "auto-adopted after the gate passed"}
+            )
+        write_report(path, updated)
+        return updated
+
+    def _report(
+        self,
+        harvested: HarvestResult | None,
+        mine_stats: MineStats,
+        tasks: list[Task],
+        live: LiveFiles,
+        agent: str,
+        consolidation: Consolidation,
+        proposals: Mapping[str, bytes],
+        gate: Gate,
+    ) -> NightReport:
+        result = consolidation.result
+        stats = harvested.stats if harvested else HarvestStats()
+        spent = _spend(self.mine_ledger.snapshot(), result.usage if result else None)
+        return NightReport(
+            night_id=self.night_id,
+            project=str(self.project.path),
+            created=utc_now().isoformat(),
+            agent=agent,
+            sources=[] if harvested is None else sorted({s.agent for s in harvested.sessions}),
+            home=str(self.config.home)
+            if self.config.tasks is None
+            else f"tasks: {self.config.tasks}",
+            memory_file=live.memory_rel,
+            skill_file=live.skill_rel,
+            watermark_before=None,
+            watermark_after=harvested.newest.isoformat()
+            if harvested and harvested.newest
+            else None,
+            harvest=stats.to_dict(),
+            mining=mine_stats.to_dict(),
+            tasks={
+                "total": len(tasks),
+                "train": sum(1 for t in tasks if t.split == "train"),
+                "val": sum(1 for t in tasks if t.split == "val"),
+                "test": sum(1 for t in tasks if t.split == "test"),
+                "recurring": sum(1 for t in tasks if t.weight > 1),
+            },
+            blocked=consolidation.blocked or _nothing_passed(result),
+            stop_reason=result.stop_reason if result else None,
+            seed_val=result.seed_val_score if result else None,
+            candidate_val=result.val_score if result else None,
+            seed_test=result.seed_test_score if result else None,
+            candidate_test=result.test_score if result else None,
+            gate_minimum_val=gate_minimum_val(gate),
+            gate_decisions=[d.to_dict() for d in result.gate_log] if result else [],
+            accepted=bool(proposals),
+            proposed_files=sorted(proposals),
+            no_regression=self.config.no_regression,
+            budget=None if self.config.budget is None else vars(self.config.budget),
+            spend=spent,
+            wall_s=time.perf_counter() - self.started,
+            auto_adopt=self.config.auto_adopt,
+        )
+
+
+def _nothing_passed(result: Any) -> str | None:
+    if result is None or result.improved:
+        return None
+    return f"no candidate passed the gate ({len(result.gate_log)} decision(s))"
+
+
+def _spend(mining: UsageSnapshot, compiled: UsageSnapshot | None) -> dict[str, Any]:
+    parts = [mining] + ([compiled] if compiled is not None else [])
+    usd = [p.cost_usd for p in parts if p.cost_usd is not None]
+    return {
+        "calls": sum(p.calls for p in parts),
+        "tokens": sum(p.total_tokens for p in parts),
+        "usd": round(sum(usd), 6) if usd else None,
+        "mining_calls": mining.calls,
+        "compile_calls": compiled.calls if compiled is not None else 0,
+        "cache_hits": sum(p.cache_hits for p in parts),
+    }
+
+
+def require_project(path: Path) -> SleepProject:
+    """The project at `path` or a clear error."""
+    try:
+        return SleepProject.open(path)
+    except SleepError:
+        raise

@@ -1,0 +1,232 @@
+"""Replay and judge: the mined tasks run as an ordinary `SkillModule` under one trainable document.
+
+The document (`compose`) is the agent's skill file, then the memory file's own text inside a
+protected region (the agent reads it, no edit may touch it), then the memory file's learned
+block. `split_document` cuts an optimised document back into the skill file's text and the
+learned block. The task's context and request are the inputs; the reply is the one output.
+
+Judges are metric functions returning `Score` with feedback: the rule judge (hard = every check
+passes, soft = the share that pass) and, for tasks with a rubric, the library's LLM judge
+(`skillopt_dsl.metrics.llm_judge`), whose calls share the night's ledger, cache and retries.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import pydantic
+
+from skillopt_dsl.evaluate import EvaluationReport
+from skillopt_dsl.gate import Guard
+from skillopt_dsl.metrics import Score, llm_judge
+from skillopt_dsl.metrics.judge import LLMJudge
+from skillopt_dsl.module import InputField, OutputField, RunOutcome, SkillModule
+from skillopt_dsl.skill import PROTECTED_CLOSE, PROTECTED_OPEN, Skill
+from skillopt_dsl.sleep.errors import SleepError
+from skillopt_dsl.sleep.harvest import REPLAY_MARKER
+from skillopt_dsl.sleep.tasks import Check, check_passes
+from skillopt_dsl.types import Example, Prediction
+
+if TYPE_CHECKING:
+    from skillopt_dsl.lm import LM, UsageLedger
+
+__all__ = [
+    "MEMORY_NOTE",
+    "Replay",
+    "ScoreBook",
+    "TaskJudge",
+    "compose",
+    "no_regression_guard",
+    "split_document",
+]
+
+MEMORY_NOTE = (
+    "<!-- skillopt-sleep: the memory file follows; only the text after this region is learned -->"
+)
+_CHECKS = pydantic.TypeAdapter(list[Check])
+
+
+def compose(skill_text: str, memory_outside: str, learned: str) -> Skill:
+    """The trainable document: skill file, protected memory text, learned block."""
+    protected = f"{PROTECTED_OPEN}\n{MEMORY_NOTE}\n{memory_outside.strip()}\n{PROTECTED_CLOSE}"
+    parts = [p for p in (skill_text.strip(), protected, learned.strip()) if p]
+    return Skill("\n\n".join(parts) + "\n")
+
+
+def split_document(document: str) -> tuple[str, str]:
+    """`(skill file text, learned block)` of a document made by `compose` (and then edited)."""
+    note = document.find(MEMORY_NOTE)
+    start = document.rfind(PROTECTED_OPEN, 0, note)
+    end = document.find(PROTECTED_CLOSE, note)
+    if note < 0 or start < 0 or end < 0:
+        raise SleepError(
+            "the optimised document lost its protected memory region; this is a bug, "
+            "please report it (nothing was staged)"
+        )
+    return document[:start].strip(), document[end + len(PROTECTED_CLOSE) :].strip()
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One judged reply."""
+
+    score: float
+    feedback: str | None
+    output: str
+
+
+class ScoreBook:
+    """Every judged reply by (skill hash, task id): the evidence and the no-regression guard."""
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, str], Entry] = {}
+        self._lock = threading.Lock()
+
+    def record(self, skill_hash: str, example_id: str, entry: Entry) -> None:
+        """Keep one judged reply."""
+        with self._lock:
+            self._entries[(skill_hash, example_id)] = entry
+
+    def get(self, skill_hash: str, example_id: str) -> Entry | None:
+        """The judged reply of one task under one skill, if it ran."""
+        with self._lock:
+            return self._entries.get((skill_hash, example_id))
+
+    def scores(self, skill_hash: str) -> dict[str, float]:
+        """Per-task scores of one skill."""
+        with self._lock:
+            return {eid: e.score for (h, eid), e in self._entries.items() if h == skill_hash}
+
+
+class TaskJudge:
+    """The metric for mined tasks: rule checks (soft or hard) and, with a rubric, an LLM judge.
+
+    A task with both is scored by the mean of the two. `rubric_lm=None` disables rubric judging
+    (tasks with only a rubric must then be left out of the night). The rubric judge's calls are
+    re-pointed at the ledger of the run that scores them (`bind`), so the night's budget counts
+    them.
+    """
+
+    __name__ = "sleep_task_judge"
+
+    def __init__(
+        self, *, mode: Literal["soft", "hard"] = "soft", rubric_lm: LM | None = None
+    ) -> None:
+        self.mode = mode
+        self._rubric_lm = rubric_lm
+        self._bound: LM | None = rubric_lm
+        self._judges: dict[str, LLMJudge] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def judges_rubrics(self) -> bool:
+        """True when tasks with a rubric are graded by a model."""
+        return self._rubric_lm is not None
+
+    def bind(self, ledger: UsageLedger) -> None:
+        """Count rubric-judge calls on `ledger` (the run's)."""
+        if self._rubric_lm is None:
+            return
+        with self._lock:
+            if self._bound is None or self._bound.ledger is not ledger:
+                self._bound = self._rubric_lm.with_ledger(ledger)
+                self._judges = {}
+
+    def __call__(self, example: Example, prediction: Prediction) -> Score:
+        if prediction.error is not None:
+            return Score(0.0, f"no usable reply: {prediction.error}")
+        reply = str(prediction.outputs.get("response") or prediction.raw)
+        parts: list[Score] = []
+        checks = _CHECKS.validate_json(example.labels.get("checks") or "[]")
+        if checks:
+            parts.append(self._rules(checks, reply))
+        rubric = str(example.labels.get("rubric") or "")
+        if rubric and self._bound is not None:
+            parts.append(self._rubric(rubric, example, prediction))
+        if not parts:
+            raise SleepError(
+                f"task {example.id} has no rule checks and rubric judging is off; "
+                "drop the task or give it a check"
+            )
+        value = sum(p.value for p in parts) / len(parts)
+        return Score(value, " | ".join(p.feedback or "" for p in parts))
+
+    def _rules(self, checks: list[Any], reply: str) -> Score:
+        failed = [c.describe() for c in checks if not check_passes(c, reply)]
+        share = 1 - len(failed) / len(checks)
+        value = share if self.mode == "soft" else float(not failed)
+        if not failed:
+            return Score(value, f"all {len(checks)} checks passed")
+        return Score(
+            value,
+            f"{len(checks) - len(failed)}/{len(checks)} checks passed; failed: "
+            + "; ".join(failed),
+        )
+
+    def _rubric(self, rubric: str, example: Example, prediction: Prediction) -> Score:
+        with self._lock:
+            judge = self._judges.get(rubric)
+            if judge is None:
+                assert self._bound is not None  # checked by the caller
+                judge = llm_judge(rubric, lm=self._bound, fields=["response"])
+                self._judges[rubric] = judge
+        graded = Example(example.id, example.inputs, {"reference": example.labels.get("response")})
+        return judge(graded, prediction)
+
+
+class Replay(SkillModule):
+    """Do the developer's request in their project, as their coding agent would."""
+
+    context: str = InputField()
+    request: str = InputField()
+    response: str = OutputField()
+
+    def __init__(self, *, skill: Skill, judge: TaskJudge, book: ScoreBook) -> None:
+        super().__init__(skill=skill, metric=judge)
+        self.judge = judge
+        self.book = book
+
+    def run(self, skill: Skill, example: Example, lm: LM, *, seed: int) -> RunOutcome:
+        """One call; the prompt opens with the replay marker so no harvest reads it back."""
+        self.judge.bind(lm.ledger)
+        messages = self.render(skill, example)
+        messages[-1]["content"] = f"{REPLAY_MARKER}\n{messages[-1]['content']}"
+        response = lm.complete(messages, seed=seed)
+        return RunOutcome(
+            prediction=self.parse(response.text),
+            output=response.text,
+            prompt_tokens=response.prompt_tokens,
+            completion_tokens=response.completion_tokens,
+            latency_s=response.latency_s,
+            cached=response.cached,
+            trace={"skill_hash": skill.hash},
+        )
+
+    def score(self, example: Example, outcome: RunOutcome) -> Score:
+        """The judge's score, also kept in the score book under the skill that ran."""
+        score = super().score(example, outcome)
+        skill_hash = outcome.trace["skill_hash"] if isinstance(outcome.trace, dict) else ""
+        self.book.record(skill_hash, example.id, Entry(score.value, score.feedback, outcome.output))
+        return score
+
+
+def no_regression_guard(book: ScoreBook, seed_hash: str) -> Guard:
+    """A gate guard: a candidate that scores below the live files on any val task is rejected.
+
+    It counts the val tasks on which a report scores below the seed (the live files); the seed
+    counts 0, and any count above 0 is a regression beyond the tolerance of 0.
+    """
+
+    def measure(report: EvaluationReport) -> float:
+        seed = book.scores(seed_hash)
+        return float(sum(1 for r in report.records if r.score < seed.get(r.example_id, 0.0) - 1e-9))
+
+    return Guard(name="no_regression", measure=measure, tolerance=0.0, higher_is_better=False)
+
+
+def checks_of(example: Example) -> list[dict[str, Any]]:
+    """The example's checks as plain dicts (for reports)."""
+    return list(json.loads(example.labels.get("checks") or "[]"))

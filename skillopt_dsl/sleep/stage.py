@@ -1,0 +1,257 @@
+"""Stage: write one night's folder, `<project>/.skillopt/sleep/<night-id>/`.
+
+Contents: `proposed/<file>` (only when something passed the gate), `diff.patch` (unified, against
+the live files as read), `report.md` and `report.json` (`NightReport`), `evidence.jsonl` (each val
+and test task's seed and candidate replies and scores), the mined tasks (`tasks/`, a Hugging Face
+`Dataset`, and `tasks.jsonl`), the optimizer's run directory (`run/`) and `manifest.json`, which
+pins the sha256 of every live file as read and of every proposal.
+
+A night is written into `<night-id>.partial/` and renamed into place only when complete, so a
+killed run never leaves a half-written stage that looks finished.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from skillopt_dsl.sleep.project import SleepProject, atomic_write, sha256_of
+from skillopt_dsl.sleep.replay import ScoreBook
+from skillopt_dsl.sleep.tasks import Task, save_tasks
+
+__all__ = ["Manifest", "NightReport", "read_manifest", "render_markdown", "write_stage"]
+
+
+class Manifest(BaseModel):
+    """What a night staged: live-file hashes as read, proposal hashes (relative paths)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    night_id: str
+    project: str
+    created: str
+    live: dict[str, str | None]
+    proposed: dict[str, str]
+    accepted: bool
+
+
+class NightReport(BaseModel):
+    """Every figure of one night (also rendered as report.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    night_id: str
+    project: str
+    created: str
+    agent: str
+    sources: list[str]
+    home: str
+    memory_file: str
+    skill_file: str | None
+    watermark_before: str | None
+    watermark_after: str | None
+    harvest: dict[str, Any]
+    mining: dict[str, Any]
+    tasks: dict[str, int]
+    blocked: str | None = None
+    stop_reason: str | None = None
+    seed_val: float | None = None
+    candidate_val: float | None = None
+    seed_test: float | None = None
+    candidate_test: float | None = None
+    gate_minimum_val: int | None = None
+    gate_decisions: list[dict[str, Any]] = Field(default_factory=list)
+    accepted: bool = False
+    proposed_files: list[str] = Field(default_factory=list)
+    no_regression: bool = False
+    budget: dict[str, Any] | None = None
+    spend: dict[str, Any] = Field(default_factory=dict)
+    wall_s: float = 0.0
+    auto_adopt: bool = False
+    adopted: bool = False
+    adopt_note: str | None = None
+
+    @property
+    def redactions(self) -> int:
+        """Secrets redacted while harvesting."""
+        return int(self.harvest.get("redactions_total", 0))
+
+
+def _fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def render_markdown(report: NightReport) -> str:
+    """report.md: the night in a page."""
+    h, t = report.harvest, report.tasks
+    lines = [
+        f"# Sleep night {report.night_id}",
+        "",
+        f"Project `{report.project}` · agent {report.agent} · memory file `{report.memory_file}`"
+        + (f" · skill file `{report.skill_file}`" if report.skill_file else ""),
+        "",
+        "## Harvest",
+        f"- sources: {', '.join(report.sources) or '—'} (home `{report.home}`)",
+        f"- files read: {h.get('files_read', 0)}; sessions kept: {h.get('sessions', 0)}; "
+        f"skipped: {json.dumps(h.get('skipped', {}))}",
+        f"- malformed lines: {h.get('malformed_lines', 0)}; unknown records: "
+        f"{h.get('unknown_records', 0)}; mirrored Codex records counted once: "
+        f"{h.get('mirrored_records', 0)}",
+        f"- secrets redacted: {report.redactions} {json.dumps(h.get('redactions', {}))}",
+        f"- watermark: {report.watermark_before or 'none'} → {report.watermark_after or 'none'}",
+        "",
+        "## Tasks",
+        f"- mined: {t.get('total', 0)} (train {t.get('train', 0)}, val {t.get('val', 0)}, "
+        f"test {t.get('test', 0)}); recurring clusters: {t.get('recurring', 0)}",
+        f"- model-mined: {report.mining.get('model_tasks', 0)}; heuristic: "
+        f"{report.mining.get('heuristic_tasks', 0)}; invalid model replies: "
+        f"{report.mining.get('invalid_replies', 0)}",
+        "",
+        "## Gate",
+    ]
+    lines += _gate_lines(report)
+    lines += [
+        "",
+        "## Spend",
+        f"- calls: {report.spend.get('calls', 0)}; tokens: {report.spend.get('tokens', 0)}; "
+        f"USD: {report.spend.get('usd')}; budget: {json.dumps(report.budget)}",
+        f"- wall time: {report.wall_s:.1f} s",
+        "",
+        "## Adoption",
+        f"- auto-adopt: {'on' if report.auto_adopt else 'off'}; adopted: "
+        f"{'yes' if report.adopted else 'no'}"
+        + (f" ({report.adopt_note})" if report.adopt_note else ""),
+    ]
+    if report.accepted and not report.adopted:
+        lines.append(
+            f"- review `diff.patch`, then run `skillopt-dsl sleep adopt {report.night_id}`"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _gate_lines(report: NightReport) -> list[str]:
+    lines = [
+        f"- val: seed {_fmt(report.seed_val)} → candidate {_fmt(report.candidate_val)}; "
+        f"test: seed {_fmt(report.seed_test)} → candidate {_fmt(report.candidate_test)}",
+        f"- gate decisions: {len(report.gate_decisions)}, accepted: "
+        f"{sum(1 for d in report.gate_decisions if d.get('accepted'))}; the gate needs at least "
+        f"{report.gate_minimum_val if report.gate_minimum_val is not None else '?'} val tasks"
+        + ("; no-regression guard on" if report.no_regression else ""),
+    ]
+    for decision in report.gate_decisions[-5:]:
+        lines.append(
+            f"  - {'accepted' if decision.get('accepted') else 'rejected'}: {decision.get('reason')}"
+        )
+    if report.blocked:
+        lines.append(f"- **nothing could be accepted**: {report.blocked}")
+    if report.stop_reason:
+        lines.append(f"- optimizer stopped: {report.stop_reason}")
+    verdict = (
+        f"proposal staged: {', '.join(report.proposed_files)}"
+        if report.accepted
+        else "no proposal staged (nothing passed the gate)"
+    )
+    lines.append(f"- {verdict}")
+    return lines
+
+
+def _diff(rel: str, old: bytes | None, new: bytes) -> str:
+    before = (old or b"").decode("utf-8").splitlines(keepends=True)
+    after = new.decode("utf-8").splitlines(keepends=True)
+    lines = difflib.unified_diff(before, after, fromfile=f"a/{rel}", tofile=f"b/{rel}")
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def evidence_rows(
+    tasks: Sequence[Task], book: ScoreBook, seed_hash: str, best_hash: str
+) -> list[dict[str, Any]]:
+    """One row per val/test task: seed and candidate scores, feedback and the candidate's reply."""
+    rows = []
+    for task in tasks:
+        if task.split == "train":
+            continue
+        seed, best = book.get(seed_hash, task.id), book.get(best_hash, task.id)
+        rows.append(
+            {
+                "task_id": task.id,
+                "split": task.split,
+                "intent": task.intent[:300],
+                "weight": task.weight,
+                "seed_score": None if seed is None else seed.score,
+                "candidate_score": None if best is None else best.score,
+                "seed_feedback": None if seed is None else seed.feedback,
+                "candidate_feedback": None if best is None else best.feedback,
+                "candidate_reply": None if best is None else best.output[:1000],
+            }
+        )
+    return rows
+
+
+def write_stage(
+    project: SleepProject,
+    partial: Path,
+    report: NightReport,
+    *,
+    live: Mapping[str, bytes | None],
+    proposals: Mapping[str, bytes],
+    tasks: Sequence[Task],
+    evidence: Sequence[dict[str, Any]],
+) -> Path:
+    """Fill `partial` with the night's files and rename it to the night's folder."""
+    proposed_dir = partial / "proposed"
+    patches = []
+    for rel, data in sorted(proposals.items()):
+        target = proposed_dir / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        patches.append(_diff(rel, live.get(rel), data))
+    (partial / "diff.patch").write_text("".join(patches), encoding="utf-8")
+    save_tasks(tasks, partial)
+    with (partial / "evidence.jsonl").open("w", encoding="utf-8") as handle:
+        for row in evidence:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    manifest = Manifest(
+        night_id=report.night_id,
+        project=report.project,
+        created=report.created,
+        live={rel: sha256_of(data) for rel, data in sorted(live.items())},
+        proposed={rel: sha256_of(data) or "" for rel, data in sorted(proposals.items())},
+        accepted=bool(proposals),
+    )
+    (partial / "manifest.json").write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+    write_report(partial, report)
+    final = project.night_dir(report.night_id)
+    os.replace(partial, final)
+    return final
+
+
+def write_report(folder: Path, report: NightReport) -> None:
+    """report.json and report.md, each written atomically."""
+    atomic_write(folder / "report.json", report.model_dump_json(indent=2).encode("utf-8"))
+    atomic_write(folder / "report.md", render_markdown(report).encode("utf-8"))
+
+
+def read_manifest(night: Path) -> Manifest:
+    """The manifest of a staged night."""
+    return Manifest.model_validate_json((night / "manifest.json").read_text(encoding="utf-8"))
+
+
+def read_report(night: Path) -> NightReport:
+    """The report of a staged night."""
+    return NightReport.model_validate_json((night / "report.json").read_text(encoding="utf-8"))
+
+
+def remove_partials(project: SleepProject) -> list[str]:
+    """Delete half-written stages of killed runs; returns their names."""
+    removed = []
+    for partial in project.partial_nights():
+        shutil.rmtree(partial)
+        removed.append(partial.name)
+    return removed
