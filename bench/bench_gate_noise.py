@@ -22,6 +22,7 @@ Run: `python bench/bench_gate_noise.py` (about 1.5 min on 2 cores).
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import math
 import os
@@ -156,49 +157,70 @@ def gate_run(gate: sd.Gate, n_val: int, scenario: Scenario, run_seed: int) -> Ou
 def scored(text: str, n_val: int, scenario: Scenario, run_seed: int) -> EvaluationReport:
     """The report `evaluate` would return for `text` under the noisy target."""
     records = tuple(
-        Rollout(e.id, "", Prediction({}), float(is_right(run_seed, text, int(e.number), scenario.gain)))
-        for e in parity_examples(n_val)
+        Rollout(example_id, "", _PREDICTION, float(is_right(run_seed, text, number, scenario.gain)))
+        for example_id, number in _val_ids(n_val)
     )
     return EvaluationReport(records, text, "fake/noisy")
+
+
+_PREDICTION = Prediction({})
+
+
+@functools.cache
+def _val_ids(n_val: int) -> tuple[tuple[str, int], ...]:
+    return tuple((e.id, int(e.number)) for e in parity_examples(n_val))
 
 
 LEVELS = {"driver": driver_run, "gate": gate_run}
 
 
-def cell(job: tuple[str, str, int, Scenario, int]) -> dict[str, object]:
-    """Share of seeded runs with an accept (noise) or with the useful line kept (gains)."""
-    level, gate_name, n_val, scenario, runs = job
+Job = tuple[str, str, int, Scenario, range]
+
+
+def cell(job: Job) -> int:
+    """How many of the job's seeded runs accepted (noise) or kept the useful line (gains)."""
+    level, gate_name, n_val, scenario, seeds = job
     hits = 0
-    for run_seed in range(runs):
+    for run_seed in seeds:
         accepted, useful = LEVELS[level](GATES[gate_name], n_val, scenario, run_seed)
         hits += useful if scenario.useful_at is not None else accepted
-    return {
-        "level": level,
-        "gate": gate_name,
-        "val_n": n_val,
-        "scenario": scenario.name,
-        "runs": runs,
-        "rate": hits / runs,
-    }
+    return hits
 
 
-def jobs(args: argparse.Namespace) -> list[tuple[str, str, int, Scenario, int]]:
-    """Driver-level cells at 18 examples (noise and the clearest gain), gate-level cells for all."""
-    driver = [
-        ("driver", g, 18, s, args.driver_runs) for g in GATES for s in (SCENARIOS[0], SCENARIOS[2])
+def jobs(args: argparse.Namespace) -> list[Job]:
+    """Driver-level noise cells at 18 examples, gate-level cells for every size and scenario;
+    each cell cut into chunks of seeds so the worker processes stay evenly loaded."""
+    cells = [("driver", g, 18, SCENARIOS[0], args.driver_runs) for g in GATES]
+    cells += [("gate", g, n, s, args.runs) for g in GATES for n in args.sizes for s in SCENARIOS]
+    return [
+        (level, g, n, s, range(start, min(start + 25, runs)))
+        for level, g, n, s, runs in cells
+        for start in range(0, runs, 25)
     ]
-    gate = [("gate", g, n, s, args.runs) for g in GATES for n in args.sizes for s in SCENARIOS]
-    return driver + gate
+
+
+def rates(done: list[tuple[Job, int]]) -> list[dict[str, object]]:
+    """Per cell: the share of its runs that hit."""
+    totals: dict[tuple[str, str, int, str], list[int]] = {}
+    for (level, g, n, s, seeds), hits in done:
+        total = totals.setdefault((level, g, n, s.name), [0, 0])
+        total[0] += hits
+        total[1] += len(seeds)
+    return [
+        {"level": k[0], "gate": k[1], "val_n": k[2], "scenario": k[3], "runs": r, "rate": h / r}
+        for k, (h, r) in totals.items()
+    ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=1000, help="seeded runs per gate-level cell")
+    parser.add_argument("--runs", type=int, default=500, help="seeded runs per gate-level cell")
     parser.add_argument("--driver-runs", type=int, default=200, help="seeded compiles per cell")
     parser.add_argument("--sizes", type=int, nargs="+", default=[18, 30, 100])
     args = parser.parse_args()
+    work = jobs(args)
     with timer() as elapsed, ProcessPoolExecutor(max_workers=os.cpu_count()) as pool:
-        cells = list(pool.map(cell, jobs(args)))
+        cells = rates(list(zip(work, pool.map(cell, work), strict=True)))
     rate = {(c["level"], c["gate"], c["val_n"], c["scenario"]): c["rate"] for c in cells}
     headers = ["gate", "val n", "false accepts (noise)", *(s.name for s in SCENARIOS[1:])]
     for level, sizes in (("driver", [18]), ("gate", args.sizes)):

@@ -4,12 +4,19 @@ Every method gets the same search budget of target+optimizer model calls (`--bud
 embedded model (`local/smollm2-135m`, max 16 new tokens) as target and as reflection model, and
 the same splits. The test split is scored afterwards for the chosen skill, outside the budget.
 Methods: the seed skill, GradientText, Beam, OptunaLR (skillopt_dsl); `gepa.optimize` with its
-default adapter; DSPy MIPROv2 / GEPA where they run with this model; microsoft/SkillOpt
-(`skillopt==0.2.0`) is probed and reported as runnable or not.
+default adapter; microsoft/SkillOpt (`skillopt==0.2.0`) is probed and reported as runnable or not.
+
+DSPy table (`--dspy`, needs the `[dspy]` extra): the two-predictor program of
+recipes/dspy_local.py (ChainOfThought then Predict, `RawSkillAdapter`) on `sports_understanding`,
+the same embedded model (max 48 new tokens), every call through our bridge and counted by our
+ledger: `SkillOptimizer` (GradientText, Beam) under a hard `--dspy-budget` vs `dspy.GEPA`
+(`max_metric_calls` = budget / 2 calls per rollout) and `dspy.MIPROv2` (small settings), which
+cannot be given a hard call budget: the calls they actually made are reported, and flagged when
+they exceed it. Test accuracy is our evaluation of each compiled program, after the search.
 
 Run: `python bench/bench_quality.py [--budget 60] [--tasks navigate sports_understanding]
-[--methods seed GradientText ... dspy.GEPA]`
-(gepa/dspy columns need them installed, e.g. /work/bench-venv). Slow: minutes per method.
+[--methods seed GradientText ...]`, or `python bench/bench_quality.py --dspy [methods]
+[--dspy-budget 80]`. Slow: minutes per method.
 """
 
 from __future__ import annotations
@@ -125,46 +132,121 @@ def gepa_run(module: sd.SkillModule, splits: Any, budget: int) -> Row:
             "note": "max_metric_calls=budget (reflection calls are extra)"}  # fmt: skip
 
 
-def dspy_run(kind: str) -> Callable[..., Row]:
-    def run(module: sd.SkillModule, splits: Any, budget: int) -> Row:
-        dspy = optional("dspy")
-        if dspy is None:
-            raise RuntimeError("dspy is not installed")
-        from skillopt_dsl.lm.local import register_local_provider
+# -- DSPy: one two-predictor DSPy program, four optimizers, one call budget on our ledger -------
 
-        register_local_provider()
-        dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
-        lm = dspy.LM(MODEL, max_tokens=64, cache=False, num_retries=0)
-        dspy.configure(lm=lm)
-        (in_name,) = list(module.input_fields)[:1]
-        signature = f"{in_name} -> answer"
+DSPY_TASK = "sports_understanding"
+DSPY_PARAMS = SamplingParams(max_tokens=48)
+DSPY_SIZES = (10, 12, 20)
 
-        def as_dspy(examples: list[Any]) -> list[Any]:
-            return [dspy.Example(**{in_name: str(e.inputs[in_name])},
-                                 answer=str(e.labels["answer"])).with_inputs(in_name)
-                    for e in examples]  # fmt: skip
 
-        def metric(gold: Any, pred: Any, trace: Any = None, *rest: Any) -> float:
-            return float(str(getattr(pred, "answer", "")).strip() == gold.answer)
+def dspy_recipe() -> Any:
+    """recipes/dspy_local.py as a module: the same program and metric the recipe trains."""
+    import importlib.util
+    from pathlib import Path
 
-        program = dspy.Predict(signature)
-        if kind == "MIPROv2":
-            tele = dspy.MIPROv2(metric=metric, auto=None, num_candidates=2, num_threads=2,
-                                max_bootstrapped_demos=1, max_labeled_demos=2, verbose=False)  # fmt: skip
-            compiled = tele.compile(program, trainset=as_dspy(splits.train), num_trials=2,
-                                    valset=as_dspy(splits.val), minibatch=False)  # fmt: skip
-        else:
-            tele = dspy.GEPA(metric=metric, max_metric_calls=budget, reflection_lm=lm)
-            compiled = tele.compile(program, trainset=as_dspy(splits.train),
-                                    valset=as_dspy(splits.val))  # fmt: skip
-        evaluate = dspy.Evaluate(devset=as_dspy(splits.val), metric=metric, num_threads=2,
-                                 display_progress=False)  # fmt: skip
-        val = float(getattr(evaluate(compiled), "score", 0.0)) / 100
-        calls = len(getattr(lm, "history", []))
-        return {"val": val, "skill": None, "calls": calls, "tokens": None,
-                "note": "test not scored (DSPy program, not a skill document)"}  # fmt: skip
+    path = Path(__file__).resolve().parents[1] / "recipes" / "dspy_local.py"
+    spec = importlib.util.spec_from_file_location("dspy_local_recipe", path)
+    assert spec is not None and spec.loader is not None
+    recipe = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = recipe  # its annotations resolve in its own namespace
+    spec.loader.exec_module(recipe)
+    return recipe
+
+
+def dspy_lm(ledger: Any = None) -> LM:
+    return LM(MODEL, params=DSPY_PARAMS, max_concurrency=2, ledger=ledger)
+
+
+def dspy_ours(factory: Callable[[], Any]) -> Callable[..., Row]:
+    def run(recipe: Any, splits: Any, budget: int) -> Row:
+        from skillopt_dsl.dspy import RawSkillAdapter, SkillOptimizer
+
+        tele = SkillOptimizer(recipe.exact_answer, optimizer=factory(), lm=dspy_lm(),
+                              budget=Budget(max_calls=budget), adapter=RawSkillAdapter(),
+                              predictors=["decide", "assess.predict"], threads=2)  # fmt: skip
+        compiled = tele.compile(recipe.SportsProgram(), trainset=splits.train, valset=splits.val)
+        result = compiled.skillopt
+        return {"program": compiled, "val": result.val_score, "calls": result.usage.calls,
+                "tokens": result.usage.total_tokens, "stop": result.stop_reason}  # fmt: skip
 
     return run
+
+
+def dspy_native(kind: str) -> Callable[..., Row]:
+    """dspy.GEPA / dspy.MIPROv2 on the same program and model, every call through our bridge
+    into one unlimited ledger (a budget stop inside them would be scored as a failure), given
+    the budget in their own units; the calls they actually made are reported."""
+
+    def run(recipe: Any, splits: Any, budget: int) -> Row:
+        import dspy
+
+        from skillopt_dsl.dspy import RawSkillAdapter, bridge_lm
+        from skillopt_dsl.lm import UsageLedger
+
+        ledger = UsageLedger()
+        lm = bridge_lm(dspy_lm(ledger))
+        train = [dspy.Example(**e.inputs, **e.labels).with_inputs(*e.inputs) for e in splits.train]
+        val = [dspy.Example(**e.inputs, **e.labels).with_inputs(*e.inputs) for e in splits.val]
+        calls_per_rollout = 2  # ChainOfThought then Predict
+        with dspy.context(lm=lm, adapter=RawSkillAdapter()):
+            if kind == "GEPA":
+                def metric(gold: Any, pred: Any, trace: Any = None, *rest: Any) -> float:
+                    return recipe.exact_answer(gold, pred)
+
+                tele = dspy.GEPA(metric=metric, max_metric_calls=budget // calls_per_rollout,
+                                 reflection_lm=lm, num_threads=2, seed=0)  # fmt: skip
+                compiled = tele.compile(recipe.SportsProgram(), trainset=train, valset=val)
+                note = f"max_metric_calls={budget // calls_per_rollout} (reflection calls extra)"
+            else:
+                tele = dspy.MIPROv2(metric=recipe.exact_answer, auto=None, num_candidates=2,
+                                    num_threads=2, max_bootstrapped_demos=1,
+                                    max_labeled_demos=2, verbose=False, seed=0)  # fmt: skip
+                compiled = tele.compile(recipe.SportsProgram(), trainset=train, valset=val,
+                                        num_trials=2, minibatch=False)  # fmt: skip
+                note = "num_candidates=2, num_trials=2, 1 bootstrapped + 2 labelled demos"
+        usage = ledger.snapshot()
+        over = f"; EXCEEDS the {budget}-call budget" if usage.calls > budget else ""
+        return {"program": compiled, "val": None, "calls": usage.calls,
+                "tokens": usage.total_tokens, "note": note + over}  # fmt: skip
+
+    return run
+
+
+DSPY_METHODS: dict[str, Callable[..., Row]] = {
+    "SkillOptimizer(GradientText)": dspy_ours(
+        lambda: GradientText(lr=0.3, epochs=1, batch_size=6, proposers=proposers())
+    ),
+    "SkillOptimizer(Beam)": dspy_ours(beam),
+    "dspy.GEPA": dspy_native("GEPA"),
+    "dspy.MIPROv2": dspy_native("MIPROv2"),
+}
+
+
+def dspy_comparison(budget: int, methods: list[str]) -> list[Row]:
+    """The DSPy table: test accuracy (our evaluation, after the search) and calls made."""
+    from skillopt_dsl.dspy import RawSkillAdapter, evaluate_program
+
+    recipe = dspy_recipe()
+    splits = load_benchmark(DSPY_TASK, seed=0, sizes=DSPY_SIZES)
+    rows: list[Row] = []
+    for name in ["student", *methods]:
+        started = time.perf_counter()
+        try:
+            row = ({"program": recipe.SportsProgram(), "calls": 0} if name == "student"
+                   else DSPY_METHODS[name](recipe, splits, budget))  # fmt: skip
+            program = row.pop("program")
+            row["test"] = evaluate_program(program, splits.test, recipe.exact_answer,
+                                           lm=dspy_lm(), adapter=RawSkillAdapter(),
+                                           threads=2).mean  # fmt: skip
+            row["instructions"] = {n: p.signature.instructions
+                                   for n, p in program.named_predictors()}  # fmt: skip
+        except Exception as exc:  # a competitor failing is a result to report, not a crash
+            row = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+        row["seconds"] = time.perf_counter() - started
+        row["method"] = name
+        rows.append(row)
+        print(f"dspy {name}: {row}", flush=True)
+    return rows
 
 
 def skillopt_probe() -> str:
@@ -196,12 +278,8 @@ METHODS: dict[str, Callable[..., Row]] = {
     "Beam": ours(beam),
     "OptunaLR": ours(optuna_lr),
     "gepa.optimize": gepa_run,
-    "dspy.MIPROv2": dspy_run("MIPROv2"),
-    "dspy.GEPA": dspy_run("GEPA"),
 }
-# dspy.GEPA takes ~200 s per task here (its calls are not bounded by max_metric_calls); run it
-# with `--methods ... dspy.GEPA` (figures in bench/README.md).
-DEFAULT_METHODS = [m for m in METHODS if m != "dspy.GEPA"]
+DEFAULT_METHODS = list(METHODS)
 
 
 def main() -> None:
@@ -210,7 +288,13 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=["navigate", "sports_understanding"])
     parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=list(METHODS))
     parser.add_argument("--skip-skillopt-probe", action="store_true")
+    parser.add_argument("--dspy", nargs="*", default=None, choices=list(DSPY_METHODS),
+                        help="run only the DSPy-program table (all four methods when empty)")  # fmt: skip
+    parser.add_argument("--dspy-budget", type=int, default=80)
     args = parser.parse_args()
+    if args.dspy is not None:
+        main_dspy(args.dspy_budget, args.dspy or list(DSPY_METHODS))
+        return
     rows: list[list[Any]] = []
     figures: dict[str, Any] = {"budget_calls": args.budget, "model": MODEL, "sizes": SIZES,
                                "runs": []}  # fmt: skip
@@ -232,6 +316,20 @@ def main() -> None:
     )
     print(f"microsoft/SkillOpt 0.2.0: {figures.get('skillopt_0_2_0', 'not probed')}")
     write_results("quality", figures)
+
+
+def main_dspy(budget: int, methods: list[str]) -> None:
+    rows = dspy_comparison(budget, methods)
+    print_table(
+        f"DSPy program ({DSPY_TASK}, ChainOfThought then Predict, RawSkillAdapter): {MODEL}, "
+        f"max {DSPY_PARAMS.max_tokens} new tokens, budget {budget} calls, splits {DSPY_SIZES}",
+        ["method", "val", "test", "calls", "tokens", "wall s", "note / error"],
+        [[r["method"], r.get("val"), r.get("test"), r.get("calls"), r.get("tokens"),
+          r.get("seconds"), (r.get("note") or r.get("error") or r.get("stop") or "")[:70]]
+         for r in rows],
+    )  # fmt: skip
+    write_results("quality_dspy", {"budget_calls": budget, "model": MODEL, "task": DSPY_TASK,
+                                   "sizes": DSPY_SIZES, "runs": rows})  # fmt: skip
 
 
 def run_method(name: str, module: sd.SkillModule, splits: Any, budget: int) -> Row:

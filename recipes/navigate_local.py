@@ -7,6 +7,12 @@ SmolLM2-135M is too weak to reflect on its own mistakes (as an optimizer model i
 model FAILED." instead of edits), so this recipe uses the two proposers that need no optimizer
 model: output-format rules derived from the declared output type, and worked examples taken from
 the training set. With a capable `--optimizer-model`, add `ReflectiveProposer()`.
+
+What the gain is worth: answering "True" to every question scores 0.53 on this recipe's
+validation split and 0.60 on its test split, and SmolLM2-135M does not beat that. Its gain over
+the seed comes from emitting a valid True/False label, not from solving the task; the compile
+screen shows the constant answer beside it and prints a WARNING line. Use `--model` with a
+capable model to see a gain that beats the constant answer.
 """
 
 from skillopt_dsl.benchmarks import load_benchmark

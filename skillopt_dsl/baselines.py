@@ -90,7 +90,7 @@ def constant_baseline(
         return None
     scored = [(constant_score(module, answer, valset), answer) for answer in answers]
     best_val = max(score for score, _ in scored)
-    answer = answers[0]
+    answer = next(a for score, a in scored if score == best_val)
     test = constant_score(module, answer, testset) if testset else None
     return Baseline(label=_label_text(answer), val_score=best_val, test_score=test)
 

@@ -671,7 +671,8 @@ def _print_eval(
     row_name = "validation" if split is SplitChoice.val else split.value
     held_out = None if split is SplitChoice.val else _examples(recipe, split)
     baseline = constant_baseline(recipe.module, recipe.splits.val, held_out)  # no model call
-    title = f"skill {skill_hash[:12]} on {recipe.name}/{split.value} with {report.model}"
+    typer.echo(f"skill {skill_hash[:12]} on {recipe.name}/{split.value} with {report.model}")
+    title = f"seed vs {'constant answer vs ' if baseline else ''}skill"
     rows = [(row_name, seed_mean, report.mean)]
     Console(soft_wrap=True).print(_scores_table(title, rows, baseline, "skill"))
     summary = report.summary()

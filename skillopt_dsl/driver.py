@@ -253,7 +253,9 @@ class CompileContext:
     def view(self, bound: LearningRateBound) -> RunView:
         """The read-only view an optimizer runs with; its door enforces `bound`."""
         if not 0 < bound.max_lr <= 1 or bound.floor_tokens < 0:
-            raise UserInputError(f"a learning-rate bound needs 0 < max_lr <= 1, floor >= 0: {bound}")
+            raise UserInputError(
+                f"a learning-rate bound needs 0 < max_lr <= 1, floor >= 0: {bound}"
+            )
         return RunView(self, bound)
 
     # -- read-only state ---------------------------------------------------------------------

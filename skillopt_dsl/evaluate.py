@@ -237,8 +237,7 @@ class _Evaluation:
                 raise
 
     def _key(self, example: Example) -> tuple[str, ...]:
-        params = self.lm.params
-        return (self.skill.hash, example.id, self.lm.model, repr(params), str(self.seed))
+        return (self.skill.hash, example.id, self.lm.identity_hash(), str(self.seed))
 
     def run_one(self, example: Example) -> Rollout:
         key = self._key(example)

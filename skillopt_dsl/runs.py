@@ -28,13 +28,39 @@ from skillopt_dsl.errors import RunDirError
 from skillopt_dsl.export import atomic_write_text, export_skill
 from skillopt_dsl.skill import Skill
 
-__all__ = ["RunDirectory"]
+__all__ = ["RunDirectory", "config_changes"]
 
 logger = logging.getLogger(__name__)
 
 
 def _dumps(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def config_changes(old: Any, new: Any, path: str = "") -> list[str]:
+    """Every difference between two JSON configs, as `"lm.api_base: 'http://a' -> 'http://b'"`.
+
+    Nested objects are compared key by key (dotted paths); other values, lists included, whole.
+    A key present on one side only shows `<absent>` on the other.
+    """
+    if isinstance(old, dict) and isinstance(new, dict):
+        changes: list[str] = []
+        for key in sorted(set(old) | set(new), key=str):
+            where = f"{path}.{key}" if path else str(key)
+            changes += config_changes(old.get(key, _ABSENT), new.get(key, _ABSENT), where)
+        return changes
+    if old == new:
+        return []
+    return [f"{path or '(config)'}: {_shown(old)} -> {_shown(new)}"]
+
+
+_ABSENT = object()
+_SHOWN_CHARS = 120
+
+
+def _shown(value: Any) -> str:
+    text = "<absent>" if value is _ABSENT else repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
 
 
 class RunDirectory:
@@ -55,14 +81,13 @@ class RunDirectory:
         target = self.path / "config.json"
         if resume and target.exists():
             on_disk = json.loads(target.read_text(encoding="utf-8"))
-            wanted = json.loads(_dumps(config))
-            changed = sorted(
-                k for k in set(on_disk) | set(wanted) if on_disk.get(k) != wanted.get(k)
-            )
-            if changed:
+            changes = config_changes(on_disk, json.loads(_dumps(config)))
+            if changes:
                 raise RunDirError(
-                    f"cannot resume {self.path}: the settings differ from the original run in {changed}; "
-                    "resume with the same settings or start a new run_dir"
+                    f"cannot resume {self.path}: the settings differ from the original run "
+                    f"({'; '.join(changes)}). A changed model configuration changes the answers "
+                    "the run's cache and scores hold, so resume with the original settings "
+                    "(restore each one above to its old value) or start a new run_dir."
                 )
             return
         if not resume and (self.path / "checkpoint.json").exists():

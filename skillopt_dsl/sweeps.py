@@ -50,6 +50,7 @@ def run_sweep_worker(
     seed: int = 0,
     sampler_seed: int | None = None,
     plots: bool = False,
+    selection_fraction: float = 0.3,
 ) -> SweepResult:
     """Run trials of the shared study `study_name` in `storage` until it holds `n_trials`
     finished ones, then summarise it.
@@ -69,6 +70,7 @@ def run_sweep_worker(
         sampler_seed: the TPE sampler's seed; None draws a fresh one, so that workers do not
             sample the same settings.
         plots: write the sweep plots next to the study when this worker ends.
+        selection_fraction: share of `splits.train` the trials' gates decide on (see OptunaLR).
     """
     if not storage or not study_name:
         raise UserInputError("a sweep worker needs a storage URL and a study name to share")
@@ -80,6 +82,7 @@ def run_sweep_worker(
         study_name=study_name,
         sampler=_sampler(sampler_seed),
         plots=plots,
+        selection_fraction=selection_fraction,
     )
     compiled = compile(
         module,

@@ -200,7 +200,7 @@ def test_budget_stop_mid_trajectory_is_exact() -> None:
 
 
 def test_the_response_cache_replays_a_whole_trajectory_for_free() -> None:
-    """Kills: a non-deterministic transcript (e.g. random call ids) that misses the cache on
+    """Kills: a non-deterministic transcript (e.g. a timestamp in a result) that misses the cache on
     the second and later turns, or counting cache hits as spent calls."""
     cache = ResponseCache()
     fake = ScriptedLM(agent_target)

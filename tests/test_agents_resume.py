@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-KILLS = 4
+KILLS = 3
 
 SCRIPT = r"""
 import json, os, signal, sys, threading
@@ -81,8 +81,8 @@ def run_script(tmp: Path, run_dir: Path, kill_at: int, resume: bool) -> tuple[in
 
 
 def test_sigkill_mid_trajectory_then_resume_equals_uninterrupted(tmp_path: Path) -> None:
-    """Kills: agent rollouts that are not reproducible from the response cache (e.g. random
-    tool-call ids in the transcript), or a resume that re-pays or forgets the turns of a
+    """Kills: agent rollouts that are not reproducible from the response cache (e.g. a
+    timestamp in a tool-result message), or a resume that re-pays or forgets the turns of a
     trajectory cut by the kill (spent calls would drift from the uninterrupted run)."""
     code, reference = run_script(tmp_path, tmp_path / "reference", kill_at=0, resume=False)
     assert code == 0

@@ -14,16 +14,15 @@ from skillopt_dsl.optimizers import Beam, ReflectiveProposer
 from skillopt_dsl.optimizers.beam import BeamMember, BeamState, pareto_front
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.testing.contract import (
+    TRAIN,
+    VAL,
     BAD_EDIT,
     FIX_EDIT,
     NEUTRAL_EDIT,
     ContractParity,
-    contract_examples,
     contract_reflector,
     contract_target,
 )
-
-TRAIN, VAL = contract_examples(0, 16), contract_examples(100, 10)
 
 
 def beam(**kwargs: Any) -> Beam:
@@ -62,15 +61,25 @@ def test_beam_finds_the_fix_and_submits_only_through_the_gate(tmp_path: Path) ->
     )
 
 
-def test_every_candidate_is_scored_on_validation_once() -> None:
+def test_candidates_are_chosen_on_the_selection_split_and_only_submissions_see_val() -> None:
+    """Kills: Beam scoring its children on the gate's validation examples (a best-of-N on
+    val): only the seed and the submitted round winners may be scored on validation, each once;
+    every other child is scored once, on the selection split carved from the trainset."""
     target = ScriptedLM(contract_target)
-    run(beam(width=3, expansions=3, depth=3), target=target)
+    result = run(beam(width=3, expansions=3, depth=3), target=target)
     val_numbers = {e.inputs["number"] for e in VAL}
-    per_skill: dict[str, int] = {}
+    on_val: dict[str, int] = {}
     for call in target.calls:
         if call[-1]["content"].split()[-1] in val_numbers:
-            per_skill[call[0]["content"]] = per_skill.get(call[0]["content"], 0) + 1
-    assert per_skill and all(n == len(VAL) for n in per_skill.values())
+            on_val[call[0]["content"]] = on_val.get(call[0]["content"], 0) + 1
+    gated = {d.candidate_hash for d in result.gate_log}
+    seed = ContractParity().seed_skill
+    assert all(n == len(VAL) for n in on_val.values()), "a skill was scored on val twice"
+    assert {sd.Skill(text).hash for text in on_val} <= gated | {seed.hash}, (
+        "a child that never reached the gate was scored on validation"
+    )
+    children = {c[0]["content"] for c in target.calls} - set(on_val) - {seed.text}
+    assert children, "children were proposed and scored on the selection split"
 
 
 def test_trust_region_keeps_children_within_one_step_of_the_incumbent() -> None:

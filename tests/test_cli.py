@@ -369,13 +369,13 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes_the_same_run(tmp_path: Path) -
     recipe = write_recipe(tmp_path, sleep=0.03)
     run_dir = tmp_path / "interrupted"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    # Seed validation (10 calls), one training batch (4) and the first candidate's validation
-    # (10) reach the first gate decision; the fake target then blocks until SIGINT, so the
+    # Seed validation (30 calls), one training batch (4) and the first candidate's validation
+    # (30) reach the first gate decision; the fake target then blocks until SIGINT, so the
     # signal always lands mid-run however loaded the machine is.
     process = subprocess.Popen(
         _cli_command("compile", str(recipe), "--run-dir", str(run_dir), "--threads", "1"),
         cwd=tmp_path,
-        env={**env, "SKILLOPT_TEST_BLOCK_AFTER_CALLS": "24"},
+        env={**env, "SKILLOPT_TEST_BLOCK_AFTER_CALLS": "64"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -420,7 +420,9 @@ def test_eval_scores_a_skill_file(tmp_path: Path, recipe: Path) -> None:
     assert "parity/test" in default_split.stdout and "mean: 0.5000" in default_split.stdout
 
 
-def test_eval_shows_the_seed_and_the_constant_answer_and_warns(tmp_path: Path, recipe: Path) -> None:
+def test_eval_shows_the_seed_and_the_constant_answer_and_warns(
+    tmp_path: Path, recipe: Path
+) -> None:
     """Kills: eval without the constant answer or the seed beside the skill, and eval silent
     when the skill only ties the constant answer (or warning for one that beats it)."""
     seed = tmp_path / "seed.md"

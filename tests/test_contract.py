@@ -34,7 +34,11 @@ class TestOptunaLRContract(OptimizerContract):
     def make_optimizer(self) -> Optimizer:
         inner = GradientText(proposers=_reflective(), epochs=2, batch_size=8)
         return OptunaLR(
-            inner=inner, search_space={"lr": (0.05, 0.5, "log")}, n_trials=3, plots=False
+            inner=inner,
+            search_space={"lr": (0.05, 0.5, "log")},
+            n_trials=3,
+            plots=False,
+            selection_fraction=0.5,
         )
 
 

@@ -409,3 +409,66 @@ def test_skillopt_dir_missing_label_column(tmp_path: Path) -> None:
     root = make_skillopt_dir(tmp_path / "split")
     with pytest.raises(DataError, match=r"train/: missing columns \['gold'\]"):
         load_skillopt_dir(root, input_fields=["q"], label_fields=["gold"])
+
+
+# --- DSPy material and inferred fields (issue 11) --------------------------------------------
+
+
+def test_compile_lists_of_dicts_use_the_module_fields_and_stable_content_ids() -> None:
+    """Kills: random or position-based ids for converted rows (the same row in train and val
+    would not be caught as a leak), or dicts split without the module's declared inputs."""
+    from skillopt_dsl.data import as_examples
+    from skillopt_dsl.module import InputField, OutputField, SkillModule
+
+    class Echo(SkillModule):
+        """Echo."""
+
+        q: str = InputField()
+        a: str = OutputField()
+        metric = staticmethod(lambda example, prediction: 1.0)
+
+    first = as_examples(rows(4), module=Echo())
+    again = as_examples(list(reversed(rows(4))), module=Echo())
+    assert {e.id for e in first} == {e.id for e in again}
+    assert set(first[0].inputs) == {"q"} and set(first[0].labels) == {"a", "extra"}
+    assert first[0].id == content_hash(first[0].inputs, first[0].labels)
+    with pytest.raises(UserInputError, match="declared"):
+        as_examples(rows(2))
+    with pytest.raises(DataError, match="missing columns"):
+        as_examples([{"a": "1"}], module=Echo())
+
+
+def test_dspy_examples_in_compile_and_load_splits_infer_their_fields() -> None:
+    """Kills: ignoring `Example.inputs()` (every key would be an input, or inference would
+    demand input_fields), or keeping DSPy's bookkeeping keys as labels."""
+    dspy = pytest.importorskip("dspy", reason="needs the [dspy] extra")
+    from skillopt_dsl.data import as_examples
+
+    items = [
+        dspy.Example(q=f"question {i}", a=str(i), dspy_uuid=f"u{i}").with_inputs("q")
+        for i in range(10)
+    ]
+    (converted,) = as_examples(items[:1])
+    assert dict(converted.inputs) == {"q": "question 0"} and dict(converted.labels) == {"a": "0"}
+    splits = load_splits(items, sizes=(4, 3, 3), seed=1)
+    assert all(set(e.inputs) == {"q"} and set(e.labels) == {"a"} for e in splits.train)
+    assert sorted(all_ids(splits)) == sorted(e.id for e in as_examples(items))
+    with pytest.raises(DataError, match="with_inputs"):
+        as_examples([dspy.Example(q="x", a="y")])
+
+
+def test_load_splits_infers_fields_from_a_module() -> None:
+    """Kills: load_splits still demanding input_fields/label_fields when a module declares them."""
+    from skillopt_dsl.module import InputField, OutputField, SkillModule
+
+    class QA(SkillModule):
+        """QA."""
+
+        q: str = InputField()
+        a: str = OutputField()
+        metric = staticmethod(lambda example, prediction: 1.0)
+
+    splits = load_splits(rows(10), module=QA(), sizes=(4, 3, 3))
+    assert set(splits.train[0].inputs) == {"q"} and set(splits.train[0].labels) == {"a"}
+    with pytest.raises(UserInputError, match="cannot be inferred"):
+        load_splits(rows(10), sizes=(4, 3, 3))

@@ -5,13 +5,16 @@ If any code path assigned the incumbent without an accepted `GateDecision`, thes
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 
 import skillopt_dsl as sd
+from skillopt_dsl.driver import LearningRateBound, RunView, Verdict
 from skillopt_dsl.evaluate import EvaluationReport
 from skillopt_dsl.optimizers import Beam, GradientText, Optimizer, OptunaLR, ReflectiveProposer
+from skillopt_dsl.optimizers.schedules import lr_at
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.testing.contract import TEST, TRAIN, VAL, contract_reflector, contract_target
 from tests.helpers import Parity
@@ -75,3 +78,121 @@ def test_no_optimizer_changes_the_best_skill_without_the_gate(
     assert result.val_score == result.seed_val_score
     assert sd.load_skill(tmp_path / "best_skill.md").text == seed.text
     assert [p.name for p in (tmp_path / "skills").iterdir()] == ["v0001.md"]
+
+
+# -- the door: it measures the change itself, against the declared lr ---------------------------
+
+LONG_SEED = " ".join(f"Rule {i}: answer with one word." for i in range(100))  # 800 tokens
+
+
+class Rogue(Optimizer):
+    """A test optimizer that submits `texts` in turn, each declaring the matching `lrs`."""
+
+    name = "rogue"
+
+    def __init__(self, texts: list[str], lrs: list[float]) -> None:
+        self.texts, self.lrs, self.verdicts = texts, lrs, []  # type: ignore[var-annotated]
+
+    def lr_bound(self) -> LearningRateBound:
+        return LearningRateBound(max_lr=0.1, floor_tokens=4)
+
+    def optimize(self, view: RunView) -> None:
+        for step, (text, lr) in enumerate(zip(self.texts, self.lrs, strict=True)):
+            self.verdicts.append(
+                view.submit(
+                    sd.Skill(text), lr=lr, step=step, epoch=0, kind="rogue", state_after=_no_state
+                )
+            )
+
+    def config(self) -> dict[str, object]:
+        return {"optimizer": self.name}
+
+
+def _no_state(_verdict: Verdict) -> dict[str, object]:
+    return {}
+
+
+class LongParity(Parity):
+    skill = LONG_SEED
+
+
+def rogue_run(rogue: Rogue, tmp_path: Path) -> sd.CompileResult:
+    return sd.compile(
+        LongParity(),
+        TRAIN,
+        VAL,
+        optimizer=rogue,
+        lm=ScriptedLM(contract_target),
+        optimizer_lm=contract_reflector(),
+        run_dir=tmp_path,
+        threads=1,
+    )
+
+
+def test_the_door_refuses_a_step_over_the_declared_lr(tmp_path: Path) -> None:
+    """Kills: a door that trusts the optimizer about its change (skips its own measurement),
+    and a step budget that ignores the declared `lr` (uses the run's maximum or the floor):
+    +38 tokens is over lr=0.01 of 800 tokens (8) but within lr=0.1 (80)."""
+    fix = LONG_SEED + " A number divisible by 2 is even. " + "Be brief. " * 10
+    rogue = Rogue([fix, fix], [0.01, 0.1])
+    result = rogue_run(rogue, tmp_path)
+    refused, judged = rogue.verdicts
+    assert refused.status == "refused" and refused.budget_tokens == 8, refused
+    assert refused.change_tokens == 38 and refused.decision is None
+    assert judged.status == "accepted" and judged.budget_tokens == 80, judged
+    assert [d.candidate_hash for d in result.gate_log] == [judged.candidate_hash], (
+        "the refused step reached the gate"
+    )
+    assert result.history[0].note.startswith("refused") and not result.history[0].accepted
+
+
+def test_a_resubmitted_text_is_a_duplicate_never_an_accept(tmp_path: Path) -> None:
+    """Kills: the door returning the earlier (accepted) decision for a text it already judged,
+    which an optimizer reads as a fresh accept."""
+    fix = LONG_SEED + " A number divisible by 2 is even."
+    rogue = Rogue([fix, fix, LONG_SEED + " Be brief.", LONG_SEED + " Be brief."], [0.1] * 4)
+    result = rogue_run(rogue, tmp_path)
+    statuses = [v.status for v in rogue.verdicts]
+    assert statuses == ["accepted", "duplicate", "rejected", "duplicate"], statuses
+    assert not any(v.accepted for v in rogue.verdicts if v.duplicate)
+    assert len(result.gate_log) == 2, "a duplicate reached the gate"
+    assert [h.note for h in result.history] == ["", "duplicate", "", "duplicate"]
+
+
+def test_gradient_text_declares_the_scheduled_lr(tmp_path: Path) -> None:
+    """Kills: a step budget that ignores the schedule (GradientText clipping or declaring the
+    base `lr` at every step) or ignores `lr` (budget from the floor only): with an 800-token
+    seed and a 1-token floor, every step's budget is ceil(lr_t * tokens) for the step
+    schedule's lr_t, and no honest step is refused by the door."""
+    paragraphs = [" ".join(f"Note {k} word {i}." for i in range(8)) for k in range(8)]
+    plan = [[{"kind": "add", "after": None, "text": p, "rationale": "r"}] for p in paragraphs]
+    optimizer = GradientText(
+        proposers=[ReflectiveProposer(read_successes=False)],
+        lr=0.1,
+        schedule="step",
+        lr_floor_tokens=1,
+        epochs=1,
+        batch_size=8,
+        slow_update=False,
+    )
+    result = sd.compile(
+        LongParity(),
+        TRAIN,
+        VAL,
+        optimizer=optimizer,
+        lm=ScriptedLM(contract_target),
+        optimizer_lm=contract_reflector(*plan),
+        run_dir=tmp_path,
+        threads=1,
+    )
+    total = len(TRAIN) // 8
+    tokens = LongParity().seed_skill.token_count
+    assert [h.lr_budget for h in result.history] == [
+        lr_at("step", 0.1, step, total) for step in range(total)
+    ]
+    for record in result.history:
+        assert record.budget_tokens == max(math.ceil(record.lr_budget * tokens), 1), record
+        assert not record.note.startswith("refused"), record
+    sent = [h for h in result.history if h.candidate_hash is not None]
+    clipped = [h for h in result.history if h.note == "no applicable edit"]
+    assert sent and clipped, "early steps fit their budget, late (halved) ones clip the edit"

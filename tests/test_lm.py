@@ -22,7 +22,7 @@ from skillopt_dsl.lm import (
     UsageSnapshot,
     resolve_lm,
 )
-from skillopt_dsl.lm.client import estimate_prompt_tokens
+from skillopt_dsl.lm.tokens import count_prompt_tokens
 from skillopt_dsl.testing import ScriptedLM
 
 
@@ -146,7 +146,7 @@ def test_max_tokens_budget_stops_before_the_limit() -> None:
         for i in range(100):
             lm.complete([{"role": "user", "content": f"q{i}"}])
     used = lm.ledger.snapshot()
-    reserve = 5 + estimate_prompt_tokens([{"role": "user", "content": "q0"}])
+    reserve = 5 + count_prompt_tokens(fake.model, [{"role": "user", "content": "q0"}])
     assert used.total_tokens <= 60
     assert used.total_tokens + reserve > 60  # it stopped only when the next call could overrun
     assert used.calls == len(fake.calls) > 0
@@ -424,12 +424,10 @@ def test_resume_counts_calls_paid_after_the_checkpoint(tmp_path) -> None:
 def test_flush_folds_the_wal_so_the_file_alone_keeps_every_entry(tmp_path) -> None:
     import shutil
 
-    from skillopt_dsl.lm import Completion, ResponseCache, SamplingParams
+    from skillopt_dsl.lm import Completion, ResponseCache
 
     cache = ResponseCache(tmp_path / "cache.sqlite")
-    cache.put(
-        "m", [{"role": "user", "content": "hi"}], SamplingParams(), Completion("yo", 1, 1, 0.0)
-    )
+    cache.put("0" * 64, Completion("yo", 1, 1, 0.0))
     cache.flush()
     (tmp_path / "copy").mkdir()
     shutil.copy(tmp_path / "cache.sqlite", tmp_path / "copy" / "cache.sqlite")

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,20 +17,20 @@ import pytest
 
 import skillopt_dsl as sd
 from skillopt_dsl.optimizers import GradientText, OptunaLR, ReflectiveProposer
-from skillopt_dsl.optimizers.optuna_lr import open_storage
-from skillopt_dsl.sweeps import load_sweep, write_sweep_plots
+from skillopt_dsl.optimizers.optuna_lr import fail_orphaned_trials, open_storage
+from skillopt_dsl.report import write_sweep_plots
+from skillopt_dsl.sweeps import load_sweep
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.testing.contract import (
+    TRAIN,
+    VAL,
     FIX_EDIT,
     ContractParity,
-    contract_examples,
     contract_reflector,
     contract_target,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
-
-TRAIN, VAL = contract_examples(0, 16), contract_examples(100, 10)
 
 
 def inner(**kwargs: Any) -> GradientText:
@@ -38,6 +43,7 @@ def sweep(
 ) -> sd.CompileResult:
     kwargs.setdefault("inner", inner())
     kwargs.setdefault("plots", False)
+    kwargs.setdefault("selection_fraction", 0.5)
     return sd.compile(
         ContractParity(),
         TRAIN,
@@ -89,12 +95,13 @@ def test_sweep_result_reports_every_trial(tmp_path: Path) -> None:
     assert row["state"] == "COMPLETE" and set(row["params"]) == {"lr"} and "calls" in row
 
 
-def test_stored_sweep_resumes_to_its_total(tmp_path: Path) -> None:
+def test_stored_sweep_resumes_to_n_trials(tmp_path: Path) -> None:
+    """Kills: a resumed sweep running `n_trials` more trials instead of the remainder."""
     storage = f"sqlite:///{tmp_path / 'sweep.db'}"
     sweep(n_trials=2, storage=storage, study_name="s")
-    sweep(n_trials=5, total_trials=3, storage=storage, study_name="s")
+    sweep(n_trials=3, storage=storage, study_name="s")
     assert len(study_of(tmp_path / "sweep.db").trials) == 3
-    sweep(n_trials=5, total_trials=3, storage=storage, study_name="s")
+    sweep(n_trials=3, storage=storage, study_name="s")
     assert len(study_of(tmp_path / "sweep.db").trials) == 3, "a finished sweep runs nothing more"
 
 
@@ -121,7 +128,8 @@ def test_pruners_stop_a_setting_that_cannot_learn(tmp_path: Path, name: str) -> 
     assert states == {128: "COMPLETE", 2: "PRUNED"}, name
     pruned = next(t for t in trials if t.state.name == "PRUNED")
     assert pruned.user_attrs["stop_reason"] == "pruned"
-    expected_steps = set(range(len(VAL))) if name == "WilcoxonPruner" else {0}
+    select = round(0.5 * len(TRAIN))  # the selection split the trials' gates decide on
+    expected_steps = set(range(select)) if name == "WilcoxonPruner" else {0}
     assert set(pruned.intermediate_values) <= expected_steps
     assert pruned.intermediate_values, "the pruned trial reported before it was stopped"
 
@@ -131,7 +139,7 @@ def test_plots_written_next_to_the_study(tmp_path: Path, caplog: pytest.LogCaptu
     sweep(n_trials=3, storage=storage, study_name="s", plots=True)
     names = sorted(p.name for p in (tmp_path / "s-plots").iterdir())
     assert names == ["history.png", "importances.png", "score_vs_lr.png"]
-    with caplog.at_level(logging.INFO, logger="skillopt_dsl.sweeps"):
+    with caplog.at_level(logging.INFO, logger="skillopt_dsl.report"):
         one = optuna.create_study(direction="maximize")
         one.add_trial(
             optuna.trial.create_trial(
@@ -154,3 +162,78 @@ def test_bad_settings_are_refused() -> None:
         open_storage("redis://localhost")
     with pytest.raises(sd.UserInputError, match="n_trials"):
         OptunaLR(n_trials=0)
+
+
+KILLED_SWEEP = """
+import os, signal, sys
+import optuna
+import skillopt_dsl as sd
+from skillopt_dsl.optimizers import GradientText, OptunaLR, ReflectiveProposer
+from skillopt_dsl.testing import ScriptedLM
+from skillopt_dsl.testing.contract import (
+    TRAIN, VAL, ContractParity, contract_reflector, contract_target,
+)
+
+run_dir, storage, kill = sys.argv[1], sys.argv[2], sys.argv[3] == "kill"
+
+
+class DiesInTrialOne(optuna.samplers.RandomSampler):
+    def sample_independent(self, study, trial, name, distribution):
+        if kill and trial.number == 1:
+            os.kill(os.getpid(), signal.SIGKILL)  # dies inside trial 1: it stays RUNNING
+        return super().sample_independent(study, trial, name, distribution)
+
+
+inner = GradientText(proposers=[ReflectiveProposer(read_successes=False)], epochs=1)
+sd.compile(
+    ContractParity(), TRAIN, VAL, lm=ScriptedLM(contract_target),
+    optimizer_lm=contract_reflector(),
+    optimizer=OptunaLR(inner=inner, n_trials=3, storage=storage, study_name="k", plots=False,
+                       selection_fraction=0.5, sampler=DiesInTrialOne(seed=0)),
+    run_dir=run_dir, resume=not kill, threads=1,
+)
+"""
+
+
+def test_a_killed_sweep_resumes_to_exactly_n_trials(tmp_path: Path) -> None:
+    """Kills: a resume that runs `n_trials` more trials (4+ COMPLETE here), and one that
+    leaves the killed worker's trial RUNNING instead of failing it and re-running its settings."""
+    script, run_dir, db = tmp_path / "sweep.py", tmp_path / "run", tmp_path / "k.db"
+    script.write_text(KILLED_SWEEP, encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    for mode, code in (("kill", -signal.SIGKILL), ("resume", 0)):
+        done = subprocess.run(
+            [sys.executable, str(script), str(run_dir), f"sqlite:///{db}", mode],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == code, done.stderr[-2000:]
+    trials = study_of_named(db, "k").trials
+    states = [t.state.name for t in trials]
+    assert states.count("COMPLETE") == 3, states
+    assert states.count("FAIL") == 1 and "RUNNING" not in states, states
+    failed = next(t for t in trials if t.state.name == "FAIL")
+    retried = [t for t in trials if t.system_attrs.get("failed_trial") == failed.number]
+    assert len(retried) == 1, "the killed trial was not re-run"
+    assert failed.params.items() <= retried[0].params.items(), "the re-run changed its settings"
+
+
+def test_heartbeat_fails_a_silent_trial_and_re_enqueues_it(tmp_path: Path) -> None:
+    """Kills: `open_storage` building RDB storages without a heartbeat (a killed worker's trial
+    would stay RUNNING forever for every other worker)."""
+    storage = open_storage(f"sqlite:///{tmp_path / 'h.db'}", heartbeat_interval=1, grace_period=1)
+    study = optuna.create_study(storage=storage, study_name="h", direction="maximize")
+    silent = study.ask({"lr": optuna.distributions.FloatDistribution(0.01, 1, log=True)})
+    assert storage is not None
+    storage.record_heartbeat(silent._trial_id)  # type: ignore[attr-defined]
+    time.sleep(2.1)
+    assert fail_orphaned_trials(study, owner=None) == [silent.number]
+    trials = study.get_trials()
+    assert trials[0].state.name == "FAIL"
+    assert trials[1].state.name == "WAITING" and trials[1].params == trials[0].params
+
+
+def study_of_named(path: Path, name: str) -> optuna.study.Study:
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{path}")

@@ -30,7 +30,7 @@ from skillopt_dsl.types import Prediction
 from tests.helpers import Parity, parity_examples, parity_target
 
 TRAIN = parity_examples(0, 16)
-VAL = parity_examples(100, 10)
+VAL = parity_examples(100, 30)  # enough for the fix to be significant under the default gate
 GOOD = {"kind": "add", "after": None, "text": "Check if divisible by 2.", "rationale": "parity"}
 NOISE = {"kind": "add", "after": None, "text": "Be brief.", "rationale": "style"}
 RAISING = ("exception", "timeout", "rate_limit")
@@ -119,20 +119,20 @@ def persistent_incumbent_failures(seed_text: str, failing: set[int]) -> Any:
 
 
 def test_incumbent_errors_never_make_a_candidate_win() -> None:
-    # The seed answers "odd" for everything: right on the 5 odd validation numbers (0.5).
+    # The seed answers "odd" for everything: right on the 15 odd validation numbers (0.5).
     # "Be brief." changes nothing, so the NOISE candidate's true score is also 0.5. Failing
-    # the seed's calls on two odd numbers drops the incumbent to 0.3 (both of its evaluations
+    # the seed's calls on two odd numbers drops the incumbent to 13/30 (both of its evaluations
     # fail there, since the failure is tied to the prompt): if errors counted for the
-    # candidate, NOISE would "win" 0.5 > 0.3. It must be rejected as a tie; GOOD still wins.
+    # candidate, NOISE would "win" 0.5 > 13/30. It must be rejected as a tie; GOOD still wins.
     respond = persistent_incumbent_failures(Parity().seed_skill.text, {101, 103})
     target = LM(ScriptedLM(respond), max_retries=2, sleep=lambda s: None)
     reflector = ScriptedLM(reflector_respond, model="scripted/reflector")
     result = compile_with(target, reflector)
-    assert result.seed_val_score == pytest.approx(0.3)
+    assert result.seed_val_score == pytest.approx(13 / 30)
     first = result.gate_log[0]
     assert "Be brief." in result.history[0].edit_report[0]["edit"]["text"]
     assert not first.accepted, f"accepted because of incumbent errors: {first.reason}"
-    assert first.candidate_score == pytest.approx(0.3)
+    assert first.candidate_score == pytest.approx(13 / 30)
     assert result.improved and "divisible by 2" in result.best_skill.text
     assert "Be brief." not in result.best_skill.text
     assert result.usage.errors == 2 * 2, "two failing examples, seed scored twice, none hidden"
@@ -169,7 +169,7 @@ def report(scores: Sequence[float], errors: Sequence[int] = (), skill: str = "s"
 
 
 def test_gate_rule_on_errored_rollouts() -> None:
-    gate = sd.Gate()
+    gate = sd.Gate.mean_only()  # the credit rule is under test here, not significance
     # Incumbent failed on e0 and e1: the candidate gets no credit there, so 1 vs 1 on the rest.
     tie = gate.decide(report([1, 1, 1, 0], skill="c"), report([1, 1, 1, 0], errors=[0, 1]))
     assert not tie.accepted and tie.candidate_score == pytest.approx(0.25)

@@ -92,7 +92,7 @@ def test_codex_mirrored_turns_are_counted_once(home: Path) -> None:
     assert [t.role for t in live.turns] == ["user", "assistant", "user"]
     assert live.turns[1].tools == ("shell",)
     assert live.branch == "feature/pr"
-    assert result.stats.mirrored_records == 4
+    assert result.stats.mirrored_records == 3
     assert result.stats.injected_blocks == 2
     archived = {s.id for s in result.sessions}
     assert "0197a1b2-c3d4-7e5f-8a9b-aaaaaaaaaaaa" in archived  # archived_sessions are read too

@@ -53,7 +53,8 @@ def test_hyphenated_words_next_to_secrets_are_untouched() -> None:
     plain = (
         "the task-management-system, a risk-averse desk-top ask-me-anything flow, "
         "token-bucket and sk-learn; def f(token: str) -> None; password-reset page; "
-        "AKIA-style ids; the monkey-patch"
+        "AKIA-style ids; the monkey-patch; the risk-assessment-2024-q3-final-report and "
+        "desk-2023-inventory-snapshot-v2 files"
     )
     redactor = Redactor()
     assert redactor.redact(plain) == plain

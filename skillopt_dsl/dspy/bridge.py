@@ -53,7 +53,10 @@ class RunRecord:
         last_text: the latest completion (the program's final output, for a sequential program).
         budget_stop: the first `BudgetExceeded` a call raised (nothing was sent for it).
         model_error: the first `ModelError` a call raised (it failed after our retries).
+        other_error: the first other exception from our side of a call (a refused request).
         parse_errors: outputs a `RawSkillAdapter` could not parse, as `(signature, error)` text.
+        sent_calls / sent_tokens / sent_cost_usd: what reached the provider (not the cache),
+            failed calls included: what the run's ledger charged for this run.
     """
 
     calls: int = 0
@@ -63,6 +66,10 @@ class RunRecord:
     last_text: str = ""
     budget_stop: BudgetExceeded | None = None
     model_error: ModelError | None = None
+    other_error: Exception | None = None
+    sent_calls: int = 0
+    sent_tokens: tuple[int, int] = (0, 0)
+    sent_cost_usd: float = 0.0
     parse_errors: list[tuple[str, str]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -74,14 +81,25 @@ class RunRecord:
             self.completion_tokens += response.completion_tokens
             self.cached_calls += int(response.cached)
             self.last_text = response.text
+            if not response.cached:
+                self.sent_calls += 1
+                prompt, completion = self.sent_tokens
+                self.sent_tokens = (
+                    prompt + response.prompt_tokens,
+                    completion + response.completion_tokens,
+                )
+                self.sent_cost_usd += response.cost_usd or 0.0
 
-    def failed(self, exc: BudgetExceeded | ModelError) -> None:
-        """Keep the first budget stop and the first model failure."""
+    def failed(self, exc: Exception) -> None:
+        """Keep the first budget stop, model failure and other error (a bug, a bad request)."""
         with self._lock:
-            if isinstance(exc, BudgetExceeded) and self.budget_stop is None:
-                self.budget_stop = exc
-            if isinstance(exc, ModelError) and self.model_error is None:
-                self.model_error = exc
+            if isinstance(exc, BudgetExceeded):
+                self.budget_stop = self.budget_stop or exc
+            elif isinstance(exc, ModelError):
+                self.model_error = self.model_error or exc
+                self.sent_calls += 1
+            else:
+                self.other_error = self.other_error or exc
 
     def parse_failed(self, signature: str, error: str) -> None:
         """Record an output a `RawSkillAdapter` could not parse."""
@@ -114,7 +132,7 @@ class BridgeEngine:
         params = self._params(request.config)
         try:
             response = self.lm.complete(messages, params=params)
-        except (BudgetExceeded, ModelError) as exc:
+        except Exception as exc:
             self.record.failed(exc)
             raise
         self.record.answered(response)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextvars
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
@@ -77,7 +77,8 @@ class SkillOptimizerResult:
         untrained: predictors not trained because the budget ran out (they keep their
             incumbent instructions).
         stop_reason: "finished", or "budget" when the budget stopped the search.
-        usage: calls, tokens and dollars summed over every predictor's run.
+        usage: calls, tokens and dollars summed over every predictor's run (a run the
+            budget stopped while it scored its seed program included).
         run_dir: the run directory, when one was given.
     """
 
@@ -88,6 +89,10 @@ class SkillOptimizerResult:
     run_dir: Path | None = None
     seed_val_score: float | None = None
     val_score: float | None = None
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SkillOptimizerResult:
+        """Immutable: a deep copy of the program (DSPy makes many) shares it."""
+        return self
 
     @property
     def results(self) -> dict[str, CompileResult]:
@@ -206,8 +211,9 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         target = _target_spec(self.lm)
         reflector = self.optimizer_lm if self.optimizer_lm is not None else target
         done: dict[str, PredictorResult] = {}
-        stop_reason = "finished"
+        stop_reason, aborted = "finished", UsageSnapshot()
         for name in names:
+            before = program.sent()
             try:
                 result = compile_module(
                     program.module(name),
@@ -225,14 +231,16 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
                     max_errors=self.max_errors,
                 )
             except BudgetExceeded as exc:
+                # The budget ran out while the seed program was scored (the only place compile
+                # lets it escape): only target calls were made, all counted by the bridge.
                 logger.info("budget spent before predictor %r could be scored: %s", name, exc)
-                stop_reason = "budget"
+                stop_reason, aborted = "budget", _minus(program.sent(), before)
                 break
             done[name] = self._adopt(program, name, result)
             if result.stop_reason == "budget":
                 stop_reason = "budget"
                 break
-        return _summary(done, names, stop_reason, self.run_dir)
+        return _summary(done, names, stop_reason, aborted, self.run_dir)
 
     def _adopt(self, program: DSPyProgram, name: str, result: CompileResult) -> PredictorResult:
         """Make the run's best skill the predictor's incumbent, normalised as DSPy stores it."""
@@ -347,33 +355,42 @@ def _remaining(budget: Budget | None, spent: Sequence[UsageSnapshot]) -> Budget 
 
 
 def _total(usages: Sequence[UsageSnapshot]) -> UsageSnapshot:
-    """The sum of several runs' usage."""
+    """The sum of several runs' usage (every counter, and the error types merged)."""
     errors: dict[str, int] = {}
     for usage in usages:
         for kind, count in usage.error_types.items():
             errors[kind] = errors.get(kind, 0) + count
-    return UsageSnapshot(
-        calls=sum(u.calls for u in usages),
-        cache_hits=sum(u.cache_hits for u in usages),
-        prompt_tokens=sum(u.prompt_tokens for u in usages),
-        completion_tokens=sum(u.completion_tokens for u in usages),
-        priced_cost_usd=sum(u.priced_cost_usd for u in usages),
-        unpriced_calls=sum(u.unpriced_calls for u in usages),
-        errors=sum(u.errors for u in usages),
-        retries=sum(u.retries for u in usages),
-        error_types=MappingProxyType(errors),
-    )
+    counters = {
+        f.name: sum(getattr(u, f.name) for u in usages)
+        for f in fields(UsageSnapshot)
+        if f.name != "error_types"
+    }
+    return UsageSnapshot(**counters, error_types=MappingProxyType(errors))
+
+
+def _minus(after: UsageSnapshot, before: UsageSnapshot) -> UsageSnapshot:
+    """The counters of `after` less those of `before` (error types: `after`'s)."""
+    counters = {
+        f.name: getattr(after, f.name) - getattr(before, f.name)
+        for f in fields(UsageSnapshot)
+        if f.name != "error_types"
+    }
+    return UsageSnapshot(**counters)
 
 
 def _summary(
-    done: dict[str, PredictorResult], names: list[str], stop_reason: str, run_dir: Path | None
+    done: dict[str, PredictorResult],
+    names: list[str],
+    stop_reason: str,
+    aborted: UsageSnapshot,
+    run_dir: Path | None,
 ) -> SkillOptimizerResult:
     results = [p.result for p in done.values()]
     return SkillOptimizerResult(
         predictors=MappingProxyType(dict(done)),
         untrained=tuple(n for n in names if n not in done),
         stop_reason=stop_reason,
-        usage=_total([r.usage for r in results]),
+        usage=_total([*(r.usage for r in results), aborted]),
         run_dir=run_dir,
         seed_val_score=results[0].seed_val_score if results else None,
         val_score=results[-1].val_score if results else None,

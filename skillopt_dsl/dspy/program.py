@@ -42,7 +42,7 @@ from skillopt_dsl.dspy.adapter import signature_fields, signature_module
 from skillopt_dsl.dspy.bridge import RunRecord, bridge_lm
 from skillopt_dsl.dspy.metrics import dspy_score, metric_form
 from skillopt_dsl.errors import SkillOptError, UserInputError
-from skillopt_dsl.lm import LM
+from skillopt_dsl.lm import LM, UsageSnapshot
 from skillopt_dsl.metrics.score import Score
 from skillopt_dsl.module import FieldSpec, RunOutcome, SkillModule
 from skillopt_dsl.optimizers.proposers import format_rule
@@ -135,6 +135,7 @@ class DSPyProgram:
         }
         self._copies: OrderedDict[tuple[str, ...], dspy.Module] = OrderedDict()
         self._lock = threading.Lock()
+        self._sent = RunRecord()
 
     @property
     def predictor_names(self) -> list[str]:
@@ -161,6 +162,28 @@ class DSPyProgram:
         for name, predictor in program.named_predictors():
             predictor.signature = predictor.signature.with_instructions(chosen[name])
         return program
+
+    def account(self, record: RunRecord) -> None:
+        """Add what one run sent to the provider to the program's running total."""
+        with self._lock:
+            self._sent.sent_calls += record.sent_calls
+            prompt, completion = self._sent.sent_tokens
+            self._sent.sent_tokens = (
+                prompt + record.sent_tokens[0],
+                completion + record.sent_tokens[1],
+            )
+            self._sent.sent_cost_usd += record.sent_cost_usd
+
+    def sent(self) -> UsageSnapshot:
+        """What every run of this program has sent to the provider so far (target calls)."""
+        with self._lock:
+            prompt, completion = self._sent.sent_tokens
+            return UsageSnapshot(
+                calls=self._sent.sent_calls,
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+                priced_cost_usd=self._sent.sent_cost_usd,
+            )
 
     def shared_copy(self, instructions: Mapping[str, str]) -> dspy.Module:
         """A copy with `instructions`, shared by the runs that use the same instructions."""
@@ -235,9 +258,11 @@ class PredictorModule(SkillModule):
             )
             failure = None
         except Exception as exc:
-            _raise_budget_or_model_failure(record)
+            _raise_recorded_failure(record)
             prediction, failure = None, self._output_failure(exc, example)
-        _raise_budget_or_model_failure(record)
+        finally:
+            self.program.account(record)
+        _raise_recorded_failure(record)
         return self._outcome(program, gold, prediction, trace, record, failure, started)
 
     def score(self, example: Example, outcome: RunOutcome) -> Score:
@@ -358,13 +383,15 @@ class PredictorModule(SkillModule):
         )
 
 
-def _raise_budget_or_model_failure(record: RunRecord) -> None:
+def _raise_recorded_failure(record: RunRecord) -> None:
     """A budget stop or a failed call anywhere in the run decides the rollout, even if DSPy
-    code caught the exception: the budget stops the run, a failed call fails the rollout."""
-    if record.budget_stop is not None:
-        raise record.budget_stop
+    code caught the exception: the budget stops the run, a failed call fails the rollout, and
+    any other error on our side of a call (a refused request) is raised as itself, unwrapped."""
+    pass
     if record.model_error is not None:
         raise record.model_error
+    if record.other_error is not None:
+        raise record.other_error
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

@@ -7,6 +7,7 @@ from skillopt_dsl.lm.base import Backend, Completion, Message, SamplingParams
 from skillopt_dsl.lm.cache import ResponseCache
 from skillopt_dsl.lm.client import DEFAULT_MODEL, LM, LMResponse, resolve_lm
 from skillopt_dsl.lm.litellm_backend import LiteLLMBackend
+from skillopt_dsl.lm.pricing import Price
 from skillopt_dsl.lm.usage import Budget, UsageLedger, UsageSnapshot
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "LMResponse",
     "LiteLLMBackend",
     "Message",
+    "Price",
     "ResponseCache",
     "SamplingParams",
     "UsageLedger",

@@ -1,8 +1,9 @@
 """A persistent response cache: identical requests are answered once and then for free.
 
-The key is the SHA-256 of the canonical JSON of (model, messages, temperature, max_tokens,
-seed): nothing else enters it, so API keys and other credentials are never part of the key nor
-stored. Entries live in one SQLite file (WAL mode, so several processes of a sweep can share
+The key is the SHA-256 of the canonical JSON of the request's identity and its messages: the
+identity (`LM.request_identity`) holds everything that changes an answer (model, endpoint,
+provider parameters and every sampling parameter, seed included) and never an API key, so
+credentials are neither part of the key nor stored. Entries live in one SQLite file (WAL mode, so several processes of a sweep can share
 it), or in memory when `path` is None. One connection is shared by all threads behind a lock.
 """
 
@@ -12,25 +13,26 @@ import hashlib
 import json
 import sqlite3
 import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from skillopt_dsl.errors import UserInputError
-from skillopt_dsl.lm.base import Completion, Message, SamplingParams
+from skillopt_dsl.lm.base import Completion, Message
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, completion TEXT NOT NULL)"
 
 
-def cache_key(model: str, messages: list[Message], params: SamplingParams) -> str:
-    """The hex SHA-256 identifying one request (model, messages and sampling parameters)."""
-    material = {
-        "model": model,
-        "messages": messages,
-        "temperature": params.temperature,
-        "max_tokens": params.max_tokens,
-        "seed": params.seed,
-    }
-    canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+def canonical_json(value: Any) -> str:
+    """Compact JSON with sorted keys: equal records give equal text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def cache_key(identity: Mapping[str, Any], messages: Sequence[Message]) -> str:
+    """The hex SHA-256 identifying one request: its identity (see `LM.request_identity`) and
+    messages."""
+    material = {"identity": identity, "messages": list(messages)}
+    return hashlib.sha256(canonical_json(material).encode("utf-8")).hexdigest()
 
 
 class ResponseCache:
@@ -46,20 +48,16 @@ class ResponseCache:
         """The SQLite file, or None for an in-memory cache."""
         return self._path
 
-    def get(self, model: str, messages: list[Message], params: SamplingParams) -> Completion | None:
-        """The stored completion for this request, or None."""
-        key = cache_key(model, messages, params)
+    def get(self, key: str) -> Completion | None:
+        """The stored completion for the request `key` (see `cache_key`), or None."""
         with self._lock:
             row = self._conn.execute(
                 "SELECT completion FROM responses WHERE key = ?", (key,)
             ).fetchone()
         return None if row is None else _decode(row[0])
 
-    def put(
-        self, model: str, messages: list[Message], params: SamplingParams, completion: Completion
-    ) -> None:
-        """Store `completion` for this request (replacing any earlier entry)."""
-        key = cache_key(model, messages, params)
+    def put(self, key: str, completion: Completion) -> None:
+        """Store `completion` for the request `key` (replacing any earlier entry)."""
         with self._lock, self._conn:
             self._conn.execute(
                 "INSERT OR REPLACE INTO responses (key, completion) VALUES (?, ?)",
@@ -127,6 +125,7 @@ def _encode(completion: Completion) -> str:
             "prompt_tokens": completion.prompt_tokens,
             "completion_tokens": completion.completion_tokens,
             "cost_usd": completion.cost_usd,
+            "usage_estimated": completion.usage_estimated,
         }
     )
 
@@ -138,4 +137,5 @@ def _decode(raw: str) -> Completion:
         prompt_tokens=data["prompt_tokens"],
         completion_tokens=data["completion_tokens"],
         cost_usd=data["cost_usd"],
+        usage_estimated=bool(data.get("usage_estimated", False)),
     )

@@ -1,27 +1,35 @@
 """`LM`: the one door to models. Cache, budget, concurrency limit and retries around a `Backend`.
 
-Flow of `LM.complete`: cache lookup (a hit is free and counted as a hit) -> budget reservation
-(`BudgetExceeded` propagates, nothing is sent) -> concurrency semaphore -> `backend.generate`
-with retries (exponential backoff with full jitter, at least the provider's `Retry-After`; only
-transient failures are retried) -> ledger settlement -> cache store.
+Flow of `LM.complete`: cache lookup (keyed on the request identity and messages; a hit is free
+and counted as a hit) -> budget reservation (prompt tokens counted with the model's tokenizer
+plus `max_tokens`, and the price of that worst case; `BudgetExceeded` propagates, nothing is
+sent) -> concurrency semaphore -> `backend.generate` with retries (exponential backoff with full
+jitter, at least the provider's `Retry-After`; only transient failures are retried) -> usage
+check (a reply without usage is estimated with the tokenizer and flagged) -> ledger settlement
+-> cache store.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import logging
 import random
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from skillopt_dsl.errors import ModelError, UserInputError
 from skillopt_dsl.lm.base import Backend, Completion, Message, SamplingParams
-from skillopt_dsl.lm.cache import ResponseCache
+from skillopt_dsl.lm.cache import ResponseCache, cache_key, canonical_json
 from skillopt_dsl.lm.failures import is_transient, retry_after_s, scrub, status_code
-from skillopt_dsl.lm.litellm_backend import LiteLLMBackend
-from skillopt_dsl.lm.usage import UsageLedger
+from skillopt_dsl.lm.litellm_backend import normalised_base
+from skillopt_dsl.lm.openai_compat import BackendChoice, backend_for
+from skillopt_dsl.lm.pricing import Price, as_price, table_price, unknown_price_message
+from skillopt_dsl.lm.tokens import count_prompt_tokens, count_text_tokens
+from skillopt_dsl.lm.usage import Reservation, UsageLedger
 
 logger = logging.getLogger(__name__)
 
@@ -29,14 +37,17 @@ DEFAULT_MODEL = "local/smollm2-135m"
 """The embedded default: SmolLM2-135M-Instruct, in-process, no key, no network."""
 
 DEFAULT_TIMEOUT_S = 120.0
-_CHARS_PER_TOKEN_ESTIMATE = 3  # over-counts English BPE (~4 chars/token) on purpose
-_TOKENS_PER_MESSAGE = 4
 _MAX_DETAIL_CHARS = 500
+_UNRESOLVED = object()
 
 
 @dataclass(frozen=True)
 class LMResponse:
-    """The result of one `LM.complete`. A cached response has `cached=True` and `cost_usd=0.0`."""
+    """The result of one `LM.complete`. A cached response has `cached=True` and `cost_usd=0.0`.
+
+    `usage_estimated` is True when the provider sent no token usage and the counts (and the
+    cost computed from them) are the tokenizer's estimate.
+    """
 
     text: str
     prompt_tokens: int
@@ -45,13 +56,19 @@ class LMResponse:
     cached: bool
     latency_s: float
     model: str
+    usage_estimated: bool = False
 
 
 class LM:
     """A model client: wraps a `Backend` (or a litellm model string) with the run's machinery.
 
     Args:
-        model: a litellm model string (wrapped in `LiteLLMBackend`) or any `Backend`.
+        model: a litellm model string (wrapped in `LiteLLMBackend`, or in the lean
+            `OpenAICompatBackend` for OpenAI-compatible endpoints, see `backend`) or any `Backend`.
+        api_base, backend: for a model string: the endpoint's URL, and how it is reached:
+            "auto" (default) takes the lean path for `openai-compat/NAME` and for `openai/NAME`
+            given an `api_base`, litellm otherwise; "litellm" forces litellm; "lean" the lean
+            path (see `skillopt_dsl.lm.openai_compat.backend_for`).
         cache: response cache; None disables caching.
         ledger: shared usage ledger enforcing the run's `Budget`; None creates an unlimited one.
         params: default sampling parameters.
@@ -60,6 +77,9 @@ class LM:
         timeout_s: per-request timeout for a model string (default 120 s). A `Backend` object
             carries its own timeout, so passing one with a `Backend` is an error.
         backoff_base_s, backoff_max_s: full-jitter backoff `uniform(0, min(max, base * 2**n))`.
+        price: the model's price, a `Price` or `(input_usd_per_token, output_usd_per_token)`;
+            it overrides the backend's (litellm's table) for reservations and recorded costs.
+            Under `Budget(max_usd=...)` a model with no known price is refused before its call.
         sleep, rng: injectable for tests.
     """
 
@@ -73,13 +93,16 @@ class LM:
         max_concurrency: int = 8,
         max_retries: int = 4,
         timeout_s: float | None = None,
+        api_base: str | None = None,
+        backend: BackendChoice = "auto",
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 30.0,
+        price: Price | tuple[float, float] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
     ) -> None:
         _check_settings(max_concurrency, max_retries, backoff_base_s, backoff_max_s, params)
-        self._backend = _make_backend(model, timeout_s)
+        self._backend = _make_backend(model, timeout_s, api_base, backend)
         self._cache = cache
         self._ledger = ledger if ledger is not None else UsageLedger()
         self._params = params
@@ -89,6 +112,8 @@ class LM:
         self._backoff = (backoff_base_s, backoff_max_s)
         self._sleep = sleep
         self._rng = rng if rng is not None else random.Random()
+        self._price = as_price(price)
+        self._known_price: Any = _UNRESOLVED
 
     @property
     def model(self) -> str:
@@ -114,6 +139,25 @@ class LM:
     def params(self) -> SamplingParams:
         """Default sampling parameters."""
         return self._params
+
+    def identity(self) -> dict[str, Any]:
+        """A JSON-ready record of everything that changes this client's answers (no API keys).
+
+        `{"model", "api_base", "provider_params", "sampling"}`: the backend's model string and
+        endpoint (None for the provider's default), its extra provider keywords, and the
+        default `SamplingParams`. The response cache key, the evaluation cache key and the
+        run's config.json are built from it, and `resume=True` refuses a run whose recorded
+        identity differs.
+        """
+        return self.request_identity(self._params)
+
+    def request_identity(self, params: SamplingParams) -> dict[str, Any]:
+        """`identity()` with the sampling parameters of one request (its seed included)."""
+        return {**backend_identity(self._backend), "sampling": params.to_dict()}
+
+    def identity_hash(self) -> str:
+        """The hex SHA-256 of `identity()` (a compact key for caches)."""
+        return hashlib.sha256(canonical_json(self.identity()).encode("utf-8")).hexdigest()
 
     def with_ledger(self, ledger: UsageLedger) -> LM:
         """A copy sharing backend, cache and concurrency limit, reporting to `ledger`."""
@@ -143,18 +187,21 @@ class LM:
         chosen = params if params is not None else self._params
         chosen = chosen if seed is None else replace(chosen, seed=seed)
         start = time.perf_counter()
-        hit = self._cache.get(self.model, request, chosen) if self._cache is not None else None
-        if hit is not None:
-            self._ledger.record_cache_hit()
-            return self._response(replace(hit, cost_usd=0.0), cached=True, start=start)
-        completion = self._call(request, chosen)
+        key = None
         if self._cache is not None:
-            self._cache.put(self.model, request, chosen, completion)
+            key = cache_key(self.request_identity(chosen), request)
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._ledger.record_cache_hit()
+                return self._response(replace(hit, cost_usd=0.0), cached=True, start=start)
+        completion = self._call(request, chosen)
+        if self._cache is not None and key is not None:
+            self._cache.put(key, completion)
         return self._response(completion, cached=False, start=start)
 
     def _call(self, messages: list[Message], params: SamplingParams) -> Completion:
-        """Reserve budget, generate with retries, settle the ledger."""
-        reservation = self._ledger.reserve(params.max_tokens, estimate_prompt_tokens(messages))
+        """Reserve budget, generate with retries, check the usage, settle the ledger."""
+        reservation = self._reserve(messages, params)
         try:
             completion = self._generate_with_retries(messages, params)
         except Exception as exc:
@@ -165,8 +212,63 @@ class LM:
         except BaseException:
             self._ledger.settle(reservation, None, error_type="interrupted")
             raise
-        self._ledger.settle(reservation, completion)
+        try:
+            completion = self._accounted(messages, completion)
+        finally:
+            self._ledger.settle(reservation, completion)
         return completion
+
+    def _reserve(self, messages: list[Message], params: SamplingParams) -> Reservation:
+        """Reserve the call's worst case: its counted prompt plus `max_tokens`, and their price.
+
+        The prompt is counted (with the model's tokenizer) only under a token or dollar limit.
+        """
+        budget = self._ledger.budget
+        counted = budget.max_tokens is not None or budget.max_usd is not None
+        prompt_tokens = count_prompt_tokens(self.model, messages) if counted else 0
+        max_cost = None
+        if budget.max_usd is not None:
+            price = self.price()
+            if price is None:
+                raise UserInputError(unknown_price_message(self.model))
+            max_cost = price.cost(prompt_tokens, params.max_tokens)
+        return self._ledger.reserve(params.max_tokens, prompt_tokens, max_cost_usd=max_cost)
+
+    def price(self) -> Price | None:
+        """The price used for budgets: `price=` if given, else the backend's, else litellm's
+        table for `model`; None when unknown."""
+        if self._price is not None:
+            return self._price
+        if self._known_price is _UNRESOLVED:
+            priced = getattr(self._backend, "price", None)
+            self._known_price = priced() if callable(priced) else table_price(self.model)
+        known: Price | None = self._known_price
+        return known
+
+    def _accounted(self, messages: list[Message], completion: Completion) -> Completion:
+        """The completion with real token counts and cost: a reply without usage (0 tokens for
+        a non-empty prompt or answer) is counted with the tokenizer and flagged."""
+        prompt_tokens, completion_tokens = completion.prompt_tokens, completion.completion_tokens
+        missing_prompt = prompt_tokens <= 0
+        missing_answer = completion_tokens <= 0 and bool(completion.text)
+        if missing_prompt:
+            prompt_tokens = count_prompt_tokens(self.model, messages)
+        if missing_answer:
+            completion_tokens = count_text_tokens(self.model, completion.text)
+        estimated = missing_prompt or missing_answer
+        cost = completion.cost_usd
+        if self._price is not None:
+            cost = self._price.cost(prompt_tokens, completion_tokens)
+        elif estimated:  # the provider's cost was computed from the missing (zero) usage
+            price = self.price()
+            cost = None if price is None else price.cost(prompt_tokens, completion_tokens)
+        return replace(
+            completion,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=cost,
+            usage_estimated=completion.usage_estimated or estimated,
+        )
 
     def _generate_with_retries(self, messages: list[Message], params: SamplingParams) -> Completion:
         attempt = 0
@@ -212,6 +314,7 @@ class LM:
             cached=cached,
             latency_s=time.perf_counter() - start,
             model=self.model,
+            usage_estimated=completion.usage_estimated,
         )
 
     def __repr__(self) -> str:
@@ -244,21 +347,31 @@ def resolve_lm(
     )
 
 
-def estimate_prompt_tokens(messages: Sequence[Message]) -> int:
-    """A deliberately generous prompt-size estimate used to reserve budget before a call."""
-    chars = sum(len(m.get("content", "")) for m in messages)
-    return chars // _CHARS_PER_TOKEN_ESTIMATE + _TOKENS_PER_MESSAGE * len(messages) + 1
+def backend_identity(backend: Backend) -> dict[str, Any]:
+    """The backend's part of `LM.identity()`: its own `identity()` when it has one, else its
+    model string and `api_base` attribute (if any), with no provider parameters."""
+    describe = getattr(backend, "identity", None)
+    if callable(describe):
+        return dict(describe())
+    api_base = getattr(backend, "api_base", None)
+    return {
+        "model": backend.model,
+        "api_base": normalised_base(api_base) if isinstance(api_base, str) else None,
+        "provider_params": {},
+    }
 
 
-def _make_backend(model: str | Backend, timeout_s: float | None) -> Backend:
+def _make_backend(
+    model: str | Backend, timeout_s: float | None, api_base: str | None, backend: BackendChoice
+) -> Backend:
     if isinstance(model, str):
-        return LiteLLMBackend(
-            model, timeout_s=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
-        )
+        timeout = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
+        return backend_for(model, api_base=api_base, backend=backend, timeout_s=timeout)
     if isinstance(model, Backend):
-        if timeout_s is not None:
+        if timeout_s is not None or api_base is not None or backend != "auto":
             raise UserInputError(
-                "timeout_s applies to model strings only; set the timeout on the Backend itself."
+                "timeout_s, api_base and backend apply to model strings only; "
+                "set them on the Backend itself."
             )
         return model
     raise UserInputError(

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.lm.base import Completion, Message, SamplingParams
-
-LOCAL_PREFIX = "local/"
+from skillopt_dsl.lm.pricing import FREE, LOCAL_PREFIX, Price, table_price
 
 ExtraValue = str | int | float | bool
 """A value litellm accepts as an extra keyword (`top_p=0.9`, `api_version="..."`)."""
@@ -30,6 +30,7 @@ _RESERVED = frozenset(
     }
 )
 _SECRET_WORDS = ("key", "token", "secret", "password")
+_SECRET_NAME_ENDINGS = ("key", "_token", "secret", "password", "credentials")
 
 
 class LiteLLMBackend:
@@ -39,7 +40,12 @@ class LiteLLMBackend:
     `drop_params=True` lets providers that do not support `seed` ignore it (the seed still
     separates cache entries). Prices come from litellm's bundled price map; a model it has no
     price for reports `cost_usd=None`, never a made-up 0. `local/...` models run in-process
-    (see `skillopt_dsl.lm.local`) and cost 0.0.
+    (see `skillopt_dsl.lm.local`) and cost 0.0. A reply without usage is reported as 0 tokens
+    (litellm's own zero), which `LM` replaces with a tokenizer estimate and flags.
+
+    `api_base` and `extra` (provider keywords such as `api_version`; sampling parameters belong
+    in `SamplingParams`) are part of `identity()`, hence of the cache key; secret-looking
+    extras (`api_key`, `..._token`, `...credentials`) are sent but never recorded.
     """
 
     def __init__(
@@ -83,6 +89,25 @@ class LiteLLMBackend:
         """True for the embedded in-process models (`local/...`)."""
         return self._model.startswith(LOCAL_PREFIX)
 
+    @property
+    def api_base(self) -> str | None:
+        """The endpoint given, or None for litellm's default (or its environment setting)."""
+        return self._api_base
+
+    def identity(self) -> dict[str, Any]:
+        """What besides sampling parameters changes an answer (no secrets): see `Backend`."""
+        return {
+            "model": self._model,
+            "api_base": normalised_base(self._api_base or _environment_base(self._model)),
+            "provider_params": {
+                k: v for k, v in sorted(self._extra.items()) if not is_secret_name(k)
+            },
+        }
+
+    def price(self) -> Price | None:
+        """The model's price from litellm's table (0 for `local/...`), None when unknown."""
+        return FREE if self.is_local else table_price(self._model)
+
     def secrets(self) -> list[str]:
         """Credential-like values passed in `extra` (for scrubbing error messages)."""
         return [
@@ -107,6 +132,13 @@ class LiteLLMBackend:
         )
 
     def _request(self, messages: list[Message], params: SamplingParams) -> dict[str, Any]:
+        optional = params.provider_kwargs()
+        clash = sorted(set(optional) & set(self._extra))
+        if clash:
+            raise UserInputError(
+                f"{clash} set both in SamplingParams and in LiteLLMBackend(extra=...); "
+                "set each in one place only."
+            )
         request: dict[str, Any] = {
             "model": self._model,
             "messages": messages,
@@ -117,6 +149,7 @@ class LiteLLMBackend:
             "max_retries": 0,
             "num_retries": 0,
             "drop_params": True,
+            **optional,
             **self._extra,
         }
         if self._api_base is not None:
@@ -157,3 +190,27 @@ def _stamped_cost(response: Any) -> float | None:
     hidden = getattr(response, "_hidden_params", None)
     cost = hidden.get("response_cost") if isinstance(hidden, Mapping) else None
     return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
+
+
+def is_secret_name(name: str) -> bool:
+    """True for keyword names that carry credentials (`api_key`, `aws_session_token`)."""
+    lowered = name.lower()
+    return lowered == "token" or lowered.endswith(_SECRET_NAME_ENDINGS)
+
+
+def normalised_base(api_base: str | None) -> str | None:
+    """An endpoint URL without its trailing slash (two spellings of one endpoint are one)."""
+    return None if api_base is None else api_base.rstrip("/")
+
+
+def _environment_base(model: str) -> str | None:
+    """The endpoint litellm reads from the environment for this provider, if one is set
+    (`OPENAI_API_BASE`, `OPENAI_BASE_URL`, `OLLAMA_API_BASE`, ...)."""
+    if "/" not in model or model.startswith(LOCAL_PREFIX):
+        return None
+    provider = model.split("/", 1)[0].upper().replace("-", "_")
+    for suffix in ("_API_BASE", "_BASE_URL"):
+        value = os.environ.get(provider + suffix)
+        if value:
+            return value
+    return None

@@ -18,8 +18,11 @@ other 4xx not). No message carries the API key.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import socket
+import ssl
 import threading
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -30,7 +33,13 @@ import httpx
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.lm.base import Backend, Completion, Message, SamplingParams
 from skillopt_dsl.lm.failures import scrub
-from skillopt_dsl.lm.litellm_backend import ExtraValue, LiteLLMBackend
+from skillopt_dsl.lm.litellm_backend import (
+    ExtraValue,
+    LiteLLMBackend,
+    is_secret_name,
+    normalised_base,
+)
+from skillopt_dsl.lm.pricing import Price, table_price
 
 __all__ = [
     "LEAN_PREFIXES",
@@ -84,7 +93,8 @@ class OpenAICompatBackend:
 
     Args:
         model: `openai/NAME` or `openai-compat/NAME`; `NAME` is sent as the request's `model`.
-        api_base: the endpoint's base URL (`http://localhost:8000/v1`); default OpenAI's.
+        api_base: the endpoint's base URL (`http://localhost:8000/v1`); default, as litellm:
+            `OPENAI_API_BASE` or `OPENAI_BASE_URL` from the environment, else OpenAI's.
         api_key: sent as `Authorization: Bearer ...`; default the `OPENAI_API_KEY` environment
             variable (as litellm does), and no header when neither is set (local servers).
         extra: additional request fields (`top_p`, `stop`, ...), never the reserved ones.
@@ -99,22 +109,25 @@ class OpenAICompatBackend:
         self,
         model: str,
         *,
-        api_base: str = OPENAI_API_BASE,
+        api_base: str | None = None,
         api_key: str | None = None,
         extra: Mapping[str, ExtraValue] | None = None,
         timeout_s: float = 120.0,
         max_connections: int = 512,
     ) -> None:
         self._model, self._wire_name = _names(model)
-        _check_settings(api_base, extra, timeout_s, max_connections)
-        self._api_base = api_base.rstrip("/")
+        chosen_base = api_base or _environment_base()
+        self._given_base = normalised_base(chosen_base)
+        chosen_base = chosen_base or OPENAI_API_BASE
+        _check_settings(chosen_base, extra, timeout_s, max_connections)
+        self._api_base = chosen_base.rstrip("/")
         self._url = f"{self._api_base}/chat/completions"
         self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self._extra: Mapping[str, ExtraValue] = MappingProxyType(dict(extra or {}))
         self._timeout_s = timeout_s
         self._client = _client(self._api_key, timeout_s, max_connections)
         self._price_lock = threading.Lock()
-        self._prices: tuple[float, float] | None | Literal["slow"] = None
+        self._prices: tuple[float, float] | Literal["slow"] | None = None
         self._priced = False
 
     @property
@@ -127,18 +140,41 @@ class OpenAICompatBackend:
         """The endpoint's base URL."""
         return self._api_base
 
+    def identity(self) -> dict[str, Any]:
+        """What besides sampling parameters changes an answer (no secrets): the same record
+        `LiteLLMBackend` gives for this model, endpoint and extras, so both share cache entries."""
+        return {
+            "model": self._model,
+            "api_base": self._given_base,
+            "provider_params": {
+                k: v for k, v in sorted(self._extra.items()) if not is_secret_name(k)
+            },
+        }
+
+    def price(self) -> Price | None:
+        """The model's price from litellm's table (for budget reservations), None when unknown."""
+        return table_price(self._model)
+
     def secrets(self) -> list[str]:
         """The API key (for scrubbing error messages); empty when none is sent."""
         return [self._api_key] if self._api_key else []
 
     def generate(self, messages: list[Message], params: SamplingParams) -> Completion:
         """Post one chat completion and read text, usage and price from the answer."""
+        optional = params.provider_kwargs()
+        clash = sorted(set(optional) & set(self._extra))
+        if clash:
+            raise UserInputError(
+                f"{clash} set both in SamplingParams and in OpenAICompatBackend(extra=...); "
+                "set each in one place only."
+            )
         body = {
             "model": self._wire_name,
             "messages": messages,
             "temperature": params.temperature,
             "max_tokens": params.max_tokens,
             "seed": params.seed,
+            **optional,
             **self._extra,
         }
         payload = self._post(body)
@@ -208,7 +244,7 @@ class OpenAICompatBackend:
         input_cost, output_cost = prices
         return prompt * input_cost + completion * output_cost
 
-    def _per_token_prices(self) -> tuple[float, float] | None | Literal["slow"]:
+    def _per_token_prices(self) -> tuple[float, float] | Literal["slow"] | None:
         with self._price_lock:
             if not self._priced:
                 self._prices = _price_entry(self._model)
@@ -225,7 +261,6 @@ class OpenAICompatBackend:
 
     def __repr__(self) -> str:
         return f"OpenAICompatBackend({self._model!r}, api_base={self._api_base!r})"
-
 
 
 def backend_for(
@@ -261,9 +296,7 @@ def backend_for(
             raise UserInputError(
                 f"{model!r} needs api_base=... (the endpoint's URL, e.g. http://localhost:8000/v1)."
             )
-        return OpenAICompatBackend(
-            model, api_base=api_base or OPENAI_API_BASE, api_key=api_key, timeout_s=timeout_s
-        )
+        return OpenAICompatBackend(model, api_base=api_base, api_key=api_key, timeout_s=timeout_s)
     litellm_model = model.replace("openai-compat/", "openai/", 1)
     extra = {"api_key": api_key} if api_key is not None else None
     return LiteLLMBackend(litellm_model, api_base=api_base, extra=extra, timeout_s=timeout_s)
@@ -306,7 +339,25 @@ def _client(api_key: str | None, timeout_s: float, max_connections: int) -> http
     limits = httpx.Limits(
         max_connections=max_connections, max_keepalive_connections=max_connections
     )
-    return httpx.Client(headers=headers, timeout=httpx.Timeout(timeout_s), limits=limits)
+    # httpcore writes headers and body separately: without TCP_NODELAY, Nagle's algorithm can
+    # hold the body back until the headers are acknowledged (a delayed ACK costs up to 40 ms).
+    transport = httpx.HTTPTransport(
+        verify=_ssl_context(),
+        limits=limits,
+        socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+    )
+    return httpx.Client(headers=headers, timeout=httpx.Timeout(timeout_s), transport=transport)
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """httpx's default TLS context, built once: building one loads the CA bundle (~50-250 ms)."""
+    return httpx.create_ssl_context()
+
+
+def _environment_base() -> str | None:
+    """The OpenAI endpoint litellm reads from the environment, if one is set."""
+    return os.environ.get("OPENAI_API_BASE") or os.environ.get("OPENAI_BASE_URL") or None
 
 
 def _dumps(body: dict[str, Any]) -> bytes:
@@ -351,7 +402,7 @@ def _has_token_details(usage: dict[str, Any]) -> bool:
     return False
 
 
-def _price_entry(model: str) -> tuple[float, float] | None | Literal["slow"]:
+def _price_entry(model: str) -> tuple[float, float] | Literal["slow"] | None:
     """Per-token (input, output) USD for `openai/NAME` from litellm's price table.
 
     None: litellm has no price (unpriced, never a made-up 0). "slow": litellm prices the model
@@ -362,7 +413,7 @@ def _price_entry(model: str) -> tuple[float, float] | None | Literal["slow"]:
 
     name = model.split("/", 1)[1]
     entry = litellm.model_cost.get(model) or litellm.model_cost.get(name)
-    if isinstance(entry, dict) and _PRICE_KEYS <= set(entry):
+    if isinstance(entry, dict) and set(entry) >= _PRICE_KEYS:
         if any("_above_" in key for key in entry):
             return "slow"
         return float(entry["input_cost_per_token"]), float(entry["output_cost_per_token"])

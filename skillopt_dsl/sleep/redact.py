@@ -55,7 +55,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 # `Authorization: Bearer <value>`: the header name is kept, the credential replaced.
 _AUTH_HEADER = re.compile(
     r"(?i)(?<![A-Za-z0-9])(authorization\s*:\s*(?:bearer|basic|token|digest)?\s*)"
-    r"(?!\[REDACTED)([^\s\"',;]{6,})"
+    r"(?!\[REDACTED|(?:bearer|basic|token|digest)\b)([^\s\"',;]{6,})"
 )
 # `password=...`, `API_TOKEN: "..."`: the name is kept, the value replaced. A value counts when
 # it is quoted or contains a digit, so `def f(token: str)` is left alone.

@@ -20,23 +20,40 @@ harmful edit, then (after seeing a rejection) a neutral one, then the fix. Tests
 - learning rate respected (every recorded step's change is within its token budget);
 - deterministic under a seed with a deterministic model;
 - resume equals uninterrupted (a fake target dies after N calls, then `resume=True`);
-- the test set never influences the choice.
+- the test set never influences the choice;
+- never selects on validation: a skill's validation calls come in one block that ends in its
+  own gate decision (a target records the order of calls and gate events);
+- a duplicate is no progress: a proposal that recreates a judged text gets one "duplicate"
+  step, is remembered, and is never resubmitted or accepted;
+- the door's bound: every accepted version on disk is within the step's budget, recomputed
+  here from the texts and the declared learning rate;
+- the read-only view: the optimizer gets a `RunView` without the validation set, gate log,
+  history or scored set, whose attributes cannot be set and whose `evaluate` refuses the
+  gate's examples.
+
+The validation set has 30 examples (15 where the fix matters), so the default gate, which
+spends its significance over the run's decisions, can accept the fix as a third decision; the
+training set has 48, so an optimizer's selection split has room for its own gate.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from skillopt_dsl.compile import CompileResult, compile
+from skillopt_dsl.driver import RunView
+from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.export import load_skill
 from skillopt_dsl.lm import Budget
 from skillopt_dsl.metrics import exact_match
 from skillopt_dsl.module import InputField, OutputField, SkillModule
 from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.skill import Skill, token_distance
 from skillopt_dsl.testing.scripted import ScriptedLM
 from skillopt_dsl.types import Example
 
@@ -71,6 +88,13 @@ FIX_EDIT = {
     "rationale": "parity",
 }
 NEUTRAL_EDIT = {"kind": "add", "after": None, "text": "Be brief.", "rationale": "style"}
+SAME_TEXT_EDIT = {
+    "kind": "add",
+    "after": "Answer with one word.",
+    "text": "Be brief.",
+    "rationale": "style again",
+}
+"""Another edit whose result is NEUTRAL_EDIT's text (a duplicate candidate)."""
 BAD_EDIT = {
     "kind": "add",
     "after": None,
@@ -124,9 +148,10 @@ def contract_reflector(*plan: list[dict[str, Any]]) -> ScriptedLM:
     return ScriptedLM(respond, model="scripted/contract-reflector")
 
 
-TRAIN = contract_examples(0, 16)
+TRAIN = contract_examples(0, 48)
 VAL = contract_examples(100, 30)
 TEST = contract_examples(200, 10)
+VAL_NUMBERS = frozenset(e.inputs["number"] for e in VAL)
 
 
 class _Killed(BaseException):
@@ -137,6 +162,8 @@ class _Killed(BaseException):
 class _Run:
     result: CompileResult
     target: ScriptedLM
+    log: list[tuple[str, str, str]] = field(default_factory=list)
+    """("call", skill hash, number) and ("gate", candidate hash, "") in arrival order."""
 
 
 class OptimizerContract:
@@ -161,19 +188,31 @@ class OptimizerContract:
         **kwargs: Any,
     ) -> _Run:
         """Compile `ContractParity` with fakes (no real model is ever called)."""
-        fake = ScriptedLM(target, model="scripted/contract-target")
+        log: list[tuple[str, str, str]] = []
+
+        def logged(messages: list[dict[str, str]]) -> str:
+            system = next((m["content"] for m in messages if m["role"] == "system"), "")
+            log.append(("call", Skill(system).hash, messages[-1]["content"].split()[-1]))
+            return target(messages)
+
+        def on_event(event: str, payload: Mapping[str, Any]) -> None:
+            if event == "gate":
+                log.append(("gate", str(payload["candidate_hash"]), ""))
+
+        fake = ScriptedLM(logged, model="scripted/contract-target")
         result = compile(
             ContractParity(),
             TRAIN,
             VAL,
-            optimizer=self.make_optimizer(),
+            optimizer=kwargs.pop("optimizer", None) or self.make_optimizer(),
             lm=fake,
             optimizer_lm=reflector or contract_reflector(),
             run_dir=run_dir,
             threads=kwargs.pop("threads", 1),
+            on_event=on_event,
             **kwargs,
         )
-        return _Run(result, fake)
+        return _Run(result, fake, log)
 
     # -- the contract ----------------------------------------------------------------------
     def test_never_below_seed(self) -> None:
@@ -258,6 +297,94 @@ class OptimizerContract:
             "the test set was scored for more than seed and best"
         )
         assert with_test.test_score == 1.0, f"test score {with_test.test_score}, expected 1.0"
+
+    def test_never_selects_on_validation(self) -> None:
+        """Kills: an optimizer choosing among candidates by their validation scores (Beam
+        scoring children on the gate's examples, a sweep ranking trials on val): any skill
+        scored on validation must go straight to its own gate decision."""
+        run = self.run()
+        seed = ContractParity().seed_skill.hash
+        pending: str | None = None
+        for kind, skill, number in run.log:
+            if kind == "gate":
+                assert pending in (None, skill), f"{pending} was scored on val, then not gated"
+                pending = None
+            elif number in VAL_NUMBERS and skill != seed:
+                assert pending in (None, skill), (
+                    f"two candidates ({pending}, {skill}) scored on validation before the gate: "
+                    "the optimizer selects on the gate's examples"
+                )
+                pending = skill
+            else:
+                assert pending is None, (
+                    f"{pending} was scored on validation, then the optimizer went on without "
+                    "the gate: it selects on the gate's examples"
+                )
+        assert pending is None, f"{pending} was scored on validation and never gated"
+
+    def test_duplicate_is_no_progress(self, tmp_path: Path) -> None:
+        """Kills: a duplicate verdict treated as an accept (the old accepted decision returned,
+        or the optimizer resetting its patience and not remembering the edit), which makes the
+        optimizer resubmit the same text step after step."""
+        reflector = contract_reflector([NEUTRAL_EDIT], [SAME_TEXT_EDIT])
+        result = self.run(tmp_path, reflector=reflector).result
+        duplicates = [h for h in result.history if h.note == "duplicate"]
+        hashes = [h.candidate_hash for h in duplicates]
+        assert len(hashes) == len(set(hashes)), f"a duplicate was resubmitted: {hashes}"
+        assert not any(h.accepted for h in duplicates), "a duplicate was counted as an accept"
+        assert not result.improved and result.best_skill == ContractParity().seed_skill
+        judged = [d.candidate_hash for d in result.gate_log]
+        assert len(judged) == len(set(judged)), "the gate judged one text twice"
+
+    def test_door_bound_holds_on_disk(self, tmp_path: Path) -> None:
+        """Kills: a door that trusts what the optimizer says about its change, or that ignores
+        the declared lr: each accepted version on disk must be within the budget recomputed
+        here from the previous version's text and the step's declared learning rate."""
+        optimizer = self.make_optimizer()
+        bound = optimizer.lr_bound()
+        result = self.run(tmp_path, optimizer=optimizer).result
+        accepted = [h for h in result.history if h.accepted]
+        assert accepted, "nothing was accepted"
+        versions = sorted((tmp_path / "skills").glob("v*.md"))
+        assert len(versions) == len(accepted) + 1
+        for record, before, after in zip(accepted, versions, versions[1:], strict=False):
+            old, new = before.read_text(encoding="utf-8"), after.read_text(encoding="utf-8")
+            distance, tokens = token_distance(old, new), Skill(old).token_count
+            assert record.change_tokens == distance, "the door mis-measured the change"
+            assert distance <= record.budget_tokens, record
+            if record.kind != "sweep":  # one step: recompute its budget from lr and length
+                assert record.budget_tokens == max(
+                    math.ceil(record.lr_budget * tokens), bound.floor_tokens
+                ), record
+
+    def test_optimizer_sees_a_read_only_view(self) -> None:
+        """Kills: handing the optimizer the driver (its validation set, gate log, history or
+        scored set reachable and writable), or a view whose `evaluate` accepts val examples."""
+        optimizer = self.make_optimizer()
+        seen: list[RunView] = []
+        original = optimizer.optimize
+
+        def spy(view: RunView) -> None:
+            seen.append(view)
+            original(view)
+
+        object.__setattr__(optimizer, "optimize", spy)
+        self.run(optimizer=optimizer)
+        view = seen[0]
+        assert isinstance(view, RunView), f"the optimizer got {type(view).__name__}"
+        for name in ("valset", "gate_log", "history", "scored", "gate", "run", "ledger"):
+            assert not hasattr(view, name), f"the view exposes {name!r}"
+        for name in ("incumbent", "trainset", "module", "rng", "version", "extra"):
+            try:
+                setattr(view, name, None)
+            except AttributeError:
+                continue
+            raise AssertionError(f"view.{name} can be assigned")
+        try:
+            view.evaluate(view.incumbent, VAL[:1])
+        except UserInputError:
+            return
+        raise AssertionError("view.evaluate scored a validation example")
 
 
 def _assert_best_never_decreases(result: CompileResult) -> None:

@@ -1,4 +1,5 @@
-"""A FAKE agent CLI for tests: `python -m skillopt_dsl.testing.fake_agent_cli [--format F] PROMPT`.
+"""A FAKE agent CLI for tests: `python -m skillopt_dsl.testing.fake_agent_cli [--format F] PROMPT`
+(or run the file itself as a script: it imports only the standard library).
 
 It stands in for Claude Code or Codex (there is no real agent CLI and no network here). Like them
 it reads its skill from the working directory (`.claude/skills/*/SKILL.md`, then `AGENTS.md`),

@@ -4,6 +4,8 @@ It answers `POST /v1/chat/completions` (and `/chat/completions`) after a fixed l
 deterministic answer computed from the request's messages, so litellm can reach it exactly as it
 reaches a real provider (`openai/<any-name>` with `api_base=server.url`). It is bounded: it
 refuses requests past `max_requests` (HTTP 503) and stops itself after `max_lifetime_s`.
+`send_usage=False` answers without a `usage` object, as some providers and proxies do. Every
+request body is kept (`server.bodies`), so tests can check what reached the endpoint.
 
 >>> with FakeOpenAIServer(lambda messages: "even", latency_s=0.0) as server:
 ...     server.url.startswith("http://127.0.0.1:")
@@ -17,6 +19,7 @@ import logging
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -28,6 +31,7 @@ __all__ = ["FakeOpenAIServer", "echo_last_word"]
 
 logger = logging.getLogger(__name__)
 
+_KEPT_BODIES = 10_000
 _PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
 
 
@@ -67,9 +71,10 @@ class _Handler(BaseHTTPRequestHandler):
         except (ValueError, AttributeError) as exc:
             self._send(400, {"error": {"message": f"bad JSON: {exc}", "type": "invalid"}})
             return
+        owner._record(request)
         time.sleep(owner.latency_s)
         text = owner.respond(messages)
-        self._send(200, _completion(request, messages, text))
+        self._send(200, _completion(request, messages, text, owner.send_usage))
 
     def _send(self, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
@@ -83,10 +88,12 @@ class _Handler(BaseHTTPRequestHandler):
         logger.debug("fake server: " + format, *args)
 
 
-def _completion(request: dict[str, Any], messages: list[Message], text: str) -> dict[str, Any]:
+def _completion(
+    request: dict[str, Any], messages: list[Message], text: str, send_usage: bool
+) -> dict[str, Any]:
     prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
     completion_tokens = len(text.split())
-    return {
+    answer: dict[str, Any] = {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
         "created": 0,
@@ -98,12 +105,14 @@ def _completion(request: dict[str, Any], messages: list[Message], text: str) -> 
                 "finish_reason": "stop",
             }
         ],
-        "usage": {
+    }
+    if send_usage:
+        answer["usage"] = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
-        },
-    }
+        }
+    return answer
 
 
 class FakeOpenAIServer:
@@ -114,6 +123,7 @@ class FakeOpenAIServer:
         latency_s: fixed delay before every answer.
         max_requests: answered requests before it refuses with HTTP 503.
         max_lifetime_s: it shuts itself down after this many seconds.
+        send_usage: include a `usage` object in answers (False: none, as some providers do).
     """
 
     def __init__(
@@ -123,8 +133,10 @@ class FakeOpenAIServer:
         latency_s: float = 0.05,
         max_requests: int = 100_000,
         max_lifetime_s: float = 600.0,
+        send_usage: bool = True,
     ) -> None:
-        self.respond, self.latency_s = respond, latency_s
+        self.respond, self.latency_s, self.send_usage = respond, latency_s, send_usage
+        self._bodies: deque[dict[str, Any]] = deque(maxlen=_KEPT_BODIES)
         self._max_requests, self._max_lifetime_s = max_requests, max_lifetime_s
         self._lock = threading.Lock()
         self._requests = 0
@@ -137,6 +149,12 @@ class FakeOpenAIServer:
         """Requests admitted so far."""
         with self._lock:
             return self._requests
+
+    @property
+    def bodies(self) -> list[dict[str, Any]]:
+        """The JSON bodies of the admitted requests (the latest 10,000), in arrival order."""
+        with self._lock:
+            return list(self._bodies)
 
     @property
     def url(self) -> str:
@@ -166,6 +184,10 @@ class FakeOpenAIServer:
         if server is not None:
             server.shutdown()
             server.server_close()
+
+    def _record(self, request: Any) -> None:
+        with self._lock:
+            self._bodies.append(request if isinstance(request, dict) else {})
 
     def _admit(self) -> bool:
         with self._lock:

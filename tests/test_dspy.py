@@ -1,0 +1,340 @@
+"""DSPy interop: `SkillOptimizer`, the bridge, `PredictorModule`, metrics and `RawSkillAdapter`.
+
+Every model call goes through the bridge into our `LM` around a `ScriptedLM` FAKE; nothing
+reaches a provider. Skipped (with the reason) when the `[dspy]` extra is not installed.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+dspy = pytest.importorskip("dspy", reason="needs the [dspy] extra: pip install -e '.[dspy]'")
+
+import skillopt_dsl as sd  # noqa: E402
+from skillopt_dsl.dspy import (  # noqa: E402
+    DSPyProgram,
+    DSPyProgramError,
+    RawSkillAdapter,
+    SkillOptimizer,
+    bridge_lm,
+    dspy_metric,
+    evaluate_program,
+)
+from skillopt_dsl.export import load_skill  # noqa: E402
+from skillopt_dsl.lm import LM, Budget, UsageLedger  # noqa: E402
+from skillopt_dsl.optimizers import FormatRuleProposer, GradientText  # noqa: E402
+from skillopt_dsl.testing import ScriptedLM  # noqa: E402
+
+RULE = "Reply with exactly one of: even, odd."
+
+
+class Judge(dspy.Signature):
+    """Say whether the number is even or odd."""
+
+    hint: str = dspy.InputField()
+    answer: Literal["even", "odd"] = dspy.OutputField()
+
+
+class Pipeline(dspy.Module):
+    """Two predictors: `extract` copies the last digit, `judge` names its parity."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.extract = dspy.Predict("number -> last_digit")
+        self.judge = dspy.Predict(Judge)
+
+    def forward(self, number: str) -> Any:
+        digit = self.extract(number=number).last_digit
+        return self.judge(hint=f"{digit} {dspy.settings.get('marker') or ''}".strip())
+
+
+def fake_model(messages: list[dict[str, str]]) -> str:
+    """The FAKE target: `extract` answers the last digit; `judge` answers right only when its
+    system message holds the format rule, else "unsure" (which does not parse)."""
+    system = messages[0]["content"] if messages[0]["role"] == "system" else ""
+    user = messages[-1]["content"]
+    if "even or odd" not in system:
+        return user.strip()[-1]
+    digit = user.split()[0]
+    if RULE in system:
+        return "even" if int(digit) % 2 == 0 else "odd"
+    return "unsure"
+
+
+def examples(start: int, count: int) -> list[Any]:
+    return [
+        dspy.Example(number=str(n), answer="even" if n % 2 == 0 else "odd").with_inputs("number")
+        for n in range(start, start + count)
+    ]
+
+
+def accuracy(gold: Any, pred: Any, trace: Any = None) -> float:
+    return float(pred.answer == gold.answer)
+
+
+def optimizer() -> GradientText:
+    return GradientText(lr=0.5, epochs=1, batch_size=6, proposers=[FormatRuleProposer()])
+
+
+def instructions(program: Any) -> dict[str, str]:
+    return {name: p.signature.instructions for name, p in program.named_predictors()}
+
+
+@pytest.fixture(autouse=True)
+def no_global_dspy_lm() -> Any:
+    with dspy.context(lm=None, adapter=None):
+        yield
+
+
+def test_instructions_are_trained_and_gated_and_the_student_is_untouched(tmp_path: Path) -> None:
+    """Kills: training a predictor without the gate (a rejected candidate adopted), mutating the
+    student, or leaving the bridge on the returned program."""
+    fake = ScriptedLM(fake_model)
+    student = Pipeline()
+    before = instructions(student)
+    tele = SkillOptimizer(
+        accuracy, optimizer=optimizer(), lm=LM(fake), adapter=RawSkillAdapter(), threads=2
+    )
+    compiled = tele.compile(student, trainset=examples(0, 12), valset=examples(100, 16))
+    result = compiled.skillopt
+    judge = result.predictors["judge"].result
+    assert judge.seed_val_score == 0.0 and judge.val_score == 1.0
+    assert judge.gate_log[0].accepted
+    assert RULE in compiled.judge.signature.instructions
+    assert compiled.extract.signature.instructions == before["extract"]  # nothing passed there
+    assert instructions(student) == before and compiled is not student
+    assert all(p.lm is None for _, p in compiled.named_predictors())
+    report = evaluate_program(
+        compiled, examples(200, 10), accuracy, lm=LM(fake), adapter=RawSkillAdapter()
+    )
+    assert report.mean == 1.0
+
+
+def test_a_run_where_nothing_passes_returns_the_students_instructions() -> None:
+    """Kills: adopting the last candidate (or any ungated one) when no candidate passed."""
+    fake = ScriptedLM(lambda messages: "unsure")
+    student = Pipeline()
+    tele = SkillOptimizer(accuracy, optimizer=optimizer(), lm=LM(fake), adapter=RawSkillAdapter())
+    compiled = tele.compile(student, trainset=examples(0, 6), valset=examples(100, 12))
+    assert instructions(compiled) == instructions(student)
+    assert not any(r.improved for r in compiled.skillopt.results.values())
+
+
+def test_budget_stops_the_program_before_the_call_is_sent() -> None:
+    """Kills: scoring a budget stop as 0 (a caught exception in the program hid it), or a
+    check after the call is sent (the fake would see a fourth call)."""
+
+    class Swallowing(Pipeline):
+        def forward(self, number: str) -> Any:
+            try:
+                return super().forward(number=number)
+            except Exception:
+                return dspy.Prediction(answer=None)
+
+    fake = ScriptedLM(fake_model)
+    lm = LM(fake, ledger=UsageLedger(Budget(max_calls=3)))
+    with pytest.raises(sd.BudgetExceeded):
+        evaluate_program(Swallowing(), examples(0, 4), accuracy, lm=lm, threads=1)
+    assert len(fake.calls) == 3
+
+
+def test_the_budget_spans_every_predictor() -> None:
+    """Kills: giving each predictor the whole budget (the calls would exceed it)."""
+    fake = ScriptedLM(fake_model)
+    tele = SkillOptimizer(
+        accuracy,
+        optimizer=optimizer(),
+        lm=LM(fake),
+        adapter=RawSkillAdapter(),
+        budget=Budget(max_calls=90),
+    )
+    compiled = tele.compile(Pipeline(), trainset=examples(0, 12), valset=examples(100, 20))
+    result = compiled.skillopt
+    assert result.stop_reason == "budget"
+    assert result.usage.calls == len(fake.calls) <= 90
+
+
+def test_worker_threads_see_the_callers_dspy_context() -> None:
+    """Kills: running the program in the evaluation's worker threads without the caller's
+    context (`contextvars.copy_context().run`): the marker would be missing."""
+    fake = ScriptedLM(fake_model)
+    threads: set[int] = set()
+
+    def seen(gold: Any, pred: Any, trace: Any = None) -> float:
+        threads.add(threading.get_ident())
+        return accuracy(gold, pred)
+
+    with dspy.context(marker="from-the-caller"):
+        evaluate_program(
+            Pipeline(), examples(0, 8), seen, lm=LM(fake), adapter=RawSkillAdapter(), threads=4
+        )
+    judged = [c for c in fake.calls if "even or odd" in c[0]["content"]]
+    assert len(judged) == 8
+    assert all("from-the-caller" in c[-1]["content"] for c in judged)
+    assert len(threads) > 1
+
+
+def test_saved_program_loads_with_the_new_instructions(tmp_path: Path) -> None:
+    """Kills: saving the student (or the bridge) instead of the compiled program, or writing a
+    best_skill.md that differs from what the predictor runs with (cleandoc normalisation)."""
+    fake = ScriptedLM(fake_model)
+    tele = SkillOptimizer(
+        accuracy,
+        optimizer=optimizer(),
+        lm=LM(fake),
+        adapter=RawSkillAdapter(),
+        run_dir=tmp_path / "run",
+    )
+    compiled = tele.compile(Pipeline(), trainset=examples(0, 12), valset=examples(100, 16))
+    loaded = Pipeline()
+    loaded.load(str(tmp_path / "run" / "program.json"))
+    assert instructions(loaded) == instructions(compiled)
+    assert RULE in loaded.judge.signature.instructions
+    exported = load_skill(tmp_path / "run" / "judge" / "best_skill.md")
+    assert exported.text == compiled.judge.signature.instructions
+    assert exported.hash == compiled.skillopt.predictors["judge"].skill.hash
+
+
+def test_resume_replays_a_finished_run_without_new_calls(tmp_path: Path) -> None:
+    """Kills: a resume that re-sends calls already paid for or ends with other instructions."""
+    fake = ScriptedLM(fake_model)
+    settings: dict[str, Any] = {
+        "optimizer": optimizer(),
+        "adapter": RawSkillAdapter(),
+        "run_dir": tmp_path / "run",
+    }
+    data = {"trainset": examples(0, 12), "valset": examples(100, 16)}
+    first = SkillOptimizer(accuracy, lm=LM(fake), **settings).compile(Pipeline(), **data)
+    sent = len(fake.calls)
+    again = SkillOptimizer(accuracy, lm=LM(fake), resume=True, **settings).compile(
+        Pipeline(), **data
+    )
+    assert instructions(again) == instructions(first)
+    assert len(fake.calls) == sent
+
+
+def test_chat_adapter_parse_failure_scores_zero_with_format_feedback() -> None:
+    """Kills: letting `AdapterParseError` escape (the run would crash) or scoring it without
+    feedback naming the expected format (the format-rule proposer could not learn)."""
+    fake = ScriptedLM(lambda messages: "no idea at all")
+    report = evaluate_program(Pipeline(), examples(0, 2), accuracy, lm=LM(fake))
+    for record in report.records:
+        assert record.score == 0.0 and record.error is None
+        assert "[[ ## last_digit ## ]]" in (record.feedback or "")
+        assert "could not parse" in (record.feedback or "")
+
+
+def test_a_failed_model_call_is_a_failed_rollout() -> None:
+    """Kills: scoring a failed call with the metric (it must be 0, error kept)."""
+
+    def broken(messages: list[dict[str, str]]) -> str:
+        raise ValueError("provider exploded")
+
+    report = evaluate_program(Pipeline(), examples(0, 2), accuracy, lm=LM(ScriptedLM(broken)))
+    assert all(r.score == 0.0 and "provider exploded" in (r.error or "") for r in report.records)
+
+
+def test_both_metric_forms_and_prediction_feedback() -> None:
+    """Kills: calling a GEPA five-argument metric with three arguments, dropping the feedback
+    of `dspy.Prediction(score=, feedback=)`, or passing the wrong predictor name."""
+    fake = ScriptedLM(fake_model)
+    seen: list[tuple[Any, int]] = []
+
+    def gepa_metric(gold: Any, pred: Any, trace: Any, pred_name: Any, pred_trace: Any) -> Any:
+        seen.append((pred_name, len(pred_trace or [])))
+        return dspy.Prediction(score=accuracy(gold, pred), feedback="checked the parity")
+
+    program = DSPyProgram(Pipeline(), gepa_metric, inputs=("number",), adapter=RawSkillAdapter())
+    module = program.module("judge")
+    skill = sd.Skill(f"Say whether the number is even or odd. {RULE}")
+    report = sd.evaluate(module, sd.data.as_examples(examples(0, 4)), skill=skill, lm=LM(fake))
+    assert report.mean == 1.0
+    assert {r.feedback for r in report.records} == {"checked the parity"}
+    assert seen and all(entry == ("judge", 1) for entry in seen)
+    plain = DSPyProgram(Pipeline(), accuracy, inputs=("number",)).module("judge")
+    outcome = sd.RunOutcome(prediction=sd.Prediction({"answer": "odd"}), output="odd")
+    example = sd.data.as_examples(examples(1, 1))[0]
+    assert plain.score(example, outcome).value == 1.0
+
+
+def test_dspy_metric_wraps_feedback_metrics_for_compile() -> None:
+    """Kills: `compile` rejecting a five-argument metric returning `dspy.Prediction`."""
+
+    def gepa_metric(gold: Any, pred: Any, trace: Any, pred_name: Any, pred_trace: Any) -> Any:
+        return dspy.Prediction(score=float(pred.answer == gold.answer), feedback="compared")
+
+    module = sd.SkillModule.create(
+        name="Parity",
+        inputs={"number": str},
+        outputs={"answer": Literal["even", "odd"]},
+        skill="Answer even or odd.",
+        metric=dspy_metric(gepa_metric),
+    )
+    fake = ScriptedLM(lambda m: "even" if int(m[-1]["content"]) % 2 == 0 else "odd")
+    report = sd.evaluate(module, sd.data.as_examples(examples(0, 4)), lm=LM(fake))
+    assert report.mean == 1.0 and {r.feedback for r in report.records} == {"compared"}
+
+
+def test_raw_skill_adapter_sends_the_skill_verbatim_and_never_raises() -> None:
+    """Kills: wrapping the instructions in field scaffolding, or raising on an unparseable
+    reply (the rollout must finish with the error recorded)."""
+    fake = ScriptedLM(lambda messages: "")
+    skill = "  Say whether the number is even or odd.\n\n- rule one"
+    lm = bridge_lm(LM(fake))
+    program = dspy.Predict(Judge.with_instructions(skill))
+    with dspy.context(lm=lm, adapter=RawSkillAdapter()):
+        prediction = program(hint="7")
+    assert prediction.answer is None
+    (messages,) = fake.calls
+    assert messages == [
+        {"role": "system", "content": program.signature.instructions},
+        {"role": "user", "content": "7"},
+    ]
+    assert lm.engine.record.parse_errors
+
+
+def test_clear_errors_for_missing_valset_and_predictor_lms() -> None:
+    """Kills: running without a gate set, or letting a predictor's own LM bypass the budget."""
+    tele = SkillOptimizer(accuracy, lm=LM(ScriptedLM(fake_model)))
+    with pytest.raises(sd.UserInputError, match="valset"):
+        tele.compile(Pipeline(), trainset=examples(0, 4))
+    own = Pipeline()
+    own.judge.lm = bridge_lm(LM(ScriptedLM(fake_model)))
+    with pytest.raises(sd.UserInputError, match="own LM"):
+        tele.compile(own, trainset=examples(0, 4), valset=examples(10, 4))
+    with pytest.raises(sd.UserInputError, match=r"dspy\.LM"):
+        SkillOptimizer(accuracy, lm=dspy.LM("openai/gpt-4o-mini"))
+
+
+def test_a_bug_in_the_program_is_an_error_naming_the_example() -> None:
+    """Kills: scoring a crashing program as 0 (a silent zero hides the bug)."""
+
+    class Buggy(Pipeline):
+        def forward(self, number: str) -> Any:
+            raise KeyError("oops")
+
+    with pytest.raises(DSPyProgramError, match="KeyError"):
+        evaluate_program(Buggy(), examples(0, 1), accuracy, lm=LM(ScriptedLM(fake_model)))
+
+
+def test_compile_takes_dspy_examples_directly() -> None:
+    """Kills: `compile(module, [dspy.Example, ...])` failing on `.id`, or unstable ids that let
+    the same example sit in train and val unnoticed."""
+    module = sd.SkillModule.create(
+        name="Parity",
+        inputs={"number": str},
+        outputs={"answer": Literal["even", "odd"]},
+        skill="Answer even or odd.",
+        metric=sd.metrics.exact_match("answer"),
+    )
+    fake = ScriptedLM(lambda m: "even" if int(m[-1]["content"]) % 2 == 0 else "odd")
+    result = sd.compile(
+        module, examples(0, 6), examples(100, 12), optimizer=optimizer(), lm=LM(fake)
+    )
+    assert result.seed_val_score == 1.0
+    with pytest.raises(sd.UserInputError, match="must not share"):
+        sd.compile(module, examples(0, 6), examples(5, 6), optimizer=optimizer(), lm=LM(fake))
