@@ -1,4 +1,4 @@
-"""Bench 6: client CPU per chat call, from a raw HTTP POST up to `LiteLLMBackend.generate`.
+"""Bench 6: client CPU per chat call, from a raw HTTP POST up to the full `LM.complete`.
 
 The fake OpenAI server (`skillopt_dsl.testing.FakeOpenAIServer`, zero latency) runs in a child
 process, so `time.process_time()` in this process counts the client only (every thread of it,
@@ -7,8 +7,11 @@ warm-up, in `--rounds` rounds interleaved across transports (so a burst of load 
 on the machine hits all of them alike); reported: the median round's CPU ms and wall ms per call.
 
 Transports: a raw `httpx.Client.post` (floor), the `openai` SDK, `litellm.completion` with its
-defaults (as a user would call it), and our `LiteLLMBackend.generate` (litellm + cost), for the
-unpriced `openai/fake` (as in benches 2 and 5) and for a priced name (`openai/gpt-4o-mini`).
+defaults (as a user would call it), our `LiteLLMBackend.generate` (litellm + cost) and our lean
+`OpenAICompatBackend.generate` (one pooled httpx client + cost from litellm's price table), each
+for the unpriced `openai/fake` (as in benches 2 and 5) and a priced name (`openai/gpt-4o-mini`),
+and `LM.complete` over the lean backend (the whole client layer: identity, budget reservation,
+ledger, retries wrapper; no cache).
 
 Run: `python bench/bench_litellm_cpu.py [--n 300] [--rounds 5]`.
 """
@@ -24,7 +27,8 @@ from typing import Any
 
 from _common import parity_answer, print_table, write_results
 
-from skillopt_dsl.lm import LiteLLMBackend, SamplingParams
+from skillopt_dsl.lm import LM, LiteLLMBackend, SamplingParams
+from skillopt_dsl.lm.openai_compat import OpenAICompatBackend
 from skillopt_dsl.testing import FakeOpenAIServer
 
 MESSAGES = [
@@ -89,6 +93,26 @@ def ours(url: str, model: str = "openai/fake") -> Callable[[], str]:
     return call
 
 
+def lean(url: str, model: str = "openai/fake") -> Callable[[], str]:
+    backend = OpenAICompatBackend(model, api_base=url, api_key="sk-fake")
+    params = SamplingParams(temperature=0.0, max_tokens=8)
+
+    def call() -> str:
+        return backend.generate(list(MESSAGES), params).text  # type: ignore[arg-type]
+
+    return call
+
+
+def lean_lm(url: str) -> Callable[[], str]:
+    lm = LM("openai/gpt-4o-mini", api_base=url, params=SamplingParams(max_tokens=8))
+    assert isinstance(lm.backend, OpenAICompatBackend)
+
+    def call() -> str:
+        return lm.complete(MESSAGES).text  # type: ignore[arg-type]
+
+    return call
+
+
 def warm_up(call: Callable[[], str]) -> Callable[[], str]:
     """First calls (imports, connection, caches) are not measured; they also check the answer."""
     for _ in range(WARMUP):
@@ -121,6 +145,9 @@ def main() -> None:
         ("litellm.completion (defaults)", litellm_defaults),
         ("LiteLLMBackend.generate (ours)", ours),
         ("ours, priced model (gpt-4o-mini)", lambda url: ours(url, "openai/gpt-4o-mini")),
+        ("OpenAICompatBackend.generate (lean)", lean),
+        ("lean, priced model (gpt-4o-mini)", lambda url: lean(url, "openai/gpt-4o-mini")),
+        ("LM.complete over lean, priced (full client)", lean_lm),
     ]
     rows: list[list[Any]] = []
     figures: dict[str, Any] = {"n": args.n, "rounds": args.rounds, "runs": []}

@@ -190,6 +190,7 @@ def dspy_native(kind: str) -> Callable[..., Row]:
         calls_per_rollout = 2  # ChainOfThought then Predict
         with dspy.context(lm=lm, adapter=RawSkillAdapter()):
             if kind == "GEPA":
+
                 def metric(gold: Any, pred: Any, trace: Any = None, *rest: Any) -> float:
                     return recipe.exact_answer(gold, pred)
 

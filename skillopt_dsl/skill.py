@@ -46,8 +46,8 @@ from functools import cached_property
 from typing import Annotated, Any, Final, Literal
 
 import numpy as np
-from rapidfuzz.distance import Indel, Levenshtein
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from rapidfuzz.distance import Indel, Levenshtein
 
 from skillopt_dsl.errors import UserInputError
 

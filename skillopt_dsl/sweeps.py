@@ -24,7 +24,14 @@ from skillopt_dsl.lm import Budget
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.gradient_text import GradientText
-from skillopt_dsl.optimizers.optuna_lr import OptunaLR, SearchSpace, SweepResult, open_storage
+from skillopt_dsl.optimizers.optuna_lr import (
+    GRACE_PERIOD_S,
+    HEARTBEAT_INTERVAL_S,
+    OptunaLR,
+    SearchSpace,
+    SweepResult,
+    open_storage,
+)
 
 if TYPE_CHECKING:
     import optuna
@@ -51,6 +58,8 @@ def run_sweep_worker(
     sampler_seed: int | None = None,
     plots: bool = False,
     selection_fraction: float = 0.3,
+    heartbeat_interval: int = HEARTBEAT_INTERVAL_S,
+    grace_period: int = GRACE_PERIOD_S,
 ) -> SweepResult:
     """Run trials of the shared study `study_name` in `storage` until it holds `n_trials`
     finished ones, then summarise it.
@@ -71,6 +80,8 @@ def run_sweep_worker(
             sample the same settings.
         plots: write the sweep plots next to the study when this worker ends.
         selection_fraction: share of `splits.train` the trials' gates decide on (see OptunaLR).
+        heartbeat_interval, grace_period: a killed worker's trial is failed and re-run once
+            silent for `grace_period` seconds (RDB storages; see OptunaLR).
     """
     if not storage or not study_name:
         raise UserInputError("a sweep worker needs a storage URL and a study name to share")
@@ -83,6 +94,8 @@ def run_sweep_worker(
         sampler=_sampler(sampler_seed),
         plots=plots,
         selection_fraction=selection_fraction,
+        heartbeat_interval=heartbeat_interval,
+        grace_period=grace_period,
     )
     compiled = compile(
         module,

@@ -499,3 +499,20 @@ def test_agent_skill_export_writes_each_agents_layout(
         import yaml
 
         assert set(yaml.safe_load(raw.split("---\n")[1])) == front and raw.endswith(RULE)
+
+
+@pytest.mark.integration
+def test_the_embedded_model_runs_the_text_protocol_loop() -> None:
+    """Kills: an agent loop that cannot run on the embedded default (a message shape the local
+    provider rejects, or turns that bypass the ledger)."""
+    from skillopt_dsl.benchmarks import load_benchmark
+    from skillopt_dsl.benchmarks.table_lookup import TableLookup
+    from skillopt_dsl.lm import SamplingParams
+
+    example = load_benchmark("table_lookup", seed=0, sizes=(8, 12, 12)).val[0]
+    lm = LM("local/smollm2-135m", params=SamplingParams(max_tokens=48))
+    report = sd.evaluate(TableLookup(max_turns=2), [example], lm=lm, threads=1)
+    (record,) = report.records
+    assert record.error is None and isinstance(record.trace, Trajectory)
+    assert 1 <= record.trace.n_turns <= 2 == record.trace.max_turns
+    assert lm.ledger.snapshot().calls == record.trace.n_turns

@@ -14,11 +14,11 @@ from skillopt_dsl.optimizers import Beam, ReflectiveProposer
 from skillopt_dsl.optimizers.beam import BeamMember, BeamState, pareto_front
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.testing.contract import (
-    TRAIN,
-    VAL,
     BAD_EDIT,
     FIX_EDIT,
     NEUTRAL_EDIT,
+    TRAIN,
+    VAL,
     ContractParity,
     contract_reflector,
     contract_target,

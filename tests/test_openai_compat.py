@@ -274,7 +274,7 @@ def test_timeouts_are_retried_then_reported() -> None:
         backend = OpenAICompatBackend("openai/fake", api_base=slow.url, timeout_s=0.2)
         sleeps: list[float] = []
         lm = LM(backend, max_retries=1, sleep=sleeps.append, backoff_base_s=0.0)
-        with pytest.raises(ModelError, match="EndpointTimeout.*within 0.2 s"):
+        with pytest.raises(ModelError, match=r"EndpointTimeout.*within 0\.2 s"):
             lm.complete(MESSAGES)
         assert slow.requests == 2 and len(sleeps) == 1
 

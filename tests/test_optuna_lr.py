@@ -22,9 +22,9 @@ from skillopt_dsl.report import write_sweep_plots
 from skillopt_dsl.sweeps import load_sweep
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.testing.contract import (
+    FIX_EDIT,
     TRAIN,
     VAL,
-    FIX_EDIT,
     ContractParity,
     contract_reflector,
     contract_target,
@@ -96,7 +96,9 @@ def test_sweep_result_reports_every_trial(tmp_path: Path) -> None:
 
 
 def test_stored_sweep_resumes_to_n_trials(tmp_path: Path) -> None:
-    """Kills: a resumed sweep running `n_trials` more trials instead of the remainder."""
+    """Kills: a sweep that does not stop once the study holds `n_trials` finished trials
+    (neither the remainder count nor Optuna's MaxTrialsCallback; the killed-worker test below
+    kills the remainder count alone)."""
     storage = f"sqlite:///{tmp_path / 'sweep.db'}"
     sweep(n_trials=2, storage=storage, study_name="s")
     sweep(n_trials=3, storage=storage, study_name="s")

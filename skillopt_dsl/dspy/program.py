@@ -387,7 +387,8 @@ def _raise_recorded_failure(record: RunRecord) -> None:
     """A budget stop or a failed call anywhere in the run decides the rollout, even if DSPy
     code caught the exception: the budget stops the run, a failed call fails the rollout, and
     any other error on our side of a call (a refused request) is raised as itself, unwrapped."""
-    pass
+    if record.budget_stop is not None:
+        raise record.budget_stop
     if record.model_error is not None:
         raise record.model_error
     if record.other_error is not None:

@@ -59,8 +59,11 @@ class SamplingParams:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready record of every field (what the cache key and config.json hold)."""
-        record = {f.name: getattr(self, f.name) for f in fields(self) if f.name != 'response_format'}
+        record = {f.name: getattr(self, f.name) for f in fields(self)}
         record["stop"] = None if self.stop is None else list(self.stop)
+        record["response_format"] = (
+            None if self.response_format is None else dict(self.response_format)
+        )
         return record
 
     def provider_kwargs(self) -> dict[str, Any]:

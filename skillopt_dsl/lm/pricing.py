@@ -73,7 +73,10 @@ def table_price(model: str) -> Price | None:
         info: Mapping[str, Any] = litellm.get_model_info(model)
     except Exception:  # litellm raises ModelNotMappedError, or a bare Exception for odd names
         return None
-    prompt, completion = _highest(info, "input_cost_per_token"), _highest(info, "output_cost_per_token")
+    prompt, completion = (
+        _highest(info, "input_cost_per_token"),
+        _highest(info, "output_cost_per_token"),
+    )
     if prompt is None or completion is None:
         return None
     return Price(prompt, completion)

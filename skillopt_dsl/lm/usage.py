@@ -300,4 +300,3 @@ class UsageLedger:
         values["error_types"] = MappingProxyType(dict(self._error_types))
         self._state = UsageSnapshot(**values)
         return self._state
-

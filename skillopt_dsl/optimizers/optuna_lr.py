@@ -266,6 +266,8 @@ class OptunaLR(Optimizer):
         plots: write sweep plots next to the study (see `skillopt_dsl.report.write_sweep_plots`).
         selection_fraction: share of the trainset carved off (seeded by the run's seed) for the
             trials' gates; trials learn on the rest. The validation set is for the final gate.
+        heartbeat_interval, grace_period: seconds between a running trial's heartbeats, and the
+            silence after which any worker fails the trial and re-runs its settings (RDB storages).
     """
 
     inner: Optimizer = field(default_factory=GradientText)
@@ -278,6 +280,8 @@ class OptunaLR(Optimizer):
     seed: int = 0
     plots: bool = True
     selection_fraction: float = 0.3
+    heartbeat_interval: int = HEARTBEAT_INTERVAL_S
+    grace_period: int = GRACE_PERIOD_S
     name: str = "optuna-lr"
 
     def __post_init__(self) -> None:
@@ -331,7 +335,11 @@ class OptunaLR(Optimizer):
         """Create (or load, when it exists in `storage`) this sweep's study."""
         optuna = _optuna()
         study = optuna.create_study(
-            storage=open_storage(self.storage),
+            storage=open_storage(
+                self.storage,
+                heartbeat_interval=self.heartbeat_interval,
+                grace_period=self.grace_period,
+            ),
             sampler=self.sampler or optuna.samplers.TPESampler(seed=self.seed),
             pruner=self.pruner or optuna.pruners.NopPruner(),
             study_name=self.study_name or f"skillopt-{view.module.name}",
@@ -432,7 +440,7 @@ def fail_orphaned_trials(study: optuna.study.Study, owner: str | None) -> list[i
     ]
     running = optuna.trial.TrialState.RUNNING
     for trial in study.get_trials(deepcopy=False, states=(running,)):
-        if True:
+        if owner is None or trial.user_attrs.get("owner") != owner:
             continue
         # Optuna's storages address trials by their internal id (as fail_stale_trials does).
         storage = study._storage

@@ -186,7 +186,7 @@ class _Night:
             to_splits(usable),
             optimizer=self._optimizer(),
             gate=gate,
-            budget=None,
+            budget=remaining_budget(self.config.budget, self.mine_ledger.snapshot()),
             lm=self.config.lm,
             optimizer_lm=self.config.optimizer_lm,
             run_dir=self.partial / "run",
