@@ -31,7 +31,8 @@ LRS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5)
 GRACE_S = 2
 """A RUNNING trial silent for longer than this is failed and re-run (heartbeat every 1 s)."""
 
-WORKER = """
+WORKER = (
+    """
 import sys, time
 from pathlib import Path
 from skillopt_dsl.data import Splits
@@ -68,7 +69,9 @@ run_sweep_worker(
     lm=ScriptedLM(contract_target), optimizer_lm=GatedReflector(), sampler_seed=0, run_dir=run_dir,
     heartbeat_interval=1, grace_period=%d,
 )
-""" % GRACE_S
+"""
+    % GRACE_S
+)
 
 
 def _pg_bindir() -> Path | None:
@@ -166,15 +169,11 @@ def test_three_workers_one_killed_mid_trial(postgres_url: str, tmp_path: Path) -
     forever and its settings are never scored), a failed trial not re-run with its settings
     (`RetryFailedTrialCallback` missing), workers overshooting or duplicating trials, and any
     dependence of a trial's result on which worker ran it (best skill differs from one worker's)."""
-    solo = tmp_path / "solo"
-    solo.mkdir()
-    _enqueued_study(postgres_url, "solo")
-    _finish(_worker(postgres_url, "solo", "solo", solo))
-    reference = load_sweep(postgres_url, "solo")
-
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    _enqueued_study(postgres_url, "shared")
+    solo, shared = tmp_path / "solo", tmp_path / "shared"
+    for folder in (solo, shared):
+        folder.mkdir()
+        _enqueued_study(postgres_url, folder.name)
+    alone = _worker(postgres_url, "solo", "solo", solo)  # the reference, on its own study
     victim = _worker(postgres_url, "shared", "victim", shared)
     survivors = [_worker(postgres_url, "shared", r, shared) for r in ("worker-a", "worker-b")]
     for role in ("victim", "worker-a", "worker-b"):
@@ -183,13 +182,15 @@ def test_three_workers_one_killed_mid_trial(postgres_url: str, tmp_path: Path) -
     victim.wait(timeout=30)
     time.sleep(GRACE_S + 1.5)  # the victim's heartbeat is now stale
     (shared / "go").touch()
-    for worker in survivors:
+    for worker in [*survivors, alone]:
         _finish(worker)
+    reference = load_sweep(postgres_url, "solo")
 
     result = load_sweep(postgres_url, "shared")
     complete = [t for t in result.trials if t.state.name == "COMPLETE"]
     failed = [t for t in result.trials if t.state.name == "FAIL"]
-    assert sorted(t.params["lr"] for t in complete) == sorted(LRS), "a trial lost or duplicated"
+    seen = [(t.number, t.state.name, t.params) for t in result.trials]
+    assert sorted(t.params["lr"] for t in complete) == sorted(LRS), f"lost or duplicated: {seen}"
     assert len({t.number for t in complete}) == len(LRS)
     assert len(failed) == 1 and failed[0].params in [t.params for t in complete]
     assert {t.state.name for t in result.trials} == {"COMPLETE", "FAIL"}, "a trial left behind"

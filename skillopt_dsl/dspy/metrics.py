@@ -37,7 +37,7 @@ def metric_form(metric: Callable[..., Any]) -> MetricForm:
     varargs = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
     names = {p.name for p in params}
     if varargs or len(positional) >= 5 or {"pred_name", "pred_trace"} <= names:
-        return "trace"
+        return "feedback"
     if len(positional) >= 3 or "trace" in names:
         return "trace"
     return "plain"

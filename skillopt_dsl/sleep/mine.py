@@ -43,7 +43,7 @@ __all__ = ["MineStats", "cluster_tasks", "heuristic_task", "mine_sessions"]
 logger = logging.getLogger(__name__)
 
 MAX_TRANSCRIPT_CHARS = 6000
-CLUSTER_SIMILARITY = 101.0
+CLUSTER_SIMILARITY = 85.0
 
 MINE_SYSTEM = """You read one session between a developer and their coding agent and write up to 3
 checkable tasks that the agent should be able to do well next time.
