@@ -21,7 +21,7 @@ from skillopt_dsl.baselines import Baseline, baseline_warning, constant_baseline
 from skillopt_dsl.driver import CompileContext, StepRecord
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.evaluate import evaluate
-from skillopt_dsl.export import export_agent_skill, export_skill
+from skillopt_dsl.export import AgentKind, export_agent_skill, export_skill
 from skillopt_dsl.gate import Gate, GateDecision
 from skillopt_dsl.lm import (
     LM,
@@ -80,9 +80,13 @@ class CompileResult:
         validation without a test score); None when it does or there is no label set."""
         return baseline_warning(self.baseline, self.val_score, self.test_score)
 
-    def export(self, path: str | Path, *, format: str = "md") -> Path:
+    def export(
+        self, path: str | Path, *, format: str = "md", agent: AgentKind = "claude"
+    ) -> Path:
         """Write the best skill: `format="md"` → a best_skill.md file at `path`;
-        `format="agent-skill"` → `<path>/<name>/SKILL.md`."""
+        `format="agent-skill"` → the layout `agent` reads (`"claude"` / `"codex"`:
+        `<path>/<name>/SKILL.md` with that agent's front matter; `"agents-md"`:
+        `<path>/AGENTS.md`); see `export_agent_skill`."""
         if format == "md":
             return export_skill(self.best_skill, path, self.metadata)
         if format == "agent-skill":
@@ -95,6 +99,7 @@ class CompileResult:
                 name=str(self.metadata.get("name", "skill")),
                 description=description,
                 metadata={"val_score": self.val_score},
+                agent=agent,
             )
         raise UserInputError(f"unknown export format {format!r}; choose 'md' or 'agent-skill'")
 

@@ -50,3 +50,22 @@ def test_unclosed_front_matter_is_an_error(tmp_path: Path) -> None:
     path.write_text("---\nname: x\nbody", encoding="utf-8")
     with pytest.raises(sd.UserInputError, match="never closed"):
         sd.load_skill(path)
+
+
+def test_compile_result_exports_for_each_agent(tmp_path: Path) -> None:
+    """Kills: `CompileResult.export(format="agent-skill")` ignoring `agent=` (always Claude's
+    layout, so a Codex user gets front matter Codex rejects and no AGENTS.md)."""
+    result = sd.compile(
+        Parity(),
+        parity_examples(0, 4),
+        parity_examples(100, 4),
+        lm=ScriptedLM(lambda m: "even"),
+        optimizer_lm=ScriptedLM(lambda m: "{}"),
+        budget=sd.Budget(max_calls=40),
+    )
+    agents_md = result.export(tmp_path / "repo", format="agent-skill", agent="agents-md")
+    assert agents_md == (tmp_path / "repo" / "AGENTS.md").resolve()
+    assert agents_md.read_text(encoding="utf-8") == result.best_skill.text
+    codex = result.export(tmp_path / "codex", format="agent-skill", agent="codex")
+    front = yaml.safe_load(codex.read_text(encoding="utf-8").split("---\n")[1])
+    assert set(front) == {"name", "description"}
