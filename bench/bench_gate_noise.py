@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Parity, parity_examples, print_table, timer, write_results
 
 import skillopt_dsl as sd
+from skillopt_dsl.evaluate import EvaluationReport, Rollout
 from skillopt_dsl.optimizers import EditGroup, GradientText, ProposalRequest, Proposer
 from skillopt_dsl.skill import Add
-from skillopt_dsl.evaluate import EvaluationReport, Rollout
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.types import Prediction
 

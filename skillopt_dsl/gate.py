@@ -196,9 +196,7 @@ class Gate:
         if not 0 < self.alpha < 1:
             raise UserInputError(f"alpha must be in (0, 1), got {self.alpha}")
         if self.spending not in ("run", "per-decision"):
-            raise UserInputError(
-                f"spending must be 'run' or 'per-decision', got {self.spending!r}"
-            )
+            raise UserInputError(f"spending must be 'run' or 'per-decision', got {self.spending!r}")
         names = [g.name for g in self.guards]
         if len(set(names)) != len(names):
             raise UserInputError(f"guard names must be unique, got {names}")
@@ -302,7 +300,9 @@ def credited_pairs(
     for held in incumbent.records:
         challenger = by_id[held.example_id]
         credit = 0.0 if held.error is not None else 1.0
-        pairs.append((credit * _credited(challenger, challenger.score), _credited(held, held.score)))
+        pairs.append(
+            (credit * _credited(challenger, challenger.score), _credited(held, held.score))
+        )
     return pairs
 
 

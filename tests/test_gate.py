@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import skillopt_dsl as sd
-from skillopt_dsl.evaluate import EvaluationReport, Rollout
 from skillopt_dsl import gate as gate_module
+from skillopt_dsl.evaluate import EvaluationReport, Rollout
 from skillopt_dsl.gate import paired_test
 from skillopt_dsl.optimizers import Beam, GradientText, Optimizer, ReflectiveProposer
 from skillopt_dsl.testing import ScriptedLM
@@ -128,9 +128,7 @@ def test_exact_signed_rank_matches_enumeration() -> None:
 
 def _midranks(values: list[float]) -> list[float]:
     ordered = sorted(values)
-    return [
-        (ordered.index(v) + 1 + len(ordered) - ordered[::-1].index(v)) / 2 for v in values
-    ]
+    return [(ordered.index(v) + 1 + len(ordered) - ordered[::-1].index(v)) / 2 for v in values]
 
 
 def test_normal_approximation_agrees_with_the_exact_test(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -171,7 +169,9 @@ def test_failed_calls_never_score_for_the_incumbent() -> None:
 
 
 def test_all_failing_candidate_rejected_through_compile() -> None:
-    """Kills: a failed call scored by the metric (evaluate calling the metric on a failed rollout).
+    """Kills: a failed call scored by the metric end to end (evaluate calling the metric on a
+    failed rollout *and* the gate trusting that score; each layer alone is killed by
+    `test_failed_call_scores_zero_without_calling_any_metric` and the credited-score tests above).
 
     The metric says 1.0 for anything that is not a wrong answer (so 1.0 on a failed call); the
     proposed line makes every target call fail. Scored by the metric, the candidate would reach

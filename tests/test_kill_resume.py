@@ -54,7 +54,7 @@ def reflector(messages):
                                   "rationale": "r"}]})
 
 result = sd.compile(
-    Parity(), parity_examples(0, 16), parity_examples(100, 12),
+    Parity(), parity_examples(0, 16), parity_examples(100, 72),
     optimizer=GradientText(proposers=[ReflectiveProposer(read_successes=False)], epochs=3,
                            batch_size=8, lr=1.0),
     lm=ScriptedLM(target), optimizer_lm=ScriptedLM(reflector, model="scripted/reflector"),
@@ -97,6 +97,8 @@ def versions(run_dir: Path) -> dict[str, str]:
 
 
 def test_sigkill_at_ten_seeded_points_then_resume_equals_uninterrupted(tmp_path: Path) -> None:
+    """Kills: a resume that re-scores, re-spends or loses an accepted step (72 validation
+    examples: each rule fixes 12, enough for the run-level significance of its decision)."""
     reference_dir = tmp_path / "reference"
     code, reference = run_script(tmp_path, reference_dir, kill_at=0, resume=False)
     assert code == 0

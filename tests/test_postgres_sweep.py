@@ -31,8 +31,7 @@ LRS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5)
 GRACE_S = 2
 """A RUNNING trial silent for longer than this is failed and re-run (heartbeat every 1 s)."""
 
-WORKER = (
-    """
+WORKER = """
 import sys, time
 from pathlib import Path
 from skillopt_dsl.data import Splits
@@ -43,7 +42,7 @@ from skillopt_dsl.testing.contract import (
     ContractParity, contract_examples, contract_reflector, contract_target,
 )
 
-storage, study, n_trials, role, flags, run_dir = sys.argv[1:7]
+storage, study, n_trials, role, flags, run_dir, grace = sys.argv[1:8]
 flags = Path(flags)
 
 class GatedReflector:
@@ -67,11 +66,9 @@ run_sweep_worker(
     ContractParity(), splits, storage=storage, study_name=study, n_trials=int(n_trials),
     inner=GradientText(proposers=[ReflectiveProposer(read_successes=False)], epochs=2),
     lm=ScriptedLM(contract_target), optimizer_lm=GatedReflector(), sampler_seed=0, run_dir=run_dir,
-    heartbeat_interval=1, grace_period=%d,
+    heartbeat_interval=1, grace_period=int(grace),
 )
 """
-    % GRACE_S
-)
 
 
 def _pg_bindir() -> Path | None:
@@ -141,7 +138,7 @@ def _worker(url: str, study: str, role: str, tmp: Path) -> subprocess.Popen[str]
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     argv = [sys.executable, str(script), url, study, str(len(LRS)), role, str(tmp)]
     return subprocess.Popen(
-        [*argv, str(tmp / f"run-{role}")],
+        [*argv, str(tmp / f"run-{role}"), str(GRACE_S)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -34,7 +34,7 @@ VAL = parity_examples(100, 30)  # enough for the fix to be significant under the
 GOOD = {"kind": "add", "after": None, "text": "Check if divisible by 2.", "rationale": "parity"}
 NOISE = {"kind": "add", "after": None, "text": "Be brief.", "rationale": "style"}
 RAISING = ("exception", "timeout", "rate_limit")
-RETRY_AFTER_S = 7.0  # above the largest jittered backoff used here (0.5 * 2**3 = 4 s)
+RETRY_AFTER_S = 7.0  # above the largest jittered backoff used here (capped at 4 s)
 
 
 def reflector_respond(messages: list[dict[str, str]]) -> str:
@@ -49,7 +49,13 @@ def faulty_lm(
     backend = FaultyBackend(
         ScriptedLM(respond), rate=rate, seed=seed, kinds=kinds, retry_after_s=RETRY_AFTER_S
     )
-    client = LM(backend, max_retries=retries, sleep=sleeps.append, rng=random.Random(seed))
+    client = LM(
+        backend,
+        max_retries=retries,
+        backoff_max_s=4.0,  # so only a Retry-After can ask for RETRY_AFTER_S
+        sleep=sleeps.append,
+        rng=random.Random(seed),
+    )
     return client, backend
 
 

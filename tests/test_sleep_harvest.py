@@ -12,7 +12,12 @@ import pytest
 
 from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.sleep.harvest import ProjectMatcher, harvest
-from skillopt_dsl.sleep.sources import ClaudeCodeSource, CodexSource, GenericJsonlSource, make_sources
+from skillopt_dsl.sleep.sources import (
+    ClaudeCodeSource,
+    CodexSource,
+    GenericJsonlSource,
+    make_sources,
+)
 
 HOME = Path(__file__).parent / "fixtures" / "sleep" / "home"
 SHOP = ProjectMatcher(("/work/shop",))

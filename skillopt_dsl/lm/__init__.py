@@ -7,6 +7,7 @@ from skillopt_dsl.lm.base import Backend, Completion, Message, SamplingParams
 from skillopt_dsl.lm.cache import ResponseCache
 from skillopt_dsl.lm.client import DEFAULT_MODEL, LM, LMResponse, resolve_lm
 from skillopt_dsl.lm.litellm_backend import LiteLLMBackend
+from skillopt_dsl.lm.openai_compat import OpenAICompatBackend
 from skillopt_dsl.lm.pricing import Price
 from skillopt_dsl.lm.usage import Budget, UsageLedger, UsageSnapshot
 
@@ -19,6 +20,7 @@ __all__ = [
     "LMResponse",
     "LiteLLMBackend",
     "Message",
+    "OpenAICompatBackend",
     "Price",
     "ResponseCache",
     "SamplingParams",

@@ -181,10 +181,12 @@ def open_storage(
         "grace_period": grace_period,
         _retry_kwarg(): _retry_callback(),
     }
-    if storage.startswith("sqlite:"):
-        return _sqlite_storage(storage, heartbeat)
-    if storage.startswith(("postgresql", "mysql")):
-        return optuna.storages.RDBStorage(storage, **heartbeat)  # type: ignore[no-any-return]
+    with warnings.catch_warnings():  # Optuna marks the heartbeat arguments experimental
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if storage.startswith("sqlite:"):
+            return _sqlite_storage(storage, heartbeat)
+        if storage.startswith(("postgresql", "mysql")):
+            return optuna.storages.RDBStorage(storage, **heartbeat)  # type: ignore[no-any-return]
     raise UserInputError(
         f"unknown storage {storage!r}; use 'sqlite:///sweep.db', 'postgresql://user@host/db', "
         "or a JournalFile path ending in .log or .journal"
@@ -192,10 +194,13 @@ def open_storage(
 
 
 def _retry_callback() -> Any:
-    """Optuna's callback that re-enqueues a failed trial's settings (renamed in Optuna 4.9)."""
+    """Optuna's callback that re-enqueues a failed trial's settings (renamed in Optuna 4.9;
+    marked experimental there, a warning this library does not pass on to its users)."""
     optuna = _optuna()
     retry = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
-    return (retry or optuna.storages.RetryFailedTrialCallback)()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return (retry or optuna.storages.RetryFailedTrialCallback)()
 
 
 def _retry_kwarg() -> str:

@@ -12,7 +12,6 @@ new ones, never a mix. `rollback` restores the last adopted night's backups the 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -312,8 +311,3 @@ def night_status(project: SleepProject) -> list[dict[str, object]]:
 def journal_pending(project: SleepProject) -> bool:
     """True when an adopt or rollback was interrupted (it is undone at the next command)."""
     return project.journal_path.exists()
-
-
-def load_json(path: Path) -> object:
-    """A JSON file's content."""
-    return json.loads(path.read_text(encoding="utf-8"))

@@ -26,7 +26,6 @@ from skillopt_dsl.sleep.consolidate import (
     gate_minimum_val,
     remaining_budget,
 )
-from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.sleep.harvest import HarvestResult, HarvestStats, harvest, utc_now
 from skillopt_dsl.sleep.live import LiveFiles
 from skillopt_dsl.sleep.mine import MineStats, mine_sessions
@@ -328,11 +327,3 @@ def _spend(mining: UsageSnapshot, compiled: UsageSnapshot | None) -> dict[str, A
         "compile_calls": compiled.calls if compiled is not None else 0,
         "cache_hits": sum(p.cache_hits for p in parts),
     }
-
-
-def require_project(path: Path) -> SleepProject:
-    """The project at `path` or a clear error."""
-    try:
-        return SleepProject.open(path)
-    except SleepError:
-        raise
