@@ -515,7 +515,7 @@ def _print_compile(result: CompileResult, wall_s: float) -> None:
 @app.command("sweep")
 def sweep_command(
     recipe: RecipeArg,
-    n_trials: Annotated[int, typer.Option("--n-trials", min=1, help="Trials this worker runs.")],
+    n_trials: Annotated[int, typer.Option("--n-trials", min=1, help="Finished trials the study must reach (shared by every worker; a resume runs only the rest).")],
     storage: Annotated[
         str | None,
         typer.Option(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from skillopt_dsl.driver import LearningRateBound, RunView, Verdict
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.beam import Beam
 from skillopt_dsl.optimizers.gradient_text import GradientText
@@ -26,13 +27,16 @@ __all__ = [
     "EditGroup",
     "FormatRuleProposer",
     "GradientText",
+    "LearningRateBound",
     "Optimizer",
     "OptunaLR",
     "ProposalRequest",
     "Proposer",
     "ReflectiveProposer",
     "RejectedCandidate",
+    "RunView",
     "SweepResult",
     "TrialRecord",
+    "Verdict",
     "lr_at",
 ]
