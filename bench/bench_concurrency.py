@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import re
 import time
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from skillopt_dsl.testing import FakeOpenAIServer
 
 THREADS = (1, 8, 32, 128)
 KEY = "sk-fake"
+os.environ.setdefault("OPENAI_API_KEY", KEY)  # both of our paths read it, as litellm does
 _NUMBER = re.compile(r"(\d+)\s*(?:\n|$)")
 
 Measured = tuple[float, float] | None

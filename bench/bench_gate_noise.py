@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import functools
 import hashlib
+import logging
 import math
 import os
 import sys
@@ -41,6 +42,10 @@ from skillopt_dsl.optimizers import EditGroup, GradientText, ProposalRequest, Pr
 from skillopt_dsl.skill import Add
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.types import Prediction
+
+# Tens of thousands of runs: their per-run warnings (e.g. "does not beat the constant answer",
+# true of noise by design) would drown the table.
+logging.getLogger("skillopt_dsl").setLevel(logging.ERROR)
 
 FLIP = 0.2
 USEFUL = "Check the last digit: 0, 2, 4, 6 or 8 means even."

@@ -25,7 +25,7 @@ LOCAL_PREFIX = "local/"
 class Price:
     """USD per prompt token, per completion token, and per call (all >= 0).
 
-    >>> Price(1e-6, 2e-6).cost(prompt_tokens=100, completion_tokens=10)
+    >>> round(Price(1e-6, 2e-6).cost(prompt_tokens=100, completion_tokens=10), 8)
     0.00012
     """
 
