@@ -643,8 +643,8 @@ def _summary_rows(record: RunRecord) -> list[tuple[str, Any]]:
     return [
         ("config", "config.json" if config else "none (a sweep trial's run records none)"),
         ("module", config.get("module")),
-        ("target model", config.get("lm")),
-        ("optimizer model", config.get("optimizer_lm")),
+        ("target model", _model_name(config.get("lm"))),
+        ("optimizer model", _model_name(config.get("optimizer_lm"))),
         (
             "optimizer",
             f"{optimizer.get('optimizer', '?')} ({settings})"
@@ -897,3 +897,12 @@ def _study_plots(
             len(complete),
         )
     return plots
+
+
+def _model_name(identity: Any) -> Any:
+    """The model string of a recorded `LM.identity()` (with its endpoint when one was set);
+    older runs recorded the bare string."""
+    if not isinstance(identity, dict):
+        return identity
+    base = identity.get("api_base")
+    return f"{identity.get('model')} @ {base}" if base else identity.get("model")

@@ -37,6 +37,11 @@ def _dumps(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False, sort_keys=True, default=str)
 
 
+RESUMABLE_SETTINGS = frozenset({"budget"})
+"""Config keys a resume may change: a budget can be raised to continue a run that ran out
+(it changes how far the run goes, never what any answer or score is)."""
+
+
 def config_changes(old: Any, new: Any, path: str = "") -> list[str]:
     """Every difference between two JSON configs, as `"lm.api_base: 'http://a' -> 'http://b'"`.
 
@@ -81,7 +86,11 @@ class RunDirectory:
         target = self.path / "config.json"
         if resume and target.exists():
             on_disk = json.loads(target.read_text(encoding="utf-8"))
-            changes = config_changes(on_disk, json.loads(_dumps(config)))
+            current = json.loads(_dumps(config))
+            changes = config_changes(
+                {k: v for k, v in on_disk.items() if k not in RESUMABLE_SETTINGS},
+                {k: v for k, v in current.items() if k not in RESUMABLE_SETTINGS},
+            )
             if changes:
                 raise RunDirError(
                     f"cannot resume {self.path}: the settings differ from the original run "
@@ -89,6 +98,10 @@ class RunDirectory:
                     "the run's cache and scores hold, so resume with the original settings "
                     "(restore each one above to its old value) or start a new run_dir."
                 )
+            raised = config_changes(on_disk, current)
+            if raised:  # only resumable settings (the budget) changed: record the new ones
+                logger.info("resuming %s with new settings: %s", self.path, "; ".join(raised))
+                atomic_write_text(target, json.dumps(current, indent=2) + "\n")
             return
         if not resume and (self.path / "checkpoint.json").exists():
             raise RunDirError(

@@ -326,3 +326,39 @@ def test_compile_resume_refuses_a_changed_endpoint(tmp_path: Path) -> None:
             sd.compile(Parity(), train, val, lm=_fake_endpoint_lm(b.url), optimizer_lm=reflector,
                        optimizer=optimizer, run_dir=tmp_path, resume=True)  # fmt: skip
         assert b.requests == 0
+
+
+def test_a_run_that_ran_out_resumes_with_a_raised_budget(tmp_path: Path) -> None:
+    """Kills: the resume check treating the budget as a model setting, which refuses exactly
+    what the `BudgetExceeded` message tells the user to do ("raise Budget.max_calls to
+    continue"), and a raised budget that is not recorded in config.json."""
+    target = ScriptedLM(parity_target)
+
+    def run(max_calls: int, resume: bool) -> sd.CompileResult:
+        return sd.compile(
+            Parity(),
+            parity_examples(0, 6),
+            parity_examples(100, 6),
+            lm=target,
+            optimizer_lm=ScriptedLM(lambda m: "{}"),
+            budget=sd.Budget(max_calls=max_calls),
+            run_dir=tmp_path / "run",
+            resume=resume,
+        )
+
+    assert run(20, resume=False).stop_reason == "budget"
+    resumed = run(400, resume=True)
+    assert resumed.usage.calls > 20
+    config = json.loads((tmp_path / "run" / "config.json").read_text(encoding="utf-8"))
+    assert config["budget"]["max_calls"] == 400
+    with pytest.raises(RunDirError, match="seed"):
+        sd.compile(
+            Parity(),
+            parity_examples(0, 6),
+            parity_examples(100, 6),
+            lm=target,
+            budget=sd.Budget(max_calls=400),
+            run_dir=tmp_path / "run",
+            resume=True,
+            seed=1,
+        )

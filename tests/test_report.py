@@ -160,6 +160,8 @@ def test_html_holds_summary_gate_log_and_escaped_diff(run_dir: Path, written: li
     assert "+Check if the number is divisible by 2." in text
     assert "&lt;b&gt;even&lt;/b&gt; &amp; nothing else." in raw
     assert "<b>even</b>" not in raw, "skill text is escaped, never interpreted"
+    # Kills: printing the recorded LM identity record whole instead of the model's name.
+    assert "scripted/reflector" in text and "'sampling'" not in text
 
 
 def test_scores_sit_beside_the_constant_answer_in_html_and_markdown(
