@@ -16,7 +16,7 @@ Two levels, same outcomes and same gates:
 - **gate**: the same decisions made directly on `Gate.decide` exactly as the driver makes them
   (`decision_index` = decisions so far, the incumbent replaced on accept), for every size.
 
-Run: `python bench/bench_gate_noise.py` (about 1.5 min on 2 cores).
+Run: `python bench/bench_gate_noise.py` (about 2 min of CPU: 1 min on 2 idle cores).
 """
 
 from __future__ import annotations

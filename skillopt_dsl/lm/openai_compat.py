@@ -144,7 +144,7 @@ class OpenAICompatBackend:
         """What besides sampling parameters changes an answer (no secrets): the same record
         `LiteLLMBackend` gives for this model, endpoint and extras, so both share cache entries."""
         return {
-            "model": self._wire_name,
+            "model": self._model,
             "api_base": self._given_base,
             "provider_params": {
                 k: v for k, v in sorted(self._extra.items()) if not is_secret_name(k)
