@@ -97,12 +97,13 @@ class OpenAICompatBackend:
             `OPENAI_API_BASE` or `OPENAI_BASE_URL` from the environment, else OpenAI's.
         api_key: sent as `Authorization: Bearer ...`; default the `OPENAI_API_KEY` environment
             variable (as litellm does), and no header when neither is set (local servers).
-        extra: additional request fields (`top_p`, `stop`, ...), never the reserved ones.
+        extra: additional provider request fields (`user`, `logit_bias`, ...); sampling
+            parameters belong in `SamplingParams`. Part of `identity()` unless secret-looking.
         timeout_s: per-request connect/read/write timeout.
         max_connections: the pooled connection limit (keep-alive connections are reused).
 
     `generate` is thread-safe: all threads share one `httpx.Client`. Call `close()` to release
-    its connections early; they are closed with the backend otherwise.
+    its pooled connections early; otherwise they live as long as the backend.
     """
 
     def __init__(
