@@ -252,6 +252,7 @@ def _config(
             "min_delta": chosen_gate.min_delta,
             "test": chosen_gate.test,
             "alpha": chosen_gate.alpha,
+            "spending": chosen_gate.spending,
             "guards": [g.name for g in chosen_gate.guards],
         },
     }
