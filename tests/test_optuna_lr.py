@@ -239,3 +239,25 @@ def test_heartbeat_fails_a_silent_trial_and_re_enqueues_it(tmp_path: Path) -> No
 
 def study_of_named(path: Path, name: str) -> optuna.study.Study:
     return optuna.load_study(study_name=name, storage=f"sqlite:///{path}")
+
+
+def test_racing_workers_never_run_more_than_n_trials(tmp_path: Path) -> None:
+    """Kills: a worker starting a fresh trial while the study's last remaining trials still run
+    in other workers (the study then ends with n+1 COMPLETE trials): a trial created after
+    `n_trials` lower-numbered trials are finished, running or queued is surplus, and a worker
+    whose remaining trials are all running elsewhere waits instead of starting one."""
+    from skillopt_dsl.optimizers.optuna_lr import _all_claimed, _is_surplus
+
+    study = optuna.create_study(
+        storage=open_storage(f"sqlite:///{tmp_path / 'race.db'}"), study_name="race"
+    )
+    done = study.ask()
+    study.tell(done, 0.5)
+    elsewhere = study.ask()  # RUNNING in another worker
+    assert _all_claimed(study, finished=1, n_trials=2)
+    late = study.ask()  # a worker that looked before `elsewhere` was created
+    assert _is_surplus(late, n_trials=2) and not _is_surplus(elsewhere, n_trials=2)
+    assert not _is_surplus(late, n_trials=3) and not _all_claimed(study, 1, n_trials=4)
+    in_memory = optuna.create_study()
+    in_memory.ask()
+    assert not _all_claimed(in_memory, finished=0, n_trials=1), "no heartbeat: never wait"

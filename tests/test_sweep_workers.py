@@ -61,11 +61,18 @@ def test_two_workers_share_one_study(tmp_path: Path, kind: str) -> None:
     _run_workers(tmp_path, storage, "shared", n_trials=4)
     result = load_sweep(storage, "shared")
     numbers = [t.number for t in result.trials]
-    # Each worker stops once the study holds 4 finished trials; the other may finish one in
-    # flight, so the study ends with 4 or 5.
     assert sorted(numbers) == list(range(len(numbers))), "a trial was lost or duplicated"
-    assert 4 <= len(numbers) <= 5, numbers
-    assert all(t.state.name == "COMPLETE" for t in result.trials)
+    complete = [t for t in result.trials if t.state.name == "COMPLETE"]
+    surplus = [t for t in result.trials if t.state.name == "FAIL" and not t.params]
+    assert len(complete) + len(surplus) == len(numbers), "only surplus trials fail, unrun"
+    if kind == "sqlite":
+        # A heartbeat storage: a worker whose remaining trials all run elsewhere waits, and a
+        # trial started in a race is failed unrun, so the study ends with exactly n_trials.
+        assert len(complete) == 4, [(t.number, t.state.name) for t in result.trials]
+    else:
+        # A journal has no heartbeat (a dead worker's trial would stay RUNNING), so workers
+        # never wait on each other: one trial in flight may finish, 4 or 5 in all.
+        assert 4 <= len(complete) <= 5 and not surplus, numbers
     assert result.trials[0].params == {"lr": 0.3}, "the seed configuration runs first"
     assert result.best is not None and result.best.value == 1.0
-    assert all(t.skill_hash is not None and t.calls >= 0 for t in result.trials)
+    assert all(t.skill_hash is not None and t.calls >= 0 for t in complete)

@@ -359,16 +359,18 @@ class OptunaLR(Optimizer):
     def optimize(self, view: RunView) -> None:
         if view.optimizer_state.get("submitted"):
             return
-        optuna = _optuna()
         study = self.create_study(view)
         owner = _owner(view)
         fail_orphaned_trials(study, owner)
         sweep = _Sweep(self, view, view.selection_split(self.selection_fraction), owner)
-        remaining = self.n_trials - finished_trials(study)
-        if remaining > 0:
-            states = tuple(getattr(optuna.trial.TrialState, name) for name in FINISHED)
-            stop_at_n = optuna.study.MaxTrialsCallback(self.n_trials, states=states)
-            study.optimize(sweep.objective, n_trials=remaining, callbacks=[stop_at_n])
+        while not sweep.budget_hit and (finished := finished_trials(study)) < self.n_trials:
+            if _all_claimed(study, finished, self.n_trials):
+                # Every remaining trial is running in another worker: wait for them (a killed
+                # worker's trial is failed by its heartbeat and re-queued, then run here).
+                fail_orphaned_trials(study, None)
+                time.sleep(CLAIM_POLL_S)
+                continue
+            study.optimize(sweep.objective, n_trials=1, catch=(SurplusTrial,))
         result = self._record(view, study)
         self._submit(view, study, result)
         if sweep.budget_hit:
@@ -417,6 +419,45 @@ class OptunaLR(Optimizer):
             )
             return
         view.submit(candidate, lr=lrs, step=0, epoch=0, kind="sweep", state_after=lambda _v: state)
+
+
+CLAIM_POLL_S = 0.5
+"""Seconds a worker waits between looks at a study whose remaining trials all run elsewhere."""
+
+_CLAIMING = ("COMPLETE", "PRUNED", "RUNNING", "WAITING")
+
+
+class SurplusTrial(Exception):
+    """A trial created after `n_trials` earlier trials were already claimed; it is failed
+    unrun, so a study shared by racing workers ends with exactly `n_trials` finished trials."""
+
+
+def _heartbeat(study: optuna.study.Study) -> bool:
+    """Whether the study's storage fails trials whose worker died (RDB storages)."""
+    interval = getattr(study._storage, "get_heartbeat_interval", lambda: None)()
+    return interval is not None
+
+
+def _all_claimed(study: optuna.study.Study, finished: int, n_trials: int) -> bool:
+    """True when running trials fill every remaining slot and none is queued; only on storages
+    with a heartbeat, where a dead worker's trial cannot stay RUNNING forever."""
+    if not _heartbeat(study):
+        return False
+    states = [t.state.name for t in study.get_trials(deepcopy=False)]
+    return "WAITING" not in states and finished + states.count("RUNNING") >= n_trials
+
+
+def _is_surplus(trial: optuna.trial.Trial, n_trials: int) -> bool:
+    """True when `n_trials` lower-numbered trials are finished, running or queued (trial
+    numbers are assigned atomically by the storage, so racing workers agree on the order)."""
+    if not _heartbeat(trial.study):
+        return False
+    earlier = [
+        t
+        for t in trial.study.get_trials(deepcopy=False)
+        if t.number < trial.number and t.state.name in _CLAIMING
+    ]
+    return len(earlier) >= n_trials
 
 
 def finished_trials(study: optuna.study.Study) -> int:
@@ -498,7 +539,10 @@ class _Sweep:
 
     def objective(self, trial: optuna.trial.Trial) -> float:
         """Run the inner optimizer with the trial's settings; the value is its gated score on
-        the selection split."""
+        the selection split. A trial started after `n_trials` others were already claimed (two
+        workers starting at once) is failed as surplus before it runs anything."""
+        if _is_surplus(trial, self.owner.n_trials):
+            raise SurplusTrial(f"trial {trial.number}: {self.owner.n_trials} trials are claimed")
         if self.run_owner is not None:
             trial.set_user_attr("owner", self.run_owner)
         params = {n: _suggest(trial, n, s) for n, s in self.owner.search_space.items()}
