@@ -476,3 +476,36 @@ def test_llm_judge_accepts_a_backend_like_any_model_argument() -> None:
     example = Example(id="j1", inputs={"q": "x"}, labels={"answer": "a"})
     score = call_metric(judge, example, Prediction({"answer": "a"}))
     assert score.value == 1.0 and len(fake.calls) == 1
+
+
+def test_gepa_feedback_metric_and_prediction_result_become_a_score() -> None:
+    """Kills: `call_metric` calling a GEPA-style `(gold, pred, trace, pred_name, pred_trace)`
+    metric with two arguments (TypeError -> MetricError), and `to_score` refusing a
+    `dspy.Prediction(score=, feedback=)`-style result (its feedback would never reach
+    reflection)."""
+    seen: list[tuple[Any, ...]] = []
+
+    @dataclass
+    class Verdict:
+        score: float
+        feedback: str
+
+    def gepa_metric(gold: Any, pred: Any, trace: Any, pred_name: Any, pred_trace: Any) -> Verdict:
+        seen.append((trace, pred_name, pred_trace))
+        right = pred.outputs["answer"] == gold.answer
+        return Verdict(1.0 if right else 0.0, "right" if right else "say the number")
+
+    assert call_metric(gepa_metric, ex("12"), pred("12")) == Score(1.0, feedback="right")
+    assert call_metric(gepa_metric, ex("12"), pred("13")) == Score(0.0, "say the number")
+    assert seen == [(None, None, None), (None, None, None)]
+    with pytest.raises(MetricError):
+        call_metric(lambda g, p: Verdict(1.5, "too high"), ex("12"), pred("12"))
+
+
+def test_dspy_prediction_result_is_a_score() -> None:
+    """Kills: the same refusal for a real `dspy.Prediction` (skipped without the [dspy] extra)."""
+    dspy = pytest.importorskip("dspy", reason="the [dspy] extra is not installed")
+    result = call_metric(
+        lambda g, p: dspy.Prediction(score=0.5, feedback="half"), ex("1"), pred("1")
+    )
+    assert result == Score(0.5, feedback="half")

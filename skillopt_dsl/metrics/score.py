@@ -37,7 +37,9 @@ class Score:
 
 
 Metric = Callable[..., "float | bool | Score"]
-"""Any callable `(example, prediction) -> float | bool | Score` (DSPy's `trace=None` form too)."""
+"""Any callable `(example, prediction) -> float | bool | Score`; DSPy's `(gold, pred, trace=None)`
+and GEPA's `(gold, pred, trace, pred_name, pred_trace)` forms and a `dspy.Prediction(score=,
+feedback=)` result are accepted too."""
 
 
 def metric_name(metric: Callable[..., Any]) -> str:
@@ -54,10 +56,26 @@ def _takes_trace(metric: Callable[..., Any]) -> bool:
     return "trace" in params
 
 
+def _takes_feedback_args(metric: Callable[..., Any]) -> bool:
+    """GEPA's feedback form: `(gold, pred, trace, pred_name, pred_trace)`."""
+    try:
+        params = inspect.signature(metric).parameters
+    except (TypeError, ValueError):
+        return False
+    return "pred_name" in params and "pred_trace" in params
+
+
 def to_score(result: object, *, metric: str = "metric", example_id: str | None = None) -> Score:
-    """Convert a metric's return value (`Score`, bool, int or float in [0, 1]) into a `Score`."""
+    """Convert a metric's return value into a `Score`: a `Score`, a bool, an int or float in
+    [0, 1], or an object with a numeric `score` and an optional `feedback` attribute (DSPy's
+    `dspy.Prediction(score=..., feedback=...)`)."""
     if isinstance(result, Score):
         return result
+    score = getattr(result, "score", None)
+    if isinstance(score, (int, float)) and not isinstance(score, bool):
+        feedback = getattr(result, "feedback", None)
+        value = to_score(score, metric=metric, example_id=example_id).value
+        return Score(value, feedback=None if feedback is None else str(feedback))
     if isinstance(result, bool):
         return Score(1.0 if result else 0.0)
     if isinstance(result, (int, float)) and not math.isnan(float(result)):
@@ -79,7 +97,9 @@ def call_metric(metric: Callable[..., Any], example: Example, prediction: Predic
     """
     name = metric_name(metric)
     try:
-        if _takes_trace(metric):
+        if _takes_feedback_args(metric):
+            result = metric(example, prediction, None, None, None)
+        elif _takes_trace(metric):
             result = metric(example, prediction, trace=None)
         else:
             result = metric(example, prediction)
