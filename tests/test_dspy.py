@@ -163,9 +163,16 @@ def test_worker_threads_see_the_callers_dspy_context() -> None:
     context (`contextvars.copy_context().run`): the marker would be missing."""
     fake = ScriptedLM(fake_model)
     threads: set[int] = set()
+    first_two = threading.Barrier(2, timeout=20)  # two workers must be inside at once
+    calls = iter(range(1_000))
+    lock = threading.Lock()
 
     def seen(gold: Any, pred: Any, trace: Any = None) -> float:
         threads.add(threading.get_ident())
+        with lock:
+            index = next(calls)
+        if index < 2:
+            first_two.wait()
         return accuracy(gold, pred)
 
     with dspy.context(marker="from-the-caller"):
