@@ -173,7 +173,7 @@ def test_a_hanging_tool_is_cut_off_and_the_run_goes_on() -> None:
     module = ToolParity(tools=[parity, Tool.from_function(slow, timeout_s=0.2)])
     started = time.perf_counter()
     outcome, _, _ = run_one(module, lambda m: next(script))
-    assert time.perf_counter() - started < 2.0
+    assert time.perf_counter() - started < 4.0  # the tool itself would take 5 s
     assert "timed out after 0.2 s" in outcome.trace.tool_calls[0].result
     assert outcome.prediction.answer == "odd"
 
