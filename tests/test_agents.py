@@ -516,3 +516,27 @@ def test_the_embedded_model_runs_the_text_protocol_loop() -> None:
     assert record.error is None and isinstance(record.trace, Trajectory)
     assert 1 <= record.trace.n_turns <= 2 == record.trace.max_turns
     assert lm.ledger.snapshot().calls == record.trace.n_turns
+
+
+def test_native_backend_sends_every_sampling_parameter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kills: the native tool backend building its own request without the sampling
+    parameters the cache key holds (top_p, stop): two keys, one answer."""
+    import litellm
+
+    from skillopt_dsl.lm import SamplingParams
+
+    requests: list[dict[str, Any]] = []
+
+    def fake_completion(**request: Any) -> Any:
+        requests.append(request)
+        return litellm.ModelResponse(
+            choices=[{"index": 0, "message": {"role": "assistant", "content": "odd"}}],
+            usage={"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+        )
+
+    monkeypatch.setattr(litellm, "completion", fake_completion)
+    backend = NativeToolBackend("openai/gpt-4o-mini")
+    backend.generate(
+        [{"role": "user", "content": "9"}], SamplingParams(top_p=0.5, stop=("END",))
+    )
+    assert requests[0]["top_p"] == 0.5 and list(requests[0]["stop"]) == ["END"]

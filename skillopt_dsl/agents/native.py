@@ -82,6 +82,7 @@ class NativeToolBackend:
             "max_retries": 0,
             "num_retries": 0,
             "drop_params": True,
+            **params.provider_kwargs(),  # top_p, stop, response_format, reasoning effort
         }
         tools = _tools_of(messages)
         if tools:
