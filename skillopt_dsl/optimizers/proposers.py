@@ -13,6 +13,12 @@ Shipped proposers:
   `## Examples` section; needs no optimizer model (small models copy examples well).
 - `FormatRuleProposer`: derives an output-format rule from the declared output types when
   rollouts fail to parse or the metric's feedback says the format is wrong; no model needed.
+
+Module hooks: a module whose calls are not rendered by our renderer (a DSPy predictor, which
+DSPy's adapter formats and whose labels belong to the whole program) may define
+`worked_example(example, rollout) -> str | None`, `output_format_rule() -> str | None` and
+`reflection_case(example, rollout) -> str`; the proposers then use them (None: nothing to add)
+instead of `render_demo`, `format_rule` and the default reflection case.
 """
 
 from __future__ import annotations
@@ -160,6 +166,15 @@ def gold_answer(module: SkillModule, example: Example) -> str:
     return json.dumps({k: example.labels.get(k) for k in module.output_fields}, ensure_ascii=False)
 
 
+def module_demo(module: SkillModule, example: Example, rollout: Rollout | None) -> str | None:
+    """The module's `worked_example` hook if it has one, else `render_demo`."""
+    hook = getattr(module, "worked_example", None)
+    if callable(hook):
+        demo: str | None = hook(example, rollout)
+        return demo
+    return render_demo(module, example)
+
+
 @dataclass(kw_only=True)
 class DemonstrationsProposer(Proposer):
     """Adds (or, once `max_demos` are present, swaps in) worked examples from the training set.
@@ -180,9 +195,12 @@ class DemonstrationsProposer(Proposer):
         request.rng.shuffle(others)
         planner = _DemoPlanner(request.skill, self.max_demos, request.rng)
         edits: list[Edit] = []
+        by_id = {e.id: r for e, r in zip(request.batch, request.rollouts, strict=True)}
         for example in failing + others:
-            demo = render_demo(request.module, example)
-            if demo in request.skill.text or len(tokenize(demo)) > request.budget_tokens:
+            demo = module_demo(request.module, example, by_id.get(example.id))
+            if demo is None or demo in request.skill.text:
+                continue
+            if len(tokenize(demo)) > request.budget_tokens:
                 continue
             edit = planner.edit_for(demo)
             if edit is None or edit_key(edit) in rejected:
@@ -258,8 +276,8 @@ class FormatRuleProposer(Proposer):
         signals = [r for _, r in failures if not r.prediction.ok or _mentions_format(r.feedback)]
         if not signals:
             return []
-        rule = format_rule(request.module)
-        if rule in request.skill.text:
+        rule = module_format_rule(request.module)
+        if rule is None or rule in request.skill.text:
             return []
         if _has_heading(request.skill, FORMAT_HEADING):
             edit: Edit = Add(after=FORMAT_HEADING, text=f"- {rule}", rationale="output format")
@@ -274,6 +292,15 @@ class FormatRuleProposer(Proposer):
 def _mentions_format(feedback: str | None) -> bool:
     text = (feedback or "").casefold()
     return any(word in text for word in _FORMAT_WORDS)
+
+
+def module_format_rule(module: SkillModule) -> str | None:
+    """The module's `output_format_rule` hook if it has one, else `format_rule`."""
+    hook = getattr(module, "output_format_rule", None)
+    if callable(hook):
+        rule: str | None = hook()
+        return rule
+    return format_rule(module)
 
 
 def format_rule(module: SkillModule) -> str:
@@ -408,7 +435,11 @@ def _reflection_prompt(
         f"# Document\n{request.skill.text or '(empty)'}",
     ]
     cases = [f"# Examples the model {what}"]
+    hook = getattr(request.module, "reflection_case", None)
     for example, rollout in group:
+        if callable(hook):
+            cases.append(hook(example, rollout))
+            continue
         cases.append(
             f"- input: {json.dumps(dict(example.inputs), ensure_ascii=False, default=str)[:600]}\n"
             f"  output: {rollout.output[:300]!r}\n"
