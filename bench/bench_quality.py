@@ -17,6 +17,15 @@ they exceed it. Test accuracy is our evaluation of each compiled program, after 
 Run: `python bench/bench_quality.py [--budget 60] [--tasks navigate sports_understanding]
 [--methods seed GradientText ...]`, or `python bench/bench_quality.py --dspy [methods]
 [--dspy-budget 80]`. Slow: minutes per method.
+
+Server mode (`--model openai/NAME --api-base http://127.0.0.1:8811/v1`): any OpenAI-compatible
+server, e.g. the Qwen2.5-Coder-0.5B benchmark instrument started by `bench/qwen_model.sh serve`.
+Every request goes through an in-process counting proxy (`bench/qwen_proxy.py`), so the calls
+each method made are counted AT the server, reflection and proposal calls included. Our
+optimizers run with their default proposers (reflection by the same model, `--optimizer-max-tokens`
+new tokens); `gepa.optimize` gets the same model as target and reflector, temperature 0. The
+seed skill's test score and the best constant answer (chosen on val, `skillopt_dsl.baselines`)
+are reported beside each method; test is scored after the search, outside the budget.
 """
 
 from __future__ import annotations
@@ -26,16 +35,21 @@ import importlib
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Any
 
 from _common import optional, print_table, timer, write_results
+from qwen_proxy import CountingProxy
 
 import skillopt_dsl as sd
 from skillopt_dsl.benchmarks import load_benchmark
+from skillopt_dsl.baselines import constant_baseline
 from skillopt_dsl.benchmarks.tasks import module_for
 from skillopt_dsl.lm import LM, Budget, SamplingParams
 from skillopt_dsl.optimizers import DemonstrationsProposer, FormatRuleProposer, GradientText
+from skillopt_dsl.optimizers.proposers import default_proposers
 
 MODEL = "local/smollm2-135m"
 PARAMS = SamplingParams(max_tokens=16)
@@ -44,30 +58,85 @@ SIZES = (12, 12, 20)
 Row = dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Setup:
+    """Which model every method runs on, and how (one per run of this script)."""
+
+    model: str = MODEL
+    api_base: str | None = None
+    params: SamplingParams = PARAMS
+    optimizer_params: SamplingParams = PARAMS
+    threads: int = 2
+    default_proposers: bool = False
+    """True: our optimizers use their default proposers (reflection included); False: the two
+    that need no optimizer model (a 135M model cannot reflect)."""
+
+
+SETUP = Setup()
+PROXY: CountingProxy | None = None
+
+
 def proposers() -> list[Any]:
+    if SETUP.default_proposers:
+        return default_proposers()
     return [FormatRuleProposer(), DemonstrationsProposer(per_step=2, max_demos=4)]
 
 
 def target_lm() -> LM:
-    return LM(MODEL, params=PARAMS, max_concurrency=2)
+    return LM(SETUP.model, params=SETUP.params, max_concurrency=SETUP.threads,
+              api_base=SETUP.api_base)  # fmt: skip
+
+
+def optimizer_lm() -> LM:
+    return LM(SETUP.model, params=SETUP.optimizer_params, max_concurrency=SETUP.threads,
+              api_base=SETUP.api_base)  # fmt: skip
+
+
+def server_calls() -> int | None:
+    """Chat completions that reached the server so far (None without a counting proxy)."""
+    return None if PROXY is None else int(PROXY.count()["chat_completions"])
+
+
+@contextmanager
+def counted_at_server(row: Row, key: str) -> Iterator[None]:
+    """Store in `row[key]` the server-counted calls made inside the block."""
+    before = server_calls()
+    try:
+        yield
+    finally:
+        after = server_calls()
+        if before is not None and after is not None:
+            row[key] = after - before
+
+
+_TEST_SCORES: dict[tuple[str, str], float] = {}
 
 
 def test_mean(module: sd.SkillModule, skill: str, test: list[Any]) -> float:
-    return sd.evaluate(module, test, skill=skill, lm=target_lm(), threads=2, progress=False).mean
+    """Test accuracy of `skill`, computed once per (task, skill text) and reused."""
+    key = (type(module).__name__ + ":" + ",".join(e.id for e in test), skill)
+    if key not in _TEST_SCORES:
+        report = sd.evaluate(module, test, skill=skill, lm=target_lm(), threads=SETUP.threads,
+                             progress=False)  # fmt: skip
+        _TEST_SCORES[key] = report.mean
+    return _TEST_SCORES[key]
 
 
 def ours(optimizer_factory: Callable[[], Any]) -> Callable[..., Row]:
     def run(module: sd.SkillModule, splits: Any, budget: int) -> Row:
         result = sd.compile(
             module, splits.train, splits.val, optimizer=optimizer_factory(), lm=target_lm(),
-            optimizer_lm=target_lm(), budget=Budget(max_calls=budget), threads=2,
+            optimizer_lm=optimizer_lm(), budget=Budget(max_calls=budget), threads=SETUP.threads,
         )  # fmt: skip
         return {
             "val": result.val_score,
+            "seed_val": result.seed_val_score,
             "skill": result.best_skill.text,
             "calls": result.usage.calls,
             "tokens": result.usage.total_tokens,
             "stop": result.stop_reason,
+            "decisions": len(result.gate_log),
+            "accepted": sum(1 for d in result.gate_log if d.accepted),
         }
 
     return run
@@ -75,7 +144,7 @@ def ours(optimizer_factory: Callable[[], Any]) -> Callable[..., Row]:
 
 def seed_only(module: sd.SkillModule, splits: Any, budget: int) -> Row:
     lm = target_lm()
-    report = sd.evaluate(module, splits.val, lm=lm, threads=2, progress=False)
+    report = sd.evaluate(module, splits.val, lm=lm, threads=SETUP.threads, progress=False)
     usage = lm.ledger.snapshot()
     skill = module.seed_skill.text
     return {"val": report.mean, "skill": skill, "calls": usage.calls, "tokens": usage.total_tokens}
@@ -102,6 +171,7 @@ def gepa_run(module: sd.SkillModule, splits: Any, budget: int) -> Row:
 
     register_local_provider()
     lm = target_lm()
+    reflector = optimizer_lm().with_ledger(lm.ledger)
 
     def rollout(messages: list[dict[str, str]]) -> str:
         return lm.complete(messages).text  # counted in our ledger, same model and params
@@ -112,7 +182,7 @@ def gepa_run(module: sd.SkillModule, splits: Any, budget: int) -> Row:
         return EvaluationResult(score=score.value, feedback=score.feedback, objective_scores=None)
 
     def reflect(prompt: str) -> str:
-        return lm.complete([{"role": "user", "content": prompt}]).text
+        return reflector.complete([{"role": "user", "content": prompt}]).text
 
     def data(examples: list[Any]) -> list[dict[str, Any]]:
         rendered = [module.render(module.seed_skill, e)[-1]["content"] for e in examples]
@@ -120,16 +190,23 @@ def gepa_run(module: sd.SkillModule, splits: Any, budget: int) -> Row:
                 for r, e in zip(rendered, examples, strict=True)]  # fmt: skip
 
     adapter = DefaultAdapter(model=rollout, evaluator=evaluator)
+    metric_calls = GEPA_METRIC_SHARE(budget)
     result = gepa.optimize(
         seed_candidate={"system_prompt": module.seed_skill.text},
         trainset=data(splits.train), valset=data(splits.val), adapter=adapter,
-        reflection_lm=reflect, max_metric_calls=budget, seed=0, display_progress_bar=False,
+        reflection_lm=reflect, max_metric_calls=metric_calls, seed=0, display_progress_bar=False,
     )  # fmt: skip
     best = result.best_candidate["system_prompt"]
     usage = lm.ledger.snapshot()
-    val = sd.evaluate(module, splits.val, skill=best, lm=target_lm(), threads=2, progress=False)
-    return {"val": val.mean, "skill": best, "calls": usage.calls, "tokens": usage.total_tokens,
-            "note": "max_metric_calls=budget (reflection calls are extra)"}  # fmt: skip
+    val_score = result.val_aggregate_scores[result.best_idx]
+    return {"val": val_score, "skill": best, "calls": usage.calls, "tokens": usage.total_tokens,
+            "note": f"max_metric_calls={metric_calls} (reflection calls are extra); val is "
+                    "gepa's own score of its best candidate"}  # fmt: skip
+
+
+GEPA_METRIC_SHARE: Callable[[int], int] = lambda budget: budget  # noqa: E731
+"""gepa's `max_metric_calls` for a budget: the whole budget by default (its reflection calls
+come on top); server mode sets a share so that its server-counted calls match the budget."""
 
 
 # -- DSPy: one two-predictor DSPy program, four optimizers, one call budget on our ledger -------
@@ -284,6 +361,7 @@ DEFAULT_METHODS = list(METHODS)
 
 
 def main() -> None:
+    global SETUP, PROXY, GEPA_METRIC_SHARE
     parser = argparse.ArgumentParser()
     parser.add_argument("--budget", type=int, default=60)
     parser.add_argument("--tasks", nargs="+", default=["navigate", "sports_understanding"])
@@ -292,31 +370,94 @@ def main() -> None:
     parser.add_argument("--dspy", nargs="*", default=None, choices=list(DSPY_METHODS),
                         help="run only the DSPy-program table (all four methods when empty)")  # fmt: skip
     parser.add_argument("--dspy-budget", type=int, default=80)
+    parser.add_argument("--model", default=MODEL,
+                        help="litellm model string, e.g. openai/qwen2.5-coder-0.5b-instruct")  # fmt: skip
+    parser.add_argument("--api-base", default=None,
+                        help="the server's URL (e.g. http://127.0.0.1:8811/v1): server mode")  # fmt: skip
+    parser.add_argument("--sizes", type=int, nargs=3, default=None, metavar=("TRAIN", "VAL", "TEST"),
+                        help=f"split sizes (default {SIZES}; server mode 30 30 60)")  # fmt: skip
+    parser.add_argument("--max-tokens", type=int, default=None,
+                        help="target model's max new tokens (default 16; server mode 24)")  # fmt: skip
+    parser.add_argument("--optimizer-max-tokens", type=int, default=512)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--gepa-metric-share", type=float, default=1.0,
+                        help="gepa max_metric_calls = share x budget (its reflection calls are "
+                             "on top; pick the share that makes server-counted calls equal)")  # fmt: skip
+    parser.add_argument("--out", default=None, help="results name (default quality / quality_server)")
     args = parser.parse_args()
     if args.dspy is not None:
         main_dspy(args.dspy_budget, args.dspy or list(DSPY_METHODS))
         return
+    server = args.api_base is not None
+    sizes = tuple(args.sizes) if args.sizes else ((30, 30, 60) if server else SIZES)
+    target = SamplingParams(max_tokens=args.max_tokens or (24 if server else PARAMS.max_tokens))
+    share = args.gepa_metric_share
+    GEPA_METRIC_SHARE = lambda budget: max(1, int(budget * share))  # noqa: E731
+    if server:
+        PROXY = CountingProxy(args.api_base).start()
+        SETUP = Setup(model=args.model, api_base=f"{PROXY.url}/v1", params=target,
+                      optimizer_params=replace(target, max_tokens=args.optimizer_max_tokens),
+                      threads=args.threads, default_proposers=True)  # fmt: skip
+    else:
+        SETUP = Setup(model=args.model, params=target, optimizer_params=target,
+                      threads=args.threads)  # fmt: skip
+    name = args.out or ("quality_server" if server else "quality")
     rows: list[list[Any]] = []
-    figures: dict[str, Any] = {"budget_calls": args.budget, "model": MODEL, "sizes": SIZES,
-                               "runs": []}  # fmt: skip
+    figures: dict[str, Any] = {
+        "budget_calls": args.budget, "model": args.model, "api_base": args.api_base,
+        "sizes": sizes, "max_tokens": target.max_tokens, "git_commit": git_commit(),
+        "optimizer_max_tokens": SETUP.optimizer_params.max_tokens, "runs": [],
+    }  # fmt: skip
     for task in args.tasks:
-        splits = load_benchmark(task, seed=0, sizes=SIZES)
-        for name in args.methods:
-            module = module_for(task)
-            row = run_method(name, module, splits, args.budget)
-            figures["runs"].append({"task": task, "method": name, **row})
-            rows.append([task, name, row.get("val"), row.get("test"), row.get("calls"),
-                         row.get("tokens"), row.get("seconds"), row.get("error", "")[:60]])  # fmt: skip
-            print(f"{task} {name}: {row}", flush=True)
-    if not args.skip_skillopt_probe:
+        splits = load_benchmark(task, seed=0, sizes=sizes)  # type: ignore[arg-type]
+        module = module_for(task)
+        constant = constant_baseline(module, splits.val, splits.test)
+        seed_test = test_mean(module, module.seed_skill.text, splits.test)
+        figures.setdefault("baselines", {})[task] = {
+            "seed_test": seed_test, "constant": None if constant is None else constant.to_dict(),
+        }  # fmt: skip
+        label = "none (no label set)" if constant is None else repr(constant.label)
+        const_test = None if constant is None else constant.test_score
+        rows.append([task, f"constant {label}", None if constant is None else constant.val_score,
+                     const_test, 0, 0, "", "", ""])  # fmt: skip
+        for method in args.methods:
+            row = run_method(method, module_for(task), splits, args.budget)
+            row["seed_test"], row["constant_test"] = seed_test, const_test
+            figures["runs"].append({"task": task, "method": method, **row})
+            write_results(name, figures)  # after every method: a killed run keeps what it measured
+            rows.append([task, method, row.get("val"), row.get("test"),
+                         row.get("server_calls", row.get("calls")), row.get("tokens"),
+                         _decisions(row), row.get("seconds"), row.get("error", "")[:60]])  # fmt: skip
+            print(f"{task} {method}: {row}", flush=True)
+    if not args.skip_skillopt_probe and not server:
         figures["skillopt_0_2_0"] = skillopt_probe()
+    calls = "server-counted calls" if server else "calls"
     print_table(
-        f"Quality per call: {MODEL}, search budget {args.budget} calls, splits {SIZES}",
-        ["task", "method", "val", "test", "calls", "tokens", "wall s", "error"],
+        f"Quality per call: {args.model}, search budget {args.budget} calls, splits {sizes}",
+        ["task", "method", "val", "test", calls, "tokens", "accepted/decisions", "wall s", "error"],
         rows,
     )
-    print(f"microsoft/SkillOpt 0.2.0: {figures.get('skillopt_0_2_0', 'not probed')}")
-    write_results("quality", figures)
+    if not server:
+        print(f"microsoft/SkillOpt 0.2.0: {figures.get('skillopt_0_2_0', 'not probed')}")
+    write_results(name, figures)
+    if PROXY is not None:
+        PROXY.stop()
+
+
+def _decisions(row: Row) -> str:
+    return "" if "decisions" not in row else f"{row['accepted']}/{row['decisions']}"
+
+
+def git_commit() -> str:
+    """The commit measured (with `+dirty` when the working tree differs from it)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
 
 
 def main_dspy(budget: int, methods: list[str]) -> None:
@@ -334,16 +475,21 @@ def main_dspy(budget: int, methods: list[str]) -> None:
 
 
 def run_method(name: str, module: sd.SkillModule, splits: Any, budget: int) -> Row:
+    """One method's search (its server-counted calls in `server_calls`), then its test score
+    (outside the budget; server-counted in `test_server_calls`)."""
     started = time.perf_counter()
+    counts: Row = {}
     try:
-        with timer() as elapsed:
+        with timer() as elapsed, counted_at_server(counts, "server_calls"):
             row = METHODS[name](module, splits, budget)
         row["seconds"] = elapsed()
     except Exception as exc:  # a competitor failing is a result to report, not a crash
         return {"error": f"{type(exc).__name__}: {exc}".splitlines()[0],
-                "seconds": time.perf_counter() - started}  # fmt: skip
+                "seconds": time.perf_counter() - started, **counts}  # fmt: skip
+    row.update(counts)
     if row.get("skill") is not None:
-        row["test"] = test_mean(module, row["skill"], splits.test)
+        with counted_at_server(row, "test_server_calls"):
+            row["test"] = test_mean(module, row["skill"], splits.test)
     return row
 
 
