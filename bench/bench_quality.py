@@ -44,8 +44,8 @@ from _common import optional, print_table, timer, write_results
 from qwen_proxy import CountingProxy
 
 import skillopt_dsl as sd
-from skillopt_dsl.benchmarks import load_benchmark
 from skillopt_dsl.baselines import constant_baseline
+from skillopt_dsl.benchmarks import load_benchmark
 from skillopt_dsl.benchmarks.tasks import module_for
 from skillopt_dsl.lm import LM, Budget, SamplingParams
 from skillopt_dsl.optimizers import DemonstrationsProposer, FormatRuleProposer, GradientText
@@ -383,7 +383,9 @@ def main() -> None:
     parser.add_argument("--gepa-metric-share", type=float, default=1.0,
                         help="gepa max_metric_calls = share x budget (its reflection calls are "
                              "on top; pick the share that makes server-counted calls equal)")  # fmt: skip
-    parser.add_argument("--out", default=None, help="results name (default quality / quality_server)")
+    parser.add_argument(
+        "--out", default=None, help="results name (default quality / quality_server)"
+    )
     args = parser.parse_args()
     if args.dspy is not None:
         main_dspy(args.dspy_budget, args.dspy or list(DSPY_METHODS))
