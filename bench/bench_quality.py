@@ -407,7 +407,7 @@ def main() -> None:
     rows: list[list[Any]] = []
     figures: dict[str, Any] = {
         "budget_calls": args.budget, "model": args.model, "api_base": args.api_base,
-        "sizes": sizes, "max_tokens": target.max_tokens, "git_commit": git_commit(),
+        "sizes": sizes, "max_tokens": target.max_tokens, "git_commit": git_commit(), "uncommitted": uncommitted_files(),
         "optimizer_max_tokens": SETUP.optimizer_params.max_tokens, "runs": [],
     }  # fmt: skip
     for task in args.tasks:
@@ -448,6 +448,16 @@ def main() -> None:
 
 def _decisions(row: Row) -> str:
     return "" if "decisions" not in row else f"{row['accepted']}/{row['decisions']}"
+
+
+def uncommitted_files() -> list[str]:
+    """Tracked files that differ from the commit measured (a shared working tree)."""
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                             capture_output=True, text=True).stdout  # fmt: skip
+    except OSError:
+        return []
+    return [line[3:] for line in out.splitlines() if line.strip()]
 
 
 def git_commit() -> str:
