@@ -4,6 +4,7 @@ own work, counting what is broken, and a timezone-aware watermark."""
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from skillopt_dsl.sleep.errors import SleepError
-from skillopt_dsl.sleep.harvest import ProjectMatcher, harvest
+from skillopt_dsl.sleep.harvest import HarvestResult, ProjectMatcher, Session, harvest
 from skillopt_dsl.sleep.sources import (
     ClaudeCodeSource,
     CodexSource,
@@ -72,11 +73,11 @@ def test_sidechains_malformed_lines_and_unknown_records_are_counted_not_fatal(ho
     result = harvest([ClaudeCodeSource(home)], SHOP)
     ids = {s.id for s in result.sessions}
     assert "agent-d4e5f6" not in ids
-    assert result.stats.skipped["sidechain"] == 2
-    assert result.stats.malformed_lines == 1
-    assert result.stats.unknown_records == 1
-    assert result.stats.meta_prompts == 2
-    assert result.stats.tool_results == 2
+    assert result.stats.home_skipped["sidechain_file"] == 2
+    assert result.stats.project.malformed_lines == 1
+    assert result.stats.project.unknown == {"mystery-record": 1}
+    assert result.stats.project.meta_prompts == 2
+    assert result.stats.project.tool_results == 2
 
 
 def test_own_replays_and_other_projects_are_never_harvested(home: Path) -> None:
@@ -84,7 +85,7 @@ def test_own_replays_and_other_projects_are_never_harvested(home: Path) -> None:
     opened by the replay marker), or another project's sessions."""
     result = harvest(make_sources("auto", home), SHOP)
     assert result.stats.skipped["own_replay"] == 2
-    assert result.stats.skipped["other_project"] == 1
+    assert result.stats.home_skipped["other_project"] == 1
     assert "j2" not in {s.id for s in result.sessions}
 
 
@@ -97,8 +98,8 @@ def test_codex_mirrored_turns_are_counted_once(home: Path) -> None:
     assert [t.role for t in live.turns] == ["user", "assistant", "user"]
     assert live.turns[1].tools == ("shell",)
     assert live.branch == "feature/pr"
-    assert result.stats.mirrored_records == 3
-    assert result.stats.injected_blocks == 2
+    assert result.stats.project.mirrored_records == 3
+    assert result.stats.project.injected_blocks == 2
     archived = {s.id for s in result.sessions}
     assert "0197a1b2-c3d4-7e5f-8a9b-aaaaaaaaaaaa" in archived  # archived_sessions are read too
 
@@ -107,7 +108,7 @@ def test_generic_jsonl_needs_a_time_zone(home: Path) -> None:
     """Kills: accepting a timestamp without a zone (it would be compared as local time)."""
     result = harvest([GenericJsonlSource(home)], SHOP)
     assert "j3" not in {s.id for s in result.sessions}
-    assert any("no time zone" in m for m in result.stats.malformed_examples)
+    assert any("no time zone" in m for m in result.stats.home.malformed_examples)
 
 
 def test_watermark_compares_times_not_strings_across_time_zones(home: Path) -> None:
@@ -131,3 +132,159 @@ def test_an_empty_home_is_a_clear_error(tmp_path: Path) -> None:
         make_sources("auto", tmp_path)
     with pytest.raises(SleepError, match="unknown source"):
         make_sources("cursor", tmp_path)
+
+
+# -- the real formats (fixtures of the shapes Claude Code 2.1 and Codex CLI 0.104 / mid-2025
+# write, under tests/fixtures/sleep/real_home) ---------------------------------------------------
+
+REAL = Path(__file__).parent / "fixtures" / "sleep" / "real_home"
+APP = ProjectMatcher(("/work/app",))
+CLAUDE_ID = "7c1e2a90-5b3d-4f6e-9a8b-1c2d3e4f5a6b"
+CODEX_ID = "019b2c3d-4e5f-7a6b-8c9d-0e1f2a3b4c5d"
+LEGACY_ID = "5f0c2e1a-9b8d-4c7e-a6f5-3d2c1b0a9e8f"
+
+
+@pytest.fixture(scope="module")
+def real() -> HarvestResult:
+    return harvest(make_sources("auto", REAL), APP)
+
+
+def _session(result: HarvestResult, session_id: str) -> Session:
+    return next(s for s in result.sessions if s.id == session_id)
+
+
+def test_compaction_summaries_are_not_prompts(real: HarvestResult) -> None:
+    """Kills: a `user` record with `isCompactSummary: true` ("This session is being continued
+    from a previous conversation...") harvested as the user's request (issue 18, item 1), or a
+    Codex `compacted` record read as a turn."""
+    prompts = " ".join(p for s in real.sessions for p in s.prompts)
+    assert "being continued" not in prompts and "Summary of the work" not in prompts
+    assert real.stats.project.compact_summaries == 2
+
+
+def test_task_notifications_are_not_prompts(real: HarvestResult) -> None:
+    """Kills: `<task-notification>` records (a string `user` record, or a `queued_command`
+    attachment with `commandMode: task-notification`) harvested as requests (item 2)."""
+    prompts = " ".join(_session(real, CLAUDE_ID).prompts)
+    assert "task-notification" not in prompts and "Background command" not in prompts
+    assert real.stats.project.notices == 2
+
+
+def test_a_slash_command_request_is_read_from_its_args(real: HarvestResult) -> None:
+    """Kills: dropping a `<command-name>` record as meta, which loses the request in
+    `<command-args>` and mines the task from a later follow-up (item 3); or reading a settings
+    command (`/model opus`) or a prompt typed mid-turn wrongly."""
+    session = _session(real, CLAUDE_ID)
+    assert session.prompts[0] == "/fix-issue the login page crashes when the email has a plus sign"
+    assert session.prompts[1].startswith("also add a test for it")  # queued mid-turn
+    assert not any("/model" in p or "opus" in p for p in session.prompts)
+    assert session.prompts[-1] == "thanks, ship it"
+    stats = real.stats.project
+    assert (stats.slash_commands, stats.queued_prompts) == (1, 1)
+    assert stats.meta_prompts == 4  # the expanded isMeta prompt, /model, its output, an interrupt
+
+
+def test_counts_are_for_the_project_not_the_home(tmp_path: Path) -> None:
+    """Kills: counting sessions, redactions, unknown records and malformed lines before the
+    project filter (item 4: a project none of whose sessions holds a secret reported the home's
+    redactions); home-wide figures are kept apart and labelled."""
+    result = harvest(make_sources("auto", REAL), ProjectMatcher(("/work/other",)))
+    assert result.stats.sessions == 1
+    assert result.stats.project.redactions_total == 1  # only its own key
+    assert result.stats.project.unknown == {"other-unknown-kind": 1}
+    assert result.stats.project.malformed_lines == 1
+    clean = harvest(make_sources("auto", REAL), ProjectMatcher(("/work/nothing-here",)))
+    data = clean.stats.to_dict()
+    assert data["sessions"] == 0 and data["redactions_total"] == 0
+    assert data["unknown_records"] == 0 and data["malformed_lines"] == 0
+    assert data["home_wide"]["redactions_total"] == 9
+    assert data["home_wide"]["skipped"]["other_project"] == 5
+
+
+def test_routine_records_are_known_and_only_unknown_types_are_named(real: HarvestResult) -> None:
+    """Kills: counting `progress`, `queue-operation`, `file-history-snapshot`, `attachment`,
+    `system` subtypes, titles and the Codex `record_type: state` lines as unknown (item 5:
+    6,635 "unknown records" in 20 files); unknown types must be reported by name."""
+    stats = real.stats.project
+    assert stats.unknown == {"hologram-sync": 1, "spaceship_launch": 1}
+    for kind in (
+        "progress",
+        "queue-operation",
+        "file-history-snapshot",
+        "attachment",
+        "system",
+        "custom-title",
+        "ai-title",
+        "last-prompt",
+        "permission-mode",
+        "summary",
+        "record_type:state",
+        "compacted",
+        "turn_context",
+    ):
+        assert stats.records[kind] >= 1, kind
+    assert real.stats.to_dict()["unknown_types"] == {"hologram-sync": 1, "spaceship_launch": 1}
+
+
+def test_codex_web_search_and_every_tool_call_kind_count(real: HarvestResult) -> None:
+    """Kills: `web_search_call` items (or `custom_tool_call`, `local_shell_call`) not counted as
+    tool calls (item 6), or their inputs dropped."""
+    session = _session(real, CODEX_ID)
+    calls = [c for t in session.turns for c in t.calls]
+    assert [c.name for c in calls] == ["web_search", "shell_command", "apply_patch", "local_shell"]
+    assert calls[0].input == "sqlite fts5 python"
+    assert calls[3].input == "pytest -q tests/test_search.py"
+    assert session.tool_calls == 4
+    assert session.prompts == [
+        "Add full-text search to the notes API; staging uses [REDACTED:openai_key]",
+        "rank results by recency",
+    ]
+    assert session.branch == "feat/search"
+
+
+def test_codex_sub_agent_sessions_are_skipped(real: HarvestResult) -> None:
+    """Kills: ignoring `session_meta.source` (a `{"subagent": ...}` session, e.g. a review
+    sub-agent, harvested as if the user had asked for it; item 6)."""
+    assert "019b2c3d-aaaa-7a6b-8c9d-0e1f2a3b4c5d" not in {s.id for s in real.sessions}
+    assert real.stats.skipped["subagent"] == 1
+
+
+def test_codex_rollouts_in_the_mid_2025_format_are_read(real: HarvestResult) -> None:
+    """Kills: the older format (a bare header line, `record_type: state` lines, bare items
+    without timestamps) giving 0 sessions with no warning (item 6); its cwd comes from the
+    `<environment_context>` block."""
+    session = _session(real, LEGACY_ID)
+    assert session.cwd == "/work/app" and session.branch == "main"
+    assert session.prompts == ["Why does `make test` hang on CI?"]
+    assert [c.name for t in session.turns for c in t.calls] == ["shell"]
+    assert session.started == datetime(2025, 7, 14, 16, 20, 41, 512000, tzinfo=UTC)
+    assert session.assistant_chars > 0
+
+
+def test_sub_agent_records_of_a_fork_keep_the_first_session_meta(tmp_path: Path) -> None:
+    """Kills: a forked rollout (its own `session_meta` first, then its parent's copied after)
+    taking the parent's id and cwd from the second line."""
+    folder = tmp_path / ".codex" / "sessions" / "2026" / "03" / "01"
+    folder.mkdir(parents=True)
+    lines = [
+        {
+            "timestamp": "2026-03-01T10:00:00Z",
+            "type": "session_meta",
+            "payload": {"id": "child", "cwd": "/work/app", "source": "cli"},
+        },
+        {
+            "timestamp": "2026-03-01T10:00:00Z",
+            "type": "session_meta",
+            "payload": {"id": "parent", "cwd": "/work/elsewhere", "source": "cli"},
+        },
+        {
+            "timestamp": "2026-03-01T10:00:01Z",
+            "type": "event_msg",
+            "payload": {"type": "user_message", "message": "go on"},
+        },
+    ]
+    (folder / "rollout-2026-03-01T10-00-00-child.jsonl").write_text(
+        "\n".join(json.dumps(x) for x in lines) + "\n"
+    )
+    result = harvest([CodexSource(tmp_path)], APP)
+    assert [s.id for s in result.sessions] == ["child"]

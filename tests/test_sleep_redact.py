@@ -3,14 +3,15 @@ hyphenated words untouched."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from skillopt_dsl.sleep.harvest import ProjectMatcher, harvest
+from skillopt_dsl.sleep.harvest import ProjectMatcher, Session, harvest
 from skillopt_dsl.sleep.redact import Redactor
-from skillopt_dsl.sleep.sources import ClaudeCodeSource
+from skillopt_dsl.sleep.sources import ClaudeCodeSource, CodexSource, make_sources
 
 HOME = Path(__file__).parent / "fixtures" / "sleep" / "home"
 
@@ -72,4 +73,85 @@ def test_transcripts_are_redacted_as_they_are_read(tmp_path: Path) -> None:
     texts = " ".join(t.text for s in result.sessions for t in s.turns)
     assert "sk-proj-AbCdEf" not in texts and "eyJhbGci" not in texts
     assert "task-management-system" in texts and "risk-averse" in texts
-    assert result.stats.redactor.counts == {"openai_key": 1, "jwt": 1}
+    assert result.stats.project.redactions == {"openai_key": 1, "jwt": 1}
+
+
+# -- every kept text of the real formats, each with its own planted key ----------------------
+
+REAL = Path(__file__).parent / "fixtures" / "sleep" / "real_home"
+PLANTED = {
+    "claude prompt": "ghp_Q7rT2mX9vL4kP8sN1wZ6yB3cD5fG0hJ2aE4i",
+    "claude assistant text": "sk-ant-api03-Xy7Zq2Lm9Np4Rs8Tv1Wu6Kj3Hg5Fd0Sa",
+    "claude tool input": "AKIAZX7Q2M9V4K8P1W6Y",
+    "claude queued prompt": "xoxb-4829103847-7719203846-Qm9Xz2Lp7Vr4",
+    "codex event_msg prompt (and its response_item mirror)": "sk-proj-Bq8Wn3Ls6Xk1Zt9Vp4Ry7Mc2",
+    "codex event_msg reply (and its response_item mirror)": "AIzaSyB7x2Q9m4L8p1W6z3K5v0N7r2T9y4U6i8O",
+    "codex tool input": "c2lnbmF0dXJlX29mX2FfdG9rZW4",
+    "codex response_item reply (mid-2025 rollout)": "hunter2222x",
+}
+
+
+def _kept_texts(sessions: list[Session]) -> str:
+    parts = []
+    for session in sessions:
+        for turn in session.turns:
+            parts.append(turn.text)
+            parts += [call.input for call in turn.calls]
+        parts.append(json.dumps(session.review_row()))
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("where", sorted(PLANTED))
+def test_every_kept_text_is_redacted(where: str) -> None:
+    """Kills: a kept text that skips the redactor: Claude prompts, Claude assistant text, tool
+    inputs, queued prompts, the Codex `event_msg` copy Sleep prefers, the `response_item` copy
+    of a rollout without events, Codex tool inputs (each field holds its own planted key)."""
+    result = harvest(make_sources("auto", REAL), ProjectMatcher(("/work/app",)))
+    assert PLANTED[where] not in _kept_texts(result.sessions)
+
+
+def test_the_codex_mirror_is_redacted_and_counted_once() -> None:
+    """Kills: redacting the `response_item` mirror of a Codex turn without the `event_msg` copy
+    (or counting a secret twice because both copies hold it)."""
+    result = harvest(make_sources("codex", REAL), ProjectMatcher(("/work/app",)))
+    assert result.stats.project.redactions["openai_key"] == 1
+    assert result.stats.project.redactions["google_api_key"] == 1
+
+
+def test_codex_item_copies_are_redacted_when_they_are_the_turns(tmp_path: Path) -> None:
+    """Kills: a rollout without `event_msg` turns (the item copy is then the turn) keeping a
+    secret in its `response_item` messages."""
+    folder = tmp_path / ".codex" / "sessions" / "2026" / "03" / "02"
+    folder.mkdir(parents=True)
+    key = "sk-proj-Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2"
+    lines = [
+        {
+            "timestamp": "2026-03-02T10:00:00Z",
+            "type": "session_meta",
+            "payload": {"id": "r", "cwd": "/work/app", "source": "exec"},
+        },
+        {
+            "timestamp": "2026-03-02T10:00:01Z",
+            "type": "response_item",
+            "payload": {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": f"use {key} for the staging deploy"}],
+            },
+        },
+        {
+            "timestamp": "2026-03-02T10:00:02Z",
+            "type": "response_item",
+            "payload": {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": f"Deployed with {key}."}],
+            },
+        },
+    ]
+    (folder / "rollout-2026-03-02T10-00-00-r.jsonl").write_text(
+        "\n".join(json.dumps(x) for x in lines) + "\n"
+    )
+    result = harvest([CodexSource(tmp_path)], ProjectMatcher(("/work/app",)))
+    assert key not in _kept_texts(result.sessions)
+    assert result.stats.project.redactions["openai_key"] == 2

@@ -5,8 +5,13 @@ runs the chosen sources, keeps the sessions that belong to the project, drops th
 the watermark and those started by Sleep's own replays, and counts everything it skipped.
 
 Read-only contract: sources open transcript files for reading only and never create, move or
-touch anything under the home directory. Every text is redacted (`Redactor`) the moment it is
-read, so no secret reaches a `Session`, the disk or a model.
+touch anything under the home directory. Every kept text (prompts, replies, tool inputs) is
+redacted (`Redactor`) the moment it is read, so no secret reaches a `Session`, the disk or a
+model.
+
+Counts: each session carries the counts of what its file held (`ReadCounts`); the harvest's
+figures are the sums over the project's sessions, and the home-wide sums (every file read,
+other projects included) are kept apart under `HarvestStats.home`.
 
 Watermark: the time of the newest record harvested, stored timezone-aware (UTC) and compared as
 a `datetime`, never as a string. A session whose last record is at or before the watermark is
@@ -25,15 +30,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from skillopt_dsl.sleep.errors import SleepError
-from skillopt_dsl.sleep.redact import Redactor
 
 __all__ = [
     "REPLAY_MARKER",
     "HarvestResult",
     "HarvestStats",
     "ProjectMatcher",
+    "ReadCounts",
     "Session",
     "Source",
+    "ToolCall",
     "Turn",
     "harvest",
     "parse_timestamp",
@@ -46,20 +52,133 @@ REPLAY_MARKER = "[skillopt-sleep replay]"
 
 AgentName = Literal["claude", "codex", "jsonl"]
 
+TOOL_INPUT_CHARS = 500
+"""How much of a tool call's input is kept (redacted, then cut)."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call of a reply: the tool's name and its input (redacted, at most 500 chars)."""
+
+    name: str
+    input: str = ""
+
 
 @dataclass(frozen=True)
 class Turn:
-    """One user prompt or one assistant reply (tool names the reply used, not their output)."""
+    """One user prompt or one assistant reply (the tool calls the reply made, not their output)."""
 
     role: Literal["user", "assistant"]
     text: str
     timestamp: datetime
-    tools: tuple[str, ...] = ()
+    calls: tuple[ToolCall, ...] = ()
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        """The names of the tools the reply called, in order."""
+        return tuple(c.name for c in self.calls)
+
+
+@dataclass
+class ReadCounts:
+    """What reading transcripts found, all counts (one file's, one session's, or a sum).
+
+    Attributes:
+        records: known record types read, by type name (`user`, `progress`, `event_msg`, ...).
+        unknown: record types this version of Sleep does not know, by type name.
+        malformed_lines: lines that are not JSON objects, or lack a usable timestamp.
+        meta_prompts: user records that are not requests: `isMeta`, local-command output,
+            caveats, interrupts, settings commands (`/model`, `/clear`, ...).
+        compact_summaries: compaction summaries (Claude `isCompactSummary`, Codex `compacted`).
+        notices: background-task notices (`<task-notification>`).
+        slash_commands: requests given as slash commands, read from `<command-args>`.
+        queued_prompts: prompts typed while the agent worked (Claude `queued_command`).
+        tool_results: tool outputs skipped.
+        injected_blocks: harness-injected blocks dropped (Codex environment, AGENTS.md).
+        mirrored_records: Codex `response_item` messages that mirror an `event_msg` turn.
+        sidechain_records: sub-agent records inside a main transcript.
+        redactions: secrets redacted, by kind.
+    """
+
+    records: Counter[str] = field(default_factory=Counter)
+    unknown: Counter[str] = field(default_factory=Counter)
+    malformed_lines: int = 0
+    malformed_examples: list[str] = field(default_factory=list)
+    meta_prompts: int = 0
+    compact_summaries: int = 0
+    notices: int = 0
+    slash_commands: int = 0
+    queued_prompts: int = 0
+    tool_results: int = 0
+    injected_blocks: int = 0
+    mirrored_records: int = 0
+    sidechain_records: int = 0
+    redactions: Counter[str] = field(default_factory=Counter)
+
+    def malformed(self, path: Path, line_no: int, why: str) -> None:
+        """Count a malformed line (the first few are kept for the report)."""
+        self.malformed_lines += 1
+        if len(self.malformed_examples) < 5:
+            self.malformed_examples.append(f"{path.name}:{line_no}: {why}")
+        logger.warning("skipping malformed line %s:%d (%s)", path, line_no, why)
+
+    def add(self, other: ReadCounts) -> None:
+        """Add `other`'s counts to these."""
+        for name in _INT_COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.records.update(other.records)
+        self.unknown.update(other.unknown)
+        self.redactions.update(other.redactions)
+        room = 5 - len(self.malformed_examples)
+        self.malformed_examples += other.malformed_examples[: max(room, 0)]
+
+    @property
+    def redactions_total(self) -> int:
+        """Secrets redacted, all kinds."""
+        return sum(self.redactions.values())
+
+    @property
+    def unknown_records(self) -> int:
+        """Records of unknown types."""
+        return sum(self.unknown.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready counts."""
+        data: dict[str, Any] = {name: getattr(self, name) for name in _INT_COUNTS}
+        data.update(
+            {
+                "malformed_examples": list(self.malformed_examples),
+                "unknown_records": self.unknown_records,
+                "unknown_types": dict(sorted(self.unknown.items())),
+                "known_records": dict(sorted(self.records.items())),
+                "redactions": dict(sorted(self.redactions.items())),
+                "redactions_total": self.redactions_total,
+            }
+        )
+        return data
+
+
+_INT_COUNTS = (
+    "malformed_lines",
+    "meta_prompts",
+    "compact_summaries",
+    "notices",
+    "slash_commands",
+    "queued_prompts",
+    "tool_results",
+    "injected_blocks",
+    "mirrored_records",
+    "sidechain_records",
+)
 
 
 @dataclass(frozen=True)
 class Session:
-    """One harvested, redacted session of one agent in one working directory."""
+    """One harvested, redacted session of one agent in one working directory.
+
+    `counts` holds what reading its file found; `subagent` names the kind of sub-agent that
+    ran it (a Codex `session_meta.source` of `{"subagent": ...}`), None for the user's own.
+    """
 
     id: str
     agent: AgentName
@@ -67,6 +186,8 @@ class Session:
     path: Path
     turns: tuple[Turn, ...]
     branch: str | None = None
+    counts: ReadCounts = field(default_factory=ReadCounts, compare=False, repr=False)
+    subagent: str | None = None
 
     @property
     def started(self) -> datetime:
@@ -83,6 +204,16 @@ class Session:
         """The user's prompts, in order."""
         return [t.text for t in self.turns if t.role == "user"]
 
+    @property
+    def tool_calls(self) -> int:
+        """How many tool calls the agent made."""
+        return sum(len(t.calls) for t in self.turns)
+
+    @property
+    def assistant_chars(self) -> int:
+        """How many characters of reply text the agent wrote."""
+        return sum(len(t.text) for t in self.turns if t.role == "assistant")
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary (ids and times, no text)."""
         return {
@@ -96,45 +227,47 @@ class Session:
             "turns": len(self.turns),
         }
 
+    def review_row(self) -> dict[str, Any]:
+        """One line of `sessions.jsonl`: what was read, prompts redacted and in order."""
+        return {
+            "id": self.id,
+            "agent": self.agent,
+            "cwd": self.cwd,
+            "started": self.started.isoformat(),
+            "prompts": self.prompts,
+            "tool_calls": self.tool_calls,
+            "assistant_chars": self.assistant_chars,
+        }
+
 
 @dataclass
 class HarvestStats:
-    """What a harvest read and skipped (all counts; nothing here is fatal)."""
+    """What a harvest read and skipped. Every figure is for the project's sessions, except
+    those under `home`, which are for everything read under the home directory."""
 
-    files_read: int = 0
     sessions: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
-    malformed_lines: int = 0
-    unknown_records: int = 0
-    mirrored_records: int = 0
-    meta_prompts: int = 0
-    tool_results: int = 0
-    injected_blocks: int = 0
-    redactor: Redactor = field(default_factory=Redactor)
-    malformed_examples: list[str] = field(default_factory=list)
-
-    def malformed(self, path: Path, line_no: int, why: str) -> None:
-        """Count a malformed line (the first few are kept for the report)."""
-        self.malformed_lines += 1
-        if len(self.malformed_examples) < 5:
-            self.malformed_examples.append(f"{path.name}:{line_no}: {why}")
-        logger.warning("skipping malformed line %s:%d (%s)", path, line_no, why)
+    project: ReadCounts = field(default_factory=ReadCounts)
+    files_read: int = 0
+    home_sessions: int = 0
+    home_skipped: Counter[str] = field(default_factory=Counter)
+    home: ReadCounts = field(default_factory=ReadCounts)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready counts, redactions by kind included."""
+        """JSON-ready figures: the project's at the top level, the home's under `home_wide`."""
         return {
-            "files_read": self.files_read,
             "sessions": self.sessions,
             "skipped": dict(sorted(self.skipped.items())),
-            "malformed_lines": self.malformed_lines,
-            "malformed_examples": list(self.malformed_examples),
-            "unknown_records": self.unknown_records,
-            "mirrored_records": self.mirrored_records,
-            "meta_prompts": self.meta_prompts,
-            "tool_results": self.tool_results,
-            "injected_blocks": self.injected_blocks,
-            "redactions": dict(sorted(self.redactor.counts.items())),
-            "redactions_total": self.redactor.total,
+            **self.project.to_dict(),
+            "home_wide": {
+                "files_read": self.files_read,
+                "sessions_read": self.home_sessions,
+                "skipped": dict(sorted(self.home_skipped.items())),
+                "malformed_lines": self.home.malformed_lines,
+                "unknown_records": self.home.unknown_records,
+                "unknown_types": dict(sorted(self.home.unknown.items())),
+                "redactions_total": self.home.redactions_total,
+            },
         }
 
 
@@ -149,10 +282,11 @@ def parse_timestamp(value: object) -> datetime:
 
 
 class Source(ABC):
-    """One agent's transcript format. Contract: `files()` lists transcript files under `home`
-    (sorted, read only); `read(path, stats)` parses one file into sessions, counting what it
-    skipped in `stats` and redacting every text with `stats.redactor`; a bad line is counted,
-    never raised."""
+    """One agent's transcript format. Contract: `files(stats)` lists transcript files under
+    `home` (sorted, read only; files it skips, such as sub-agent transcripts, are counted in
+    `stats.home_skipped`); `read(path, counts)` parses one file into sessions, redacting every
+    text it keeps, giving each session the counts of what its records held, and counting in
+    `counts` what belongs to no session. A bad line is counted, never raised."""
 
     name: AgentName
 
@@ -161,11 +295,11 @@ class Source(ABC):
 
     @abstractmethod
     def files(self, stats: HarvestStats) -> list[Path]:
-        """The transcript files this source would read (sub-agent files counted as skipped)."""
+        """The transcript files this source would read (skipped files counted in `stats`)."""
 
     @abstractmethod
-    def read(self, path: Path, stats: HarvestStats) -> list[Session]:
-        """The sessions in one file (usually one)."""
+    def read(self, path: Path, counts: ReadCounts) -> list[Session]:
+        """The sessions in one file (usually one; a session may share `counts` with its file)."""
 
     def available(self) -> bool:
         """True when this source's folder exists under `home`."""
@@ -216,13 +350,23 @@ def harvest(
     for source in sources:
         for path in source.files(stats):
             stats.files_read += 1
-            for session in source.read(path, stats):
-                reason = _skip_reason(session, project, watermark, seen)
+            counts = ReadCounts()
+            sessions = source.read(path, counts)
+            stats.home.add(counts)
+            for session in sessions:
+                stats.home_sessions += 1
+                if session.counts is not counts:
+                    stats.home.add(session.counts)
+                if not project.matches(session.cwd):
+                    stats.home_skipped["other_project"] += 1
+                    continue
+                reason = _skip_reason(session, watermark, seen)
                 if reason is not None:
                     stats.skipped[reason] += 1
                     continue
                 seen.add((session.agent, session.id))
                 kept.append(session)
+                stats.project.add(session.counts)
     kept.sort(key=lambda s: (s.started, s.id))
     stats.sessions = len(kept)
     newest = max((s.ended for s in kept), default=None)
@@ -230,15 +374,12 @@ def harvest(
 
 
 def _skip_reason(
-    session: Session,
-    project: ProjectMatcher,
-    watermark: datetime | None,
-    seen: set[tuple[str, str]],
+    session: Session, watermark: datetime | None, seen: set[tuple[str, str]]
 ) -> str | None:
+    if session.subagent is not None:
+        return "subagent"
     if not session.turns or not session.prompts:
         return "empty"
-    if not project.matches(session.cwd):
-        return "other_project"
     if is_own_replay(session):
         return "own_replay"
     if watermark is not None and session.ended <= watermark:
@@ -260,7 +401,7 @@ def merge_turns(turns: Iterable[Turn]) -> tuple[Turn, ...]:
         if merged and turn.role == "assistant" and merged[-1].role == "assistant":
             last = merged[-1]
             text = "\n".join(t for t in (last.text, turn.text) if t)
-            merged[-1] = Turn("assistant", text, last.timestamp, last.tools + turn.tools)
+            merged[-1] = Turn("assistant", text, last.timestamp, last.calls + turn.calls)
         else:
             merged.append(turn)
     return tuple(merged)

@@ -2,13 +2,17 @@
 
 With a model: one optimizer-model call per session proposes up to three tasks as JSON, each with
 rule checks and/or a rubric, validated by pydantic (an unknown check kind invalidates the reply).
-Without a usable reply (no model, a model error, invalid JSON, the budget spent): one heuristic
-task from the session's first prompt, its backticked names, the user's corrections ("use X, not
-Y") and feedback signals ("still broken", "thanks").
+A model is used only while it yields valid tasks: when its first reply holds none (a small model
+that cannot write the JSON, say), it is not asked again and every other session is mined
+heuristically at once; the report says so. Without a usable reply (no model, a model error,
+invalid JSON, the budget spent): one heuristic task from the session's first prompt, its
+backticked names, the user's corrections ("use X, not Y") and feedback signals ("still broken",
+"thanks").
 
-Recurring tasks (near-duplicate intents across sessions, compared with rapidfuzz's
-`token_set_ratio`) are merged into one task whose `weight` is the number of sessions that asked
-for it. Every task's split comes from its id's hash (`assign_split`).
+Recurring tasks (near-duplicate intents across sessions: rapidfuzz's `token_sort_ratio` at
+least 85 *and* the same identifiers, so "Work on bead bd-12" and "Work on bead bd-13" stay two
+tasks) are merged into one task whose `weight` is the number of sessions that asked for it.
+Every task's split comes from its id's hash (`assign_split`).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -38,12 +42,14 @@ from skillopt_dsl.sleep.tasks import (
     task_id,
 )
 
-__all__ = ["MineStats", "cluster_tasks", "heuristic_task", "mine_sessions"]
+__all__ = ["MineStats", "cluster_tasks", "heuristic_task", "identifiers", "mine_sessions"]
 
 logger = logging.getLogger(__name__)
 
 MAX_TRANSCRIPT_CHARS = 6000
 CLUSTER_SIMILARITY = 85.0
+MODEL_PROBE_REPLIES = 1
+"""A model whose first reply(ies) hold no valid task is not asked again."""
 
 MINE_SYSTEM = """You read one session between a developer and their coding agent and write up to 3
 checkable tasks that the agent should be able to do well next time.
@@ -81,6 +87,7 @@ class MineStats:
     heuristic_tasks: int = 0
     invalid_replies: int = 0
     budget_stopped: bool = False
+    model_dropped: str | None = None
     recurring_clusters: int = 0
     tasks: int = 0
     reasons: list[str] = field(default_factory=list)
@@ -94,6 +101,7 @@ class MineStats:
             "heuristic_tasks": self.heuristic_tasks,
             "invalid_replies": self.invalid_replies,
             "budget_stopped": self.budget_stopped,
+            "model_dropped": self.model_dropped,
             "recurring_clusters": self.recurring_clusters,
             "tasks": self.tasks,
             "invalid_reply_examples": self.reasons[:5],
@@ -107,26 +115,45 @@ def mine_sessions(
     lm: LM | None,
     fractions: SplitFractions,
     seed: int = 0,
+    on_session: Callable[[int, int], None] | None = None,
 ) -> tuple[list[Task], MineStats]:
-    """Tasks from `sessions` (see the module docstring); `lm=None` mines heuristically."""
+    """Tasks from `sessions` (see the module docstring); `lm=None` mines heuristically.
+
+    `on_session(done, total)` is called after each session (for a progress bar)."""
     stats = MineStats(sessions=len(sessions))
     raw: list[Task] = []
     for index, session in enumerate(sessions):
         mined = None
-        if lm is not None and not stats.budget_stopped:
+        if lm is not None and not stats.budget_stopped and stats.model_dropped is None:
             mined = _ask_model(session, project, lm, stats, seed=seed + index)
+            if not mined and stats.model_tasks == 0 and stats.model_calls >= MODEL_PROBE_REPLIES:
+                stats.model_dropped = _dropped(lm, stats, len(sessions) - index - 1)
+                logger.warning("%s", stats.model_dropped)
         if mined:
             stats.model_tasks += len(mined)
             raw += mined
+            if on_session is not None:
+                on_session(index + 1, len(sessions))
             continue
         fallback = heuristic_task(session, project)
         if fallback is not None:
             stats.heuristic_tasks += 1
             raw.append(fallback)
+        if on_session is not None:
+            on_session(index + 1, len(sessions))
     tasks = cluster_tasks(raw, fractions=fractions)
     stats.recurring_clusters = sum(1 for t in tasks if t.weight > 1)
     stats.tasks = len(tasks)
     return tasks, stats
+
+
+def _dropped(lm: LM, stats: MineStats, left: int) -> str:
+    why = stats.reasons[-1].split(": ", 1)[-1] if stats.reasons else "no valid task"
+    return (
+        f"mining stopped asking {lm.model}: its first {stats.model_calls} reply(ies) held no "
+        f"valid task ({why}); the other {left} session(s) were mined heuristically "
+        "(pass --heuristic-only to skip the model, or --optimizer-model for a stronger one)"
+    )
 
 
 def _transcript(session: Session) -> str:
@@ -288,8 +315,27 @@ def _final_reply(session: Session) -> str | None:
 # -- recurring tasks ---------------------------------------------------------------------------
 
 
+_TOKEN = re.compile(r"[\w./#-]+")
+
+
+def identifiers(intent: str) -> frozenset[str]:
+    """The tokens of an intent that name one thing: with a digit, or joined by `-`, `_`, `.`,
+    `/` or `#` (`bd-12`, `src/app.py`, `#431`), case-folded.
+
+    >>> sorted(identifiers("Work on bead bd-12 in src/app.py."))
+    ['bd-12', 'src/app.py']
+    """
+    found = set()
+    for token in _TOKEN.findall(intent):
+        token = token.strip("./-")
+        if any(c.isdigit() for c in token) or any(c in token for c in "-_./#"):
+            found.add(token.casefold())
+    return frozenset(found)
+
+
 def cluster_tasks(tasks: Sequence[Task], *, fractions: SplitFractions) -> list[Task]:
-    """Merge near-duplicate intents (rapidfuzz `token_set_ratio` >= 85) into weighted tasks.
+    """Merge near-duplicate intents into weighted tasks: rapidfuzz `token_sort_ratio` >= 85 and
+    the same `identifiers` (different beads, issues or files are different tasks).
 
     The merged task keeps the earliest task's intent and id, the union of checks, every source
     session, the sum of weights, and a split from the id's hash.
@@ -297,7 +343,8 @@ def cluster_tasks(tasks: Sequence[Task], *, fractions: SplitFractions) -> list[T
     if not tasks:
         return []
     intents = [" ".join(t.intent.split()).casefold() for t in tasks]
-    scores = process.cdist(intents, intents, scorer=fuzz.token_set_ratio, workers=1)
+    names = [identifiers(t.intent) for t in tasks]
+    scores = process.cdist(intents, intents, scorer=fuzz.token_sort_ratio, workers=1)
     parent = list(range(len(tasks)))
 
     def root(i: int) -> int:
@@ -308,7 +355,7 @@ def cluster_tasks(tasks: Sequence[Task], *, fractions: SplitFractions) -> list[T
 
     for i in range(len(tasks)):
         for j in range(i + 1, len(tasks)):
-            if scores[i][j] >= CLUSTER_SIMILARITY:
+            if scores[i][j] >= CLUSTER_SIMILARITY and names[i] == names[j]:
                 parent[root(j)] = root(i)
     groups: dict[int, list[Task]] = {}
     for index, task in enumerate(tasks):

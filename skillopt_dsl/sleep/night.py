@@ -20,6 +20,7 @@ from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import Budget, UsageLedger, UsageSnapshot, resolve_lm
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.sleep.adopt import adopt, recover
+from skillopt_dsl.sleep.agent_replay import AgentReplay, AgentRunsOnly, AgentSettings, settings_from
 from skillopt_dsl.sleep.consolidate import (
     Consolidation,
     consolidate,
@@ -29,7 +30,7 @@ from skillopt_dsl.sleep.consolidate import (
 from skillopt_dsl.sleep.harvest import HarvestResult, HarvestStats, harvest, utc_now
 from skillopt_dsl.sleep.live import LiveFiles
 from skillopt_dsl.sleep.mine import MineStats, mine_sessions
-from skillopt_dsl.sleep.project import MEMORY_FILES, SleepProject
+from skillopt_dsl.sleep.project import MEMORY_FILES, ProjectConfig, SleepProject
 from skillopt_dsl.sleep.replay import Replay, ScoreBook, TaskJudge, no_regression_guard
 from skillopt_dsl.sleep.sources import make_sources
 from skillopt_dsl.sleep.stage import (
@@ -41,7 +42,14 @@ from skillopt_dsl.sleep.stage import (
 )
 from skillopt_dsl.sleep.tasks import SplitFractions, Task, load_tasks, to_splits
 
-__all__ = ["NightResult", "SleepConfig", "harvest_tasks", "run_night"]
+__all__ = [
+    "NightResult",
+    "SleepConfig",
+    "gate_statement",
+    "harvest_tasks",
+    "replay_target",
+    "run_night",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +65,10 @@ class SleepConfig:
         agent: whose memory file to train; default from the project config, else the existing
             memory file, else the agent with the most sessions.
         skill_file: a skill document (relative to the project) trained with the learned block.
-        lm: the model the replays run on; default the embedded `local/smollm2-135m`.
+        lm: the model the replays run on; default `sleep.json`'s `replay`, else the embedded
+            `local/smollm2-135m`.
+        replay_agent: run the replays through the user's agent CLI instead (`claude -p`,
+            `codex exec`; see `skillopt_dsl.sleep.agent_replay`); overrides `lm`.
         optimizer_lm: the model that mines tasks, proposes edits and judges rubrics.
         budget: hard limits for the whole night (mining, replays, proposals, judging).
         optimizer: default `GradientText(epochs=1)`.
@@ -77,6 +88,7 @@ class SleepConfig:
     agent: Literal["claude", "codex"] | None = None
     skill_file: str | None = None
     lm: ModelSpec = None
+    replay_agent: AgentSettings | None = None
     optimizer_lm: ModelSpec = None
     budget: Budget | None = None
     optimizer: Optimizer | None = None
@@ -118,22 +130,56 @@ def _choose_agent(
 
 
 def harvest_tasks(
-    project: SleepProject, config: SleepConfig, ledger: UsageLedger
+    project: SleepProject,
+    config: SleepConfig,
+    ledger: UsageLedger,
+    *,
+    on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
 ) -> tuple[HarvestResult, list[Task], MineStats]:
     """Harvest the project's new sessions and mine them into tasks (model calls on `ledger`)."""
     settings = project.config()
     sources = make_sources(config.source, config.home.expanduser())
     harvested = harvest(sources, project.matcher(settings), watermark=project.watermark())
+    _emit(on_event, "harvest", harvested.stats.to_dict())
     miner = resolve_lm(config.optimizer_lm, ledger=ledger) if config.mine_with_model else None
+
+    def mined(done: int, total: int) -> None:
+        _emit(on_event, "mine", {"done": done, "total": total})
+
     tasks, stats = mine_sessions(
         harvested.sessions,
         project=str(project.path),
         lm=miner,
         fractions=config.fractions,
         seed=config.seed,
+        on_session=mined,
     )
     logger.info("harvested %d session(s), mined %d task(s)", len(harvested.sessions), len(tasks))
     return harvested, tasks, stats
+
+
+def _emit(
+    on_event: Callable[[str, Mapping[str, Any]], None] | None,
+    event: str,
+    payload: Mapping[str, Any],
+) -> None:
+    if on_event is not None:
+        on_event(event, payload)
+
+
+def replay_target(config: SleepConfig, settings: ProjectConfig) -> AgentSettings | ModelSpec:
+    """What the replays run on: `--replay-agent`, else `--model`, else `sleep.json`'s `replay`,
+    else None (the embedded model)."""
+    if config.replay_agent is not None:
+        return config.replay_agent
+    if config.lm is not None or settings.replay is None:
+        return config.lm
+    replay = settings.replay
+    if replay.agent is not None:
+        return settings_from(
+            replay.agent, argv=replay.argv, timeout_s=replay.timeout_s, env=replay.env
+        )
+    return replay.model
 
 
 def run_night(
@@ -178,15 +224,25 @@ class _Night:
             rubric_lm=resolve_lm(self.config.optimizer_lm) if self.config.rubric_judge else None,
         )
         usable = [t for t in tasks if t.checks or judge.judges_rubrics]
-        module = Replay(skill=live.document(), judge=judge, book=self.book)
+        target = replay_target(self.config, self.project.config())
+        module: Replay
+        if isinstance(target, AgentSettings):
+            module = AgentReplay(
+                skill=live.document(), judge=judge, book=self.book, live=live, settings=target
+            )
+            replay_lm: ModelSpec = AgentRunsOnly()
+        else:
+            module = Replay(skill=live.document(), judge=judge, book=self.book)
+            replay_lm = target
         gate = self._gate(module.seed_skill.hash)
+        _emit(self.on_event, "consolidate", {"tasks": len(usable)})
         consolidation = consolidate(
             module,
             to_splits(usable),
             optimizer=self._optimizer(),
             gate=gate,
             budget=remaining_budget(self.config.budget, self.mine_ledger.snapshot()),
-            lm=self.config.lm,
+            lm=replay_lm,
             optimizer_lm=self.config.optimizer_lm,
             run_dir=self.partial / "run",
             seed=self.config.seed,
@@ -199,7 +255,10 @@ class _Night:
             harvested, mine_stats, usable, live, agent, consolidation, proposals, gate
         )
         report = report.model_copy(
-            update={"watermark_before": watermark_before and watermark_before.isoformat()}
+            update={
+                "watermark_before": watermark_before and watermark_before.isoformat(),
+                "replay": _describe(target),
+            }
         )
         best_hash = result.best_skill.hash if result else module.seed_skill.hash
         path = write_stage(
@@ -210,6 +269,7 @@ class _Night:
             proposals=proposals,
             tasks=usable,
             evidence=evidence_rows(usable, self.book, module.seed_skill.hash, best_hash),
+            sessions=[s.review_row() for s in harvested.sessions] if harvested else [],
         )
         self._advance_watermark(harvested)
         if self.config.auto_adopt:
@@ -220,7 +280,7 @@ class _Night:
         if self.config.tasks is not None:
             tasks = load_tasks(self.config.tasks, reviewed_only=self.config.reviewed_only)
             return None, tasks, MineStats(tasks=len(tasks))
-        return harvest_tasks(self.project, self.config, self.mine_ledger)
+        return harvest_tasks(self.project, self.config, self.mine_ledger, on_event=self.on_event)
 
     def _optimizer(self) -> Optimizer:
         if self.config.optimizer is not None:
@@ -230,6 +290,10 @@ class _Night:
         return GradientText(epochs=1)
 
     def _gate(self, seed_hash: str) -> Gate:
+        """The night's one gate. GATE WIRING POINT: the gate every candidate of the night is
+        decided by is built here (and only here); a shared significance budget across the
+        night's candidates belongs in this method, and its "smallest certifiable gain"
+        statement in `gate_statement` below."""
         gate = self.config.gate or Gate()
         if not self.config.no_regression:
             return gate
@@ -299,6 +363,7 @@ class _Night:
             seed_test=result.seed_test_score if result else None,
             candidate_test=result.test_score if result else None,
             gate_minimum_val=gate_minimum_val(gate),
+            gate_statement=gate_statement(gate, sum(1 for t in tasks if t.split == "val")),
             gate_decisions=[d.to_dict() for d in result.gate_log] if result else [],
             accepted=bool(proposals),
             proposed_files=sorted(proposals),
@@ -308,6 +373,25 @@ class _Night:
             wall_s=time.perf_counter() - self.started,
             auto_adopt=self.config.auto_adopt,
         )
+
+
+def gate_statement(gate: Gate, val_tasks: int) -> str | None:
+    """The smallest gain the night's gate could certify on `val_tasks` val tasks, in words.
+
+    GATE WIRING POINT: None until the gate states it (the lead engineer's gate change wires
+    its statement in here); the report and `sleep status` show it when it is not None.
+    """
+    return None
+
+
+def _describe(target: AgentSettings | ModelSpec) -> str:
+    if isinstance(target, AgentSettings):
+        return f"agent CLI: {target.agent} (timeout {target.timeout_s:g} s)"
+    if target is None:
+        return "model: the embedded local/smollm2-135m"
+    if isinstance(target, str):
+        return f"model: {target}"
+    return f"model: {getattr(target, 'model', type(target).__name__)}"
 
 
 def _nothing_passed(result: Any) -> str | None:

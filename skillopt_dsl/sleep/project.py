@@ -28,12 +28,39 @@ from pydantic import BaseModel, ConfigDict, Field
 from skillopt_dsl.sleep.errors import SleepError, SleepLocked
 from skillopt_dsl.sleep.harvest import ProjectMatcher, utc_now
 
-__all__ = ["ProjectConfig", "SleepProject", "atomic_write", "sha256_of"]
+__all__ = ["ProjectConfig", "ReplayConfig", "SleepProject", "atomic_write", "sha256_of"]
 
 logger = logging.getLogger(__name__)
 
 MEMORY_FILES: dict[str, str] = {"claude": "CLAUDE.md", "codex": "AGENTS.md"}
 NIGHT_ID = re.compile(r"\d{8}T\d{6}Z(?:-\d+)?")
+
+
+class ReplayConfig(BaseModel):
+    """`sleep.json`'s `replay`: what the night's replays run on, an agent CLI *or* a model.
+
+    Attributes:
+        agent: run each replay through the user's own agent: `claude` (`claude -p`) or `codex`
+            (`codex exec`), in a copy of the project (see `skillopt_dsl.sleep.agent_replay`).
+        model: or a model (a litellm string such as `openai/gpt-4o-mini`).
+        argv: the agent's command template instead of the default (`{prompt}` is the task).
+        timeout_s: each agent run's wall-clock limit.
+        env: environment variables passed to the agent besides its API key variables.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: Literal["claude", "codex"] | None = None
+    model: str | None = None
+    argv: list[str] | None = None
+    timeout_s: float = Field(default=600.0, gt=0)
+    env: list[str] = Field(default_factory=list)
+
+    @pydantic.model_validator(mode="after")
+    def _one_target(self) -> ReplayConfig:
+        if (self.agent is None) == (self.model is None):
+            raise ValueError('replay needs exactly one of "agent" (claude or codex) or "model"')
+        return self
 
 
 class ProjectConfig(BaseModel):
@@ -44,6 +71,8 @@ class ProjectConfig(BaseModel):
         skill_file: a skill document trained alongside the learned block (relative path).
         session_cwds: other working directories whose sessions belong to this project (the
             project's own path always does), e.g. where it was checked out on another machine.
+        replay: what the replays run on (`--replay-agent` or `--model` override it); default
+            the embedded local model.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -51,6 +80,7 @@ class ProjectConfig(BaseModel):
     agent: Literal["claude", "codex"] | None = None
     skill_file: str | None = None
     session_cwds: list[str] = Field(default_factory=list)
+    replay: ReplayConfig | None = None
 
 
 def sha256_of(data: bytes | None) -> str | None:

@@ -2,7 +2,8 @@
 
 Contents: `proposed/<file>` (only when something passed the gate), `diff.patch` (unified, against
 the live files as read), `report.md` and `report.json` (`NightReport`), `evidence.jsonl` (each val
-and test task's seed and candidate replies and scores), the mined tasks (`tasks/`, a Hugging Face
+and test task's seed and candidate replies and scores), `sessions.jsonl` (each harvested session:
+id, agent, cwd, start, redacted prompts, tool calls, reply characters), the mined tasks (`tasks/`, a Hugging Face
 `Dataset`, and `tasks.jsonl`), the optimizer's run directory (`run/`) and `manifest.json`, which
 pins the sha256 of every live file as read and of every proposal.
 
@@ -67,6 +68,8 @@ class NightReport(BaseModel):
     seed_test: float | None = None
     candidate_test: float | None = None
     gate_minimum_val: int | None = None
+    gate_statement: str | None = None
+    replay: str | None = None
     gate_decisions: list[dict[str, Any]] = Field(default_factory=list)
     accepted: bool = False
     proposed_files: list[str] = Field(default_factory=list)
@@ -97,14 +100,20 @@ def render_markdown(report: NightReport) -> str:
         f"Project `{report.project}` · agent {report.agent} · memory file `{report.memory_file}`"
         + (f" · skill file `{report.skill_file}`" if report.skill_file else ""),
         "",
-        "## Harvest",
+        "## Harvest (this project's sessions)",
         f"- sources: {', '.join(report.sources) or '—'} (home `{report.home}`)",
-        f"- files read: {h.get('files_read', 0)}; sessions kept: {h.get('sessions', 0)}; "
-        f"skipped: {json.dumps(h.get('skipped', {}))}",
+        f"- sessions kept: {h.get('sessions', 0)} (listed in `sessions.jsonl`); skipped: "
+        f"{json.dumps(h.get('skipped', {}))}",
+        f"- requests: {h.get('slash_commands', 0)} slash command(s) and "
+        f"{h.get('queued_prompts', 0)} queued prompt(s) read; not requests: "
+        f"{h.get('meta_prompts', 0)} meta, {h.get('compact_summaries', 0)} compaction "
+        f"summaries, {h.get('notices', 0)} notices",
         f"- malformed lines: {h.get('malformed_lines', 0)}; unknown records: "
-        f"{h.get('unknown_records', 0)}; mirrored Codex records counted once: "
-        f"{h.get('mirrored_records', 0)}",
+        f"{h.get('unknown_records', 0)} {json.dumps(h.get('unknown_types', {}))}; mirrored "
+        f"Codex records counted once: {h.get('mirrored_records', 0)}",
         f"- secrets redacted: {report.redactions} {json.dumps(h.get('redactions', {}))}",
+        f"- home-wide (every file read, other projects included): "
+        f"{json.dumps(h.get('home_wide', {}))}",
         f"- watermark: {report.watermark_before or 'none'} → {report.watermark_after or 'none'}",
         "",
         "## Tasks",
@@ -112,7 +121,9 @@ def render_markdown(report: NightReport) -> str:
         f"test {t.get('test', 0)}); recurring clusters: {t.get('recurring', 0)}",
         f"- model-mined: {report.mining.get('model_tasks', 0)}; heuristic: "
         f"{report.mining.get('heuristic_tasks', 0)}; invalid model replies: "
-        f"{report.mining.get('invalid_replies', 0)}",
+        f"{report.mining.get('invalid_replies', 0)}"
+        + (f"; {report.mining['model_dropped']}" if report.mining.get("model_dropped") else ""),
+        f"- replays ran on: {report.replay or '—'}",
         "",
         "## Gate",
     ]
@@ -145,6 +156,8 @@ def _gate_lines(report: NightReport) -> list[str]:
         f"{report.gate_minimum_val if report.gate_minimum_val is not None else '?'} val tasks"
         + ("; no-regression guard on" if report.no_regression else ""),
     ]
+    if report.gate_statement:
+        lines.append(f"- {report.gate_statement}")
     for decision in report.gate_decisions[-5:]:
         lines.append(
             f"  - {'accepted' if decision.get('accepted') else 'rejected'}: {decision.get('reason')}"
@@ -203,6 +216,7 @@ def write_stage(
     proposals: Mapping[str, bytes],
     tasks: Sequence[Task],
     evidence: Sequence[dict[str, Any]],
+    sessions: Sequence[dict[str, Any]] = (),
 ) -> Path:
     """Fill `partial` with the night's files and rename it to the night's folder."""
     proposed_dir = partial / "proposed"
@@ -214,9 +228,8 @@ def write_stage(
         patches.append(_diff(rel, live.get(rel), data))
     (partial / "diff.patch").write_text("".join(patches), encoding="utf-8")
     save_tasks(tasks, partial)
-    with (partial / "evidence.jsonl").open("w", encoding="utf-8") as handle:
-        for row in evidence:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    write_jsonl(partial / "evidence.jsonl", evidence)
+    write_jsonl(partial / "sessions.jsonl", sessions)
     manifest = Manifest(
         night_id=report.night_id,
         project=report.project,
@@ -230,6 +243,14 @@ def write_stage(
     final = project.night_dir(report.night_id)
     os.replace(partial, final)
     return final
+
+
+def write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
+    """One JSON object a line (UTF-8, not ASCII-escaped)."""
+    with path.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return path
 
 
 def write_report(folder: Path, report: NightReport) -> None:
