@@ -158,6 +158,9 @@ class CommandAgent(SkillModule):
         check: a command run in the workspace after the agent (exit 0 passes); an example's
             `check` label (a list of strings) overrides it.
         check_timeout_s: the check's wall-clock limit.
+        max_usd_per_run: the declared worst-case price of one run, in USD. Required under a
+            `Budget(max_usd=...)` (an agent CLI cannot be priced before it runs: an unpriced run
+            is refused); a run that reports no cost is charged this price.
     """
 
     task: str = InputField()
@@ -177,8 +180,12 @@ class CommandAgent(SkillModule):
         env: Mapping[str, str] | None = None,
         check: Sequence[str] | None = None,
         check_timeout_s: float = 120.0,
+        max_usd_per_run: float | None = None,
     ) -> None:
         super().__init__(skill=skill, metric=metric)
+        if max_usd_per_run is not None and not max_usd_per_run >= 0:
+            raise UserInputError(f"max_usd_per_run must be >= 0, got {max_usd_per_run!r}")
+        self.max_usd_per_run = max_usd_per_run
         self.harness = HarnessSettings(
             argv=tuple(argv),
             output=output,
@@ -200,7 +207,7 @@ class CommandAgent(SkillModule):
     def run(self, skill: Skill, example: Example, lm: LM, *, seed: int) -> RunOutcome:
         """Run the agent once on `example` under `skill`; a failure raises `ModelError`."""
         ledger = lm.ledger
-        reservation = ledger.reserve(0, 0)
+        reservation = ledger.reserve(0, 0, max_cost_usd=self.max_usd_per_run)
         try:
             harness_run = self._run_in_workspace(skill, example)
         except ModelError as exc:
@@ -209,7 +216,7 @@ class CommandAgent(SkillModule):
         except BaseException:
             ledger.settle(reservation, None, error_type="interrupted")
             raise
-        _settle(ledger, reservation, harness_run)
+        _settle(ledger, reservation, harness_run, self.max_usd_per_run)
         return RunOutcome(
             prediction=self.parse(harness_run.answer),
             output=harness_run.answer,
@@ -552,6 +559,10 @@ def _text_of(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _settle(ledger: UsageLedger, reservation: Any, run: HarnessRun) -> None:
-    completion = Completion(run.answer, run.prompt_tokens, run.completion_tokens, run.cost_usd)
+def _settle(
+    ledger: UsageLedger, reservation: Any, run: HarnessRun, declared_usd: float | None
+) -> None:
+    """Record the run; one that reported no cost is charged its declared price (if any)."""
+    cost = run.cost_usd if run.cost_usd is not None else declared_usd
+    completion = Completion(run.answer, run.prompt_tokens, run.completion_tokens, cost)
     ledger.settle(reservation, completion)

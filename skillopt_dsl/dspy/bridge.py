@@ -13,7 +13,9 @@ What the bridge carries: the system prompt and text messages, `temperature` and 
 other non-text parts are refused with a clear error; provider-specific settings (`stop`,
 `response_format`, ...) are not sent (our backends take messages and sampling parameters only).
 
-Each program run gets its own engine and `RunRecord`, which counts its calls and tokens and keeps
+A budget stop reaches the caller as `BridgeBudgetExceeded`, a `BudgetExceeded` that DSPy lets
+through as it is (not wrapped in `LMUnexpectedError`). Each program run gets its own engine and
+`RunRecord`, which counts its calls and tokens and keeps
 the first `BudgetExceeded` / `ModelError`, so a stop that DSPy code caught and swallowed still
 surfaces (`PredictorModule.run` re-raises it).
 """
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
+from dspy.utils.exceptions import LMError
 
 from skillopt_dsl.errors import BudgetExceeded, ModelError, UserInputError
 from skillopt_dsl.lm import LM, SamplingParams, resolve_lm
@@ -34,12 +37,21 @@ from skillopt_dsl.lm import LM, SamplingParams, resolve_lm
 if TYPE_CHECKING:
     from skillopt_dsl.lm.client import LMResponse
 
-__all__ = ["BridgeEngine", "RunRecord", "bridge_lm"]
+__all__ = ["BridgeBudgetExceeded", "BridgeEngine", "RunRecord", "bridge_lm"]
 
 BRIDGE_PREFIX = "skillopt/"
 """The bridged `dspy.LM`'s model name is this prefix plus our `LM`'s model name."""
 
 _ROLES = {"user": "user", "assistant": "assistant", "developer": "system"}
+
+
+class BridgeBudgetExceeded(BudgetExceeded, LMError):
+    """Our `BudgetExceeded`, raised through DSPy: DSPy passes its own `LMError`s through
+    unwrapped (anything else becomes `LMUnexpectedError`), so a program run under `bridge_lm`
+    stops with an exception that is a `BudgetExceeded` (`except BudgetExceeded` catches it)."""
+
+    def __init__(self, message: str) -> None:
+        LMError.__init__(self, message)
 
 
 @dataclass
@@ -132,6 +144,9 @@ class BridgeEngine:
         params = self._params(request.config)
         try:
             response = self.lm.complete(messages, params=params)
+        except BudgetExceeded as exc:
+            self.record.failed(exc)
+            raise BridgeBudgetExceeded(str(exc)) from exc
         except Exception as exc:
             self.record.failed(exc)
             raise

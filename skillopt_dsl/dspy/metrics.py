@@ -52,11 +52,13 @@ def dspy_score(
     pred_name: str | None = None,
     pred_trace: Any = None,
     example_id: str | None = None,
+    where: str | None = None,
 ) -> Score:
     """Call a DSPy metric in the form it declares and convert its result to a `Score`.
 
-    An exception in the metric becomes a `MetricError` naming the example (a silent zero would
-    corrupt every gate decision); a judge model's `BudgetExceeded` / `ModelError` passes through.
+    An exception in the metric becomes a `MetricError` naming the example (`where`, e.g.
+    `"valset[3] (id '...')"`, else its id; a silent zero would corrupt every gate decision); a
+    judge model's `BudgetExceeded` / `ModelError` passes through.
     """
     name = metric_name(metric)
     form = metric_form(metric)
@@ -71,7 +73,8 @@ def dspy_score(
         raise
     except Exception as exc:
         raise MetricError(
-            f"metric {name!r} raised {type(exc).__name__}: {exc} on example {example_id!r}; "
+            f"metric {name!r} raised {type(exc).__name__}: {exc} on "
+            f"{where or f'example {example_id!r}'}; "
             "fix the metric (it must handle predictions whose fields are None)",
             example_id=example_id,
             metric=name,

@@ -20,12 +20,13 @@ instructions the program runs with) and the program is saved to `run_dir/program
 from __future__ import annotations
 
 import contextvars
+import inspect
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import dspy
 from dspy.teleprompt import Teleprompter
@@ -172,8 +173,10 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         **kwargs: Any,
     ) -> dspy.Module:
         """Return a deep copy of `student` with its best instructions (the student is
-        untouched). `trainset` / `valset` are `dspy.Example`s (with `.with_inputs(...)`),
-        skillopt `Example`s, or dicts with an `id`; `valset` is required (the gate's data)."""
+        untouched). `trainset` / `valset` are `dspy.Example`s (inputs from `.with_inputs(...)`,
+        else the program's inputs), skillopt `Example`s, or dicts (the program's inputs, from
+        its `forward` signature, are the inputs; an `id` key is the id); `valset` is required
+        (the gate's data). An error about an example names its position (`valset[3]`)."""
         if teacher is not None or kwargs:
             extra = ["teacher"] * (teacher is not None) + sorted(kwargs)
             raise UserInputError(f"SkillOptimizer.compile does not take {extra}")
@@ -183,15 +186,18 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
                 "improves the program's metric on held-out examples; pass examples disjoint "
                 "from trainset (e.g. valset=devset[:50])"
             )
-        train = as_examples(trainset, where="trainset")
-        val = as_examples(valset, where="valset")
+        accepted = program_inputs(student)
+        train = _examples(trainset, accepted, where="trainset")
+        val = _examples(valset, accepted, where="valset")
+        positions = _positions(train, "trainset") | _positions(val, "valset")
         program = DSPyProgram(
             student,
             self.metric,
-            inputs=_input_names([*train, *val]),
+            inputs=_input_names([*train, *val], positions, accepted),
             adapter=self.adapter,
             context=contextvars.copy_context(),
         )
+        program.positions.update(positions)
         outcome = self._train(program, self._selected(program), train, val)
         compiled = program.built()
         compiled._compiled = True
@@ -291,10 +297,19 @@ def evaluate_program(
     raises `BudgetExceeded`, a broken metric raises `MetricError` (unlike `dspy.Evaluate`, which
     swallows every exception). The report's `mean` is in [0, 1].
     """
-    rows = as_examples(examples, where="examples")
+    accepted = program_inputs(program)
+    rows = _examples(examples, accepted, where="examples")
     if not rows:
         raise UserInputError("evaluate_program needs at least one example")
-    target = DSPyProgram(program, metric, inputs=_input_names(rows), adapter=adapter, context=None)
+    positions = _positions(rows, "examples")
+    target = DSPyProgram(
+        program,
+        metric,
+        inputs=_input_names(rows, positions, accepted),
+        adapter=adapter,
+        context=None,
+    )
+    target.positions.update(positions)
     module = target.module(target.predictor_names[0])
     return evaluate(
         module,
@@ -327,15 +342,79 @@ def _target_spec(lm: ModelSpec) -> ModelSpec:
     return lm
 
 
-def _input_names(examples: Sequence[Example]) -> tuple[str, ...]:
-    """The program's input fields: the same keys on every example."""
+@dataclass(frozen=True)
+class ProgramInputs:
+    """What a DSPy program's `forward` takes: every name it accepts, and those it requires."""
+
+    accepted: tuple[str, ...]
+    required: tuple[str, ...]
+
+    @property
+    def input_fields(self) -> tuple[str, ...]:
+        """The accepted names (what `as_examples` takes as a dict row's inputs)."""
+        return self.accepted
+
+
+def program_inputs(program: dspy.Module) -> ProgramInputs | None:
+    """The inputs `program` takes, from its `forward` signature; for a `forward(**kwargs)`
+    module (`Predict`, `ReAct`) from its signature's input fields (`ChainOfThought`: its one
+    predictor's). None when they cannot be known (a custom `forward(**kwargs)`)."""
+    try:  # the class's function: DSPy warns when `module.forward` is read on an instance
+        params = list(inspect.signature(type(program).forward).parameters.values())[1:]
+    except (AttributeError, TypeError, ValueError):
+        return None
+    named = [
+        p
+        for p in params
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    ]
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        predictors = [p for _, p in program.named_predictors()]
+        signature = getattr(program, "signature", None)
+        if signature is None and len(predictors) == 1:  # ChainOfThought: its one predictor
+            signature = predictors[0].signature
+        fields_ = getattr(signature, "input_fields", None)
+        if named or not fields_:
+            return None
+        return ProgramInputs(tuple(fields_), tuple(fields_))
+    required = tuple(p.name for p in named if p.default is inspect.Parameter.empty)
+    return ProgramInputs(tuple(p.name for p in named), required)
+
+
+def _examples(items: Any, accepted: ProgramInputs | None, *, where: str) -> list[Example]:
+    """The user's rows as `Example`s; dict rows take the program's inputs as their inputs."""
+    return as_examples(items, module=cast(Any, accepted), where=where)
+
+
+def _positions(examples: Sequence[Example], where: str) -> dict[str, str]:
+    return {e.id: f"{where}[{i}]" for i, e in enumerate(examples)}
+
+
+def _input_names(
+    examples: Sequence[Example], positions: Mapping[str, str], accepted: ProgramInputs | None
+) -> tuple[str, ...]:
+    """The program's input fields: the same keys on every example, and keys the program takes
+    (every required one present, none it does not accept)."""
+
+    def named(example: Example) -> str:
+        return f"{positions.get(example.id, 'example')} (id {example.id!r})"
+
     first = tuple(examples[0].inputs)
     for example in examples:
         if set(example.inputs) != set(first):
             raise DataError(
-                f"example {example.id!r} has inputs {sorted(example.inputs)}, but "
-                f"{examples[0].id!r} has {sorted(first)}; give every example the same "
+                f"{named(example)} has inputs {sorted(example.inputs)}, but "
+                f"{named(examples[0])} has {sorted(first)}; give every example the same "
                 ".with_inputs(...) keys"
+            )
+    if accepted is not None:
+        missing = [k for k in accepted.required if k not in first]
+        unknown = [k for k in first if k not in accepted.accepted]
+        if missing or unknown:
+            raise DataError(
+                f"{named(examples[0])} has inputs {sorted(first)}, but the program takes "
+                f"{list(accepted.accepted)} (missing {missing}, not taken {unknown}); mark the "
+                "program's inputs with .with_inputs(...)"
             )
     return first
 

@@ -33,7 +33,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
@@ -41,6 +41,13 @@ from dspy.utils.exceptions import AdapterParseError
 from skillopt_dsl.dspy.adapter import signature_fields, signature_module
 from skillopt_dsl.dspy.bridge import RunRecord, bridge_lm
 from skillopt_dsl.dspy.metrics import dspy_score, metric_form
+from skillopt_dsl.dspy.proposals import (
+    adapter_format,
+    adapter_style,
+    format_rule_for,
+    reflection_case,
+    worked_example,
+)
 from skillopt_dsl.errors import SkillOptError, UserInputError
 from skillopt_dsl.lm import LM, UsageSnapshot
 from skillopt_dsl.metrics.score import Score
@@ -48,6 +55,9 @@ from skillopt_dsl.module import FieldSpec, RunOutcome, SkillModule
 from skillopt_dsl.optimizers.proposers import format_rule
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example, Prediction
+
+if TYPE_CHECKING:
+    from skillopt_dsl.evaluate import Rollout
 
 __all__ = [
     "DSPyProgram",
@@ -105,6 +115,13 @@ class DSPyProgram:
         adapter: a DSPy adapter for every call (None: whatever the caller's settings say).
         context: the caller's `contextvars` context (default: the current one); every run
             enters a copy of it, so worker threads see the caller's `dspy.context` settings.
+
+    Attributes:
+        style: the output format of the adapter the program runs with (`adapter`, else the
+            caller's `dspy.settings.adapter`, else DSPy's default `ChatAdapter`); the proposers'
+            worked examples and format rules are written in it.
+        positions: how to name an example in an error, by id (`"valset[3]"`); examples not in
+            it are named by id.
     """
 
     def __init__(
@@ -126,6 +143,9 @@ class DSPyProgram:
         self.inputs = tuple(inputs)
         self.adapter = adapter
         self.context = context if context is not None else contextvars.copy_context()
+        chosen = adapter if adapter is not None else self.context.run(_configured_adapter)
+        self.style = adapter_style(chosen)
+        self.positions: dict[str, str] = {}
         predictors = dict(self._base.named_predictors())
         if not predictors:
             raise UserInputError(f"the program {self.program_name} has no predictors to train")
@@ -136,6 +156,11 @@ class DSPyProgram:
         self._copies: OrderedDict[tuple[str, ...], dspy.Module] = OrderedDict()
         self._lock = threading.Lock()
         self._sent = RunRecord()
+
+    def describe(self, example_id: str) -> str:
+        """An example as a user can find it: its position in their list and its id."""
+        where = self.positions.get(example_id)
+        return f"{where} (id {example_id!r})" if where else f"example {example_id!r}"
 
     @property
     def predictor_names(self) -> list[str]:
@@ -198,6 +223,10 @@ class DSPyProgram:
             else:
                 self._copies.move_to_end(key)
             return program
+
+
+def _configured_adapter() -> Any:
+    return dspy.settings.adapter
 
 
 def _refuse_own_lms(predictors: Mapping[str, Any]) -> None:
@@ -282,6 +311,7 @@ class PredictorModule(SkillModule):
             pred_name=self.predictor,
             pred_trace=list(run.pred_trace) if run is not None else None,
             example_id=example.id,
+            where=self.program.describe(example.id),
         )
         note = outcome.prediction.error
         if note is None:
@@ -317,13 +347,13 @@ class PredictorModule(SkillModule):
         if parse is None:
             raise DSPyProgramError(
                 f"the DSPy program {self.program.program_name} raised {type(exc).__name__}: "
-                f"{exc} on example {example.id!r}; fix the program"
+                f"{exc} on {self.program.describe(example.id)}; fix the program"
             ) from exc
         where = _predictor_of(self.program, parse.signature)
         reason = (str(parse.message).strip().splitlines() or ["no detail"])[0]
         return (
             f"could not parse the output of predictor {where!r} ({parse.adapter_name}): "
-            f"{reason}. Expected format: {_adapter_format(parse.signature)}"
+            f"{reason}. Expected format: {adapter_format(parse.signature, self.program.style)}"
         )
 
     def _outcome(
@@ -376,6 +406,37 @@ class PredictorModule(SkillModule):
             f"predictor {name!r} {error}. Expected format: {rule or 'its declared output fields'}"
         )
 
+    # -- proposer hooks (see skillopt_dsl.dspy.proposals) ---------------------------------------
+    def worked_example(self, example: Example, rollout: Rollout | None) -> str | None:
+        """A worked example for this predictor from real data only (None: there is none)."""
+        run = _program_trace(rollout)
+        succeeded = (
+            rollout is not None and rollout.score >= 1.0 and run is not None and not run.failure
+        )
+        return worked_example(
+            self.program.signature(self.predictor),
+            self.program.style,
+            example,
+            run.pred_trace if run is not None else (),
+            succeeded,
+        )
+
+    def output_format_rule(self) -> str | None:
+        """The output rule in the program's adapter format (None: an adapter we do not know)."""
+        return format_rule_for(self.program.signature(self.predictor), self.program.style)
+
+    def reflection_case(self, example: Example, rollout: Rollout) -> str:
+        """This predictor's own calls on `example`, then the program's result and feedback."""
+        run = _program_trace(rollout)
+        finished = run is not None and run.prediction is not None and not run.failure
+        return reflection_case(
+            self.predictor,
+            example,
+            run.pred_trace if run is not None else (),
+            _outputs(run.prediction) if finished and run is not None else {},
+            rollout.feedback or rollout.prediction.error or "",
+        )
+
     def _metric_on_prediction(self, example: Example, prediction: Prediction) -> Score:
         """The metric on a bare prediction (no program run), for `metric_fn` callers."""
         return self.score(
@@ -414,16 +475,9 @@ def _predictor_of(program: DSPyProgram, signature: Any) -> str:
     return str(getattr(signature, "signature", signature))
 
 
-def _adapter_format(signature: Any) -> str:
-    """The output format DSPy's default adapters expect for `signature`, in words."""
-    outputs = list(signature.output_fields)
-    keys = ", ".join(f'"{k}"' for k in outputs)
-    markers = ", then ".join(f"`[[ ## {k} ## ]]`" for k in outputs)
-    return (
-        f"each output field under its own marker line, starting with {markers}, "
-        "ending with `[[ ## completed ## ]]` (or one JSON object with the keys "
-        f"{keys})"
-    )
+def _program_trace(rollout: Rollout | None) -> ProgramTrace | None:
+    trace = getattr(rollout, "trace", None)
+    return trace if isinstance(trace, ProgramTrace) else None
 
 
 def _outputs(prediction: Any) -> dict[str, Any]:
