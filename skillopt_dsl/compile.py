@@ -80,9 +80,7 @@ class CompileResult:
         validation without a test score); None when it does or there is no label set."""
         return baseline_warning(self.baseline, self.val_score, self.test_score)
 
-    def export(
-        self, path: str | Path, *, format: str = "md", agent: AgentKind = "claude"
-    ) -> Path:
+    def export(self, path: str | Path, *, format: str = "md", agent: AgentKind = "claude") -> Path:
         """Write the best skill: `format="md"` → a best_skill.md file at `path`;
         `format="agent-skill"` → the layout `agent` reads (`"claude"` / `"codex"`:
         `<path>/<name>/SKILL.md` with that agent's front matter; `"agents-md"`:
@@ -162,46 +160,111 @@ def compile(
         max_errors: per-evaluation limit of failed calls before the run stops.
         on_event: called with every event (for progress displays).
     """
-    from skillopt_dsl.data import coerce_splits
-    from skillopt_dsl.optimizers.gradient_text import GradientText
-
-    trainset, valset, testset = coerce_splits(module, trainset, valset, testset)
-    _check_inputs(module, trainset, valset, testset, resume, run_dir)
-    chosen = optimizer if optimizer is not None else GradientText()
-    run = RunDirectory(run_dir)
-    ledger = UsageLedger(budget)
-    cache = ResponseCache(run.cache_path)
-    target = resolve_lm(lm, cache=cache, ledger=ledger)
-    reflector = resolve_lm(optimizer_lm, cache=cache, ledger=ledger)
-    run.write_config(
-        _config(module, chosen, target, reflector, trainset, valset, seed, budget, gate),
-        resume=resume,
+    trainset, valset, testset = _checked_splits(
+        module, trainset, valset, testset, resume=resume, run_dir=run_dir
     )
-    context = CompileContext(
-        module=module,
-        trainset=trainset,
-        valset=valset,
-        target_lm=target,
-        optimizer_lm=reflector,
-        gate=gate or Gate(),
-        ledger=ledger,
-        run=run,
+    chosen = optimizer if optimizer is not None else _default_optimizer()
+    run = RunDirectory(run_dir)
+    models = _Models.resolve(lm, optimizer_lm, run, budget)
+    context = models.context(
+        module,
+        trainset,
+        valset,
+        run,
+        gate=gate if gate is not None else Gate(),
         seed=seed,
         threads=threads,
         max_errors=max_errors,
         on_event=on_event,
-        response_cache=cache,
     )
+    run.write_config(_config(context, chosen, budget), resume=resume)
     baseline = constant_baseline(module, valset, testset)  # no model call
     try:
-        _start(context, cache, resume)
+        _start(context, models.cache, resume)
         if baseline is not None:
             context.emit("baseline", **baseline.to_dict())
         stop_reason = chosen.compile(module, trainset, valset, context=context)
         test = _TestScores.measure(context, testset, UsageLedger(test_budget))
         return _finish(context, stop_reason, test, baseline)
     finally:
-        cache.flush()
+        models.cache.flush()
+
+
+def _default_optimizer() -> Optimizer:
+    from skillopt_dsl.optimizers.gradient_text import GradientText
+
+    return GradientText()
+
+
+def _checked_splits(
+    module: SkillModule,
+    trainset: Sequence[Example],
+    valset: Sequence[Example],
+    testset: Sequence[Example] | None,
+    *,
+    resume: bool,
+    run_dir: str | Path | None,
+) -> tuple[Sequence[Example], Sequence[Example], Sequence[Example] | None]:
+    """The splits as examples of `module` (see `coerce_splits`), refused when unusable."""
+    from skillopt_dsl.data import coerce_splits
+
+    trainset, valset, testset = coerce_splits(module, trainset, valset, testset)
+    _check_inputs(module, trainset, valset, testset, resume, run_dir)
+    return trainset, valset, testset
+
+
+@dataclass(frozen=True)
+class _Models:
+    """The target and reflection models of a run, sharing one ledger (the search budget) and
+    the run's response cache."""
+
+    target: LM
+    reflector: LM
+    ledger: UsageLedger
+    cache: ResponseCache
+
+    @classmethod
+    def resolve(
+        cls, lm: ModelSpec, optimizer_lm: ModelSpec, run: RunDirectory, budget: Budget | None
+    ) -> _Models:
+        ledger = UsageLedger(budget)
+        cache = ResponseCache(run.cache_path)
+        return cls(
+            target=resolve_lm(lm, cache=cache, ledger=ledger),
+            reflector=resolve_lm(optimizer_lm, cache=cache, ledger=ledger),
+            ledger=ledger,
+            cache=cache,
+        )
+
+    def context(
+        self,
+        module: SkillModule,
+        trainset: Sequence[Example],
+        valset: Sequence[Example],
+        run: RunDirectory,
+        *,
+        gate: Gate,
+        seed: int,
+        threads: int,
+        max_errors: int | None,
+        on_event: Callable[[str, Mapping[str, Any]], None] | None,
+    ) -> CompileContext:
+        """The driver of a run on these models."""
+        return CompileContext(
+            module=module,
+            trainset=trainset,
+            valset=valset,
+            target_lm=self.target,
+            optimizer_lm=self.reflector,
+            gate=gate,
+            ledger=self.ledger,
+            run=run,
+            seed=seed,
+            threads=threads,
+            max_errors=max_errors,
+            on_event=on_event,
+            response_cache=self.cache,
+        )
 
 
 def _check_inputs(
@@ -226,34 +289,25 @@ def _check_inputs(
         raise UserInputError(f"train, val and test must not share examples; shared ids: {leaked}")
 
 
-def _config(
-    module: SkillModule,
-    optimizer: Optimizer,
-    target: LM,
-    reflector: LM,
-    trainset: Sequence[Example],
-    valset: Sequence[Example],
-    seed: int,
-    budget: Budget | None,
-    gate: Gate | None,
-) -> dict[str, Any]:
-    chosen_gate = gate or Gate()
+def _config(context: CompileContext, optimizer: Optimizer, budget: Budget | None) -> dict[str, Any]:
+    """The run's config.json: the settings a resume must match."""
+    gate = context.gate
     return {
-        "module": module.name,
-        "seed_skill_hash": module.seed_skill.hash,
+        "module": context.module.name,
+        "seed_skill_hash": context.module.seed_skill.hash,
         "optimizer": optimizer.config(),
-        "lm": target.identity(),
-        "optimizer_lm": reflector.identity(),
-        "train_ids": [e.id for e in trainset],
-        "val_ids": [e.id for e in valset],
-        "seed": seed,
+        "lm": context.target_lm.identity(),
+        "optimizer_lm": context.optimizer_lm.identity(),
+        "train_ids": [e.id for e in context.trainset],
+        "val_ids": [e.id for e in context.valset],
+        "seed": context.seed,
         "budget": None if budget is None else vars(budget),
         "gate": {
-            "min_delta": chosen_gate.min_delta,
-            "test": chosen_gate.test,
-            "alpha": chosen_gate.alpha,
-            "spending": chosen_gate.spending,
-            "guards": [g.name for g in chosen_gate.guards],
+            "min_delta": gate.min_delta,
+            "test": gate.test,
+            "alpha": gate.alpha,
+            "spending": gate.spending,
+            "guards": [g.name for g in gate.guards],
         },
     }
 
