@@ -37,6 +37,7 @@ from skillopt_dsl.errors import ModelError, SkillOptError, UserInputError
 from skillopt_dsl.evaluate import EvaluationReport, evaluate
 from skillopt_dsl.export import export_agent_skill, export_skill, load_skill, split_front_matter
 from skillopt_dsl.lm import LM, Budget, SamplingParams
+from skillopt_dsl.lm.endpoint import API_BASE_ENV, OPTIMIZER_API_BASE_ENV, at_api_base
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.progress import CompileProgress
 from skillopt_dsl.recipes import Recipe, load_recipe
@@ -110,6 +111,23 @@ ModelOpt = Annotated[
 OptimizerModelOpt = Annotated[
     str | None,
     typer.Option("--optimizer-model", help="Model that proposes edits; overrides the recipe."),
+]
+ApiBaseOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--api-base",
+        envvar=API_BASE_ENV,
+        help="URL of the server the target model runs on (e.g. http://localhost:8080/v1 for "
+        "llama.cpp, vLLM or Ollama, with --model openai/<name>).",
+    ),
+]
+OptimizerApiBaseOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--optimizer-api-base",
+        envvar=OPTIMIZER_API_BASE_ENV,
+        help="URL of the server the optimizer model runs on (with --optimizer-model).",
+    ),
 ]
 MaxCallsOpt = Annotated[
     int | None, typer.Option("--max-calls", min=0, help="Hard limit on model calls.")
@@ -203,16 +221,33 @@ def _lm_for(model: str, base: str | LM | None) -> LM:
     return LM(model, params=params)
 
 
-def _models(
-    recipe: Recipe, model: str | None, optimizer_model: str | None
-) -> tuple[str | LM | None, str | LM | None]:
+def _target(recipe: Recipe, model: str | None, api_base: str | None) -> Any:
+    """The recipe's target model, or `--model`, served at `--api-base` when one is given."""
     target = recipe.lm if model is None else _lm_for(model, recipe.lm)
-    reflector = (
+    return at_api_base(target, api_base)
+
+
+def _models(
+    recipe: Recipe,
+    model: str | None,
+    optimizer_model: str | None,
+    api_base: str | None = None,
+    optimizer_api_base: str | None = None,
+) -> tuple[Any, Any]:
+    """Target and optimizer models: the recipe's, overridden by the flags."""
+    chosen = (
         recipe.optimizer_lm
         if optimizer_model is None
         else _lm_for(optimizer_model, recipe.optimizer_lm)
     )
-    return target, reflector
+    reflector = at_api_base(
+        chosen,
+        optimizer_api_base,
+        flag="--optimizer-api-base",
+        model_flag="--optimizer-model",
+        env=OPTIMIZER_API_BASE_ENV,
+    )
+    return _target(recipe, model, api_base), reflector
 
 
 def _budget(base: Budget | None, max_calls: int | None, max_usd: float | None) -> Budget | None:
@@ -315,6 +350,8 @@ class _CompileFlags:
     seed: int
     threads: int
     max_errors: int
+    api_base: str | None = None
+    optimizer_api_base: str | None = None
 
     def overrides(self) -> dict[str, Any]:
         """Optimizer settings given on the command line."""
@@ -330,6 +367,8 @@ class _CompileFlags:
             "batch_size",
             "model",
             "optimizer_model",
+            "api_base",
+            "optimizer_api_base",
             "max_calls",
             "max_usd",
         ):
@@ -361,6 +400,8 @@ def compile_command(
     ] = None,
     model: ModelOpt = None,
     optimizer_model: OptimizerModelOpt = None,
+    api_base: ApiBaseOpt = None,
+    optimizer_api_base: OptimizerApiBaseOpt = None,
     max_calls: MaxCallsOpt = None,
     max_usd: MaxUsdOpt = None,
     run_dir: Annotated[
@@ -388,6 +429,8 @@ def compile_command(
         seed,
         threads,
         max_errors,
+        api_base,
+        optimizer_api_base,
     )
     with _handled(debug):
         _run_compile(recipe, flags, run_dir, resume)
@@ -397,7 +440,9 @@ def _run_compile(
     recipe_path: Path, flags: _CompileFlags, run_dir: Path | None, resume: bool
 ) -> None:
     recipe = load_recipe(recipe_path)
-    target, reflector = _models(recipe, flags.model, flags.optimizer_model)
+    target, reflector = _models(
+        recipe, flags.model, flags.optimizer_model, flags.api_base, flags.optimizer_api_base
+    )
     chosen = _optimizer(recipe.optimizer, flags.optimizer, flags.overrides())
     directory = _checked_run_dir(recipe, run_dir, resume)
     started = time.perf_counter()
@@ -515,7 +560,14 @@ def _print_compile(result: CompileResult, wall_s: float) -> None:
 @app.command("sweep")
 def sweep_command(
     recipe: RecipeArg,
-    n_trials: Annotated[int, typer.Option("--n-trials", min=1, help="Finished trials the study must reach (shared by every worker; a resume runs only the rest).")],
+    n_trials: Annotated[
+        int,
+        typer.Option(
+            "--n-trials",
+            min=1,
+            help="Finished trials the study must reach (shared by every worker; a resume runs only the rest).",
+        ),
+    ],
     storage: Annotated[
         str | None,
         typer.Option(
@@ -528,6 +580,8 @@ def sweep_command(
     ] = None,
     model: ModelOpt = None,
     optimizer_model: OptimizerModelOpt = None,
+    api_base: ApiBaseOpt = None,
+    optimizer_api_base: OptimizerApiBaseOpt = None,
     max_calls: MaxCallsOpt = None,
     max_usd: MaxUsdOpt = None,
     run_dir: Annotated[
@@ -540,7 +594,7 @@ def sweep_command(
     with _handled(debug):
         loaded = load_recipe(recipe)
         run_sweep_worker = _lazy("skillopt_dsl.sweeps", "run_sweep_worker", "sweeps")
-        target, reflector = _models(loaded, model, optimizer_model)
+        target, reflector = _models(loaded, model, optimizer_model, api_base, optimizer_api_base)
         folder = run_dir if run_dir is not None else Path("runs") / f"{loaded.name}-sweep"
         if storage is None:
             folder.parent.mkdir(parents=True, exist_ok=True)
@@ -633,6 +687,7 @@ def eval_command(
         SplitChoice, typer.Option("--split", help="Which split to score.")
     ] = SplitChoice.test,
     model: ModelOpt = None,
+    api_base: ApiBaseOpt = None,
     compare_seed: Annotated[
         bool,
         typer.Option(
@@ -650,7 +705,7 @@ def eval_command(
     with _handled(debug):
         loaded = load_recipe(recipe)
         skill = load_skill(skill_file)
-        target = loaded.lm if model is None else _lm_for(model, loaded.lm)
+        target = _target(loaded, model, api_base)
         examples = _examples(loaded, split)
         report = _score(loaded, skill, examples, target, threads, seed, max_errors)
         seed_mean = (
@@ -704,6 +759,15 @@ def transfer_command(
     split: Annotated[
         SplitChoice, typer.Option("--split", help="Which split to score.")
     ] = SplitChoice.test,
+    api_base: Annotated[
+        str | None,
+        typer.Option(
+            "--api-base",
+            envvar=API_BASE_ENV,
+            help="URL of the server the non-local models in --models run on "
+            "(local/... models run in-process).",
+        ),
+    ] = None,
     threads: ThreadsOpt = 4,
     seed: SeedOpt = 0,
     max_errors: MaxErrorsOpt = 10,
@@ -718,7 +782,8 @@ def transfer_command(
             raise UserInputError(
                 "--models needs at least one model, e.g. --models local/smollm2-135m,openai/gpt-4o-mini"
             )
-        clients = [_lm_for(name, loaded.lm) for name in names]  # fail on a bad name before any call
+        # every client is built (and a bad name refused) before any call
+        clients = [_transfer_lm(name, loaded.lm, api_base) for name in names]
         examples = _examples(loaded, split)
         table = Table(title=f"transfer of skill {skill.hash[:12]} on {loaded.name}/{split.value}")
         for column in ("model", "seed", "skill", "delta", "n", "errors"):
@@ -735,6 +800,14 @@ def transfer_command(
                 str(report.n_errors),
             )
         Console(soft_wrap=True).print(table)
+
+
+def _transfer_lm(name: str, base: str | LM | None, api_base: str | None) -> LM:
+    """A transfer column's model: served at `api_base` unless it runs in-process."""
+    client = _lm_for(name, base)
+    if api_base is None or name.startswith("local/"):
+        return client
+    return LM(name, params=client.params, api_base=api_base)
 
 
 # -- report and export -------------------------------------------------------------------------

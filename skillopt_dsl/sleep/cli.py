@@ -20,6 +20,7 @@ import typer
 
 from skillopt_dsl.errors import SkillOptError
 from skillopt_dsl.lm import Budget, UsageLedger
+from skillopt_dsl.lm.endpoint import API_BASE_ENV, OPTIMIZER_API_BASE_ENV, at_api_base
 from skillopt_dsl.sleep.adopt import adopt, journal_pending, night_status, recover, rollback
 from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.sleep.night import NightResult, SleepConfig, harvest_tasks, run_night
@@ -52,6 +53,14 @@ OptimizerModelOpt = Annotated[
     str | None,
     typer.Option(
         "--optimizer-model", help="Model that mines tasks, proposes edits, judges rubrics."
+    ),
+]
+OptimizerApiBaseOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--optimizer-api-base",
+        envvar=OPTIMIZER_API_BASE_ENV,
+        help="URL of the server the optimizer model runs on (with --optimizer-model).",
     ),
 ]
 MaxCallsOpt = Annotated[int | None, typer.Option("--max-calls", min=0, help="Night's call limit.")]
@@ -149,6 +158,15 @@ def run_command(
         str | None, typer.Option("--model", help="Replay model (default: local/smollm2-135m).")
     ] = None,
     optimizer_model: OptimizerModelOpt = None,
+    api_base: Annotated[
+        str | None,
+        typer.Option(
+            "--api-base",
+            envvar=API_BASE_ENV,
+            help="URL of the server the replay model runs on (with --model openai/<name>).",
+        ),
+    ] = None,
+    optimizer_api_base: OptimizerApiBaseOpt = None,
     max_calls: MaxCallsOpt = None,
     max_tokens: MaxTokensOpt = None,
     max_usd: MaxUsdOpt = None,
@@ -185,8 +203,8 @@ def run_command(
             home=home or Path.home(),
             agent=_agent(agent),
             skill_file=skill_file,
-            lm=model,
-            optimizer_lm=optimizer_model,
+            lm=at_api_base(model, api_base),
+            optimizer_lm=_optimizer_lm(optimizer_model, optimizer_api_base),
             budget=_budget(max_calls, max_tokens, max_usd),
             optimizer=GradientText(epochs=epochs),
             no_regression=no_regression,
@@ -204,6 +222,17 @@ def run_command(
             _emit({"path": str(result.path), **result.report.model_dump()})
         else:
             typer.echo(_summary(result))
+
+
+def _optimizer_lm(model: str | None, api_base: str | None) -> Any:
+    """`--optimizer-model` served at `--optimizer-api-base` (when given)."""
+    return at_api_base(
+        model,
+        api_base,
+        flag="--optimizer-api-base",
+        model_flag="--optimizer-model",
+        env=OPTIMIZER_API_BASE_ENV,
+    )
 
 
 def _agent(value: str | None) -> Literal["claude", "codex"] | None:
@@ -228,6 +257,7 @@ def harvest_command(
         typer.Option("--out", help="Where to write the tasks (default .skillopt/sleep/review)."),
     ] = None,
     optimizer_model: OptimizerModelOpt = None,
+    optimizer_api_base: OptimizerApiBaseOpt = None,
     heuristic_only: Annotated[bool, typer.Option("--heuristic-only")] = False,
     max_calls: MaxCallsOpt = None,
     as_json: JsonOpt = False,
@@ -241,7 +271,7 @@ def harvest_command(
             project=opened.path,
             source=source,
             home=home or Path.home(),
-            optimizer_lm=optimizer_model,
+            optimizer_lm=_optimizer_lm(optimizer_model, optimizer_api_base),
             mine_with_model=not heuristic_only,
         )
         with opened.lock("sleep harvest"):
