@@ -184,6 +184,7 @@ def compile(
         if baseline is not None:
             context.emit("baseline", **baseline.to_dict())
         stop_reason = chosen.compile(module, trainset, valset, context=context)
+        _draw_sweep_plots(chosen, context)
         test = _TestScores.measure(context, testset, UsageLedger(test_budget))
         return _finish(context, stop_reason, test, baseline)
     finally:
@@ -333,6 +334,25 @@ def _start(context: CompileContext, cache: ResponseCache, resume: bool) -> None:
         context.run.save_best(seed, context.export_metadata())
         context.emit("seed", skill_hash=seed.hash, val_score=context.seed_report.mean)
     _ = context.incumbent_report
+
+
+def _draw_sweep_plots(optimizer: Optimizer, context: CompileContext) -> None:
+    """Draw the plots an optimizer asked for (optimizers plot nothing themselves): an OptunaLR
+    sweep's study plots, next to the study (`plot_folder`)."""
+    from skillopt_dsl.optimizers.optuna_lr import OptunaLR, plot_folder
+
+    if not isinstance(optimizer, OptunaLR) or not optimizer.plots:
+        return
+    study = optimizer.last_study
+    if study is None:  # a resumed run whose sweep had already ended
+        return
+    folder = plot_folder(optimizer.storage, study.study_name, context.run.path)
+    if folder is None:
+        return
+    from skillopt_dsl.report import write_sweep_plots
+
+    plots = write_sweep_plots(study, folder)
+    context.emit("sweep_plots", folder=str(folder), plots=[str(p) for p in plots])
 
 
 @dataclass(frozen=True)

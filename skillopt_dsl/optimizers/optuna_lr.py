@@ -54,7 +54,7 @@ from skillopt_dsl.skill import Skill
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["OptunaLR", "SearchSpace", "SweepResult", "TrialRecord", "open_storage"]
+__all__ = ["OptunaLR", "SearchSpace", "SweepResult", "TrialRecord", "open_storage", "plot_folder"]
 
 logger = logging.getLogger(__name__)
 
@@ -268,7 +268,9 @@ class OptunaLR(Optimizer):
         sampler: default `TPESampler(seed=seed)`.
         pruner: default none (every trial runs to the end); `MedianPruner()`, `WilcoxonPruner()`.
         seed: the default sampler's seed.
-        plots: write sweep plots next to the study (see `skillopt_dsl.report.write_sweep_plots`).
+        plots: ask the caller for sweep plots next to the study: `compile` draws them after the
+            sweep (`skillopt_dsl.report.write_sweep_plots`) in `plot_folder`; the optimizer
+            itself plots nothing.
         selection_fraction: share of the trainset carved off (seeded by the run's seed) for the
             trials' gates; trials learn on the rest. The validation set is for the final gate.
         heartbeat_interval, grace_period: seconds between a running trial's heartbeats, and the
@@ -288,6 +290,10 @@ class OptunaLR(Optimizer):
     heartbeat_interval: int = HEARTBEAT_INTERVAL_S
     grace_period: int = GRACE_PERIOD_S
     name: str = "optuna-lr"
+    last_study: optuna.study.Study | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    """The study of the last `optimize` call (None before one), for the caller's plots."""
 
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.inner):
@@ -357,9 +363,10 @@ class OptunaLR(Optimizer):
         return study
 
     def optimize(self, view: RunView) -> None:
+        self.last_study = None
         if view.optimizer_state.get("submitted"):
             return
-        study = self.create_study(view)
+        study = self.last_study = self.create_study(view)
         owner = _owner(view)
         fail_orphaned_trials(study, owner)
         sweep = _Sweep(self, view, view.selection_split(self.selection_fraction), owner)
@@ -390,13 +397,7 @@ class OptunaLR(Optimizer):
         return params
 
     def _record(self, view: RunView, study: optuna.study.Study) -> SweepResult:
-        plots: list[Path] = []
-        folder = _plot_folder(view, self.storage, study.study_name)
-        if self.plots and folder is not None:
-            from skillopt_dsl.report import write_sweep_plots
-
-            plots = write_sweep_plots(study, folder)
-        result = SweepResult.from_study(study, self.storage, plots)
+        result = SweepResult.from_study(study, self.storage)
         view.emit("sweep", **result.to_dict())
         return result
 
@@ -517,14 +518,15 @@ def _attrs(study: optuna.study.Study, number: int) -> dict[str, Any]:
     return dict(trial.user_attrs)
 
 
-def _plot_folder(view: RunView, storage: str | None, study_name: str) -> Path | None:
-    """Next to the study: the storage file's folder, else the run directory; None in memory."""
+def plot_folder(storage: str | None, study_name: str, run_path: Path | None) -> Path | None:
+    """Where a sweep's plots go, next to the study: `<study name>-plots/` beside the storage
+    file, else `<run_path>/sweep-plots/` for an in-memory study; None without either."""
     if storage is not None and storage.startswith("sqlite:///"):
         return Path(storage.removeprefix("sqlite:///")).parent / f"{study_name}-plots"
     if storage is not None and "://" not in storage:
         return Path(storage).parent / f"{study_name}-plots"
-    if view.run_path is not None:
-        return view.run_path / "sweep-plots"
+    if run_path is not None:
+        return run_path / "sweep-plots"
     return None
 
 

@@ -1,0 +1,82 @@
+"""Guards on OptunaLR's loop and plots (issue 20's audit): a sweep ends at exactly `n_trials`
+(with a timeout, so a loop that never ends fails instead of hanging), and the optimizer plots
+nothing: the caller (`compile`) draws the sweep plots. Models are `ScriptedLM` fakes.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import skillopt_dsl as sd
+from skillopt_dsl.optimizers import GradientText, OptunaLR, ReflectiveProposer
+from skillopt_dsl.optimizers import optuna_lr as optuna_lr_module
+from skillopt_dsl.testing import ScriptedLM
+from skillopt_dsl.testing.contract import (
+    TRAIN,
+    VAL,
+    ContractParity,
+    contract_reflector,
+    contract_target,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+
+
+def sweep(run_dir: Path | None, **kwargs: Any) -> sd.CompileResult:
+    inner = GradientText(proposers=[ReflectiveProposer(read_successes=False)], epochs=1)
+    return sd.compile(
+        ContractParity(),
+        TRAIN,
+        VAL,
+        optimizer=OptunaLR(inner=inner, selection_fraction=0.5, **kwargs),
+        lm=ScriptedLM(contract_target),
+        optimizer_lm=contract_reflector(),
+        run_dir=run_dir,
+        threads=1,
+    )
+
+
+def sweep_trials(run_dir: Path) -> list[dict[str, Any]]:
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    (last,) = [e for e in events if e["event"] == "sweep"]
+    return list(last["trials"])
+
+
+@pytest.mark.timeout(60)
+def test_a_sweep_runs_exactly_n_trials_and_ends(tmp_path: Path) -> None:
+    """Kills: OptunaLR's `finished < n_trials` turned into `<=` (one trial too many, or a loop
+    that never ends: the timeout fails it instead of hanging the suite)."""
+    sweep(tmp_path, n_trials=2, plots=False)
+    trials = sweep_trials(tmp_path)
+    assert [t["state"] for t in trials] == ["COMPLETE", "COMPLETE"]
+
+
+def test_the_optimizer_module_does_not_import_the_report() -> None:
+    """Kills: an optimizer that plots (imports `skillopt_dsl.report`); optimizers print and
+    plot nothing, the caller draws."""
+    tree = ast.parse(Path(optuna_lr_module.__file__).read_text(encoding="utf-8"))
+    imported = {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    } | {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    assert not {m for m in imported if m.startswith(("skillopt_dsl.report", "matplotlib"))}
+
+
+@pytest.mark.timeout(120)
+def test_compile_draws_the_sweep_plots_of_an_in_memory_study(tmp_path: Path) -> None:
+    """Kills: sweep plots lost when the optimizer stopped drawing them (an in-memory study
+    with a run directory gets `<run_dir>/sweep-plots/`), and plots drawn when turned off."""
+    sweep(tmp_path / "on", n_trials=2, plots=True)
+    names = sorted(p.name for p in (tmp_path / "on" / "sweep-plots").iterdir())
+    assert "history.png" in names and "score_vs_lr.png" in names
+    sweep(tmp_path / "off", n_trials=2, plots=False)
+    assert not (tmp_path / "off" / "sweep-plots").exists()
