@@ -21,6 +21,7 @@ from skillopt_dsl.baselines import Baseline, baseline_warning, constant_baseline
 from skillopt_dsl.driver import CompileContext, StepRecord
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.evaluate import evaluate
+from skillopt_dsl.evidence import Preflight, SignificanceBudget, preflight
 from skillopt_dsl.export import AgentKind, export_agent_skill, export_skill
 from skillopt_dsl.gate import Gate, GateDecision
 from skillopt_dsl.lm import (
@@ -34,6 +35,7 @@ from skillopt_dsl.lm import (
 )
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.reachability import require_an_answer
 from skillopt_dsl.runs import RunDirectory
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
@@ -68,6 +70,8 @@ class CompileResult:
     baseline: Baseline | None = None
     test_usage: UsageSnapshot | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    preflight: Preflight | None = None
+    """What the gate could certify at this validation size, said before the search."""
 
     @property
     def improved(self) -> bool:
@@ -113,6 +117,10 @@ class CompileResult:
             "baseline_warning": self.baseline_warning,
             "accepted_steps": sum(1 for d in self.gate_log if d.accepted),
             "gate_decisions": len(self.gate_log),
+            "stopped_early": sum(1 for d in self.gate_log if d.stopped_early),
+            "validation_calls_saved": sum(d.calls_saved for d in self.gate_log),
+            "significance_spent": sum(d.charged or 0.0 for d in self.gate_log),
+            "preflight": None if self.preflight is None else self.preflight.to_dict(),
             "steps": len(self.history),
             "best_skill_hash": self.best_skill.hash,
             "usage": self.usage.to_dict(),
@@ -138,6 +146,7 @@ def compile(
     threads: int = 4,
     max_errors: int | None = None,
     on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
+    significance: SignificanceBudget | None = None,
 ) -> CompileResult:
     """Train `module`'s skill document on `trainset`, gated on `valset`; see the package docs.
 
@@ -159,6 +168,11 @@ def compile(
         threads: parallel model calls during evaluation.
         max_errors: per-evaluation limit of failed calls before the run stops.
         on_event: called with every event (for progress displays).
+        significance: a `SignificanceBudget` shared with other runs, so that all of them
+            together accept a useless edit with probability at most its alpha (a DSPy
+            program's predictors, a Sleep night's candidates); its owner plans it for all of
+            them (`budget.plan(...)`). Default: the run's own, of `gate.alpha`, planned over
+            `optimizer.planned_decisions(len(trainset))`.
     """
     trainset, valset, testset = _checked_splits(
         module, trainset, valset, testset, resume=resume, run_dir=run_dir
@@ -176,9 +190,11 @@ def compile(
         threads=threads,
         max_errors=max_errors,
         on_event=on_event,
+        significance=significance,
     )
     run.write_config(_config(context, chosen, budget), resume=resume)
     baseline = constant_baseline(module, valset, testset)  # no model call
+    check = _plan(context, chosen, own_budget=significance is None)
     try:
         _start(context, models.cache, resume)
         if baseline is not None:
@@ -186,9 +202,25 @@ def compile(
         stop_reason = chosen.compile(module, trainset, valset, context=context)
         _draw_sweep_plots(chosen, context)
         test = _TestScores.measure(context, testset, UsageLedger(test_budget))
-        return _finish(context, stop_reason, test, baseline)
+        return _finish(context, stop_reason, test, baseline, check)
     finally:
         models.cache.flush()
+
+
+def _plan(context: CompileContext, optimizer: Optimizer, *, own_budget: bool) -> Preflight:
+    """Plan the run's own significance over the optimizer's decisions (a shared budget is
+    planned by its owner, for all its runs at once) and say, before anything is spent, what the
+    gate can certify at this validation size (a warning when too little)."""
+    gate, budget = context.gate, context.significance
+    if own_budget:
+        budget.plan(optimizer.planned_decisions(len(context.trainset)))
+    level = gate.alpha if gate.spending == "per-decision" else budget.level()
+    check = preflight(gate, len(context.valset), budget.planned, first_level=level)
+    context.emit("preflight", **check.to_dict())
+    logger.info("%s: %s", context.module.name, check.summary())
+    if check.warning is not None:
+        logger.warning("%s: %s", context.module.name, check.warning)
+    return check
 
 
 def _default_optimizer() -> Optimizer:
@@ -249,6 +281,7 @@ class _Models:
         threads: int,
         max_errors: int | None,
         on_event: Callable[[str, Mapping[str, Any]], None] | None,
+        significance: SignificanceBudget | None = None,
     ) -> CompileContext:
         """The driver of a run on these models."""
         return CompileContext(
@@ -265,6 +298,7 @@ class _Models:
             max_errors=max_errors,
             on_event=on_event,
             response_cache=self.cache,
+            significance=significance,
         )
 
 
@@ -308,6 +342,9 @@ def _config(context: CompileContext, optimizer: Optimizer, budget: Budget | None
             "test": gate.test,
             "alpha": gate.alpha,
             "spending": gate.spending,
+            "first_share": gate.first_share,
+            "looks": list(gate.looks),
+            "min_look": gate.min_look,
             "guards": [g.name for g in gate.guards],
         },
     }
@@ -317,9 +354,14 @@ def _start(context: CompileContext, cache: ResponseCache, resume: bool) -> None:
     checkpoint = context.run.load_checkpoint() if resume else None
     if resume:
         context.run.load_events()
-    if resume:
-        # Calls paid after the last checkpoint (or before the first one) are in the run's cache:
-        # count them now, so a resumed run spends exactly what an uninterrupted one would.
+    # Every reservation is journaled in the run directory before its call is sent, so a resume
+    # counts the calls a kill left in flight (`UsageLedger.open_journal`).
+    replayed = context.run.path is not None and context.ledger.open_journal(
+        context.run.path / "ledger.jsonl", replay=resume
+    )
+    if resume and not replayed:
+        # A run directory without a journal (an older run): calls paid after the last
+        # checkpoint (or before the first one) are in the run's cache; count them now.
         if checkpoint is not None:
             context.ledger.restore(UsageSnapshot.from_dict(checkpoint["usage"]))
         paid_up_to = int(checkpoint.get("cache_rowid", 0)) if checkpoint is not None else 0
@@ -329,6 +371,7 @@ def _start(context: CompileContext, cache: ResponseCache, resume: bool) -> None:
         context.emit("resume", version=context.version, steps=len(context.history))
     seed = context.module.seed_skill
     context.seed_report = context.evaluate(seed, context.valset, label="val")
+    require_an_answer(context.seed_report, context.target_lm)  # fail fast: nothing answered
     if checkpoint is None:
         context.run.save_version(1, seed)
         context.run.save_best(seed, context.export_metadata())
@@ -410,7 +453,11 @@ def _test_mean(
 
 
 def _finish(
-    context: CompileContext, stop_reason: str, test: _TestScores, baseline: Baseline | None
+    context: CompileContext,
+    stop_reason: str,
+    test: _TestScores,
+    baseline: Baseline | None,
+    check: Preflight | None = None,
 ) -> CompileResult:
     best = context.incumbent
     seed_report = context.seed_report
@@ -434,6 +481,7 @@ def _finish(
         baseline=baseline,
         test_usage=test.usage,
         metadata=metadata,
+        preflight=check,
     )
     if result.baseline_warning is not None:
         logger.warning("%s: %s", context.module.name, result.baseline_warning)

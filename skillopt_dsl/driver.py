@@ -10,8 +10,10 @@ a read-only view of the run with one `submit`. The door (`RunView.submit`):
    `lr` (its schedule's value), never the change;
 2. refuses a text it has already judged (or the incumbent itself) as a *duplicate*: the
    `Verdict` says so, and it is never an accept;
-3. otherwise scores the candidate on validation, asks the `Gate`, and records the decision,
-   the new version and the checkpoint.
+3. otherwise scores the candidate on validation in the gate's looks (a candidate not ahead of
+   the incumbent at an interim look stops there and is rejected), asks the `Gate` at the level
+   the run's `SignificanceBudget` gives the decision, charges the budget, and records the
+   decision, the new version and the checkpoint.
 
 Only the door writes the incumbent, the history, the gate log and the scored set; they live in
 a private state object of the driver. `RunView.evaluate` refuses the gate's validation examples,
@@ -32,6 +34,7 @@ from typing import Any, Literal
 
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import EvaluationCache, EvaluationReport, evaluate
+from skillopt_dsl.evidence import SignificanceBudget
 from skillopt_dsl.gate import Gate, GateDecision
 from skillopt_dsl.lm import LM, ResponseCache, UsageLedger, UsageSnapshot
 from skillopt_dsl.module import SkillModule
@@ -209,8 +212,13 @@ class CompileContext:
         max_errors: int | None = None,
         on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
         response_cache: ResponseCache | None = None,
+        significance: SignificanceBudget | None = None,
     ) -> None:
         self.module, self.trainset, self.valset = module, tuple(trainset), tuple(valset)
+        self.significance = (
+            significance if significance is not None else gate.significance_budget()
+        )
+        self._val_order = _look_order(self.valset, seed)
         self.target_lm, self.optimizer_lm, self.gate = target_lm, optimizer_lm, gate
         self.ledger, self.run, self.seed, self.threads = ledger, run, seed, threads
         self.max_errors = max_errors
@@ -231,7 +239,9 @@ class CompileContext:
     ) -> CompileContext:
         """A fresh driver for a nested run (a sweep trial) on the same module, models, gate,
         seed, ledger, response cache and evaluation cache, with its own splits: the budget stays
-        global and a skill already scored is not scored again. It starts from the seed skill."""
+        global and a skill already scored is not scored again. It starts from the seed skill.
+        Its gate decides on training examples, so it spends a significance budget of its own,
+        never the run's."""
         child = CompileContext(
             module=self.module,
             trainset=trainset,
@@ -330,9 +340,7 @@ class CompileContext:
             self.emit("duplicate", candidate_hash=candidate.hash, step=step.step)
             verdict = Verdict("duplicate", candidate.hash, change, budget, reason)
             return self._close(step, verdict, state_after, score=None, note="duplicate")
-        incumbent_report = self.incumbent_report
-        report = self.evaluate(candidate, self.valset, label="val")
-        decision = self.gate.decide(report, incumbent_report, decision_index=len(self.gate_log))
+        report, decision = self._judge(candidate)
         self._state.scored[candidate.hash] = decision
         self._state.gate_log.append(decision)
         self.emit("gate", step=step.step, epoch=step.epoch, **decision.to_dict())
@@ -341,6 +349,38 @@ class CompileContext:
         status: Literal["accepted", "rejected"] = "accepted" if decision.accepted else "rejected"
         verdict = Verdict(status, candidate.hash, change, budget, decision.reason, decision)
         return self._close(step, verdict, state_after, score=decision.candidate_score, note="")
+
+    def _judge(self, candidate: Skill) -> tuple[EvaluationReport, GateDecision]:
+        """Score `candidate` on validation look by look and let the gate decide at the level
+        the significance budget gives; charge the budget with what the decision spent."""
+        incumbent_report = self.incumbent_report
+        level = self._level()
+        index = len(self.gate_log)
+        sizes = self.gate.look_sizes(len(self._val_order))
+        for look, size in enumerate(sizes[:-1], start=1):
+            partial = self.evaluate(candidate, self._val_order[:size], label="val")
+            if self.gate.is_futile(partial, incumbent_report):
+                decision = self.gate.stopped(
+                    partial, incumbent_report, look=look, alpha=level, decision_index=index
+                )
+                self._charge(level, decision)
+                return partial, decision
+        report = self.evaluate(candidate, self.valset, label="val")
+        decision = self.gate.decide(report, incumbent_report, decision_index=index, alpha=level)
+        self._charge(level, decision)
+        return report, decision
+
+    def _level(self) -> float | None:
+        """The significance the next decision may use (None: the gate runs no test)."""
+        if self.gate.test is None:
+            return None
+        if self.gate.spending == "per-decision":
+            return self.gate.alpha
+        return self.significance.level()
+
+    def _charge(self, level: float | None, decision: GateDecision) -> None:
+        if level is not None and self.gate.spending == "run":
+            self.significance.charge(level=level, charged=decision.charged)
 
     def _close(
         self,
@@ -440,6 +480,7 @@ class CompileContext:
                     "rng": _rng_to_json(self.rng),
                 },
                 "optimizer": state.optimizer_state,
+                "significance": self.significance.to_dict(),
                 "usage": self.ledger.snapshot().to_dict(),
                 "cache_rowid": self._response_cache.max_rowid if self._response_cache else 0,
                 "events": len(self.run.events),
@@ -458,6 +499,8 @@ class CompileContext:
             optimizer_state=dict(checkpoint.get("optimizer", {})),
         )
         self.rng.setstate(_rng_from_json(driver["rng"]))
+        if "significance" in checkpoint:
+            self.significance.restore(checkpoint["significance"])
 
 
 def _refusal(
@@ -641,6 +684,14 @@ class RunView:
         if outside:
             raise UserInputError(f"a trial may only use training examples; not: {outside[:5]}")
         return self.__driver.child(run, trainset=split.fit, valset=split.select, on_event=on_event)
+
+
+def _look_order(valset: Sequence[Example], seed: int) -> tuple[Example, ...]:
+    """The order in which a candidate is scored on validation at the gate's looks: seeded,
+    fixed before any candidate is seen, the same on resume."""
+    ordered = sorted(valset, key=lambda e: e.id)
+    random.Random(f"gate-looks:{seed}").shuffle(ordered)
+    return tuple(ordered)
 
 
 def _rng_to_json(rng: random.Random) -> list[Any]:

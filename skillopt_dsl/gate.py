@@ -22,12 +22,23 @@ is +/- with probability 1/2 independently given the |d_i|. When all |d_i| are eq
 this is exactly the sign test, p = P(Binomial(n, 1/2) >= wins). Above `EXACT_LIMIT` non-zero
 differences a normal approximation with tie correction is used (recorded as such).
 
-**Significance spent across the run.** With `spending="run"` (default) decision k = 1, 2, ...
-(`decision_index = k - 1`) is tested at alpha_k = alpha * 6 / (pi^2 k^2). Since
-sum_k 6 / (pi^2 k^2) = 1, the chance that *any* decision of a run accepts a useless edit is at
-most alpha, however many decisions the run makes (a union bound; the plan need not be known).
+**Significance spent across the run.** With `spending="run"` (default) the run's driver
+holds a `SignificanceBudget` (skillopt_dsl.evidence): each decision is tested at the level the
+budget gives it, planned from the run's decisions (the first may use `first_share` of alpha),
+and is charged afterwards only what it used (nothing when accepted; the attained size of a
+discrete test otherwise), so the chance that *any* decision of the run accepts a useless edit
+stays at most alpha. `decide` called on its own, without `alpha=`, uses the open-ended schedule
+alpha * 6 / (pi^2 k^2) for decision k = `decision_index + 1`, which sums to alpha.
 `spending="per-decision"` tests every decision at alpha (not noise-safe over a run).
 `Gate.mean_only()` is SkillOpt's rule (strict mean gain only), also not noise-safe.
+
+**Sequential evaluation.** The driver scores a candidate on validation in looks
+(`Gate.look_sizes`: a quarter, half and three quarters of the set, each of at least `min_look`
+examples, then all of it). At each interim look a candidate that is not strictly ahead of the
+incumbent on the examples scored so far (credited sums) stops: it is rejected
+(`Gate.stopped`), never accepted, and charged its whole level. Acceptance happens only on the
+whole set, with the same test and level as without looks; stopping for futility can only make
+acceptance rarer, so the bound holds unchanged (docs/concepts.md, "Evidence").
 """
 
 from __future__ import annotations
@@ -39,6 +50,7 @@ from typing import Any, Literal
 
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import EvaluationReport, Rollout
+from skillopt_dsl.evidence import SignificanceBudget, sign_test_critical
 
 __all__ = ["EXACT_LIMIT", "Gate", "GateDecision", "Guard", "PairedTest", "paired_test"]
 
@@ -127,6 +139,14 @@ class GateDecision:
     module docstring). `test` names the paired test that ran ("sign", "signed-rank",
     "signed-rank-normal"; None when none ran), `p_value` its one-sided p-value, `alpha` the
     significance this decision was allowed to spend and `decision_index` its place in the run.
+
+    The evidence: `critical` is the statistic the test needed at `alpha` (wins among the
+    discordant pairs for the sign test, W+ for the signed-rank test; None: none was enough or
+    no test ran), `charged` the significance the decision spent from the run's budget (0 when
+    accepted, the test's attained size otherwise, the whole level when stopped early).
+    `examples_scored` is how many validation examples the candidate was scored on;
+    `stopped_at_look` the interim look (1-based) at which it stopped for futility (None: it was
+    scored on the whole set) and `calls_saved` the validation rollouts that saved.
     """
 
     accepted: bool
@@ -143,6 +163,16 @@ class GateDecision:
     test: str | None = None
     alpha: float | None = None
     decision_index: int = 0
+    critical: float | None = None
+    charged: float | None = None
+    examples_scored: int = 0
+    stopped_at_look: int | None = None
+    calls_saved: int = 0
+
+    @property
+    def stopped_early(self) -> bool:
+        """True when the candidate stopped at an interim look (it was never accepted)."""
+        return self.stopped_at_look is not None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
@@ -156,11 +186,17 @@ class GateDecision:
 
 @dataclass(frozen=True)
 class PairedTest:
-    """The outcome of `paired_test`: which test ran, its statistic and one-sided p-value."""
+    """The outcome of `paired_test`: which test ran, its statistic and one-sided p-value.
+
+    With a `level`, `critical` is the least statistic the test accepts at that level (None:
+    none) and `attained` the test's exact size there given the differences' magnitudes.
+    """
 
     name: str
     statistic: float
     p_value: float
+    critical: float | None = None
+    attained: float | None = None
 
 
 TestName = Literal["paired"]
@@ -175,8 +211,14 @@ class Gate:
         min_delta: the gain in credited mean must exceed this (0.0: any strict gain).
         test: "paired" (default): the exact one-sided paired test; None: mean only.
         alpha: the run's significance level (the chance a useless edit passes any decision).
-        spending: "run" (default): decision k is tested at alpha * 6 / (pi^2 k^2), so the whole
-            run spends at most alpha; "per-decision": every decision at alpha (not noise-safe).
+        spending: "run" (default): the run's decisions share alpha through a
+            `SignificanceBudget` planned from the run; "per-decision": every decision at alpha
+            (not noise-safe).
+        first_share: the share of alpha the first planned decision may use (the rest is split
+            over the later ones; unused significance is passed on).
+        looks: interim looks, as fractions of the validation set, at which a candidate that is
+            not ahead stops (() scores every candidate on the whole set).
+        min_look: an interim look needs at least this many examples.
         guards: secondary measures that must not regress.
     """
 
@@ -185,6 +227,9 @@ class Gate:
     alpha: float = 0.05
     spending: Spending = "run"
     guards: Sequence[Guard] = ()
+    first_share: float = 2 / 3
+    looks: tuple[float, ...] = (0.25, 0.5, 0.75)
+    min_look: int = 10
 
     def __post_init__(self) -> None:
         if self.min_delta < 0:
@@ -197,25 +242,36 @@ class Gate:
             raise UserInputError(f"alpha must be in (0, 1), got {self.alpha}")
         if self.spending not in ("run", "per-decision"):
             raise UserInputError(f"spending must be 'run' or 'per-decision', got {self.spending!r}")
+        if not 0 < self.first_share <= 1:
+            raise UserInputError(f"first_share must be in (0, 1], got {self.first_share}")
+        if any(not 0 < f < 1 for f in self.looks) or list(self.looks) != sorted(set(self.looks)):
+            raise UserInputError(f"looks must be increasing fractions in (0, 1), got {self.looks}")
+        if self.min_look < 1:
+            raise UserInputError(f"min_look must be >= 1, got {self.min_look}")
         names = [g.name for g in self.guards]
         if len(set(names)) != len(names):
             raise UserInputError(f"guard names must be unique, got {names}")
 
     @classmethod
     def mean_only(cls, *, min_delta: float = 0.0, guards: Sequence[Guard] = ()) -> Gate:
-        """SkillOpt's rule: accept any strict gain in mean (ties rejected), no test.
+        """SkillOpt's rule: accept any strict gain in mean (ties rejected), no test, no looks.
 
         Not noise-safe: on an 18-example validation set whose outcomes flip at random, a run of
         four useless edits passes it most of the time (see bench/bench_gate_noise.py).
         """
-        return cls(min_delta=min_delta, test=None, guards=guards)
+        return cls(min_delta=min_delta, test=None, guards=guards, looks=())
 
     def guard_metrics(self) -> dict[str, MetricFn]:
         """The metric functions of the metric guards, by name (`evaluate(extra_metrics=...)`)."""
         return {g.name: g.metric_fn for g in self.guards if g.metric_fn is not None}
 
+    def significance_budget(self) -> SignificanceBudget:
+        """A fresh budget of this gate's alpha, with no decision planned yet."""
+        return SignificanceBudget(alpha=self.alpha, first_share=self.first_share)
+
     def alpha_for(self, decision_index: int) -> float | None:
-        """The significance decision `decision_index` (0-based) may spend; None without a test."""
+        """The open-ended schedule: the level decision `decision_index` (0-based) may use when
+        no budget is given (alpha * 6 / (pi^2 k^2)); None without a test."""
         if decision_index < 0:
             raise UserInputError(f"decision_index must be >= 0, got {decision_index}")
         if self.test is None:
@@ -224,22 +280,105 @@ class Gate:
             return self.alpha
         return self.alpha * 6.0 / (math.pi**2 * (decision_index + 1) ** 2)
 
+    def look_sizes(self, n: int) -> list[int]:
+        """How many validation examples are scored at each look (the last is all `n`)."""
+        if self.test is None:
+            return [n]
+        sizes = sorted({round(f * n) for f in self.looks if self.min_look <= round(f * n) < n})
+        return [*sizes, n]
+
+    def is_futile(self, candidate: EvaluationReport, incumbent: EvaluationReport) -> bool:
+        """True when the candidate is not strictly ahead on the examples it was scored on
+        (`candidate` may cover a prefix of the validation set; credited sums)."""
+        scored = {r.example_id for r in candidate.records}
+        held = EvaluationReport(
+            tuple(r for r in incumbent.records if r.example_id in scored),
+            incumbent.skill_hash,
+            incumbent.model,
+        )
+        pairs = credited_pairs(candidate, held)
+        return not sum(c - i for c, i in pairs) > _EPS
+
+    def stopped(
+        self,
+        candidate: EvaluationReport,
+        incumbent: EvaluationReport,
+        *,
+        look: int,
+        alpha: float | None,
+        decision_index: int = 0,
+    ) -> GateDecision:
+        """The decision for a candidate stopped for futility at interim `look` (1-based):
+        rejected, charged its whole level, with the scores of the examples it was scored on."""
+        scored = {r.example_id for r in candidate.records}
+        pairs = credited_pairs(
+            candidate,
+            EvaluationReport(
+                tuple(r for r in incumbent.records if r.example_id in scored),
+                incumbent.skill_hash,
+                incumbent.model,
+            ),
+        )
+        cand = sum(c for c, _ in pairs) / len(pairs)
+        held = sum(i for _, i in pairs) / len(pairs)
+        lead = sum(c - i for c, i in pairs)
+        return GateDecision(
+            accepted=False,
+            candidate_score=cand,
+            incumbent_score=held,
+            delta=cand - held,
+            reason=(
+                f"stopped at look {look} ({len(pairs)} of {len(incumbent.records)} examples): "
+                f"not ahead of the incumbent (lead {lead:+.4g})"
+            ),
+            candidate_hash=candidate.skill_hash,
+            incumbent_hash=incumbent.skill_hash,
+            n_examples=len(incumbent.records),
+            alpha=alpha,
+            decision_index=decision_index,
+            charged=alpha,
+            examples_scored=len(pairs),
+            stopped_at_look=look,
+            calls_saved=len(incumbent.records) - len(pairs),
+        )
+
     def decide(
-        self, candidate: EvaluationReport, incumbent: EvaluationReport, *, decision_index: int = 0
+        self,
+        candidate: EvaluationReport,
+        incumbent: EvaluationReport,
+        *,
+        decision_index: int = 0,
+        alpha: float | None = None,
     ) -> GateDecision:
         """Compare two reports on the same validation examples; pure and deterministic.
 
-        `decision_index` is how many gate decisions the run made before this one (the driver
-        passes `len(gate_log)`); it fixes the share of alpha this decision may spend.
+        `alpha` is the significance this decision may use (the driver passes its budget's
+        level); without it, `alpha_for(decision_index)`. `decision_index` is how many gate
+        decisions the run made before this one.
         """
         _check_same_examples(candidate, incumbent)
-        alpha_k = self.alpha_for(decision_index)
+        if alpha is not None and not 0 <= alpha < 1:
+            raise UserInputError(f"alpha must be in [0, 1), got {alpha}")
+        level = self.alpha_for(decision_index) if alpha is None else alpha
+        if self.test is None:
+            level = None
         pairs = credited_pairs(candidate, incumbent)
         candidate_mean = sum(c for c, _ in pairs) / len(pairs)
         incumbent_mean = sum(i for _, i in pairs) / len(pairs)
         delta = candidate_mean - incumbent_mean
+        tested: dict[str, Any] = {}
+        result: PairedTest | None = None
+        if level is not None:
+            result = paired_test([c - i for c, i in pairs], level=level)
+            tested = {
+                "test": result.name,
+                "statistic": result.statistic,
+                "p_value": result.p_value,
+                "critical": result.critical,
+            }
 
         def verdict(accepted: bool, reason: str, **extra: Any) -> GateDecision:
+            charged = None if level is None else 0.0 if accepted else _charge(result, level)
             return GateDecision(
                 accepted=accepted,
                 candidate_score=candidate_mean,
@@ -249,8 +388,11 @@ class Gate:
                 candidate_hash=candidate.skill_hash,
                 incumbent_hash=incumbent.skill_hash,
                 n_examples=len(pairs),
-                alpha=alpha_k,
+                alpha=level,
                 decision_index=decision_index,
+                charged=charged,
+                examples_scored=len(pairs),
+                **tested,
                 **extra,
             )
 
@@ -258,18 +400,12 @@ class Gate:
             return verdict(False, _tie_or_loss(delta))
         if delta <= self.min_delta:
             return verdict(False, f"gain {delta:.4f} is not above min_delta {self.min_delta}")
-        tested: dict[str, Any] = {}
-        if alpha_k is not None:
-            result = paired_test([c - i for c, i in pairs])
-            tested = {"test": result.name, "statistic": result.statistic, "p_value": result.p_value}
-            if result.p_value > alpha_k:
-                return verdict(False, _not_significant(result, alpha_k, decision_index), **tested)
+        if result is not None and level is not None and result.p_value > level:
+            return verdict(False, _not_significant(result, level, decision_index))
         guard_values, regression = self._check_guards(candidate, incumbent)
         if regression is not None:
-            return verdict(False, regression, guards=guard_values, **tested)
-        return verdict(
-            True, f"validation mean improved by {delta:.4f}", guards=guard_values, **tested
-        )
+            return verdict(False, regression, guards=guard_values)
+        return verdict(True, f"validation mean improved by {delta:.4f}", guards=guard_values)
 
     def _check_guards(
         self, candidate: EvaluationReport, incumbent: EvaluationReport
@@ -310,24 +446,39 @@ def _credited(rollout: Rollout, value: float) -> float:
     return 0.0 if rollout.error is not None else value
 
 
-def paired_test(differences: Sequence[float]) -> PairedTest:
+def paired_test(differences: Sequence[float], *, level: float | None = None) -> PairedTest:
     """One-sided exact paired test that the differences lean positive (module docstring).
+
+    With `level`, also the critical statistic at that level and the test's attained size.
 
     >>> paired_test([1, 1, 1, 1, 1, 0, 0]).p_value  # 5 wins of 5 discordant pairs: 2**-5
     0.03125
+    >>> test = paired_test([1] * 9 + [-1] * 3, level=0.05)  # 9 of 12 is not enough
+    >>> test.critical, round(test.attained, 4), round(test.p_value, 4)
+    (10.0, 0.0193, 0.073)
     """
     nonzero = [d for d in differences if abs(d) > _EPS]
     if not nonzero:
-        return PairedTest("sign", 0.0, 1.0)
+        return PairedTest("sign", 0.0, 1.0, None, 0.0 if level is not None else None)
     magnitudes = [round(abs(d), 9) for d in nonzero]
     if len(set(magnitudes)) == 1:
         wins = sum(1 for d in nonzero if d > 0)
-        return PairedTest("sign", float(wins), _binomial_upper_tail(wins, len(nonzero)))
+        p_value = _binomial_upper_tail(wins, len(nonzero))
+        if level is None:
+            return PairedTest("sign", float(wins), p_value)
+        critical, attained = sign_test_critical(len(nonzero), level)
+        needed = None if critical > len(nonzero) else float(critical)
+        return PairedTest("sign", float(wins), p_value, needed, attained)
     ranks2 = _doubled_midranks(magnitudes)
     w2 = sum(r for r, d in zip(ranks2, nonzero, strict=True) if d > 0)
     if len(nonzero) > EXACT_LIMIT:
         return PairedTest("signed-rank-normal", w2 / 2, _normal_upper_tail(w2, ranks2))
-    return PairedTest("signed-rank", w2 / 2, _exact_upper_tail(w2, ranks2))
+    tails = _exact_upper_tails(ranks2)
+    p_value = float(min(1.0, tails[w2]))
+    if level is None:
+        return PairedTest("signed-rank", w2 / 2, p_value)
+    rank_critical, attained = _critical_from_tails(tails, level)
+    return PairedTest("signed-rank", w2 / 2, p_value, rank_critical, attained)
 
 
 def _binomial_upper_tail(wins: int, n: int) -> float:
@@ -350,8 +501,9 @@ def _doubled_midranks(magnitudes: Sequence[float]) -> list[int]:
     return ranks2
 
 
-def _exact_upper_tail(w2: int, ranks2: Sequence[int]) -> float:
-    """P(sum of a random half-chance subset of `ranks2` >= w2), by dynamic programming."""
+def _exact_upper_tails(ranks2: Sequence[int]) -> Any:
+    """tails[w] = P(sum of a random half-chance subset of `ranks2` >= w), by dynamic
+    programming (a numpy array of length sum(ranks2) + 2; the last entry is 0)."""
     import numpy as np
 
     probabilities = np.zeros(sum(ranks2) + 1)
@@ -360,11 +512,30 @@ def _exact_upper_tail(w2: int, ranks2: Sequence[int]) -> float:
         shifted = np.zeros_like(probabilities)
         shifted[rank:] = probabilities[:-rank]
         probabilities = 0.5 * (probabilities + shifted)
-    return float(min(1.0, probabilities[w2:].sum()))
+    tails = np.zeros(len(probabilities) + 1)
+    tails[:-1] = np.cumsum(probabilities[::-1])[::-1]
+    return tails
+
+
+def _critical_from_tails(tails: Any, level: float) -> tuple[float | None, float]:
+    """The least W+ (halved from doubled ranks) whose tail is within `level`, and that tail."""
+    total = len(tails) - 2  # the largest doubled W+
+    for w2 in range(total // 2 + 1, total + 1):
+        if tails[w2] <= level + _EPS:
+            return w2 / 2, float(tails[w2])
+    return None, 0.0
+
+
+def _charge(result: PairedTest | None, level: float) -> float:
+    """What a decision that was not accepted spends: its test's attained size (the whole level
+    where the size is unknown, as for the normal approximation)."""
+    if result is None or result.attained is None:
+        return level
+    return min(level, result.attained)
 
 
 def _normal_upper_tail(w2: int, ranks2: Sequence[int]) -> float:
-    """Normal approximation of `_exact_upper_tail` (tie-corrected, continuity-corrected)."""
+    """Normal approximation of `_exact_upper_tails` (tie-corrected, continuity-corrected)."""
     mean = sum(ranks2) / 2
     sd = math.sqrt(sum(r * r for r in ranks2) / 4)
     z = (w2 - 1 - mean) / sd
@@ -378,9 +549,10 @@ def _tie_or_loss(delta: float) -> str:
 
 
 def _not_significant(result: PairedTest, alpha_k: float, decision_index: int) -> str:
+    needed = "" if result.critical is None else f"; needed {result.critical:g}"
     return (
         f"{result.name} test not significant: p={result.p_value:.4g} > alpha={alpha_k:.4g} "
-        f"(decision {decision_index + 1} of the run)"
+        f"(statistic {result.statistic:g}{needed}; decision {decision_index + 1} of the run)"
     )
 
 

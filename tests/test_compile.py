@@ -82,7 +82,9 @@ def test_compile_improves_validation(tmp_path: Path) -> None:
     assert result.improved
     assert_best_never_decreases(result)
     noise = [d for d in result.gate_log if not d.accepted]
-    assert noise and all("tie" in d.reason or "no improvement" in d.reason for d in noise)
+    assert noise and all(
+        "tie" in d.reason or "no improvement" in d.reason or d.stopped_early for d in noise
+    )
 
 
 def test_run_directory_files(tmp_path: Path) -> None:
@@ -166,7 +168,8 @@ def test_slow_update_consolidates_through_the_gate(tmp_path: Path) -> None:
     slow = [h for h in result.history if h.kind == "slow_update"]
     assert len(slow) == 1 and slow[0].candidate_hash is not None
     assert slow[0].change_tokens <= slow[0].budget_tokens
-    assert result.gate_log[-1].reason.startswith("tie"), (
+    last = result.gate_log[-1]
+    assert last.reason.startswith("tie") or (last.stopped_early and last.delta == 0), (
         "a consolidation that only ties is rejected"
     )
     assert result.best_skill.text == repeated
@@ -208,7 +211,8 @@ def test_duplicate_candidates_are_not_re_evaluated() -> None:
         for c in target.calls
         if c[-1]["content"] in val_numbers and c[0]["content"] == noisy_skill
     ]
-    assert len(noisy_val_calls) == len(VAL)
+    (judged,) = [d for d in result.gate_log if d.candidate_hash == sd.Skill(noisy_skill).hash]
+    assert len(noisy_val_calls) == judged.examples_scored, "the noisy candidate was re-scored"
 
 
 def test_budget_respected_exactly_and_best_kept(tmp_path: Path) -> None:

@@ -226,8 +226,8 @@ def fix_then_careful(messages: list[dict[str, str]]) -> str:
 def test_candidate_beating_the_seed_but_not_the_incumbent_is_rejected() -> None:
     """Kills: the gate comparing with the seed instead of the incumbent.
 
-    Seed 0.5, the accepted fix 1.0, then a candidate at 0.75: 10 clean wins over the seed
-    (p = 2**-10, under alpha_2 = 0.0076) but a loss against the incumbent.
+    Seed 0.5, the accepted fix 1.0, then a candidate at 0.75: clean wins over the seed but a
+    loss against the incumbent (it stops at the first look, behind the incumbent).
     """
     result = sd.compile(
         Parity(),
@@ -242,12 +242,14 @@ def test_candidate_beating_the_seed_but_not_the_incumbent_is_rejected() -> None:
     )
     first, second = result.gate_log
     assert first.accepted and first.candidate_score == 1.0
-    assert second.candidate_score == pytest.approx(0.75)
-    assert second.candidate_score > result.seed_val_score
+    assert second.candidate_score > result.seed_val_score  # on the examples it was scored on
     assert not second.accepted and second.incumbent_score == 1.0
     assert result.best_skill.text.count(CAREFUL) == 0 and result.val_score == 1.0
     assert [d.decision_index for d in result.gate_log] == [0, 1]
-    assert second.alpha is not None and first.alpha is not None and second.alpha < first.alpha
+    # Two planned decisions: the first may use 2/3 of alpha; accepted, it spends nothing, so
+    # the second (the last planned) gets the whole of alpha (the fallback passes it on).
+    assert first.alpha == pytest.approx(0.05 * 2 / 3) and first.charged == 0.0
+    assert second.alpha == pytest.approx(0.05)
 
 
 # -- guards --------------------------------------------------------------------------------

@@ -24,9 +24,14 @@ class RejectEverything(sd.Gate):
     """A gate that never accepts, however good the candidate."""
 
     def decide(
-        self, candidate: EvaluationReport, incumbent: EvaluationReport, *, decision_index: int = 0
+        self,
+        candidate: EvaluationReport,
+        incumbent: EvaluationReport,
+        *,
+        decision_index: int = 0,
+        alpha: float | None = None,
     ) -> sd.GateDecision:
-        decision = super().decide(candidate, incumbent, decision_index=decision_index)
+        decision = super().decide(candidate, incumbent, decision_index=decision_index, alpha=alpha)
         return sd.GateDecision(
             accepted=False,
             candidate_score=decision.candidate_score,

@@ -91,6 +91,12 @@ class Optimizer(ABC):
             )
         return LearningRateBound(max_lr=float(lr), floor_tokens=floor)
 
+    def planned_decisions(self, n_train: int) -> int | None:
+        """The most gate decisions a run on `n_train` training examples will ask for (None:
+        unknown). The run's significance is planned over them (`SignificanceBudget`): a
+        smaller, honest plan gives each decision more evidence to work with."""
+        return None
+
     @abstractmethod
     def config(self) -> dict[str, Any]:
         """This optimizer's settings, JSON-ready."""

@@ -157,6 +157,10 @@ class Beam(Optimizer):
                 f"selection_fraction must be in (0, 1), got {self.selection_fraction}"
             )
 
+    def planned_decisions(self, n_train: int) -> int | None:
+        """One submission per round."""
+        return self.depth
+
     def config(self) -> dict[str, Any]:
         return {
             "optimizer": self.name,

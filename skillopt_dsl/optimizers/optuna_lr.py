@@ -316,6 +316,10 @@ class OptunaLR(Optimizer):
         for name, spec in self.search_space.items():
             _distribution(name, spec)
 
+    def planned_decisions(self, n_train: int) -> int | None:
+        """Only the sweep's best reaches the run's gate (trials gate on a selection split)."""
+        return 1
+
     def config(self) -> dict[str, Any]:
         return {
             "optimizer": self.name,

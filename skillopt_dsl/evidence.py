@@ -1,0 +1,299 @@
+"""How much evidence a gate decision needs, and how a run's significance is spent.
+
+A run (or everything that shares one `SignificanceBudget`: the predictors of a DSPy program,
+the candidates of a Sleep night) may accept a useless edit with probability at most `alpha`.
+Every gate decision draws a *level* from the budget before it sees the candidate's scores, and
+is *charged* afterwards:
+
+- an **accepted** decision is charged nothing: its level passes on to later decisions (the
+  fallback procedure of multiple testing: a correct acceptance spends no error budget);
+- a decision **stopped early** for futility is charged its whole level (its unseen examples are
+  never scored, so the conditional size of its test is unknown; the level bounds it);
+- any other decision is charged the **attained size** of its test: the probability, given the
+  magnitudes of its paired differences, that a useless edit reaches the critical value. A
+  discrete test (the sign test on 0/1 scores) usually attains less than its level, and the rest
+  stays in the budget.
+
+The level of the next decision is computed from what is left (`SignificanceBudget.level`): with
+a plan of K decisions the first may use `first_share` of the budget and each later one an equal
+part of what remains over the decisions still planned; past the plan, or with no plan, the
+shares follow 6/(π²k²), which never runs out. Why the run-level bound holds is argued in
+docs/concepts.md ("Evidence").
+
+`preflight(gate, n_val, planned)` says, before anything is spent, what the first decision can
+certify at a validation size: the net wins a clean fix needs and the gain that has an even
+chance to pass.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from skillopt_dsl.errors import UserInputError
+
+if TYPE_CHECKING:
+    from skillopt_dsl.gate import Gate
+
+__all__ = [
+    "Preflight",
+    "SignificanceBudget",
+    "preflight",
+    "sign_test_critical",
+]
+
+_TOLERANCE = 1e-12
+
+
+@dataclass
+class SignificanceBudget:
+    """The significance `alpha` that a run's gate decisions spend (module docstring).
+
+    Share one instance between runs to bound them together (`compile(..., significance=)`):
+    each run adds its planned decisions with `plan`, every decision takes `level()` and is
+    charged with `charge`. Its state is checkpointed with the run.
+
+    >>> budget = SignificanceBudget(alpha=0.05, first_share=0.5)
+    >>> budget.plan(3)
+    >>> budget.level()  # the first of 3 planned decisions: half the budget
+    0.025
+    >>> budget.charge(level=0.025, charged=0.01)
+    >>> round(budget.level(), 4)  # 0.04 left over 2 planned decisions
+    0.02
+    """
+
+    alpha: float = 0.05
+    first_share: float = 2 / 3
+    planned: int | None = 0
+    spent: float = 0.0
+    decisions: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 1:
+            raise UserInputError(f"alpha must be in (0, 1), got {self.alpha}")
+        if not 0 < self.first_share <= 1:
+            raise UserInputError(f"first_share must be in (0, 1], got {self.first_share}")
+
+    @property
+    def remaining(self) -> float:
+        """The significance not yet spent."""
+        return max(self.alpha - self.spent, 0.0)
+
+    def plan(self, decisions: int | None) -> None:
+        """Add the decisions a run plans to make (None: unknown, so the plan becomes unknown)."""
+        if decisions is not None and decisions < 0:
+            raise UserInputError(f"a plan needs decisions >= 0, got {decisions}")
+        if decisions is None or self.planned is None:
+            self.planned = None
+        else:
+            self.planned += decisions
+
+    def level(self) -> float:
+        """The significance the next decision may use (it depends only on past decisions)."""
+        k = self.decisions  # 0-based index of the next decision
+        if self.planned is not None and k < self.planned:
+            if k == 0 and self.planned > 1:
+                return self.remaining * self.first_share
+            return self.remaining / (self.planned - k)
+        beyond = k + 1 if self.planned is None else k - self.planned + 1
+        return self.remaining * _series_share(beyond)
+
+    def charge(self, *, level: float, charged: float | None) -> None:
+        """Record a decision made at `level` that spent `charged` (None: the whole level)."""
+        spent = level if charged is None else charged
+        if spent < -_TOLERANCE or spent > level + _TOLERANCE:
+            raise ValueError(f"a decision may spend between 0 and its level {level}, got {spent}")
+        self.spent = min(self.alpha, self.spent + max(spent, 0.0))
+        self.decisions += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the budget's state."""
+        return asdict(self)
+
+    def restore(self, data: dict[str, Any]) -> None:
+        """Load the state written by `to_dict` (a resumed run continues where it stopped)."""
+        self.alpha = float(data["alpha"])
+        self.first_share = float(data["first_share"])
+        self.planned = None if data["planned"] is None else int(data["planned"])
+        self.spent = float(data["spent"])
+        self.decisions = int(data["decisions"])
+
+
+def _series_share(j: int) -> float:
+    """The share of what is left that the j-th decision (1-based) of an open-ended run takes:
+    (1/j²) / Σ_{i≥j} 1/i², so that with nothing recycled decision j gets α·6/(π²j²)."""
+    tail = math.pi**2 / 6 - sum(1.0 / (i * i) for i in range(1, j))
+    return min(1.0, (1.0 / (j * j)) / max(tail, 1.0 / j))
+
+
+# -- the sign test's critical values -----------------------------------------------------------
+
+
+@lru_cache(maxsize=4096)
+def _binomial_tails(n: int) -> tuple[float, ...]:
+    """P(Binomial(n, 1/2) >= w) for w = 0..n+1."""
+    counts = [math.comb(n, i) for i in range(n + 1)]
+    tails = [0.0] * (n + 2)
+    running = 0
+    for w in range(n, -1, -1):
+        running += counts[w]
+        tails[w] = running / 2**n
+    return tuple(tails)
+
+
+def sign_test_critical(n: int, level: float) -> tuple[int, float]:
+    """The fewest wins out of `n` discordant pairs that the one-sided sign test accepts at
+    `level`, and the test's attained size (0.0 when no count of wins is enough).
+
+    >>> sign_test_critical(12, 0.05)  # 10 of 12 (p = 0.0193); 9 of 12 would be p = 0.073
+    (10, 0.019287109375)
+    """
+    tails = _binomial_tails(n)
+    for wins in range(n + 1):
+        if wins > n / 2 and tails[wins] <= level + _TOLERANCE:
+            return wins, tails[wins]
+    return n + 1, 0.0
+
+
+# -- pre-flight power --------------------------------------------------------------------------
+
+BACKGROUND_CHANGE = 0.2
+"""The share of validation answers a reworded skill changes by chance (half for the better,
+half for the worse) that `preflight` assumes; the noise protocol of bench/bench_gate_noise.py."""
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What a gate can certify at a validation size, before anything is spent.
+
+    `first_level` is the significance of the run's first decision; `clean_fix` the fewest
+    validation answers a candidate must fix, breaking none, to pass it (None: no number is
+    enough); `even_chance_gain` the gain in mean accuracy that passes it about half the time
+    when rewording also changes `BACKGROUND_CHANGE` of the answers at random (None: none up to
+    +1.0); `warning` says when the set is too small to certify a useful gain, and what to do.
+    """
+
+    n_val: int
+    planned: int | None
+    alpha: float
+    first_level: float | None
+    clean_fix: int | None
+    even_chance_gain: float | None
+    warning: str | None
+
+    def summary(self) -> str:
+        """One line for a screen or a log."""
+        if self.first_level is None:
+            return (
+                f"gate: mean only on {self.n_val} validation examples (no significance test: "
+                "a useless edit can pass)"
+            )
+        plan = "an open-ended run" if self.planned is None else f"{self.planned} planned decisions"
+        fix = (
+            "no clean fix is enough"
+            if self.clean_fix is None
+            else f"a clean fix of {self.clean_fix} answers ({self.clean_fix / self.n_val:+.2f})"
+        )
+        gain = (
+            "no gain up to +1.00"
+            if self.even_chance_gain is None
+            else f"a gain of {self.even_chance_gain:+.2f}"
+        )
+        return (
+            f"gate: {self.n_val} validation examples, alpha {self.alpha:g} over {plan}; "
+            f"the first decision (alpha {self.first_level:.4g}) needs {fix}; "
+            f"{gain} passes it about half the time"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field."""
+        return asdict(self)
+
+
+def preflight(
+    gate: Gate, n_val: int, planned: int | None, *, first_level: float | None = None
+) -> Preflight:
+    """What `gate` can certify on `n_val` validation examples in a run of `planned` decisions.
+
+    `first_level` overrides the first decision's significance (a shared budget that has been
+    spent already). Pure arithmetic: no model call.
+    """
+    if gate.test is None:
+        return Preflight(n_val, planned, gate.alpha, None, None, None, _mean_only_warning())
+    if first_level is None:
+        budget = gate.significance_budget()
+        budget.plan(planned)
+        first_level = budget.level()
+    clean = _clean_fix(n_val, first_level)
+    gain = _even_chance_gain(n_val, first_level)
+    return Preflight(
+        n_val, planned, gate.alpha, first_level, clean, gain, _warning(n_val, planned, clean, gain)
+    )
+
+
+def _clean_fix(n_val: int, level: float) -> int | None:
+    """The fewest wins with no loss that pass the sign test at `level` (None: more than n)."""
+    for wins in range(1, n_val + 1):
+        if 2.0**-wins <= level + _TOLERANCE:
+            return wins
+    return None
+
+
+def _acceptance_chance(n_val: int, level: float, gain: float) -> float:
+    """P(accept) when each example is a win w.p. gain + b/2 and a loss w.p. b/2 (b: background)."""
+    loss = BACKGROUND_CHANGE / 2 * (1 - gain)
+    win = gain + loss
+    if win + loss > 1:
+        return 1.0
+    total = 0.0
+    for discordant in range(1, n_val + 1):
+        p_discordant = math.comb(n_val, discordant) * (win + loss) ** discordant
+        p_discordant *= (1 - win - loss) ** (n_val - discordant)
+        if p_discordant < 1e-15:
+            continue
+        critical, _ = sign_test_critical(discordant, level)
+        share = win / (win + loss)
+        tail = sum(
+            math.comb(discordant, w) * share**w * (1 - share) ** (discordant - w)
+            for w in range(critical, discordant + 1)
+        )
+        total += p_discordant * tail
+    return total
+
+
+def _even_chance_gain(n_val: int, level: float) -> float | None:
+    """The smallest gain (in steps of 0.01) accepted at least half the time (None: none)."""
+    for hundredths in range(1, 101):
+        gain = hundredths / 100
+        if _acceptance_chance(n_val, level, gain) >= 0.5:
+            return gain
+    return None
+
+
+TOO_SMALL_GAIN = 0.25
+"""`preflight` warns when the gain with an even chance to pass is above this."""
+
+
+def _warning(n_val: int, planned: int | None, clean: int | None, gain: float | None) -> str | None:
+    if gain is not None and gain <= TOO_SMALL_GAIN:
+        return None
+    what = (
+        "no gain can be certified"
+        if clean is None
+        else f"only a gain above {gain if gain is not None else 1.0:+.2f} has an even chance"
+    )
+    fewer = "" if planned is None or planned <= 1 else f" fewer planned decisions ({planned} now),"
+    return (
+        f"{n_val} validation examples are too few for the gate to certify a useful gain: {what}. "
+        f"Use more validation examples (50-100+),{fewer} or Gate.mean_only() if you accept that "
+        "useless edits will pass most of the time"
+    )
+
+
+def _mean_only_warning() -> str:
+    return (
+        "Gate.mean_only() tests nothing: on noisy outcomes most runs accept a useless edit "
+        "(bench/bench_gate_noise.py)"
+    )
