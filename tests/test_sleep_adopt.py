@@ -150,3 +150,48 @@ def test_rollback_restores_bytes_and_refuses_over_new_edits(
     assert _current(project) == old
     with pytest.raises(Exception, match="nothing to roll back"):
         rollback(project)
+
+
+def _kill_mid_adopt(project: SleepProject, night: str) -> None:
+    """Run `adopt` in a child process killed (`os._exit`) right after its first file swap."""
+    script = textwrap.dedent(
+        f"""
+        import os
+        from skillopt_dsl.sleep import SleepProject, adopt
+        adopt(SleepProject.open({str(project.path)!r}), {night!r}, after_replace=lambda path: os._exit(9))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 9, done.stderr
+
+
+def test_adopt_recovers_an_interrupted_adopt_before_anything_else(
+    staged: tuple[SleepProject, dict[str, bytes], str],
+) -> None:
+    """Kills: `adopt` no longer recovering an interrupted adopt first (issue 20: a second adopt
+    after a crash then raises and leaves old and new files mixed)."""
+    project, old, night = staged
+    _kill_mid_adopt(project, night)
+    assert journal_pending(project) and _current(project) != old
+    receipt = adopt(project, night)  # no explicit recover(): adopt must do it itself
+    proposed = project.night_dir(night) / "proposed"
+    assert _current(project) == {
+        name: (proposed / name).read_bytes() for name in ("CLAUDE.md", "SKILL.md")
+    }
+    assert not journal_pending(project) and receipt.night_id == night
+
+
+def test_a_live_file_deleted_after_staging_makes_adopt_refuse(
+    staged: tuple[SleepProject, dict[str, bytes], str],
+) -> None:
+    """Kills: the staging check skipped when the live file was deleted after staging (issue 20:
+    adopt would recreate a file the user removed, from a proposal made against its old text)."""
+    project, old, night = staged
+    (project.path / "CLAUDE.md").unlink()
+    with pytest.raises(StageMismatch, match="CLAUDE.md changed since night"):
+        adopt(project, night)
+    assert not (project.path / "CLAUDE.md").exists()
+    assert (project.path / "SKILL.md").read_bytes() == old["SKILL.md"]
+    assert not journal_pending(project)
