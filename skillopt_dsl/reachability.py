@@ -35,5 +35,6 @@ def require_an_answer(report: EvaluationReport, lm: LM, *, what: str = "seed") -
         f"every call of the {what} evaluation failed ({len(records)} of {len(records)} "
         f"examples), so the search would only spend its budget on failures. Model "
         f"{lm.model!r} at {endpoint}; first failure (example {first.example_id!r}): "
-        f"{first.error}. Check the endpoint (api_base), the API key and the model name."
+        f"{str(first.error).rstrip('.')}. Check the endpoint (api_base), the API key and "
+        "the model name."
     )

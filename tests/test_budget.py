@@ -362,3 +362,156 @@ def test_a_run_that_ran_out_resumes_with_a_raised_budget(tmp_path: Path) -> None
             resume=True,
             seed=1,
         )
+
+
+# --- budgets across a kill ---------------------------------------------------------------------
+
+KILLED_RUN = r"""
+import json, sys
+import skillopt_dsl as sd
+from skillopt_dsl.lm import LM
+from skillopt_dsl.optimizers import DemonstrationsProposer, GradientText
+from tests.helpers import Parity, parity_examples
+
+url, run_dir, resume, out = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4]
+lm = LM("openai/fake-model", api_base=url, max_retries=0)
+result = sd.compile(
+    Parity(), parity_examples(0, 16), parity_examples(100, 8),
+    optimizer=GradientText(proposers=[DemonstrationsProposer(per_step=1, max_demos=40)],
+                           epochs=40, batch_size=4, lr=1.0),
+    lm=lm, optimizer_lm=lm, budget=sd.Budget(max_calls=int(sys.argv[5])),
+    run_dir=run_dir, resume=resume, threads=4,
+)
+with open(out, "w") as f:
+    json.dump({"calls": result.usage.calls, "lost": result.usage.lost_calls,
+               "stop": result.stop_reason}, f)
+"""
+
+
+def test_a_kill_with_calls_in_flight_then_resume_stays_within_max_calls(tmp_path: Path) -> None:
+    """Kills: a reservation that is not durable before its call is sent. A run SIGKILLed with
+    calls in flight at a slow server never recorded them; its resume then spent the whole
+    budget again, so the server received more than `max_calls` requests (204 for 200)."""
+    import signal
+    import subprocess
+    import sys
+
+    max_calls, root = 40, Path(__file__).resolve().parents[1]
+    script, run_dir, out = tmp_path / "run.py", tmp_path / "run", tmp_path / "out.json"
+    script.write_text(KILLED_RUN, encoding="utf-8")
+    env = {"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1",
+           "OPENAI_API_KEY": "sk-fake"}  # fmt: skip
+    with FakeOpenAIServer(parity_target, latency_s=0.4, max_lifetime_s=300) as server:
+
+        def command(resume: bool) -> list[str]:
+            return [sys.executable, str(script), server.url, str(run_dir), str(int(resume)),
+                    str(out), str(max_calls)]  # fmt: skip
+
+        killed = subprocess.Popen(command(False), cwd=root, env=env, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while server.requests < 12:  # the seed is scored (8 calls), the search has started
+            assert killed.poll() is None, (
+                killed.stderr.read().decode()[-2000:] if killed.stderr else ""
+            )
+            assert time.monotonic() < deadline, "the run made no progress"
+            time.sleep(0.005)
+        killed.send_signal(signal.SIGKILL)  # mid-latency: the latest request is in flight
+        killed.wait(timeout=30)
+        assert killed.returncode == -signal.SIGKILL
+        done = subprocess.run(command(True), cwd=root, env=env, capture_output=True, text=True,
+                              timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        resumed = json.loads(out.read_text(encoding="utf-8"))
+        assert resumed["stop"] == "budget"
+        assert resumed["lost"] >= 1  # the kill left calls in flight, and the resume counted them
+        assert server.requests <= resumed["calls"] <= max_calls
+
+
+def test_unpriced_agent_runs_are_refused_under_a_dollar_budget(tmp_path: Path) -> None:
+    """Kills: a dollar budget that lets unpriced runs through (three CommandAgent runs of an
+    unpriced model under Budget(max_usd=1.0) were all sent, `cost_usd: None`); and a declared
+    price per run that is not charged for a run reporting no cost."""
+    import sys
+
+    from skillopt_dsl.agents import CommandAgent
+
+    marker = tmp_path / "runs.txt"
+    argv = [sys.executable, "-c",
+            f"open({str(marker)!r}, 'a').write('x'); print('done')", "{prompt}"]  # fmt: skip
+    rows = [sd.Example(f"t{i}", {"task": f"task {i}"}, {"answer": "done"}) for i in range(3)]
+
+    def agent(**kwargs: Any) -> CommandAgent:
+        return CommandAgent(argv=argv, output="text", metric=sd.metrics.exact_match("answer"),
+                            env_allowlist=["PATH"], **kwargs)  # fmt: skip
+
+    ledger = UsageLedger(Budget(max_usd=1.0))
+    with pytest.raises(UserInputError, match=r"no known price.*max_usd_per_run"):
+        sd.evaluate(agent(), rows, lm=LM(ScriptedLM(lambda m: ""), ledger=ledger), threads=1)
+    assert not marker.exists() and ledger.snapshot().calls == 0  # nothing was started
+    priced = UsageLedger(Budget(max_usd=1.0))
+    with pytest.raises(BudgetExceeded, match=r"\$0\.8000 spent.*up to \$0\.4000"):
+        sd.evaluate(agent(max_usd_per_run=0.4), rows,
+                    lm=LM(ScriptedLM(lambda m: ""), ledger=priced), threads=1)  # fmt: skip
+    assert marker.read_text() == "xx"  # the third run (up to $1.20 in all) was never started
+    assert priced.snapshot().cost_usd == pytest.approx(0.8)
+
+
+# --- fail fast ---------------------------------------------------------------------------------
+
+UNREACHABLE = "http://127.0.0.1:9/v1"  # the discard port: nothing listens, connections refused
+
+
+def test_an_unreachable_endpoint_stops_compile_and_sleep_before_the_search(tmp_path: Path) -> None:
+    """Kills: a run whose every seed call failed going on to search (it returned normally after
+    43 s with stop=budget, 40 errors and 160 retries), for `compile` and for Sleep's
+    consolidation alike; and an error that does not name the endpoint and the first failure."""
+    from skillopt_dsl.data import Splits
+    from skillopt_dsl.reachability import TargetUnreachable
+    from skillopt_dsl.sleep.consolidate import consolidate
+
+    train, val = parity_examples(0, 6), parity_examples(100, 8)
+    reflector = ScriptedLM(lambda m: "{}")
+    GATE = sd.Gate.mean_only()  # a night this small can accept a candidate only without a test
+
+    def unreachable(ledger: UsageLedger | None = None) -> LM:
+        return LM("openai/fake-model", api_base=UNREACHABLE, max_retries=0, ledger=ledger)
+
+    with pytest.raises(TargetUnreachable, match=r"127\.0\.0\.1:9.*first failure") as err:
+        sd.compile(Parity(), train, val, lm=unreachable(), optimizer_lm=reflector,
+                   budget=sd.Budget(max_calls=200), run_dir=tmp_path / "compile")  # fmt: skip
+    assert "8 of 8" in str(err.value) and "openai/fake-model" in str(err.value)
+    assert reflector.calls == []  # no proposal: the search never started
+    night = sd.SkillModule.create(name="Night", inputs={"request": str}, outputs={"answer": str},
+                                  metric=sd.metrics.exact_match("answer"))  # fmt: skip
+    tasks = [sd.Example(f"t{i}", {"request": f"task {i}"}, {"answer": "done"}) for i in range(14)]
+    with pytest.raises(TargetUnreachable, match=r"127\.0\.0\.1:9"):
+        consolidate(night, Splits(tasks[:6], tasks[6:], []), optimizer=GradientText(), gate=GATE,
+                    budget=sd.Budget(max_calls=200), lm=unreachable(), optimizer_lm=reflector,
+                    run_dir=tmp_path / "night")  # fmt: skip
+    assert reflector.calls == []
+
+
+def test_a_server_that_refuses_every_call_fails_fast_naming_the_refusal(tmp_path: Path) -> None:
+    """Kills: treating a reachable endpoint that answers every call with an error (a bad key,
+    an unknown model) as a run to search on; the error names the server's reply."""
+    from skillopt_dsl.reachability import TargetUnreachable
+
+    with FakeOpenAIServer(max_requests=0, latency_s=0.0) as refusing:  # answers 503 to all
+        lm = LM("openai/fake-model", api_base=refusing.url, max_retries=0)
+        with pytest.raises(TargetUnreachable, match=r"503"):
+            sd.compile(Parity(), parity_examples(0, 6), parity_examples(100, 8), lm=lm,
+                       optimizer_lm=ScriptedLM(lambda m: "{}"))  # fmt: skip
+    # one answered call is enough: a model that answers, even wrongly, is the gate's business
+    half = {"n": 0}
+
+    def flaky(messages: list[Message]) -> str:
+        half["n"] += 1
+        if half["n"] % 2:
+            raise ConnectionError("dropped")
+        return "odd"
+
+    result = sd.compile(Parity(), parity_examples(0, 6), parity_examples(100, 8),
+                        lm=LM(ScriptedLM(flaky), max_retries=0),
+                        optimizer_lm=ScriptedLM(lambda m: "{}"),
+                        budget=sd.Budget(max_calls=30), threads=1)  # fmt: skip
+    assert result.seed_val_score == 0.5  # n100, n102, ... failed; n101, n103, ... said "odd"

@@ -66,6 +66,7 @@ with open(out, "w") as f:
         "gate_log": [d.to_dict() for d in result.gate_log],
         "history": [h.to_dict() | {"calls": 0} for h in result.history],
         "calls": result.usage.calls,
+        "lost": result.usage.lost_calls,
         "target_calls": calls[0],
     }, f)
 """
@@ -116,7 +117,12 @@ def test_sigkill_at_ten_seeded_points_then_resume_equals_uninterrupted(tmp_path:
         assert resumed["best"] == reference["best"], context
         assert resumed["gate_log"] == reference["gate_log"], context
         assert resumed["history"] == reference["history"], context
-        assert resumed["calls"] == reference["calls"], f"{context}: spent budget drifted"
+        # Every call that reached the target counts (issue 19): the one in flight at the kill
+        # as lost (the usage journal) and again when the resume sends it; with two threads, at
+        # most one more call may have been answered but not yet cached, and is sent again.
+        assert resumed["lost"] >= 1, f"{context}: the call in flight at the kill was not counted"
+        extra = resumed["calls"] - resumed["lost"] - reference["calls"]
+        assert 0 <= extra <= 1, f"{context}: spent budget drifted ({extra:+d} calls)"
         assert versions(run_dir) == versions(reference_dir), f"{context}: an accepted step lost"
         on_disk = (run_dir / "best_skill.md").read_text(encoding="utf-8")
         assert on_disk.endswith(reference["best"]), context
