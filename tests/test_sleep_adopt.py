@@ -190,7 +190,7 @@ def test_a_live_file_deleted_after_staging_makes_adopt_refuse(
     adopt would recreate a file the user removed, from a proposal made against its old text)."""
     project, old, night = staged
     (project.path / "CLAUDE.md").unlink()
-    with pytest.raises(StageMismatch, match="CLAUDE.md changed since night"):
+    with pytest.raises(StageMismatch, match=r"CLAUDE\.md changed since night"):
         adopt(project, night)
     assert not (project.path / "CLAUDE.md").exists()
     assert (project.path / "SKILL.md").read_bytes() == old["SKILL.md"]

@@ -109,3 +109,78 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
     with SleepProject.open(project).lock("sleep run (other)"):
         locked = runner.invoke(sleep_app, ["adopt", "--project", str(project)])
     assert locked.exit_code == 1 and "holds this project's lock" in locked.output
+
+
+REAL = Path(__file__).parent / "fixtures" / "sleep" / "real_home"
+
+
+def test_harvest_writes_what_it_read_and_prints_the_path(tmp_path: Path) -> None:
+    """Kills: `sleep harvest` not showing what was read (issue 18, item 2: no sessions.jsonl),
+    rows without the redacted prompts in order, or figures for the whole home shown as the
+    project's."""
+    project = tmp_path / "app"
+    (project / ".skillopt").mkdir(parents=True)
+    (project / ".skillopt" / "sleep.json").write_text(json.dumps({"session_cwds": ["/work/app"]}))
+    done = CliRunner().invoke(
+        sleep_app,
+        ["harvest", "--project", str(project), "--home", str(REAL), "--heuristic-only"],
+    )
+    assert done.exit_code == 0, done.output
+    path = project / ".skillopt" / "sleep" / "review" / "sessions.jsonl"
+    assert f"sessions read: {path}" in done.output
+    assert "this project: 3 session(s)" in done.output and "8 redaction(s)" in done.output
+    assert "home-wide (every file under the home): 5 file(s)" in done.output
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["agent"] for r in rows] == ["codex", "claude", "codex"]
+    claude = rows[1]
+    assert set(claude) == {
+        "id",
+        "agent",
+        "cwd",
+        "started",
+        "prompts",
+        "tool_calls",
+        "assistant_chars",
+    }
+    assert claude["prompts"][0].startswith("/fix-issue the login page crashes")
+    assert claude["tool_calls"] == 2 and claude["assistant_chars"] > 0
+    assert "ghp_Q7rT2mX9" not in path.read_text() and "[REDACTED:github_token]" in path.read_text()
+
+
+def test_heuristic_only_is_documented_in_the_help() -> None:
+    """Kills: `--heuristic-only` without help text (issue 18, item 5)."""
+    import typer
+
+    group = typer.main.get_command(sleep_app)
+    for command in ("harvest", "run"):
+        params = group.commands[command].params  # type: ignore[attr-defined]
+        option = next(p for p in params if p.name == "heuristic_only")
+        assert option.help and option.help.startswith("Mine tasks without a model"), command
+
+
+def test_status_shows_figures_or_says_why_there_are_none(tmp_path: Path) -> None:
+    """Kills: `sleep status` printing `val None -> None` for a night that could not replay
+    (issue 18, item 5) instead of the reason."""
+    home = tmp_path / "home"
+    write_sessions(home, PROMPTS[:1])
+    project = make_project(tmp_path)
+    runner = CliRunner()
+    empty = runner.invoke(sleep_app, ["status", "--project", str(project)])
+    assert "no staged night yet" in empty.output
+    runner.invoke(
+        sleep_app,
+        [
+            "run",
+            "--project",
+            str(project),
+            "--home",
+            str(home),
+            "--source",
+            "jsonl",
+            "--heuristic-only",
+        ],
+    )
+    status = runner.invoke(sleep_app, ["status", "--project", str(project)])
+    assert status.exit_code == 0, status.output
+    assert "None" not in status.output
+    assert "no val scores: no validation tasks" in status.output

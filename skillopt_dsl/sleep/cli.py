@@ -22,11 +22,13 @@ from skillopt_dsl.errors import SkillOptError
 from skillopt_dsl.lm import Budget, UsageLedger
 from skillopt_dsl.lm.endpoint import API_BASE_ENV, OPTIMIZER_API_BASE_ENV, at_api_base
 from skillopt_dsl.sleep.adopt import adopt, journal_pending, night_status, recover, rollback
+from skillopt_dsl.sleep.agent_replay import settings_from
 from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.sleep.night import NightResult, SleepConfig, harvest_tasks, run_night
+from skillopt_dsl.sleep.progress import NightProgress
 from skillopt_dsl.sleep.project import SleepProject
 from skillopt_dsl.sleep.schedule import SystemCrontab, schedule, systemd_units, unschedule
-from skillopt_dsl.sleep.stage import NightReport
+from skillopt_dsl.sleep.stage import NightReport, write_jsonl
 from skillopt_dsl.sleep.tasks import save_tasks
 
 __all__ = ["sleep_app"]
@@ -68,6 +70,15 @@ MaxTokensOpt = Annotated[
     int | None, typer.Option("--max-tokens", min=0, help="Night's token limit.")
 ]
 MaxUsdOpt = Annotated[float | None, typer.Option("--max-usd", min=0.0, help="Night's USD limit.")]
+HeuristicOpt = Annotated[
+    bool,
+    typer.Option(
+        "--heuristic-only",
+        help="Mine tasks without a model: each session's first request, the corrections you "
+        'gave ("use X, not Y") and your feedback. No mining calls. Without it, the optimizer '
+        "model proposes tasks and is dropped at once if its first reply holds no valid task.",
+    ),
+]
 
 
 @contextmanager
@@ -109,16 +120,6 @@ def _budget(calls: int | None, tokens: int | None, usd: float | None) -> Budget 
     return Budget(max_calls=calls, max_tokens=tokens, max_usd=usd)
 
 
-def _progress(event: str, payload: Mapping[str, Any]) -> None:
-    if event == "seed":
-        logger.info("live files on val: %.3f", payload.get("val_score", 0.0))
-    elif event == "gate":
-        verdict = "accepted" if payload.get("accepted") else "rejected"
-        logger.info("gate %s: %s", verdict, payload.get("reason"))
-    elif event == "step":
-        logger.info("step %s done (%s calls so far)", payload.get("step"), payload.get("calls"))
-
-
 def _summary(result: NightResult) -> str:
     r: NightReport = result.report
 
@@ -127,14 +128,19 @@ def _summary(result: NightResult) -> str:
 
     lines = [
         f"Night {r.night_id} staged in {result.path}",
-        f"  sessions: {r.harvest.get('sessions', 0)}   tasks: {r.tasks.get('total', 0)} "
-        f"(train {r.tasks.get('train', 0)}, val {r.tasks.get('val', 0)}, test {r.tasks.get('test', 0)})"
-        f"   redactions: {r.redactions}",
+        f"  this project: {r.harvest.get('sessions', 0)} session(s)   tasks: "
+        f"{r.tasks.get('total', 0)} (train {r.tasks.get('train', 0)}, val {r.tasks.get('val', 0)}, "
+        f"test {r.tasks.get('test', 0)})   redactions: {r.redactions}",
+        f"  replays: {r.replay or '—'}",
         f"  val: seed {f(r.seed_val)} -> candidate {f(r.candidate_val)}   "
         f"test: seed {f(r.seed_test)} -> candidate {f(r.candidate_test)}",
         f"  calls: {r.spend.get('calls', 0)}   tokens: {r.spend.get('tokens', 0)}   "
         f"wall: {r.wall_s:.1f} s",
     ]
+    if r.mining.get("model_dropped"):
+        lines.append(f"  mining: {r.mining['model_dropped']}")
+    if r.gate_statement:
+        lines.append(f"  gate: {r.gate_statement}")
     if r.blocked:
         lines.append(f"  nothing accepted: {r.blocked}")
     if r.accepted:
@@ -155,8 +161,23 @@ def run_command(
         str | None, typer.Option("--skill-file", help="A skill document to train too.")
     ] = None,
     model: Annotated[
-        str | None, typer.Option("--model", help="Replay model (default: local/smollm2-135m).")
+        str | None,
+        typer.Option(
+            "--model",
+            help="Replay on this model (default: sleep.json's replay, else local/smollm2-135m).",
+        ),
     ] = None,
+    replay_agent: Annotated[
+        str | None,
+        typer.Option(
+            "--replay-agent",
+            help="Replay through your own agent CLI in a copy of the project: claude "
+            "(claude -p) or codex (codex exec). Needs the agent's API key in the environment.",
+        ),
+    ] = None,
+    agent_timeout: Annotated[
+        float, typer.Option("--agent-timeout", min=1.0, help="Seconds per agent replay.")
+    ] = 600.0,
     optimizer_model: OptimizerModelOpt = None,
     api_base: Annotated[
         str | None,
@@ -178,9 +199,7 @@ def run_command(
     ] = False,
     judge: Annotated[str, typer.Option("--judge", help="soft (share of checks) or hard.")] = "soft",
     no_rubric: Annotated[bool, typer.Option("--no-rubric", help="Do not judge rubrics.")] = False,
-    heuristic_only: Annotated[
-        bool, typer.Option("--heuristic-only", help="Mine tasks without a model.")
-    ] = False,
+    heuristic_only: HeuristicOpt = False,
     tasks: Annotated[
         Path | None, typer.Option("--tasks", help="Use these (reviewed) tasks instead.")
     ] = None,
@@ -195,6 +214,8 @@ def run_command(
 ) -> None:
     """Harvest, mine, replay, consolidate and stage one night (live files are not touched)."""
     with _handled(debug):
+        from rich.console import Console
+
         from skillopt_dsl.optimizers import GradientText
 
         config = SleepConfig(
@@ -204,6 +225,9 @@ def run_command(
             agent=_agent(agent),
             skill_file=skill_file,
             lm=at_api_base(model, api_base),
+            replay_agent=None
+            if replay_agent is None
+            else settings_from(_replay_agent(replay_agent), timeout_s=agent_timeout),
             optimizer_lm=_optimizer_lm(optimizer_model, optimizer_api_base),
             budget=_budget(max_calls, max_tokens, max_usd),
             optimizer=GradientText(epochs=epochs),
@@ -217,7 +241,8 @@ def run_command(
             seed=seed,
             threads=threads,
         )
-        result = run_night(config, on_event=_progress)
+        with NightProgress(Console(stderr=True), max_calls=max_calls) as progress:
+            result = run_night(config, on_event=progress)
         if as_json:
             _emit({"path": str(result.path), **result.report.model_dump()})
         else:
@@ -241,6 +266,12 @@ def _agent(value: str | None) -> Literal["claude", "codex"] | None:
     raise SleepError(f"--agent must be claude or codex, got {value!r}")
 
 
+def _replay_agent(value: str) -> Literal["claude", "codex"]:
+    if value in ("claude", "codex"):
+        return value  # type: ignore[return-value]
+    raise SleepError(f"--replay-agent must be claude or codex, got {value!r}")
+
+
 def _judge(value: str) -> Literal["soft", "hard"]:
     if value in ("soft", "hard"):
         return value  # type: ignore[return-value]
@@ -258,13 +289,14 @@ def harvest_command(
     ] = None,
     optimizer_model: OptimizerModelOpt = None,
     optimizer_api_base: OptimizerApiBaseOpt = None,
-    heuristic_only: Annotated[bool, typer.Option("--heuristic-only")] = False,
+    heuristic_only: HeuristicOpt = False,
     max_calls: MaxCallsOpt = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Harvest and mine tasks for review (edit tasks.jsonl, set reviewed: true, then
-    `sleep run --tasks <out>/tasks.jsonl --reviewed-only`). The watermark does not move."""
+    """Harvest and mine tasks for review: writes sessions.jsonl (what was read) and tasks.jsonl
+    (edit it, set reviewed: true, then `sleep run --tasks <out>/tasks.jsonl --reviewed-only`).
+    The watermark does not move."""
     with _handled(debug):
         opened = SleepProject.open(project)
         config = SleepConfig(
@@ -280,8 +312,12 @@ def harvest_command(
             )
             folder = out or opened.sleep_dir / "review"
             folder.mkdir(parents=True, exist_ok=True)
+            sessions_path = write_jsonl(
+                folder / "sessions.jsonl", [s.review_row() for s in harvested.sessions]
+            )
             save_tasks(found, folder)
         data: dict[str, Any] = {
+            "sessions_path": str(sessions_path),
             "tasks_path": str(folder / "tasks.jsonl"),
             "dataset_path": str(folder / "tasks"),
             "harvest": harvested.stats.to_dict(),
@@ -290,12 +326,31 @@ def harvest_command(
         if as_json:
             _emit(data)
         else:
-            h = data["harvest"]
-            typer.echo(
-                f"{h['sessions']} session(s), {stats.tasks} task(s), "
-                f"{h['redactions_total']} redaction(s), {h['malformed_lines']} malformed line(s)\n"
-                f"review and edit {folder / 'tasks.jsonl'}"
-            )
+            typer.echo(_harvest_summary(data, folder))
+
+
+def _harvest_summary(data: Mapping[str, Any], folder: Path) -> str:
+    h, m, home = data["harvest"], data["mining"], data["harvest"]["home_wide"]
+    lines = [
+        f"this project: {h['sessions']} session(s), {m['tasks']} task(s) "
+        f"({m['model_tasks']} model-mined, {m['heuristic_tasks']} heuristic), "
+        f"{h['redactions_total']} redaction(s), {h['malformed_lines']} malformed line(s), "
+        f"{h['unknown_records']} unknown record(s)"
+        + (f" {json.dumps(h['unknown_types'])}" if h["unknown_types"] else ""),
+        f"  requests: {h['slash_commands']} slash command(s), {h['queued_prompts']} queued "
+        f"prompt(s); not requests: {h['meta_prompts']} meta, {h['compact_summaries']} "
+        f"compaction summaries, {h['notices']} notices",
+        f"home-wide (every file under the home): {home['files_read']} file(s), "
+        f"{home['sessions_read']} session(s), {home['skipped'].get('other_project', 0)} of other "
+        f"projects, {home['unknown_records']} unknown record(s)",
+    ]
+    if m.get("model_dropped"):
+        lines.append(f"mining: {m['model_dropped']}")
+    lines += [
+        f"sessions read: {data['sessions_path']}",
+        f"review and edit {folder / 'tasks.jsonl'}",
+    ]
+    return "\n".join(lines)
 
 
 @sleep_app.command("status")
@@ -323,13 +378,28 @@ def status_command(
             typer.echo(f"  locked by {data['locked_by']}")
         if data["interrupted_adopt"]:
             typer.echo("  an adoption was interrupted; the next sleep command undoes it")
+        if not data["nights"]:
+            typer.echo("  no staged night yet; run `skillopt-dsl sleep run`")
         for row in data["nights"]:
-            typer.echo(
-                f"  {row['night']}: {row['sessions']} sessions, {row['tasks']} tasks, val "
-                f"{row['seed_val']} -> {row['candidate_val']}, "
-                f"{'proposal' if row['proposal'] else 'no proposal'}"
-                f"{' (adopted)' if row['adopted'] else ''}"
-            )
+            typer.echo(_status_row(row))
+
+
+def _status_row(row: Mapping[str, Any]) -> str:
+    """One night in `sleep status`: its figures, or why it has none."""
+    head = f"  {row['night']}: {row['sessions']} session(s), {row['tasks']} task(s)"
+    seed, candidate = row["seed_val"], row["candidate_val"]
+    if seed is not None:
+        scores = (
+            f"val {seed:.3f} -> {candidate:.3f}" if candidate is not None else f"val {seed:.3f}"
+        )
+    elif row.get("blocked"):
+        scores = f"no val scores: {row['blocked']}"
+    else:
+        scores = "no val scores (nothing was replayed)"
+    verdict = "proposal staged" if row["proposal"] else "no proposal"
+    if row["adopted"]:
+        verdict += " (adopted)"
+    return f"{head}, {scores}; {verdict}"
 
 
 @sleep_app.command("diff")
