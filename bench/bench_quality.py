@@ -67,6 +67,10 @@ class Setup:
     params: SamplingParams = PARAMS
     optimizer_params: SamplingParams = PARAMS
     threads: int = 2
+    timeout_s: float | None = None
+    """Per-request timeout (None: the LM default, 120 s). A 1-thread server on a loaded machine
+    can take minutes for a 512-token reflection; a client timeout there makes the server do the
+    abandoned work and then the retry, both counted."""
     default_proposers: bool = False
     """True: our optimizers use their default proposers (reflection included); False: the two
     that need no optimizer model (a 135M model cannot reflect)."""
@@ -84,12 +88,12 @@ def proposers() -> list[Any]:
 
 def target_lm() -> LM:
     return LM(SETUP.model, params=SETUP.params, max_concurrency=SETUP.threads,
-              api_base=SETUP.api_base)  # fmt: skip
+              api_base=SETUP.api_base, timeout_s=SETUP.timeout_s)  # fmt: skip
 
 
 def optimizer_lm() -> LM:
     return LM(SETUP.model, params=SETUP.optimizer_params, max_concurrency=SETUP.threads,
-              api_base=SETUP.api_base)  # fmt: skip
+              api_base=SETUP.api_base, timeout_s=SETUP.timeout_s)  # fmt: skip
 
 
 def server_calls() -> int | None:
@@ -380,6 +384,8 @@ def main() -> None:
                         help="target model's max new tokens (default 16; server mode 24)")  # fmt: skip
     parser.add_argument("--optimizer-max-tokens", type=int, default=512)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--timeout-s", type=float, default=1800.0,
+                        help="server mode: per-request timeout (a slow server must not be retried)")  # fmt: skip
     parser.add_argument("--gepa-metric-share", type=float, default=1.0,
                         help="gepa max_metric_calls = share x budget (its reflection calls are "
                              "on top; pick the share that makes server-counted calls equal)")  # fmt: skip
@@ -399,7 +405,8 @@ def main() -> None:
         PROXY = CountingProxy(args.api_base).start()
         SETUP = Setup(model=args.model, api_base=f"{PROXY.url}/v1", params=target,
                       optimizer_params=replace(target, max_tokens=args.optimizer_max_tokens),
-                      threads=args.threads, default_proposers=True)  # fmt: skip
+                      threads=args.threads, timeout_s=args.timeout_s,
+                      default_proposers=True)  # fmt: skip
     else:
         SETUP = Setup(model=args.model, params=target, optimizer_params=target,
                       threads=args.threads)  # fmt: skip
