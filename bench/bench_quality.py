@@ -402,7 +402,7 @@ def main() -> None:
     share = args.gepa_metric_share
     GEPA_METRIC_SHARE = lambda budget: max(1, int(budget * share))  # noqa: E731
     if server:
-        PROXY = CountingProxy(args.api_base).start()
+        PROXY = CountingProxy(args.api_base, timeout_s=args.timeout_s).start()
         SETUP = Setup(model=args.model, api_base=f"{PROXY.url}/v1", params=target,
                       optimizer_params=replace(target, max_tokens=args.optimizer_max_tokens),
                       threads=args.threads, timeout_s=args.timeout_s,
