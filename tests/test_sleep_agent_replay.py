@@ -102,4 +102,5 @@ def test_a_missing_agent_cli_is_an_error_before_any_spend(tmp_path: Path) -> Non
                 mine_with_model=False,
             )
         )
-    assert not SleepProject.open(project).nights()
+    opened = SleepProject.open(project)
+    assert not opened.nights() and not opened.partial_nights() and opened.watermark() is None

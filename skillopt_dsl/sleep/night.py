@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from skillopt_dsl.compile import ModelSpec
+from skillopt_dsl.evidence import Preflight, preflight
 from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import Budget, UsageLedger, UsageSnapshot, resolve_lm
 from skillopt_dsl.optimizers.base import Optimizer
@@ -213,6 +214,9 @@ class _Night:
         self.book = ScoreBook()
 
     def run(self) -> NightResult:
+        target = replay_target(self.config, self.project.config())
+        if isinstance(target, AgentSettings):
+            target.command_agent(TaskJudge())  # a missing agent CLI fails here, before any spend
         self.partial.mkdir(parents=True)
         watermark_before = self.project.watermark()
         harvested, tasks, mine_stats = self._tasks()
@@ -224,7 +228,6 @@ class _Night:
             rubric_lm=resolve_lm(self.config.optimizer_lm) if self.config.rubric_judge else None,
         )
         usable = [t for t in tasks if t.checks or judge.judges_rubrics]
-        target = replay_target(self.config, self.project.config())
         module: Replay
         if isinstance(target, AgentSettings):
             module = AgentReplay(
@@ -363,7 +366,11 @@ class _Night:
             seed_test=result.seed_test_score if result else None,
             candidate_test=result.test_score if result else None,
             gate_minimum_val=gate_minimum_val(gate),
-            gate_statement=gate_statement(gate, sum(1 for t in tasks if t.split == "val")),
+            gate_statement=gate_statement(
+                gate,
+                sum(1 for t in tasks if t.split == "val"),
+                result.preflight if result else None,
+            ),
             gate_decisions=[d.to_dict() for d in result.gate_log] if result else [],
             accepted=bool(proposals),
             proposed_files=sorted(proposals),
@@ -375,13 +382,21 @@ class _Night:
         )
 
 
-def gate_statement(gate: Gate, val_tasks: int) -> str | None:
-    """The smallest gain the night's gate could certify on `val_tasks` val tasks, in words.
+def gate_statement(gate: Gate, val_tasks: int, check: Preflight | None = None) -> str | None:
+    """What the night's gate could certify on `val_tasks` val tasks, in words: the clean fix
+    its first decision needs and the gain with an even chance to pass, with the pre-flight
+    warning when the night has too few val tasks (None: no val task).
 
-    GATE WIRING POINT: None until the gate states it (the lead engineer's gate change wires
-    its statement in here); the report and `sleep status` show it when it is not None.
+    `check` is the pre-flight of the night's run (its plan known); without it, the night's
+    decisions are taken as open-ended. All candidates of a night are decided in one run, so
+    they share one significance budget.
     """
-    return None
+    if val_tasks <= 0:
+        return None
+    check = check if check is not None else preflight(gate, val_tasks, None)
+    if check.warning is None:
+        return check.summary()
+    return f"{check.summary()}. WARNING: {check.warning}"
 
 
 def _describe(target: AgentSettings | ModelSpec) -> str:
