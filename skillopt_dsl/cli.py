@@ -526,6 +526,34 @@ def _usage_line(usage: Any) -> str:
     )
 
 
+def _gate_table(result: CompileResult) -> Table:
+    """Every gate decision with its evidence: the significance it could use, the statistic it
+    needed and had, what it spent, and where a stopped loser stopped."""
+    table = Table(title="gate decisions: the evidence each needed and had")
+    for column in ("#", "verdict", "val", "examples", "alpha", "needed", "had", "p", "spent"):
+        table.add_column(column, justify="left" if column == "verdict" else "right")
+    for number, d in enumerate(result.gate_log, start=1):
+        verdict = (
+            "ACCEPTED"
+            if d.accepted
+            else f"stopped at look {d.stopped_at_look}"
+            if d.stopped_early
+            else "rejected"
+        )
+        table.add_row(
+            str(number),
+            verdict,
+            f"{d.candidate_score:.4f} vs {d.incumbent_score:.4f}",
+            f"{d.examples_scored}/{d.n_examples}",
+            "-" if d.alpha is None else f"{d.alpha:.4g}",
+            "-" if d.critical is None else f"{d.critical:g} ({d.test})",
+            "-" if d.statistic is None else f"{d.statistic:g}",
+            "-" if d.p_value is None else f"{d.p_value:.4g}",
+            "-" if d.charged is None else f"{d.charged:.4g}",
+        )
+    return table
+
+
 def _print_compile(result: CompileResult, wall_s: float) -> None:
     name = result.metadata.get("name", "skill")
     rows = (
@@ -547,6 +575,12 @@ def _print_compile(result: CompileResult, wall_s: float) -> None:
     typer.echo(
         f"stopped: {result.stop_reason}; {accepted} of {len(result.gate_log)} candidates accepted"
     )
+    if result.gate_log:
+        Console(soft_wrap=True).print(_gate_table(result))
+    if result.preflight is not None:
+        typer.echo(result.preflight.summary())
+        if result.preflight.warning is not None:
+            typer.echo(f"WARNING: {result.preflight.warning}")
     typer.echo(f"search {_usage_line(result.usage)}")
     if result.test_usage is not None:
         typer.echo(f"test   {_usage_line(result.test_usage)} (not charged to the search budget)")

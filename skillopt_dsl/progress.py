@@ -86,6 +86,15 @@ def _money(value: float | None) -> str:
     return "unknown (unpriced model)" if value is None else f"${value:.4f}"
 
 
+def _on_preflight(state: ProgressState, payload: Mapping[str, Any]) -> str:
+    from skillopt_dsl.evidence import Preflight
+
+    check = Preflight(**payload)
+    return (
+        check.summary() if check.warning is None else f"{check.summary()}\nWARNING: {check.warning}"
+    )
+
+
 def _on_seed(state: ProgressState, payload: Mapping[str, Any]) -> str:
     state.seed_val = state.best_val = float(payload["val_score"])
     state.phase = "optimizing"
@@ -125,7 +134,11 @@ def _on_gate(state: ProgressState, payload: Mapping[str, Any]) -> str:
         state.accepted += 1
         state.best_val = candidate
     state.last_gate = f"{verdict} step {state.step}: {candidate:.4f} vs {incumbent:.4f}"
-    return f"gate {state.last_gate} ({payload.get('reason', '')})"
+    alpha = payload.get("alpha")
+    evidence = (
+        "" if alpha is None else f"; alpha {alpha:.4g}, spent {payload.get('charged') or 0:.4g}"
+    )
+    return f"gate {state.last_gate} ({payload.get('reason', '')}{evidence})"
 
 
 def _on_step(state: ProgressState, payload: Mapping[str, Any]) -> str | None:
@@ -162,6 +175,7 @@ def _on_test_skipped(state: ProgressState, payload: Mapping[str, Any]) -> None:
 
 
 _HANDLERS = {
+    "preflight": _on_preflight,
     "seed": _on_seed,
     "baseline": _on_baseline,
     "resume": _on_resume,

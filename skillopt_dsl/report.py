@@ -670,12 +670,29 @@ def _summary_rows(record: RunRecord) -> list[tuple[str, Any]]:
             "accepted / gate decisions",
             f"{sum(g.decision.accepted for g in record.gates)} / {len(record.gates)}",
         ),
+        ("what the gate could certify (pre-flight)", _preflight_text(summary)),
+        (
+            "significance spent / stopped early (validation calls saved)",
+            f"{sum(g.decision.charged or 0.0 for g in record.gates):.4g} / "
+            f"{sum(g.decision.stopped_early for g in record.gates)} "
+            f"({sum(g.decision.calls_saved for g in record.gates)})",
+        ),
         ("steps", len(record.steps)),
         ("model calls", usage.get("calls", last.calls if last else None)),
         ("tokens", usage.get("total_tokens")),
         ("cost (USD)", usage.get("cost_usd", last.cost_usd if last else None)),
         ("test scoring calls (own ledger)", (summary.get("test_usage") or {}).get("calls")),
     ]
+
+
+def _preflight_text(summary: dict[str, Any]) -> str | None:
+    from skillopt_dsl.evidence import Preflight
+
+    data = summary.get("preflight")
+    if not data:
+        return None
+    check = Preflight(**data)
+    return check.summary() + ("" if check.warning is None else f". WARNING: {check.warning}")
 
 
 def _gate_rows(record: RunRecord) -> list[tuple[Any, ...]]:
@@ -687,7 +704,12 @@ def _gate_rows(record: RunRecord) -> list[tuple[Any, ...]]:
             g.decision.candidate_score,
             g.decision.incumbent_score,
             g.decision.delta,
+            f"{g.decision.examples_scored}/{g.decision.n_examples}",
+            g.decision.alpha,
+            g.decision.critical,
+            g.decision.statistic,
             g.decision.p_value,
+            g.decision.charged,
             g.decision.accepted,
             g.decision.reason,
         )
@@ -736,7 +758,12 @@ def _run_sections(record: RunRecord, plots: Sequence[tuple[Path, str]]) -> list[
                 "candidate score",
                 "incumbent score",
                 "delta",
+                "examples scored",
+                "alpha",
+                "needed",
+                "statistic",
                 "p-value",
+                "alpha spent",
                 "accepted",
                 "reason",
             ),

@@ -337,3 +337,15 @@ def test_driver_false_accepts_stay_under_alpha_and_mean_only_does_not() -> None:
 
     assert fooled(sd.Gate()) <= 5  # alpha = 0.05 of 60 runs is 3; the bench measures more runs
     assert fooled(sd.Gate.mean_only()) >= 20
+
+
+def test_sleep_night_states_what_its_gate_can_certify() -> None:
+    """Kills: a night report without the gate's statement (`gate_statement` returning None),
+    or one that hides the small-set warning."""
+    from skillopt_dsl.sleep.night import gate_statement
+
+    small = gate_statement(sd.Gate(), 12)
+    assert small is not None and "clean fix of 5" in small and "WARNING" in small
+    large = gate_statement(sd.Gate(), 200)
+    assert large is not None and "WARNING" not in large
+    assert gate_statement(sd.Gate(), 0) is None

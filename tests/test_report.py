@@ -156,7 +156,11 @@ def test_html_holds_summary_gate_log_and_escaped_diff(run_dir: Path, written: li
     assert len(gates) == 2 and sum(g["accepted"] for g in gates) == 1
     assert "1 / 2" in text, "accepted / gate decisions"
     assert str(summary["usage"]["calls"]) in text
-    assert "tie: equal validation mean" in text
+    rejected = next(g for g in gates if not g["accepted"])
+    assert rejected["reason"] in text, "the gate log shows why a candidate was rejected"
+    # Kills: a gate log without each decision's evidence (its alpha and what it spent).
+    assert "alpha spent" in text and f"{rejected['alpha']:.4g}"[:5] in text
+    assert "what the gate could certify (pre-flight)" in text
     assert "+Check if the number is divisible by 2." in text
     assert "&lt;b&gt;even&lt;/b&gt; &amp; nothing else." in raw
     assert "<b>even</b>" not in raw, "skill text is escaped, never interpreted"

@@ -37,6 +37,7 @@ from skillopt_dsl.data import as_examples
 from skillopt_dsl.dspy.program import DSPyProgram, normalize_instructions
 from skillopt_dsl.errors import BudgetExceeded, DataError, UserInputError
 from skillopt_dsl.evaluate import EvaluationReport, evaluate
+from skillopt_dsl.evidence import SignificanceBudget, preflight
 from skillopt_dsl.export import export_skill
 from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import LM, Backend, Budget, UsageSnapshot
@@ -197,7 +198,6 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
             adapter=self.adapter,
             context=contextvars.copy_context(),
         )
-        program.positions.update(positions)
         outcome = self._train(program, self._selected(program), train, val)
         compiled = program.built()
         compiled._compiled = True
@@ -218,6 +218,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         reflector = self.optimizer_lm if self.optimizer_lm is not None else target
         done: dict[str, PredictorResult] = {}
         stop_reason, aborted = "finished", UsageSnapshot()
+        significance = self._significance(names, train, val)
         for name in names:
             before = program.sent()
             try:
@@ -229,6 +230,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
                     lm=target,
                     optimizer_lm=reflector,
                     gate=self.gate,
+                    significance=significance,
                     budget=_remaining(self.budget, [p.result.usage for p in done.values()]),
                     run_dir=self.run_dir / name if self.run_dir is not None else None,
                     resume=self.resume,
@@ -247,6 +249,25 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
                 stop_reason = "budget"
                 break
         return _summary(done, names, stop_reason, aborted, self.run_dir)
+
+    def _significance(
+        self, names: list[str], train: list[Example], val: list[Example]
+    ) -> SignificanceBudget:
+        """One significance budget for the whole program, planned over every predictor's
+        decisions, so all of them together accept a useless edit with probability at most the
+        gate's alpha; says before spending what the gate can certify on this valset."""
+        gate = self.gate if self.gate is not None else Gate()
+        budget = gate.significance_budget()
+        from skillopt_dsl.optimizers.gradient_text import GradientText
+
+        optimizer = self.optimizer if self.optimizer is not None else GradientText()
+        per_predictor = optimizer.planned_decisions(len(train))
+        budget.plan(None if per_predictor is None else per_predictor * len(names))
+        check = preflight(gate, len(val), budget.planned)
+        logger.info("program of %d predictor(s): %s", len(names), check.summary())
+        if check.warning is not None:
+            logger.warning("%s", check.warning)
+        return budget
 
     def _adopt(self, program: DSPyProgram, name: str, result: CompileResult) -> PredictorResult:
         """Make the run's best skill the predictor's incumbent, normalised as DSPy stores it."""
