@@ -198,6 +198,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
             adapter=self.adapter,
             context=contextvars.copy_context(),
         )
+        program.positions.update(positions)
         outcome = self._train(program, self._selected(program), train, val)
         compiled = program.built()
         compiled._compiled = True
