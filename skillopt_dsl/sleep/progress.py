@@ -100,6 +100,15 @@ class NightProgress:
                 "replays", total=self._max_calls, note="scoring the live files"
             )
 
+    def _on_preflight(self, payload: Mapping[str, Any]) -> None:
+        """What the night's gate can certify, said before the replays are paid for."""
+        from skillopt_dsl.evidence import Preflight
+
+        check = Preflight(**payload)
+        logger.info("%s", check.summary())
+        if check.warning is not None:
+            logger.warning("%s", check.warning)
+
     def _on_seed(self, payload: Mapping[str, Any]) -> None:
         self._log("live files on val: %.3f", float(payload.get("val_score", 0.0)))
         self._note(f"live files on val {float(payload.get('val_score', 0.0)):.3f}")
