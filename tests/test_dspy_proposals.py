@@ -14,6 +14,7 @@ import json
 import random
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -346,3 +347,45 @@ def test_react_step_predictor_gets_traced_steps_never_null_tool_calls() -> None:
         "`[[ ## completed ## ]]`. The `next_tool_name` field is exactly one of: author_of, "
         "year_of, finish."
     )
+
+
+def test_multihop_compiles_end_to_end_without_invented_text_in_any_predictor(
+    tmp_path: Path,
+) -> None:
+    """Kills: any proposer path (format rule, worked examples, reflection) writing null outputs
+    or a JSON rule into either predictor of a ChatAdapter multi-hop program compiled with the
+    default proposers."""
+    reflections: list[str] = []
+
+    def reflector(messages: list[dict[str, str]]) -> str:
+        reflections.append(messages[-1]["content"])
+        return '{"edits": []}'
+
+    tele = SkillOptimizer(
+        exact,
+        optimizer=GradientText(lr=1.0, epochs=1, batch_size=6),
+        lm=LM(ScriptedLM(obedient_chat_model(multihop_policy))),
+        optimizer_lm=LM(ScriptedLM(reflector, model="scripted/reflector")),
+        threads=2,
+        run_dir=tmp_path,
+    )
+    val = [
+        dspy.Example(question=f"Tell me the favourite colour of {p}?", answer=c).with_inputs(
+            "question"
+        )
+        for p, c in FAVOURITES.items()
+    ]
+    compiled = tele.compile(MultiHop(), trainset=people(), valset=val)
+    for name, predictor in compiled.named_predictors():
+        text = predictor.signature.instructions
+        assert "null" not in text and "JSON" not in text and "Write nothing else" not in text, name
+    proposed = [
+        json.loads(line)
+        for events in tmp_path.glob("*/events.jsonl")
+        for line in events.read_text(encoding="utf-8").splitlines()
+    ]
+    edits = json.dumps([e for e in proposed if e.get("event") == "proposal"])
+    assert "Input:" in edits  # worked examples were proposed, for the query predictor too
+    assert "null" not in edits.replace('"after": null', "") and "JSON object" not in edits
+    mine = [r for r in reflections if r.startswith("# Task\nPredictor `generate_query.predict`")]
+    assert mine and all(ANSWER_REASONING not in r for r in mine)

@@ -5,12 +5,16 @@
 - `DSPyProgram` / `PredictorModule`: a DSPy program's predictor as a `SkillModule`, so every
   optimizer, the gate, the budget and the run directory work on it unchanged.
 - `bridge_lm` / `BridgeEngine`: a `dspy.LM` whose every call goes through our `LM` (cache,
-  ledger, retries, budget checked before the call is sent).
+  ledger, retries, budget checked before the call is sent; a stop is `BridgeBudgetExceeded`,
+  a `BudgetExceeded` DSPy does not wrap).
 - `RawSkillAdapter`: the skill verbatim as the system message and tolerant parsing, for small
   local models (the embedded one included).
 - `dspy_metric` / `dspy_score`: DSPy metrics (both forms, float / bool /
   `dspy.Prediction(score=, feedback=)`) as our `Score`.
 - `evaluate_program`: our evaluation of any DSPy program (no swallowed exceptions).
+- Proposals fit the predictor they train (`skillopt_dsl.dspy.proposals`): worked examples from
+  real labels or that predictor's own traced calls, format rules in the program's adapter
+  format, reflection on the predictor's own inputs and outputs.
 
 DSPy data in our own API needs no import from here: `compile` and `load_splits` accept
 `dspy.Example` lists directly (`skillopt_dsl.data.as_examples`).
@@ -26,7 +30,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from skillopt_dsl.dspy.adapter import RawSkillAdapter
-from skillopt_dsl.dspy.bridge import BridgeEngine, RunRecord, bridge_lm
+from skillopt_dsl.dspy.bridge import BridgeBudgetExceeded, BridgeEngine, RunRecord, bridge_lm
 from skillopt_dsl.dspy.metrics import dspy_metric, dspy_score
 from skillopt_dsl.dspy.optimizer import (
     PredictorResult,
@@ -43,6 +47,7 @@ from skillopt_dsl.dspy.program import (
 )
 
 __all__ = [
+    "BridgeBudgetExceeded",
     "BridgeEngine",
     "DSPyProgram",
     "DSPyProgramError",
