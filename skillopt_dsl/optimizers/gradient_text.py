@@ -193,6 +193,11 @@ class GradientText(Optimizer):
                 f"unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}"
             )
 
+    def planned_decisions(self, n_train: int) -> int | None:
+        """One submission per step, plus the slow update of each epoch."""
+        steps = math.ceil(n_train / self.batch_size) + (1 if self.slow_update else 0)
+        return self.epochs * steps
+
     def config(self) -> dict[str, Any]:
         return {
             "optimizer": self.name,
