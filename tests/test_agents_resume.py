@@ -56,6 +56,7 @@ with open(out, "w") as f:
         "gate_log": [d.to_dict() for d in result.gate_log],
         "history": [h.to_dict() | {"calls": 0} for h in result.history],
         "calls": result.usage.calls,
+        "lost": result.usage.lost_calls,
         "target_calls": calls[0],
     }, f)
 """
@@ -99,4 +100,9 @@ def test_sigkill_mid_trajectory_then_resume_equals_uninterrupted(tmp_path: Path)
         assert resumed["best"] == reference["best"], context
         assert resumed["gate_log"] == reference["gate_log"], context
         assert resumed["history"] == reference["history"], context
-        assert resumed["calls"] == reference["calls"], f"{context}: spent budget drifted"
+        # Every call that reached the target counts (issue 19): those in flight at the kill as
+        # lost (the usage journal) and again when the resume sends them; a call answered but
+        # not yet cached when the kill came is sent again too (at most one per other thread).
+        assert resumed["lost"] >= 1, f"{context}: the call in flight at the kill was not counted"
+        extra = resumed["calls"] - resumed["lost"] - reference["calls"]
+        assert 0 <= extra <= 1, f"{context}: spent budget drifted ({extra:+d} calls)"

@@ -418,7 +418,7 @@ def test_resume_counts_calls_paid_after_the_checkpoint(tmp_path) -> None:
     assert resumed.snapshot().calls == 3
     assert resumed.snapshot().cost_usd == pytest.approx(1.5)
     with pytest.raises(BudgetExceeded, match="max_usd"):
-        resumed.reserve(max_new_tokens=10, prompt_tokens_estimate=10)
+        resumed.reserve(max_new_tokens=10, prompt_tokens_estimate=10, max_cost_usd=0.01)
 
 
 def test_flush_folds_the_wal_so_the_file_alone_keeps_every_entry(tmp_path) -> None:

@@ -39,6 +39,9 @@ from skillopt_dsl.lm.base import Completion
 
 logger = logging.getLogger(__name__)
 
+INTERRUPTED = "interrupted"
+"""The error type of a call settled while its process was being interrupted (counted lost)."""
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -80,8 +83,10 @@ class UsageSnapshot:
     """An immutable copy of a ledger's counters (what a checkpoint stores).
 
     `lost_calls` are calls that were in flight when a process was killed (found unsettled in
-    the journal on resume): they are counted in `calls` and `errors` (error type `"lost"`) at
-    their reserved worst case (tokens and price), since the provider may have served them.
+    the journal on resume; error type `"lost"`) or interrupted (`KeyboardInterrupt` and the like;
+    error type `"interrupted"`): they are counted in `calls` and `errors` at their reserved
+    worst case (tokens and price), since the provider may have served them. A resumed run sends
+    them again, so it spends `lost_calls` more than an uninterrupted one.
     """
 
     calls: int = 0
@@ -201,7 +206,10 @@ class UsageLedger:
                 self._write(
                     {"op": "settle", "id": reservation.id, "error": error_type or "unknown"}
                 )
-                self._record_failure(error_type or "unknown")
+                if error_type == INTERRUPTED:
+                    self._record_lost(_reserved(reservation), INTERRUPTED)
+                else:
+                    self._record_failure(error_type or "unknown")
             else:
                 self._write({"op": "settle", "id": reservation.id, **_completion_dict(completion)})
                 self._check_overrun(reservation, completion)
@@ -312,8 +320,10 @@ class UsageLedger:
                 pending[int(record["id"])] = record
                 self._next_id = max(self._next_id, int(record["id"]))
             elif op == "settle":
-                pending.pop(int(record["id"]), None)
-                if "error" in record:
+                reserved = pending.pop(int(record["id"]), None)
+                if record.get("error") == INTERRUPTED:
+                    self._record_lost(reserved or {}, INTERRUPTED)
+                elif "error" in record:
                     self._record_failure(str(record["error"]))
                 else:
                     self._record_success(_completion_from(record))
@@ -326,15 +336,16 @@ class UsageLedger:
             elif op == "restore":
                 self._restore(UsageSnapshot.from_dict(record["snapshot"]))
         for record in pending.values():
-            self._record_lost(record)
+            self._record_lost(record, "lost")
 
-    def _record_lost(self, record: Mapping[str, Any]) -> None:
-        """A reservation never settled: the call may have been served; count its worst case."""
+    def _record_lost(self, record: Mapping[str, Any], kind: str) -> None:
+        """A call in flight when its process was killed (`"lost"`: never settled) or
+        interrupted (`"interrupted"`): it may have been served, so count its worst case."""
         s = self._state
         prompt = int(record.get("prompt", 0))
         completion = max(0, int(record.get("tokens", 0)) - prompt)
         usd = record.get("usd")
-        self._error_types["lost"] = self._error_types.get("lost", 0) + 1
+        self._error_types[kind] = self._error_types.get(kind, 0) + 1
         self._replace(
             calls=s.calls + 1,
             errors=s.errors + 1,
@@ -451,6 +462,14 @@ class UsageLedger:
         values["error_types"] = MappingProxyType(dict(self._error_types))
         self._state = UsageSnapshot(**values)
         return self._state
+
+
+def _reserved(reservation: Reservation) -> dict[str, Any]:
+    return {
+        "prompt": reservation.prompt_tokens,
+        "tokens": reservation.tokens,
+        "usd": reservation.usd,
+    }
 
 
 def _completion_dict(completion: Completion) -> dict[str, Any]:
