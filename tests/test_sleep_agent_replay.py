@@ -104,3 +104,14 @@ def test_a_missing_agent_cli_is_an_error_before_any_spend(tmp_path: Path) -> Non
         )
     opened = SleepProject.open(project)
     assert not opened.nights() and not opened.partial_nights() and opened.watermark() is None
+
+
+def test_the_embedded_default_cuts_replies_short() -> None:
+    """Kills: replays on the embedded 135M model generating 256 tokens a reply (it repeats itself
+    past ~128, and generation is most of a demo night's time: issue 18, the demo night took 45
+    minutes on 2 cores)."""
+    from skillopt_dsl.lm import DEFAULT_MODEL
+    from skillopt_dsl.sleep.night import EMBEDDED_REPLY_TOKENS, embedded_replay_lm
+
+    lm = embedded_replay_lm()
+    assert lm.model == DEFAULT_MODEL and lm.params.max_tokens == EMBEDDED_REPLY_TOKENS == 128

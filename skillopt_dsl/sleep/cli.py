@@ -140,7 +140,7 @@ def _summary(result: NightResult) -> str:
     if r.mining.get("model_dropped"):
         lines.append(f"  mining: {r.mining['model_dropped']}")
     if r.gate_statement:
-        lines.append(f"  gate: {r.gate_statement}")
+        lines.append(f"  {r.gate_statement}")
     if r.blocked:
         lines.append(f"  nothing accepted: {r.blocked}")
     if r.accepted:

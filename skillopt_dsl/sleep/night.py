@@ -18,7 +18,15 @@ from typing import Any, Literal
 from skillopt_dsl.compile import ModelSpec
 from skillopt_dsl.evidence import Preflight, preflight
 from skillopt_dsl.gate import Gate
-from skillopt_dsl.lm import Budget, UsageLedger, UsageSnapshot, resolve_lm
+from skillopt_dsl.lm import (
+    DEFAULT_MODEL,
+    LM,
+    Budget,
+    SamplingParams,
+    UsageLedger,
+    UsageSnapshot,
+    resolve_lm,
+)
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.sleep.adopt import adopt, recover
 from skillopt_dsl.sleep.agent_replay import AgentReplay, AgentRunsOnly, AgentSettings, settings_from
@@ -168,6 +176,16 @@ def _emit(
         on_event(event, payload)
 
 
+EMBEDDED_REPLY_TOKENS = 128
+"""Replies of the embedded model are cut at 128 tokens: past that the 135M model repeats
+itself, and generation is most of a demo night's time on two cores."""
+
+
+def embedded_replay_lm() -> LM:
+    """The embedded model as the replays' default, its replies cut at `EMBEDDED_REPLY_TOKENS`."""
+    return LM(DEFAULT_MODEL, params=SamplingParams(max_tokens=EMBEDDED_REPLY_TOKENS))
+
+
 def replay_target(config: SleepConfig, settings: ProjectConfig) -> AgentSettings | ModelSpec:
     """What the replays run on: `--replay-agent`, else `--model`, else `sleep.json`'s `replay`,
     else None (the embedded model)."""
@@ -236,7 +254,7 @@ class _Night:
             replay_lm: ModelSpec = AgentRunsOnly()
         else:
             module = Replay(skill=live.document(), judge=judge, book=self.book)
-            replay_lm = target
+            replay_lm = target if target is not None else embedded_replay_lm()
         gate = self._gate(module.seed_skill.hash)
         _emit(self.on_event, "consolidate", {"tasks": len(usable)})
         consolidation = consolidate(
@@ -403,7 +421,9 @@ def _describe(target: AgentSettings | ModelSpec) -> str:
     if isinstance(target, AgentSettings):
         return f"agent CLI: {target.agent} (timeout {target.timeout_s:g} s)"
     if target is None:
-        return "model: the embedded local/smollm2-135m"
+        return (
+            f"model: the embedded {DEFAULT_MODEL} (replies cut at {EMBEDDED_REPLY_TOKENS} tokens)"
+        )
     if isinstance(target, str):
         return f"model: {target}"
     return f"model: {getattr(target, 'model', type(target).__name__)}"
