@@ -389,3 +389,22 @@ def test_multihop_compiles_end_to_end_without_invented_text_in_any_predictor(
     assert "null" not in edits.replace('"after": null', "") and "JSON object" not in edits
     mine = [r for r in reflections if r.startswith("# Task\nPredictor `generate_query.predict`")]
     assert mine and all(ANSWER_REASONING not in r for r in mine)
+
+
+def test_the_reflection_model_is_told_the_adapter_owns_the_output_format() -> None:
+    """Kills: a reflection prompt that leaves the model free to propose its own output format
+    for a ChatAdapter predictor (it would write a JSON rule the adapter then fails to parse)."""
+    prompts: list[str] = []
+
+    def reflector(messages: list[dict[str, str]]) -> str:
+        prompts.append(messages[-1]["content"])
+        return '{"edits": []}'
+
+    program = DSPyProgram(dspy.Predict(Sentiment), exact, inputs=("review",))
+    module = program.module("self")
+    rows = sd.data.as_examples(reviews(0, 4), where="trainset")
+    report = sd.evaluate(module, rows, lm=LM(ScriptedLM(obedient_chat_model(sentiment_policy))))
+    ReflectiveProposer().propose(request_for(module, rows, report, LM(ScriptedLM(reflector))))
+    assert prompts and all(
+        "set by the program's DSPy adapter" in p and "`[[ ## answer ## ]]`" in p for p in prompts
+    )

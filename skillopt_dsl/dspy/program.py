@@ -249,9 +249,16 @@ def _predictor_module_class(program: DSPyProgram, name: str) -> type[PredictorMo
     for field_name, (annotation, desc) in signature_fields(signature.output_fields).items():
         namespace["__annotations__"][field_name] = annotation
         namespace[field_name] = FieldSpec(role="output", desc=desc)
+    rule = format_rule_for(signature, program.style)
+    fixed = (
+        f" The output format is set by the program's DSPy adapter, not by the document: {rule}"
+        " Do not ask for another format."
+        if rule and program.style != "raw"
+        else ""
+    )
     namespace["__doc__"] = (
         f"Predictor `{name}` ({signature.signature}) of the DSPy program {program.program_name}; "
-        "its instructions are the skill, the whole program runs on every example."
+        f"its instructions are the skill, the whole program runs on every example.{fixed}"
     )
     safe_name = re.sub(r"\W", "_", name)
     class_name = f"{program.program_name}_{safe_name}"
