@@ -29,7 +29,8 @@ def test_a_night_replayed_through_the_agent_cli_accepts_a_real_improvement(
 ) -> None:
     """Kills: agent replays that do not write the candidate memory file into the workspace (the
     agent would never see the learned rule, so nothing could be accepted), that run in the
-    project itself (the agent edits the user's files), or that lose the replay marker."""
+    project itself (the agent edits the user's files), or that lose the replay marker; and a
+    night folder without `sessions.jsonl` (what the night read)."""
     home = tmp_path / "home"
     write_sessions(home)
     project = make_project(tmp_path)
@@ -54,6 +55,8 @@ def test_a_night_replayed_through_the_agent_cli_accepts_a_real_improvement(
     assert report.candidate_val > report.seed_val
     assert report.spend["compile_calls"] > 0
     assert (project / "shop" / "prices.py").read_text() == "def parse_price(s): return float(s)\n"
+    read = [json.loads(x) for x in (night.path / "sessions.jsonl").read_text().splitlines()]
+    assert len(read) == report.harvest["sessions"] == 40 and read[0]["prompts"][0]
     evidence = [json.loads(x) for x in (night.path / "evidence.jsonl").read_text().splitlines()]
     assert any(r["candidate_reply"] == "Keep every amount as a Decimal value." for r in evidence)
 

@@ -6,7 +6,9 @@ the project's text files (`.git`, `.skillopt`, virtual environments, `node_modul
 over 64 KB left out) with the *candidate* memory file (and skill file) written in, the agent
 gets the task's request as its prompt (opened by the replay marker), and its final answer is
 judged like any replay (`TaskJudge`). The candidate memory file is also installed as
-`AGENTS.md`, where `CommandAgent` puts a skill (Codex reads it; Claude Code reads `CLAUDE.md`).
+`AGENTS.md`, where `CommandAgent` puts a skill: for Codex that is its memory file; for Claude
+Code (which reads `CLAUDE.md`) a project's own `AGENTS.md` is replaced in the copy by the
+candidate `CLAUDE.md` text.
 
 The child runs with its own `HOME` and `TMPDIR` inside the temporary root, so its transcript is
 never written into the user's agent history, and only allow-listed environment variables reach
