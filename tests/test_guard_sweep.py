@@ -48,11 +48,14 @@ def sweep_trials(run_dir: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.timeout(60)
-def test_a_sweep_runs_exactly_n_trials_and_ends(tmp_path: Path) -> None:
-    """Kills: OptunaLR's `finished < n_trials` turned into `<=` (one trial too many, or a loop
-    that never ends: the timeout fails it instead of hanging the suite)."""
-    sweep(tmp_path, n_trials=2, plots=False)
-    trials = sweep_trials(tmp_path)
+@pytest.mark.parametrize("stored", [False, True], ids=["in-memory", "sqlite"])
+def test_a_sweep_runs_exactly_n_trials_and_ends(tmp_path: Path, stored: bool) -> None:
+    """Kills: OptunaLR's `finished < n_trials` turned into `<=`: in memory one trial too many;
+    on SQLite (a storage with heartbeats) a loop that waits forever for trials "running
+    elsewhere" once every slot is taken, which the timeout fails instead of hanging the suite."""
+    storage = f"sqlite:///{tmp_path / 'sweep.db'}" if stored else None
+    sweep(tmp_path / "run", n_trials=2, plots=False, storage=storage, study_name="s")
+    trials = sweep_trials(tmp_path / "run")
     assert [t["state"] for t in trials] == ["COMPLETE", "COMPLETE"]
 
 
