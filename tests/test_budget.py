@@ -515,3 +515,35 @@ def test_a_server_that_refuses_every_call_fails_fast_naming_the_refusal(tmp_path
                         optimizer_lm=ScriptedLM(lambda m: "{}"),
                         budget=sd.Budget(max_calls=30), threads=1)  # fmt: skip
     assert result.seed_val_score == 0.5  # n100, n102, ... failed; n101, n103, ... said "odd"
+
+
+def test_the_usage_journal_replays_settled_lost_and_interrupted_calls(tmp_path: Path) -> None:
+    """Kills: an interrupted call counted as a plain failure (no tokens, not lost) in the
+    process that saw it; replay that drops unsettled reservations; a torn last line (a kill
+    mid-write) that breaks the resume, or a damaged middle line that is silently skipped."""
+    from skillopt_dsl.lm import Completion
+
+    journal = tmp_path / "ledger.jsonl"
+    ledger = UsageLedger(Budget(max_calls=10, max_usd=1.0))
+    assert ledger.open_journal(journal, replay=True) is False  # nothing to replay yet
+    done = ledger.reserve(5, 20, max_cost_usd=0.1)
+    ledger.settle(done, Completion("ok", 20, 3, 0.05))
+    cut = ledger.reserve(5, 20, max_cost_usd=0.1)
+    ledger.settle(cut, None, error_type="interrupted")
+    ledger.reserve(7, 30, max_cost_usd=0.2)  # in flight when the process dies
+    live = ledger.snapshot()
+    assert (live.calls, live.lost_calls, live.total_tokens) == (2, 1, 23 + 25)
+    assert live.priced_cost_usd == pytest.approx(0.15)
+    with journal.open("ab") as handle:
+        handle.write(b'{"op":"reserve","id":9')  # a torn last line
+    resumed = UsageLedger(Budget(max_calls=10, max_usd=1.0))
+    assert resumed.open_journal(journal, replay=True) is True
+    snap = resumed.snapshot()
+    assert (snap.calls, snap.lost_calls, snap.errors) == (3, 2, 2)
+    assert snap.total_tokens == 23 + 25 + 37 and snap.priced_cost_usd == pytest.approx(0.35)
+    assert dict(snap.error_types) == {"interrupted": 1, "lost": 1}
+    resumed.settle(resumed.reserve(1, 1, max_cost_usd=0.0), Completion("x", 1, 1, 0.0))
+    assert UsageLedger().open_journal(journal, replay=True)  # the torn line was cut cleanly
+    journal.write_text('{"op":"cache_hit"}\nnot json\n{"op":"cache_hit"}\n', encoding="utf-8")
+    with pytest.raises(RunDirError, match="line 2 is damaged"):
+        UsageLedger().open_journal(journal, replay=True)
