@@ -28,6 +28,7 @@ class TestBeamParetoContract(OptimizerContract):
         return Beam(width=2, expansions=2, depth=3, selection="pareto", proposers=_reflective())
 
 
+@pytest.mark.timeout(120)  # OptunaLR's n_trials loop: a loop that never ends must fail, not hang
 class TestOptunaLRContract(OptimizerContract):
     budget_calls = 60
 

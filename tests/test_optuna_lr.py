@@ -30,7 +30,12 @@ from skillopt_dsl.testing.contract import (
     contract_target,
 )
 
-pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning"),
+    # Every test here runs OptunaLR's `n_trials` loop: a loop that never ends must fail (each
+    # takes under 10 s; the limit leaves room for a loaded machine), not hang the suite.
+    pytest.mark.timeout(120),
+]
 
 
 def inner(**kwargs: Any) -> GradientText:
