@@ -194,6 +194,8 @@ def compile(
     )
     run.write_config(_config(context, chosen, budget), resume=resume)
     baseline = constant_baseline(module, valset, testset)  # no model call
+    if resume:
+        run.load_events()  # cut a torn last line before this run appends its first event
     check = _plan(context, chosen, own_budget=significance is None)
     try:
         _start(context, models.cache, resume)
@@ -352,8 +354,6 @@ def _config(context: CompileContext, optimizer: Optimizer, budget: Budget | None
 
 def _start(context: CompileContext, cache: ResponseCache, resume: bool) -> None:
     checkpoint = context.run.load_checkpoint() if resume else None
-    if resume:
-        context.run.load_events()
     # Every reservation is journaled in the run directory before its call is sent, so a resume
     # counts the calls a kill left in flight (`UsageLedger.open_journal`).
     replayed = context.run.path is not None and context.ledger.open_journal(

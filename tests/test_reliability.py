@@ -138,7 +138,11 @@ def test_incumbent_errors_never_make_a_candidate_win() -> None:
     first = result.gate_log[0]
     assert "Be brief." in result.history[0].edit_report[0]["edit"]["text"]
     assert not first.accepted, f"accepted because of incumbent errors: {first.reason}"
-    assert first.candidate_score == pytest.approx(13 / 30)
+    # A tie, on the whole set or on the examples of the look where it stopped: the candidate is
+    # credited 0 exactly where the incumbent's calls failed.
+    assert first.delta == pytest.approx(0.0)
+    if not first.stopped_early:
+        assert first.candidate_score == pytest.approx(13 / 30)
     assert result.improved and "divisible by 2" in result.best_skill.text
     assert "Be brief." not in result.best_skill.text
     assert result.usage.errors == 2 * 2, "two failing examples, seed scored twice, none hidden"
