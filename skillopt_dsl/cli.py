@@ -25,6 +25,7 @@ from typing import Annotated, Any, NoReturn
 
 import click
 import typer
+from rich import box
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.table import Table
@@ -527,29 +528,29 @@ def _usage_line(usage: Any) -> str:
 
 
 def _gate_table(result: CompileResult) -> Table:
-    """Every gate decision with its evidence: the significance it could use, the statistic it
-    needed and had, what it spent, and where a stopped loser stopped."""
-    table = Table(title="gate decisions: the evidence each needed and had")
-    for column in ("#", "verdict", "val", "examples", "alpha", "needed", "had", "p", "spent"):
+    """Every gate decision with its evidence: the significance it could use (alpha), the
+    statistic it needed, its p-value, what it spent, and where a stopped loser stopped."""
+    table = Table(title="gate decisions: the evidence each needed and had", box=box.SIMPLE_HEAD)
+    for column in ("#", "verdict", "cand", "inc", "n", "alpha", "needed", "p", "spent"):
         table.add_column(column, justify="left" if column == "verdict" else "right")
     for number, d in enumerate(result.gate_log, start=1):
         verdict = (
             "ACCEPTED"
             if d.accepted
-            else f"stopped at look {d.stopped_at_look}"
+            else f"stop@{d.stopped_at_look}"
             if d.stopped_early
             else "rejected"
         )
         table.add_row(
             str(number),
             verdict,
-            f"{d.candidate_score:.4f} vs {d.incumbent_score:.4f}",
+            f"{d.candidate_score:.3f}",
+            f"{d.incumbent_score:.3f}",
             f"{d.examples_scored}/{d.n_examples}",
-            "-" if d.alpha is None else f"{d.alpha:.4g}",
-            "-" if d.critical is None else f"{d.critical:g} ({d.test})",
-            "-" if d.statistic is None else f"{d.statistic:g}",
-            "-" if d.p_value is None else f"{d.p_value:.4g}",
-            "-" if d.charged is None else f"{d.charged:.4g}",
+            "-" if d.alpha is None else f"{d.alpha:.2g}",
+            "-" if d.critical is None else f"{d.critical:g}",
+            "-" if d.p_value is None else f"{d.p_value:.2g}",
+            "-" if d.charged is None else f"{d.charged:.2g}",
         )
     return table
 

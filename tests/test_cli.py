@@ -143,6 +143,11 @@ def test_compile_prints_scores_and_writes_the_best_skill(tmp_path: Path, recipe:
     assert "divisible by 2" in load_skill(run_dir / "best_skill.md").text
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["test_score"] == 1.0 and summary["seed_test_score"] == 0.5
+    # Kills: a screen without the gate's evidence (each decision's alpha, what it needed and
+    # spent) or without what the gate could certify at this validation size.
+    assert "gate decisions: the evidence each needed and had" in out
+    assert "ACCEPTED" in out and "alpha" in out and "spent" in out and "needed" in out
+    assert "the first decision (alpha" in out and "passes it about half the time" in out
 
 
 def test_compile_shows_the_constant_answer_and_test_figures_after_a_budget_stop(
