@@ -4,8 +4,9 @@ The registry is data only: each `Benchmark` names its input and label fields, th
 of classification tasks, and a loader that returns flat rows. `load_benchmark` turns those rows
 into `Splits` with `load_splits`, so the same name, seed and sizes always give the same splits.
 
-The tasks come from BIG-bench (Google LLC and contributors, Apache License 2.0); the unmodified
-task files and their licence notice ship in `skillopt_dsl/benchmarks/data/`.
+Most tasks come from BIG-bench (Google LLC and contributors, Apache License 2.0); the unmodified
+task files and their licence notice ship in `skillopt_dsl/benchmarks/data/`. `customer_feedback`
+and `table_lookup` are generated here from fixed seeds.
 
 Example::
 
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from skillopt_dsl.benchmarks import bigbench, table_lookup
+from skillopt_dsl.benchmarks import bigbench, customer_feedback, table_lookup
 from skillopt_dsl.data import Splits, load_splits
 from skillopt_dsl.errors import UserInputError
 
@@ -36,6 +37,7 @@ BenchmarkName = Literal[
     "arithmetic_2_digit_multiplication",
     "arithmetic_2_digit_subtraction",
     "causal_judgment",
+    "customer_feedback",
     "date_understanding",
     "navigate",
     "sports_understanding",
@@ -124,6 +126,15 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
         input_fields=("words",),
         label_fields=("answer",),
         loader=bigbench.word_sorting,
+    ),
+    Benchmark(
+        name="customer_feedback",
+        description="Answer format: tag a short product review with the house label, positive "
+        "or negative, alone; generated (skillopt_dsl.benchmarks.customer_feedback).",
+        input_fields=("question",),
+        label_fields=("answer",),
+        loader=customer_feedback.rows,
+        answer_choices=customer_feedback.LABELS,
     ),
     Benchmark(
         name="table_lookup",

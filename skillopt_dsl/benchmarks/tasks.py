@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Literal
 
 from skillopt_dsl import metrics
+from skillopt_dsl.benchmarks.customer_feedback import CustomerFeedback
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.module import InputField, OutputField, SkillModule
 
 __all__ = [
     "Arithmetic",
     "CausalJudgment",
+    "CustomerFeedback",
     "DateUnderstanding",
     "Navigate",
     "SportsUnderstanding",
@@ -89,6 +91,7 @@ _MODULES: dict[str, type[SkillModule]] = {
     "arithmetic_2_digit_subtraction": Arithmetic,
     "arithmetic_2_digit_multiplication": Arithmetic,
     "word_sorting": WordSorting,
+    "customer_feedback": CustomerFeedback,
 }
 
 
