@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 from fixtures.sleep.world import make_project, reflecting_optimizer, write_sessions
 
+from skillopt_dsl.lm import Budget
 from skillopt_dsl.optimizers import GradientText
 from skillopt_dsl.sleep import SleepConfig, SleepError, SleepProject, run_night
 from skillopt_dsl.sleep.agent_replay import AgentSettings
 from skillopt_dsl.sleep.night import replay_target
+from skillopt_dsl.sleep.replay import TaskJudge
 
 FAKE_AGENT = Path(__file__).parent / "fixtures" / "sleep" / "fake_agent_cli.py"
 
@@ -118,3 +120,27 @@ def test_the_embedded_default_cuts_replies_short() -> None:
 
     lm = embedded_replay_lm()
     assert lm.model == DEFAULT_MODEL and lm.params.max_tokens == EMBEDDED_REPLY_TOKENS == 128
+
+
+def test_a_dollar_budget_needs_a_declared_price_per_agent_run(tmp_path: Path) -> None:
+    """Kills: agent replays sent under `--max-usd` without a declared price per run (issue 20:
+    unpriced agent runs under a dollar budget were all sent), or a declared price that never
+    reaches `CommandAgent`."""
+    home = tmp_path / "home"
+    write_sessions(home)
+    project = make_project(tmp_path)
+    with pytest.raises(SleepError, match="cannot be priced before it runs"):
+        run_night(
+            SleepConfig(
+                project=project,
+                home=home,
+                source="jsonl",
+                replay_agent=_fake_claude(),
+                budget=Budget(max_usd=1.0),
+                mine_with_model=False,
+            )
+        )
+    opened = SleepProject.open(project)
+    assert not opened.partial_nights() and opened.watermark() is None
+    priced = AgentSettings("claude", _fake_claude().argv, max_usd_per_run=0.25)
+    assert priced.command_agent(TaskJudge()).max_usd_per_run == 0.25

@@ -95,12 +95,16 @@ class AgentSettings:
         timeout_s: each run's wall-clock limit; the process group is killed past it.
         env: names of environment variables passed to the agent besides the defaults and the
             agent's API key variables.
+        max_usd_per_run: the declared worst-case price of one run, in USD; required when the
+            night has a dollar budget (an agent run cannot be priced before it runs), and
+            charged for a run that reports no cost.
     """
 
     agent: AgentCli
     argv: tuple[str, ...] | None = None
     timeout_s: float = 600.0
     env: tuple[str, ...] = ()
+    max_usd_per_run: float | None = None
 
     def command_agent(self, judge: TaskJudge) -> CommandAgent:
         """The `CommandAgent` that runs one replay (a missing CLI is an error before any spend)."""
@@ -112,6 +116,7 @@ class AgentSettings:
             layout="agents-md",
             timeout_s=self.timeout_s,
             env_allowlist=(*DEFAULT_ENV_ALLOWLIST, *keys, *self.env),
+            max_usd_per_run=self.max_usd_per_run,
         )
 
 
@@ -208,6 +213,9 @@ def settings_from(
     argv: Sequence[str] | None = None,
     timeout_s: float = 600.0,
     env: Sequence[str] = (),
+    max_usd_per_run: float | None = None,
 ) -> AgentSettings:
     """`AgentSettings` from plain values (the CLI and `sleep.json` build them this way)."""
-    return AgentSettings(agent, tuple(argv) if argv else None, timeout_s, tuple(env))
+    return AgentSettings(
+        agent, tuple(argv) if argv else None, timeout_s, tuple(env), max_usd_per_run
+    )

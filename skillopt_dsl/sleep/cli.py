@@ -178,6 +178,14 @@ def run_command(
     agent_timeout: Annotated[
         float, typer.Option("--agent-timeout", min=1.0, help="Seconds per agent replay.")
     ] = 600.0,
+    agent_usd_per_run: Annotated[
+        float | None,
+        typer.Option(
+            "--agent-usd-per-run",
+            min=0.0,
+            help="Declared worst-case USD of one agent replay (needed with --max-usd).",
+        ),
+    ] = None,
     optimizer_model: OptimizerModelOpt = None,
     api_base: Annotated[
         str | None,
@@ -227,7 +235,11 @@ def run_command(
             lm=at_api_base(model, api_base),
             replay_agent=None
             if replay_agent is None
-            else settings_from(_replay_agent(replay_agent), timeout_s=agent_timeout),
+            else settings_from(
+                _replay_agent(replay_agent),
+                timeout_s=agent_timeout,
+                max_usd_per_run=agent_usd_per_run,
+            ),
             optimizer_lm=_optimizer_lm(optimizer_model, optimizer_api_base),
             budget=_budget(max_calls, max_tokens, max_usd),
             optimizer=GradientText(epochs=epochs),

@@ -36,6 +36,7 @@ from skillopt_dsl.sleep.consolidate import (
     gate_minimum_val,
     remaining_budget,
 )
+from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.sleep.harvest import HarvestResult, HarvestStats, harvest, utc_now
 from skillopt_dsl.sleep.live import LiveFiles
 from skillopt_dsl.sleep.mine import MineStats, mine_sessions
@@ -196,7 +197,11 @@ def replay_target(config: SleepConfig, settings: ProjectConfig) -> AgentSettings
     replay = settings.replay
     if replay.agent is not None:
         return settings_from(
-            replay.agent, argv=replay.argv, timeout_s=replay.timeout_s, env=replay.env
+            replay.agent,
+            argv=replay.argv,
+            timeout_s=replay.timeout_s,
+            env=replay.env,
+            max_usd_per_run=replay.max_usd_per_run,
         )
     return replay.model
 
@@ -234,7 +239,7 @@ class _Night:
     def run(self) -> NightResult:
         target = replay_target(self.config, self.project.config())
         if isinstance(target, AgentSettings):
-            target.command_agent(TaskJudge())  # a missing agent CLI fails here, before any spend
+            _check_agent(target, self.config.budget)
         self.partial.mkdir(parents=True)
         watermark_before = self.project.watermark()
         harvested, tasks, mine_stats = self._tasks()
@@ -415,6 +420,18 @@ def gate_statement(gate: Gate, val_tasks: int, check: Preflight | None = None) -
     if check.warning is None:
         return check.summary()
     return f"{check.summary()}. WARNING: {check.warning}"
+
+
+def _check_agent(settings: AgentSettings, budget: Budget | None) -> None:
+    """Refuse, before any spend, an agent CLI that is not installed, or a dollar budget the
+    agent runs cannot be held to (no declared price per run)."""
+    settings.command_agent(TaskJudge())
+    if budget is not None and budget.max_usd is not None and settings.max_usd_per_run is None:
+        raise SleepError(
+            f"the night has a dollar budget (${budget.max_usd:g}) but an {settings.agent} run "
+            "cannot be priced before it runs: declare its worst case with --agent-usd-per-run "
+            '(or "max_usd_per_run" in sleep.json\'s replay), or drop --max-usd'
+        )
 
 
 def _describe(target: AgentSettings | ModelSpec) -> str:

@@ -46,6 +46,8 @@ class ReplayConfig(BaseModel):
         argv: the agent's command template instead of the default (`{prompt}` is the task).
         timeout_s: each agent run's wall-clock limit.
         env: environment variables passed to the agent besides its API key variables.
+        max_usd_per_run: the declared worst-case price of one agent run (USD); needed with a
+            dollar budget (`--max-usd`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -55,6 +57,7 @@ class ReplayConfig(BaseModel):
     argv: list[str] | None = None
     timeout_s: float = Field(default=600.0, gt=0)
     env: list[str] = Field(default_factory=list)
+    max_usd_per_run: float | None = Field(default=None, ge=0)
 
     @pydantic.model_validator(mode="after")
     def _one_target(self) -> ReplayConfig:
