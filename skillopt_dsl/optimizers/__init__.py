@@ -18,9 +18,11 @@ from skillopt_dsl.optimizers.proposers import (
     RejectedCandidate,
 )
 from skillopt_dsl.optimizers.schedules import SCHEDULES, lr_at
+from skillopt_dsl.optimizers.shape_rules import AnswerShapeProposer
 
 __all__ = [
     "SCHEDULES",
+    "AnswerShapeProposer",
     "Beam",
     "ConsolidationProposer",
     "DemonstrationsProposer",

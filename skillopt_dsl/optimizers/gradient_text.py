@@ -68,6 +68,7 @@ class GradientTextState(CheckpointedState):
     steps_since_accept: int = 0
     epochs_since_accept: int = 0
     accepted_this_epoch: bool = False
+    proposer_stats: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,12 @@ class GradientText(Optimizer):
         aggregate_with_model_above: when more edits than this survive deterministic merging,
             the optimizer model picks and merges them (its invalid reply is recorded and the
             deterministic ranking is used); None: always deterministic.
+        bench_after: spend the budget on the proposers whose edits pass. A proposer that has
+            spent model calls on `bench_after` steps without any of its edits reaching an
+            accepted candidate is benched: it runs again only every `retry_every`-th step.
+            Proposers that call no model are never benched; None: every proposer runs every
+            step. Each step's `proposer` events record what every proposer cost and gave.
+        retry_every: how often (in steps) a benched proposer is given another chance.
     """
 
     lr: float = 0.3
@@ -182,12 +189,19 @@ class GradientText(Optimizer):
     proposers: Sequence[Proposer] = field(default_factory=default_proposers)
     consolidation: Proposer = field(default_factory=ConsolidationProposer)
     aggregate_with_model_above: int | None = 8
+    bench_after: int | None = 2
+    retry_every: int = 4
     name: str = "gradient-text"
 
     def __post_init__(self) -> None:
         check_step_settings(
-            self, lr=self.lr, max_edits=self.max_edits, at_least_one=("epochs", "batch_size")
+            self,
+            lr=self.lr,
+            max_edits=self.max_edits,
+            at_least_one=("epochs", "batch_size", "retry_every"),
         )
+        if self.bench_after is not None and self.bench_after < 1:
+            raise UserInputError(f"bench_after must be >= 1 or None, got {self.bench_after}")
         if self.schedule not in SCHEDULES:
             raise UserInputError(
                 f"unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}"
@@ -213,6 +227,8 @@ class GradientText(Optimizer):
             "proposers": [p.name for p in self.proposers],
             "consolidation": self.consolidation.name,
             "aggregate_with_model_above": self.aggregate_with_model_above,
+            "bench_after": self.bench_after,
+            "retry_every": self.retry_every,
         }
 
     # -- the loop --------------------------------------------------------------------------
@@ -258,9 +274,45 @@ class GradientText(Optimizer):
         lr_t, budget = self._budget(view, state.step, total)
         rollouts = view.evaluate(skill, batch, label="train").records
         request = self._request(view, state, skill, batch, rollouts, budget)
-        groups = [g for proposer in self.proposers for g in proposer.propose(request)]
+        groups: list[EditGroup] = []
+        for proposer in self.proposers:
+            groups += self._run_proposer(view, state, proposer, request)
         self._emit_notes(view, request, state.step)
         self._submit(view, state, skill, groups, kind="step", lr_t=lr_t, budget=budget)
+
+    def _run_proposer(
+        self, view: RunView, state: GradientTextState, proposer: Proposer, request: ProposalRequest
+    ) -> list[EditGroup]:
+        """Run one proposer (unless benched), recording the model calls it spent and what it gave."""
+        stats = state.proposer_stats.setdefault(proposer.name, _new_stats())
+        if self._benched(stats, state.step):
+            stats["skipped"] += 1
+            view.emit("proposer", step=state.step, name=proposer.name, benched=True)
+            return []
+        before = view.usage()
+        groups = proposer.propose(request)
+        after = view.usage()
+        calls = after.calls - before.calls
+        # a resumed run replays model calls from its cache: they count as asked, not paid
+        replayed = after.cache_hits - before.cache_hits
+        edits = sum(len(g.edits) for g in groups)
+        stats["runs"] += 1
+        stats["calls"] += calls
+        stats["edits"] += edits
+        if calls or replayed:
+            stats["paid_runs"] += 1
+        view.emit(
+            "proposer", step=state.step, name=proposer.name, calls=calls, cache_hits=replayed,
+            groups=len(groups), edits=edits, benched=False,
+        )  # fmt: skip
+        return groups
+
+    def _benched(self, stats: dict[str, int], step: int) -> bool:
+        """A proposer that paid for `bench_after` steps and never reached an accepted
+        candidate sits out, except on every `retry_every`-th step."""
+        if self.bench_after is None or stats["accepted"] > 0:
+            return False
+        return stats["paid_runs"] >= self.bench_after and step % self.retry_every != 0
 
     def _submit(
         self,
@@ -290,8 +342,14 @@ class GradientText(Optimizer):
             note = "no applicable edit" if groups else "no proposal"
             view.record_empty_step(step=step, epoch=epoch, kind=kind, lr=lr_t, note=note)
             return
+        sources = _sources(groups, kept)
 
         def state_after(verdict: Verdict) -> dict[str, Any]:
+            for name in sources:
+                stats = state.proposer_stats.setdefault(name, _new_stats())
+                stats["submitted"] += 1
+                stats["accepted"] += int(verdict.accepted)
+            view.emit("candidate_sources", step=step, sources=sources, status=verdict.status)
             if verdict.accepted:
                 state.steps_since_accept, state.accepted_this_epoch = 0, True
             else:  # rejected, duplicate or refused: no progress, never proposed again
@@ -372,6 +430,24 @@ class GradientText(Optimizer):
         groups = self.consolidation.propose(request)
         self._emit_notes(view, request, state.step)
         self._submit(view, state, skill, groups, kind="slow_update", lr_t=lr_t, budget=budget)
+
+
+def _new_stats() -> dict[str, int]:
+    """A proposer's counters: runs, steps benched, model calls, steps that paid for calls,
+    edits proposed, candidates its edits were submitted in, and accepted ones."""
+    return dict.fromkeys(
+        ("runs", "skipped", "calls", "paid_runs", "edits", "submitted", "accepted"), 0
+    )
+
+
+def _sources(groups: Sequence[EditGroup], kept: Sequence[Edit]) -> list[str]:
+    """The proposers whose edits are among `kept`, in proposal order."""
+    keys = {edit_key(e) for e in kept}
+    names: list[str] = []
+    for group in groups:
+        if group.source not in names and any(edit_key(e) in keys for e in group.edits):
+            names.append(group.source)
+    return names
 
 
 def _group_json(group: EditGroup) -> dict[str, Any]:

@@ -1,0 +1,271 @@
+"""Proposals a small model can use, and budget spent on the proposers whose edits pass.
+
+Fakes only (`ScriptedLM`): a fake target that answers right once the skill holds a rule, and fake
+optimizer models that reply like a small chat model (no JSON) or with a useful edit. Each test
+names the regression it kills.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import skillopt_dsl as sd
+from skillopt_dsl.baselines import constant_baseline
+from skillopt_dsl.benchmarks import customer_feedback as feedback
+from skillopt_dsl.benchmarks import load_benchmark
+from skillopt_dsl.evaluate import Rollout
+from skillopt_dsl.lm import LM
+from skillopt_dsl.metrics import exact_match
+from skillopt_dsl.module import InputField, OutputField, SkillModule
+from skillopt_dsl.optimizers import (
+    DemonstrationsProposer,
+    FormatRuleProposer,
+    GradientText,
+    ReflectiveProposer,
+)
+from skillopt_dsl.optimizers.proposers import ProposalRequest
+from skillopt_dsl.optimizers.shape_rules import AnswerShapeProposer, answer_shape, shape_of
+from skillopt_dsl.skill import Skill
+from skillopt_dsl.testing import ScriptedLM
+from skillopt_dsl.types import Example, Prediction
+from tests.helpers import Parity, parity_examples, parity_target
+
+TRAIN, VAL = parity_examples(0, 48), parity_examples(100, 30)
+FIX = {"kind": "add", "after": None, "text": "Odd or even: divisible by 2 means even."}
+CHAT_REPLY = "Sure! The model FAILED. It should try harder next time."
+
+
+def _events(run_dir: Path, kind: str) -> list[dict[str, Any]]:
+    lines = (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] == kind]
+
+
+def _compile(tmp_path: Path, optimizer: GradientText, reflector: ScriptedLM) -> sd.CompileResult:
+    return sd.compile(
+        Parity(),
+        TRAIN,
+        VAL,
+        optimizer=optimizer,
+        lm=ScriptedLM(parity_target),
+        optimizer_lm=reflector,
+        run_dir=tmp_path,
+        threads=1,
+    )
+
+
+def _chatty() -> ScriptedLM:
+    """A fake optimizer model that answers reflection prompts like SmolLM2: a chat reply."""
+    return ScriptedLM(lambda messages: CHAT_REPLY, model="scripted/chatty")
+
+
+# -- spending the budget on proposers whose edits pass -------------------------------------------
+
+
+def test_a_proposer_that_never_passes_stops_paying_for_model_calls(tmp_path: Path) -> None:
+    """Kills: benching disabled (a useless reflector is asked at every step, forever)."""
+    proposers = [ReflectiveProposer(read_successes=False, max_failure_groups=1)]
+    settings: dict[str, Any] = {"epochs": 3, "batch_size": 8, "slow_update": False}
+    always = _chatty()
+    _compile(
+        tmp_path / "always", GradientText(proposers=proposers, bench_after=None, **settings), always
+    )
+    benched = _chatty()
+    _compile(
+        tmp_path / "benched", GradientText(proposers=proposers, bench_after=2, **settings), benched
+    )
+    # 18 steps; each run of the reflector costs 2 calls (a reply and one retry)
+    assert len(always.calls) == 18 * 2
+    runs = [e for e in _events(tmp_path / "benched", "proposer") if not e["benched"]]
+    assert [e["step"] for e in runs] == [0, 1, 4, 8, 12, 16]  # 2 paid runs, then every 4th step
+    assert len(benched.calls) == len(runs) * 2 < len(always.calls)
+
+
+def test_a_proposer_whose_edit_was_accepted_is_never_benched(tmp_path: Path) -> None:
+    """Kills: acceptance not credited to the proposer whose edit reached the candidate."""
+    noise_then_fix = ScriptedLM(
+        lambda messages: json.dumps(
+            {
+                "edits": [
+                    FIX
+                    if "Already tried" in messages[-1]["content"]
+                    else {**FIX, "text": "Be careful."}
+                ]
+            }
+        ),
+        model="scripted/reflector",
+    )
+    optimizer = GradientText(
+        proposers=[ReflectiveProposer(read_successes=False, max_failure_groups=1)],
+        epochs=2,
+        batch_size=8,
+        slow_update=False,
+        bench_after=2,
+    )
+    result = _compile(tmp_path, optimizer, noise_then_fix)
+    assert any(d.accepted for d in result.gate_log)
+    events = _events(tmp_path, "proposer")
+    first_accept = min(
+        e["step"] for e in _events(tmp_path, "candidate_sources") if e["status"] == "accepted"
+    )
+    after = [e for e in events if e["step"] > first_accept]
+    assert after and not any(e["benched"] for e in after)
+
+
+def test_proposers_that_call_no_model_are_never_benched(tmp_path: Path) -> None:
+    """Kills: benching by rejected candidates alone (a free proposer would be silenced)."""
+    optimizer = GradientText(
+        proposers=[DemonstrationsProposer(per_step=1, max_demos=40)],
+        epochs=2,
+        batch_size=8,
+        slow_update=False,
+        bench_after=1,
+    )
+    _compile(tmp_path, optimizer, _chatty())
+    events = _events(tmp_path, "proposer")
+    assert len(events) == 12 and not any(e["benched"] for e in events)
+    assert all(e["calls"] == 0 for e in events)
+
+
+def test_proposer_events_count_the_calls_each_proposer_spent(tmp_path: Path) -> None:
+    """Kills: calls not measured per proposer (where the budget goes is invisible)."""
+    reflector = _chatty()
+    optimizer = GradientText(
+        proposers=[FormatRuleProposer(), ReflectiveProposer(read_successes=False)],
+        epochs=1,
+        batch_size=8,
+        slow_update=False,
+        bench_after=None,
+    )
+    _compile(tmp_path, optimizer, reflector)
+    spent = Counter()
+    for event in _events(tmp_path, "proposer"):
+        spent[event["name"]] += event["calls"]
+    assert spent["format-rule"] == 0
+    assert spent["reflective"] == len(reflector.calls) > 0
+
+
+# -- answer-shape rules mined from failures, no model -----------------------------------------
+
+
+class _Key(SkillModule):
+    """Write the key."""
+
+    reference: str = InputField()
+    key: str = OutputField()
+
+    skill = "Write the key."
+    metric = exact_match("key", normalize=False)
+
+
+def _request(
+    outputs: list[str], golds: list[str], skill: str = "Write the key."
+) -> ProposalRequest:
+    module = _Key()
+    examples = [Example(f"e{i}", {"reference": f"r{i}"}, {"key": g}) for i, g in enumerate(golds)]
+    rollouts = [
+        Rollout(
+            example_id=e.id,
+            prediction=module.parse(o),
+            output=o,
+            score=float(o == e.labels["key"]),
+        )
+        for e, o in zip(examples, outputs, strict=True)
+    ]
+    return ProposalRequest(
+        module=module,
+        skill=Skill(skill),
+        batch=examples,
+        rollouts=rollouts,
+        trainset=examples,
+        rejected=[],
+        optimizer_lm=LM(ScriptedLM(lambda m: "")),
+        rng=random.Random(0),
+        budget_tokens=128,
+    )
+
+
+def test_answer_shape_rule_states_the_shape_every_gold_answer_shares() -> None:
+    """Kills: a rule mined from one example instead of from what all answers share."""
+    shape = answer_shape(["novak1998", "garcia1975", "obi2003"])
+    assert shape is not None and shape_of("novak1998") == ("L", "D4")
+    assert shape.rule("key") == (
+        "The key is one word: lower-case letters, then 4 digits, with no spaces or punctuation "
+        "(like novak1998)."
+    )
+    mixed = answer_shape(["novak1998", "Garcia1975", "obi-2003"])
+    assert mixed is not None
+    assert not mixed.lower_case and not mixed.no_punctuation and mixed.runs is None
+    assert "lower-case" not in mixed.rule("key") and "digits" not in mixed.rule("key")
+
+
+def test_answer_shape_proposes_a_rule_when_failing_outputs_break_the_shape() -> None:
+    """Kills: the miner reading successes (or nothing) instead of the metric's failures."""
+    golds = ["novak1998", "garcia1975", "obi2003"]
+    groups = AnswerShapeProposer().propose(_request(["Novak, J. (1998)", "garcia1975", "x"], golds))
+    (group,) = groups
+    (edit,) = group.edits
+    assert group.failure_driven and "2 failing outputs" in group.rationale
+    assert edit.text.startswith("## Output format\n\n- The key is one word")  # type: ignore[union-attr]
+
+
+def test_answer_shape_is_silent_when_failures_already_have_the_shape() -> None:
+    """Kills: a shape rule added for failures that are wrong in content, not in form."""
+    golds = ["novak1998", "garcia1975", "obi2003"]
+    assert (
+        AnswerShapeProposer().propose(_request(["obi1999", "garcia1975", "novak2003"], golds)) == []
+    )
+
+
+def test_answer_shape_leaves_label_outputs_to_the_format_rule() -> None:
+    """Kills: a shape rule for a label set (the format rule already lists the labels)."""
+    request = _request(["It is even, I think.", "odd", "Maybe."], ["even", "odd", "even"])
+    request.module = Parity()
+    assert AnswerShapeProposer().propose(request) == []
+
+
+# -- the customer_feedback generator ----------------------------------------------------------
+
+
+def test_customer_feedback_rows_are_deterministic_balanced_and_unique() -> None:
+    """Kills: an unseeded (or reseeded) generator, unbalanced labels or repeated reviews; the
+    README's figures are measured on exactly these rows."""
+    first = feedback.rows()
+    digest = hashlib.sha256(json.dumps(first, sort_keys=True).encode()).hexdigest()
+    assert digest == "536659ed9224516cc63e3eceb4ae3ec638d9d2fbfc93f401da823c3611d30837"
+    assert len(first) == feedback.N_ROWS
+    assert Counter(r["answer"] for r in first) == {"positive": 200, "negative": 200}
+    assert len({r["question"] for r in first}) == len(first)
+    assert all(r["question"].startswith("What kind of customer feedback is this?") for r in first)
+
+
+def test_customer_feedback_labels_follow_their_phrase_lists() -> None:
+    """Kills: a label drawn independently of the review it tags."""
+    for row in feedback.rows():
+        text = row["question"].lower()
+        found = {
+            label
+            for label, phrases in feedback._PHRASES.items()
+            for phrase in phrases
+            if phrase.split("{p}")[-1].strip(" .,").lower() in text
+        }
+        assert found == {row["answer"]}, row
+
+
+def test_customer_feedback_constant_answer_is_a_real_baseline_on_the_recipe_splits() -> None:
+    """Kills: a split where answering one tag to everything already scores well."""
+    splits = load_benchmark("customer_feedback", seed=0, sizes=(24, 50, 80))
+    baseline = constant_baseline(feedback.CustomerFeedback(), splits.val, splits.test)
+    assert baseline is not None
+    assert 0.4 <= baseline.val_score <= 0.6 and baseline.test_score is not None
+    assert 0.4 <= baseline.test_score <= 0.6
+    module = feedback.CustomerFeedback()
+    chatty = module.parse("This customer feedback is likely a classic example of a review.")
+    assert not chatty.ok  # a sentence that names no tag scores 0: the format is the lesson
+    named = module.parse("This customer feedback is negative.")
+    assert named.outputs == {"answer": "negative"}
+    assert Prediction({"answer": "negative"}).ok
