@@ -11,8 +11,10 @@ answer scores about 0.5 on every split; the compile screen shows it beside the s
 compiled skill.
 
 The proposers need no optimizer model (SmolLM2-135M answers reflection prompts with chat
-replies): output-format rules derived from the declared output type, worked examples chosen from
-the failures with their real labels, and answer-shape rules mined from the metric's failures.
+replies that are never valid edits): output-format rules derived from the declared output type,
+and worked examples chosen from the failures with their real labels. With a capable
+`--optimizer-model`, add `ReflectiveProposer()`; GradientText benches a proposer that keeps
+paying for model calls without reaching an accepted candidate (`bench_after`).
 """
 
 from skillopt_dsl.benchmarks import load_benchmark

@@ -14,11 +14,15 @@ from pathlib import Path
 import pytest
 
 from skillopt_dsl import cli
+from skillopt_dsl.baselines import constant_baseline
 from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.evaluate import evaluate
 from skillopt_dsl.lm import LM, SamplingParams
 from skillopt_dsl.metrics.score import call_metric
-from skillopt_dsl.optimizers import GradientText
+from skillopt_dsl.optimizers import GradientText, ReflectiveProposer
+from skillopt_dsl.optimizers.proposers import format_rule, render_demo
 from skillopt_dsl.recipes import load_recipe
+from skillopt_dsl.skill import Skill
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = sorted(  # recipes/dspy_local.py needs the [dspy] extra
@@ -29,7 +33,29 @@ RECIPES = sorted(  # recipes/dspy_local.py needs the [dspy] extra
 def test_at_least_four_recipes_ship_with_the_embedded_demo() -> None:
     names = {p.name for p in RECIPES}
     assert len(names) >= 4
-    assert "navigate_local.py" in names
+    assert {"feedback_local.py", "navigate_local.py"} <= names
+
+
+def test_readme_first_command_compiles_the_feedback_recipe() -> None:
+    """Kills: the README's first command pointing at a recipe that does not beat its constant
+    answer (navigate), or at one that is not shipped."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    first = next(line for line in readme.splitlines() if "skillopt-dsl compile recipes/" in line)
+    assert first.rstrip().endswith("skillopt-dsl compile recipes/feedback_local.py")
+    assert (REPO / "recipes" / "feedback_local.py").is_file()
+
+
+def test_feedback_recipe_splits_give_the_gate_evidence_and_a_real_constant() -> None:
+    """Kills: a demo whose validation split is too small for the gate to certify a gain, whose
+    test split is under 60 examples, or whose constant answer is not about one half."""
+    recipe = load_recipe(REPO / "recipes" / "feedback_local.py")
+    assert len(recipe.splits.val) >= 40 and len(recipe.splits.test) >= 60
+    baseline = constant_baseline(recipe.module, recipe.splits.val, recipe.splits.test)
+    assert baseline is not None and baseline.test_score is not None
+    assert max(baseline.val_score, baseline.test_score) <= 0.6
+    # no proposer in the demo needs the optimizer model (SmolLM2 cannot reflect)
+    assert isinstance(recipe.optimizer, GradientText)
+    assert not any(isinstance(p, ReflectiveProposer) for p in recipe.optimizer.proposers)
 
 
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.stem)
@@ -111,3 +137,26 @@ def test_eval_with_the_embedded_model(tmp_path: Path) -> None:
     assert "with local/smollm2-135m" in done.stdout
     assert "examples: 3" in done.stdout and "model errors: 0" in done.stdout
     assert "mean: " in done.stdout
+
+
+@pytest.mark.integration
+def test_the_embedded_model_follows_the_feedback_format_rule_and_examples() -> None:
+    """Kills: a change to rendering, parsing or the proposers' rule and example text that leaves
+    the README demo with nothing the embedded model can learn. The skill is what the loop's first
+    step proposes (the format rule and two worked examples); on 20 validation examples it must
+    beat the seed and the constant answer (about 40 calls, under a minute on one core)."""
+    recipe = load_recipe(REPO / "recipes" / "feedback_local.py")
+    module, examples = recipe.module, recipe.splits.val[:20]
+    demos = "\n\n".join(render_demo(module, e) for e in recipe.splits.train[:2])
+    taught = Skill(
+        f"{module.seed_skill.text}\n\n## Output format\n\n- {format_rule(module)}"
+        f"\n\n## Examples\n\n{demos}"
+    )
+    assert isinstance(recipe.lm, LM)
+    seed = evaluate(
+        module, examples, skill=module.seed_skill, lm=recipe.lm, threads=1, progress=False
+    )
+    after = evaluate(module, examples, skill=taught, lm=recipe.lm, threads=1, progress=False)
+    baseline = constant_baseline(module, examples)
+    assert baseline is not None
+    assert after.mean > seed.mean and after.mean > baseline.val_score, (seed.mean, after.mean)
