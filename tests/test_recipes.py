@@ -139,24 +139,29 @@ def test_eval_with_the_embedded_model(tmp_path: Path) -> None:
     assert "mean: " in done.stdout
 
 
+COMPILED_FEEDBACK_SKILL = REPO / "tests" / "fixtures" / "feedback_compiled_skill.md"
+"""The skill the README's first command compiled (2026-12-01), byte for byte (hash f022596e…)."""
+
+
 @pytest.mark.integration
-def test_the_embedded_model_follows_the_feedback_format_rule_and_examples() -> None:
-    """Kills: a change to rendering, parsing or the proposers' rule and example text that leaves
-    the README demo with nothing the embedded model can learn. The skill is what the loop's first
-    step proposes (the format rule and two worked examples); on 20 validation examples it must
-    beat the seed and the constant answer (about 40 calls, under a minute on one core)."""
+def test_the_readme_compiled_feedback_skill_still_beats_seed_and_constant() -> None:
+    """Kills: a change to rendering, parsing, the metric or the generator that silently voids the
+    README demo. The README's compiled skill (the format rule from `format_rule` and four worked
+    examples as `render_demo` writes them) is rescored on the recipe's 50 validation examples
+    with the embedded model, beside the seed (100 calls, about a minute on one core); measured
+    0.92 against a seed of 0.48 and a constant of 0.58."""
     recipe = load_recipe(REPO / "recipes" / "feedback_local.py")
-    module, examples = recipe.module, recipe.splits.val[:20]
-    demos = "\n\n".join(render_demo(module, e) for e in recipe.splits.train[:2])
-    taught = Skill(
-        f"{module.seed_skill.text}\n\n## Output format\n\n- {format_rule(module)}"
-        f"\n\n## Examples\n\n{demos}"
-    )
+    module, examples = recipe.module, recipe.splits.val
+    compiled = Skill(COMPILED_FEEDBACK_SKILL.read_text(encoding="utf-8"))
+    assert compiled.hash.startswith("f022596e")
+    assert f"- {format_rule(module)}" in compiled.text
+    assert render_demo(module, recipe.splits.train[0]).split("\n")[0].startswith("Input: What kind")
     assert isinstance(recipe.lm, LM)
     seed = evaluate(
         module, examples, skill=module.seed_skill, lm=recipe.lm, threads=1, progress=False
     )
-    after = evaluate(module, examples, skill=taught, lm=recipe.lm, threads=1, progress=False)
+    after = evaluate(module, examples, skill=compiled, lm=recipe.lm, threads=1, progress=False)
     baseline = constant_baseline(module, examples)
     assert baseline is not None
-    assert after.mean > seed.mean and after.mean > baseline.val_score, (seed.mean, after.mean)
+    assert after.mean >= seed.mean + 0.2, (seed.mean, after.mean)
+    assert after.mean >= baseline.val_score + 0.2, (baseline.val_score, after.mean)
