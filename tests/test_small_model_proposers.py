@@ -26,6 +26,7 @@ from skillopt_dsl.optimizers import (
     DemonstrationsProposer,
     FormatRuleProposer,
     GradientText,
+    PlainRuleProposer,
     ReflectiveProposer,
 )
 from skillopt_dsl.optimizers.proposers import ProposalRequest
@@ -226,6 +227,60 @@ def test_answer_shape_leaves_label_outputs_to_the_format_rule() -> None:
     request = _request(["It is even, I think.", "odd", "Maybe."], ["even", "odd", "even"])
     request.module = Parity()
     assert AnswerShapeProposer().propose(request) == []
+
+
+# -- one plain-text rule, checked before it becomes an edit -----------------------------------
+
+
+def _rule_request(reply: str, golds: list[str] | None = None) -> tuple[ProposalRequest, ScriptedLM]:
+    fake = ScriptedLM(lambda messages: reply, model="scripted/small-reflector")
+    request = _request(
+        ["Novak, J. (1998)", "x", "garcia1975"], golds or ["novak1998", "obi2003", "garcia1975"]
+    )
+    request.optimizer_lm = LM(fake)
+    return request, fake
+
+
+def test_plain_rule_becomes_one_edit_under_rules_after_cleanup() -> None:
+    """Kills: a reply kept with its bullet and `Rule:` prefix, or a second line taken as rule."""
+    request, fake = _rule_request("- Rule: Write the surname in lower case, then the year\nThanks!")
+    (group,) = PlainRuleProposer().propose(request)
+    (edit,) = group.edits
+    assert edit.text == "## Rules\n\n- Write the surname in lower case, then the year."  # type: ignore[union-attr]
+    assert group.source == "plain-rule" and group.failure_driven
+    assert len(fake.calls) == 1
+    prompt = fake.calls[0][-1]["content"]
+    assert "Model's answer: Novak, J. (1998)" in prompt and "Correct answer: novak1998" in prompt
+
+
+def test_plain_rule_refuses_a_chat_reply_and_says_why() -> None:
+    """Kills: a small model's chat reply turned into a rule (SmolLM2: "Sure! The model...")."""
+    request, _ = _rule_request("Sure! The model FAILED because it did not follow the rules.")
+    assert PlainRuleProposer().propose(request) == []
+    (note,) = request.notes
+    assert note["kind"] == "rule_dropped" and note["reason"] == "a chat reply, not a rule"
+
+
+def test_plain_rule_refuses_a_rule_that_copies_an_answer() -> None:
+    """Kills: a 'rule' that hard-codes one example's answer."""
+    request, _ = _rule_request("Always answer novak1998 for references by Novak.")
+    assert PlainRuleProposer().propose(request) == []
+    assert request.notes[0]["reason"] == "copies an answer ('novak1998')"
+
+
+def test_plain_rule_may_name_a_declared_label() -> None:
+    """Kills: label tasks refused every rule (a rule naming a label is not a copied answer)."""
+    request, _ = _rule_request(
+        "Answer even when the number ends in 0, 2, 4, 6 or 8.", ["even", "odd", "even"]
+    )
+    request.module = Parity()
+    request.batch = [
+        Example(f"p{i}", {"number": str(i + 1)}, {"answer": g})
+        for i, g in enumerate(["even", "odd", "even"])
+    ]
+    request.trainset = request.batch
+    (group,) = PlainRuleProposer().propose(request)
+    assert "ends in 0, 2, 4" in group.edits[0].text  # type: ignore[union-attr]
 
 
 # -- the customer_feedback generator ----------------------------------------------------------

@@ -7,6 +7,7 @@ from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.beam import Beam
 from skillopt_dsl.optimizers.gradient_text import GradientText
 from skillopt_dsl.optimizers.optuna_lr import OptunaLR, SweepResult, TrialRecord
+from skillopt_dsl.optimizers.plain_rules import PlainRuleProposer
 from skillopt_dsl.optimizers.proposers import (
     ConsolidationProposer,
     DemonstrationsProposer,
@@ -32,6 +33,7 @@ __all__ = [
     "LearningRateBound",
     "Optimizer",
     "OptunaLR",
+    "PlainRuleProposer",
     "ProposalRequest",
     "Proposer",
     "ReflectiveProposer",
