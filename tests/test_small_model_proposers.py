@@ -261,6 +261,15 @@ def test_plain_rule_refuses_a_chat_reply_and_says_why() -> None:
     assert note["kind"] == "rule_dropped" and note["reason"] == "a chat reply, not a rule"
 
 
+def test_plain_rule_refuses_a_vacuous_rule() -> None:
+    """Kills: SmolLM2's measured reply on the feedback recipe accepted as a rule (it passed the
+    other checks, rode along with the format rule in one candidate, and sank it)."""
+    reply = 'The model should give the correct answers to the question "What kind of feedback?"'
+    request, _ = _rule_request(reply)
+    assert PlainRuleProposer().propose(request) == []
+    assert request.notes[0]["reason"] == "says nothing the model can act on"
+
+
 def test_plain_rule_refuses_a_rule_that_copies_an_answer() -> None:
     """Kills: a 'rule' that hard-codes one example's answer."""
     request, _ = _rule_request("Always answer novak1998 for references by Novak.")

@@ -4,7 +4,8 @@
 with a chat reply. `PlainRuleProposer` asks for less: one sentence, shown the failing inputs, the
 model's answers and the real answers side by side. The reply is checked before it becomes an
 edit — first line only, bullets and `Rule:` prefixes removed, 4 to 40 words, no chat opener
-("Sure", "Here is", "I ..."), no copied answer (a gold answer that is not one of a declared label
+("Sure", "Here is", "I ..."), nothing vacuous ("the model should give the correct answers"),
+no copied answer (a gold answer that is not one of a declared label
 set), not already in the skill — and a reply that fails is dropped and recorded as a
 `rule_dropped` note saying why, never turned into an edit. The rule is added under a `## Rules`
 heading. One model call per step; `GradientText(bench_after=...)` stops asking a model whose
@@ -37,6 +38,9 @@ _CHAT_OPENERS = (
     "sure", "here", "i ", "i'm", "i am", "as an", "certainly", "of course", "great", "hello",
     "the model failed", "thank", "sorry", "okay", "ok,",
 )  # fmt: skip
+_VACUOUS = ("the model", "correct answer", "right answer")
+"""Phrases of a rule about the rule-writing itself, not the task (SmolLM2: "The model should give
+the correct answers to the question ...")."""
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
 _PREFIX = re.compile(r"^\s*(?:new\s+)?rule\s*[:：-]\s*", re.IGNORECASE)
 
@@ -53,12 +57,14 @@ def check_rule(reply: str, skill: Skill, copied: set[str]) -> tuple[str | None, 
         return None, f"not one rule of 4-40 words ({len(words)} words)"
     if lowered.startswith(_CHAT_OPENERS):
         return None, "a chat reply, not a rule"
+    if any(phrase in lowered for phrase in _VACUOUS):
+        return None, "says nothing the model can act on"
     leaked = sorted(a for a in copied if a.casefold() in lowered)
     if leaked:
         return None, f"copies an answer ({leaked[0]!r})"
     if lowered in skill.text.casefold():
         return None, "already in the skill"
-    return (rule if rule.endswith((".", "!")) else f"{rule}."), ""
+    return (rule if rule.endswith((".", "!", "?")) else f"{rule}."), ""
 
 
 @dataclass(kw_only=True)
