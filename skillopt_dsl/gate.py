@@ -290,13 +290,7 @@ class Gate:
     def is_futile(self, candidate: EvaluationReport, incumbent: EvaluationReport) -> bool:
         """True when the candidate is not strictly ahead on the examples it was scored on
         (`candidate` may cover a prefix of the validation set; credited sums)."""
-        scored = {r.example_id for r in candidate.records}
-        held = EvaluationReport(
-            tuple(r for r in incumbent.records if r.example_id in scored),
-            incumbent.skill_hash,
-            incumbent.model,
-        )
-        pairs = credited_pairs(candidate, held)
+        pairs = credited_pairs(candidate, _restricted(incumbent, candidate))
         return not sum(c - i for c, i in pairs) > _EPS
 
     def stopped(
@@ -310,15 +304,7 @@ class Gate:
     ) -> GateDecision:
         """The decision for a candidate stopped for futility at interim `look` (1-based):
         rejected, charged its whole level, with the scores of the examples it was scored on."""
-        scored = {r.example_id for r in candidate.records}
-        pairs = credited_pairs(
-            candidate,
-            EvaluationReport(
-                tuple(r for r in incumbent.records if r.example_id in scored),
-                incumbent.skill_hash,
-                incumbent.model,
-            ),
-        )
+        pairs = credited_pairs(candidate, _restricted(incumbent, candidate))
         cand = sum(c for c, _ in pairs) / len(pairs)
         held = sum(i for _, i in pairs) / len(pairs)
         lead = sum(c - i for c, i in pairs)
@@ -440,6 +426,16 @@ def credited_pairs(
             (credit * _credited(challenger, challenger.score), _credited(held, held.score))
         )
     return pairs
+
+
+def _restricted(incumbent: EvaluationReport, candidate: EvaluationReport) -> EvaluationReport:
+    """The incumbent's report on the examples `candidate` was scored on (a look's prefix)."""
+    scored = {r.example_id for r in candidate.records}
+    return EvaluationReport(
+        tuple(r for r in incumbent.records if r.example_id in scored),
+        incumbent.skill_hash,
+        incumbent.model,
+    )
 
 
 def _credited(rollout: Rollout, value: float) -> float:
