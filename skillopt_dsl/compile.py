@@ -219,9 +219,7 @@ def _plan(context: CompileContext, optimizer: Optimizer, *, own_budget: bool) ->
     level = gate.alpha if gate.spending == "per-decision" else budget.level()
     check = preflight(gate, len(context.valset), budget.planned, first_level=level)
     context.emit("preflight", **check.to_dict())
-    logger.info("%s: %s", context.module.name, check.summary())
-    if check.warning is not None:
-        logger.warning("%s: %s", context.module.name, check.warning)
+    check.log(logger, context.module.name)
     return check
 
 

@@ -27,7 +27,9 @@ chance to pass.
 
 from __future__ import annotations
 
+import logging
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Preflight",
     "SignificanceBudget",
+    "binomial_upper_tail",
     "preflight",
     "sign_test_critical",
 ]
@@ -143,6 +146,11 @@ def _binomial_tails(n: int) -> tuple[float, ...]:
     return tuple(tails)
 
 
+def binomial_upper_tail(wins: int, n: int) -> float:
+    """P(Binomial(n, 1/2) >= wins), exact (integer sums, one rounding): the sign test's p-value."""
+    return _binomial_tails(n)[max(wins, 0)] if wins <= n else 0.0
+
+
 def sign_test_critical(n: int, level: float) -> tuple[int, float]:
     """The fewest wins out of `n` discordant pairs that the one-sided sign test accepts at
     `level`, and the test's attained size (0.0 when no count of wins is enough).
@@ -207,9 +215,26 @@ class Preflight:
             f"{gain} passes it about half the time"
         )
 
+    def statement(self) -> str:
+        """The summary, with the warning appended when there is one (reports, a night)."""
+        if self.warning is None:
+            return self.summary()
+        return f"{self.summary()}. WARNING: {self.warning}"
+
+    def log(self, log: logging.Logger, subject: str) -> None:
+        """Log the summary (info) and the warning (warning) for `subject`."""
+        log.info("%s: %s", subject, self.summary())
+        if self.warning is not None:
+            log.warning("%s: %s", subject, self.warning)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Preflight:
+        """Rebuild a pre-flight written by `to_dict` (an event, summary.json)."""
+        return cls(**data)
 
 
 def preflight(

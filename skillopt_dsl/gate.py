@@ -50,7 +50,7 @@ from typing import Any, Literal
 
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import EvaluationReport, Rollout
-from skillopt_dsl.evidence import SignificanceBudget, sign_test_critical
+from skillopt_dsl.evidence import SignificanceBudget, binomial_upper_tail, sign_test_critical
 
 __all__ = ["EXACT_LIMIT", "Gate", "GateDecision", "Guard", "PairedTest", "paired_test"]
 
@@ -459,7 +459,7 @@ def paired_test(differences: Sequence[float], *, level: float | None = None) -> 
     magnitudes = [round(abs(d), 9) for d in nonzero]
     if len(set(magnitudes)) == 1:
         wins = sum(1 for d in nonzero if d > 0)
-        p_value = _binomial_upper_tail(wins, len(nonzero))
+        p_value = binomial_upper_tail(wins, len(nonzero))
         if level is None:
             return PairedTest("sign", float(wins), p_value)
         critical, attained = sign_test_critical(len(nonzero), level)
@@ -475,11 +475,6 @@ def paired_test(differences: Sequence[float], *, level: float | None = None) -> 
         return PairedTest("signed-rank", w2 / 2, p_value)
     rank_critical, attained = _critical_from_tails(tails, level)
     return PairedTest("signed-rank", w2 / 2, p_value, rank_critical, attained)
-
-
-def _binomial_upper_tail(wins: int, n: int) -> float:
-    """P(Binomial(n, 1/2) >= wins), exact (integer arithmetic, one rounding)."""
-    return sum(math.comb(n, i) for i in range(wins, n + 1)) / 2**n
 
 
 def _doubled_midranks(magnitudes: Sequence[float]) -> list[int]:

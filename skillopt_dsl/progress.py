@@ -89,10 +89,7 @@ def _money(value: float | None) -> str:
 def _on_preflight(state: ProgressState, payload: Mapping[str, Any]) -> str:
     from skillopt_dsl.evidence import Preflight
 
-    check = Preflight(**payload)
-    return (
-        check.summary() if check.warning is None else f"{check.summary()}\nWARNING: {check.warning}"
-    )
+    return Preflight.from_dict(payload).statement()
 
 
 def _on_seed(state: ProgressState, payload: Mapping[str, Any]) -> str:

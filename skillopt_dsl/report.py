@@ -691,8 +691,7 @@ def _preflight_text(summary: dict[str, Any]) -> str | None:
     data = summary.get("preflight")
     if not data:
         return None
-    check = Preflight(**data)
-    return check.summary() + ("" if check.warning is None else f". WARNING: {check.warning}")
+    return Preflight.from_dict(data).statement()
 
 
 def _gate_rows(record: RunRecord) -> list[tuple[Any, ...]]:

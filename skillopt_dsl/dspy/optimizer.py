@@ -265,9 +265,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         per_predictor = optimizer.planned_decisions(len(train))
         budget.plan(None if per_predictor is None else per_predictor * len(names))
         check = preflight(gate, len(val), budget.planned)
-        logger.info("program of %d predictor(s): %s", len(names), check.summary())
-        if check.warning is not None:
-            logger.warning("%s", check.warning)
+        check.log(logger, f"program of {len(names)} predictor(s)")
         return budget
 
     def _adopt(self, program: DSPyProgram, name: str, result: CompileResult) -> PredictorResult:

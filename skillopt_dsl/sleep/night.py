@@ -417,9 +417,7 @@ def gate_statement(gate: Gate, val_tasks: int, check: Preflight | None = None) -
     if val_tasks <= 0:
         return None
     check = check if check is not None else preflight(gate, val_tasks, None)
-    if check.warning is None:
-        return check.summary()
-    return f"{check.summary()}. WARNING: {check.warning}"
+    return check.statement()
 
 
 def _check_agent(settings: AgentSettings, budget: Budget | None) -> None:

@@ -104,10 +104,7 @@ class NightProgress:
         """What the night's gate can certify, said before the replays are paid for."""
         from skillopt_dsl.evidence import Preflight
 
-        check = Preflight(**payload)
-        logger.info("%s", check.summary())
-        if check.warning is not None:
-            logger.warning("%s", check.warning)
+        Preflight.from_dict(payload).log(logger, "the night's gate")
 
     def _on_seed(self, payload: Mapping[str, Any]) -> None:
         self._log("live files on val: %.3f", float(payload.get("val_score", 0.0)))
