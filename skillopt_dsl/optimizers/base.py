@@ -14,6 +14,9 @@ To write an optimizer, subclass `Optimizer` and implement two methods:
   is checkpointed), not on `self`; on resume `view.optimizer_state` holds the last one.
 - `config()`: the optimizer's settings as a JSON-ready dict (written to config.json).
 
+Optionally `planned_decisions(n_train)`: the most gate decisions a run will ask for, over which
+the run's significance is planned (default None: the open-ended schedule).
+
 The door's bound comes from `lr_bound()`: by default the optimizer's `lr` (the most a step may
 declare) and `lr_floor_tokens` (the least a step may change), fixed when the run starts.
 
