@@ -104,7 +104,8 @@ class NightProgress:
         """What the night's gate can certify, said before the replays are paid for."""
         from skillopt_dsl.evidence import Preflight
 
-        Preflight.from_dict(payload).log(logger, "the night's gate")
+        # The summary only: compile logs the warning itself (once).
+        logger.info("the night's %s", Preflight.from_dict(payload).summary())
 
     def _on_seed(self, payload: Mapping[str, Any]) -> None:
         self._log("live files on val: %.3f", float(payload.get("val_score", 0.0)))
