@@ -5,8 +5,8 @@ of classification tasks, and a loader that returns flat rows. `load_benchmark` t
 into `Splits` with `load_splits`, so the same name, seed and sizes always give the same splits.
 
 Most tasks come from BIG-bench (Google LLC and contributors, Apache License 2.0); the unmodified
-task files and their licence notice ship in `skillopt_dsl/benchmarks/data/`. `customer_feedback`
-and `table_lookup` are generated here from fixed seeds.
+task files and their licence notice ship in `skillopt_dsl/benchmarks/data/`. `customer_feedback`,
+`citation_keys` and `table_lookup` are generated here from fixed seeds.
 
 Example::
 
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from skillopt_dsl.benchmarks import bigbench, customer_feedback, table_lookup
+from skillopt_dsl.benchmarks import bigbench, citation_keys, customer_feedback, table_lookup
 from skillopt_dsl.data import Splits, load_splits
 from skillopt_dsl.errors import UserInputError
 
@@ -37,6 +37,7 @@ BenchmarkName = Literal[
     "arithmetic_2_digit_multiplication",
     "arithmetic_2_digit_subtraction",
     "causal_judgment",
+    "citation_keys",
     "customer_feedback",
     "date_understanding",
     "navigate",
@@ -135,6 +136,15 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
         label_fields=("answer",),
         loader=customer_feedback.rows,
         answer_choices=customer_feedback.LABELS,
+    ),
+    Benchmark(
+        name="citation_keys",
+        description="Output convention: write the house citation key (first author's surname "
+        "in lower case, then the year, e.g. novak1998) for a bibliography entry; generated "
+        "(skillopt_dsl.benchmarks.citation_keys).",
+        input_fields=("reference",),
+        label_fields=("answer",),
+        loader=citation_keys.rows,
     ),
     Benchmark(
         name="table_lookup",

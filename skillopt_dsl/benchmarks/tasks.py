@@ -12,6 +12,7 @@ from skillopt_dsl.module import InputField, OutputField, SkillModule
 __all__ = [
     "Arithmetic",
     "CausalJudgment",
+    "CitationKey",
     "CustomerFeedback",
     "DateUnderstanding",
     "Navigate",
@@ -82,6 +83,17 @@ class WordSorting(SkillModule):
     metric = metrics.token_f1("answer")
 
 
+class CitationKey(SkillModule):
+    """Write the citation key for a bibliography entry."""
+
+    reference: str = InputField("a bibliography entry")
+    answer: str = OutputField()
+
+    skill = "Write the citation key for the reference."
+    # case-sensitive and unnormalised: the default would casefold, so "Novak1998" would pass
+    metric = metrics.exact_match("answer", normalize=False)
+
+
 _MODULES: dict[str, type[SkillModule]] = {
     "sports_understanding": SportsUnderstanding,
     "navigate": Navigate,
@@ -92,6 +104,7 @@ _MODULES: dict[str, type[SkillModule]] = {
     "arithmetic_2_digit_multiplication": Arithmetic,
     "word_sorting": WordSorting,
     "customer_feedback": CustomerFeedback,
+    "citation_keys": CitationKey,
 }
 
 
