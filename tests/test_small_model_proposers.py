@@ -333,3 +333,51 @@ def test_customer_feedback_constant_answer_is_a_real_baseline_on_the_recipe_spli
     named = module.parse("This customer feedback is negative.")
     assert named.outputs == {"answer": "negative"}
     assert Prediction({"answer": "negative"}).ok
+
+
+class _Sum(SkillModule):
+    """Answer with the number."""
+
+    question: str = InputField()
+    answer: int = OutputField()
+
+    skill = "Answer with the number."
+    metric = sd.metrics.numeric("answer")
+
+
+def _numeric_request(outputs: list[str], golds: list[int]) -> ProposalRequest:
+    module = _Sum()
+    examples = [Example(f"n{i}", {"question": f"q{i}"}, {"answer": g}) for i, g in enumerate(golds)]
+    rollouts = []
+    for example, output in zip(examples, outputs, strict=True):
+        prediction = module.parse(output)
+        score = sd.metrics.call_metric(module.metric_fn, example, prediction)
+        rollouts.append(
+            Rollout(example.id, output, prediction, score.value, feedback=score.feedback)
+        )
+    return ProposalRequest(
+        module=module,
+        skill=Skill(module.skill),
+        batch=examples,
+        rollouts=rollouts,
+        trainset=examples,
+        rejected=[],
+        optimizer_lm=LM(ScriptedLM(lambda m: "")),
+        rng=random.Random(0),
+        budget_tokens=128,
+    )
+
+
+def test_format_rule_fires_when_a_parsed_answer_hides_in_a_sentence() -> None:
+    """Kills: format signals read only from parse errors, so "94 times 87 equals 8178." (read
+    as 94, a wrong number) never gets the number-only rule that would make it right."""
+    request = _numeric_request(["94 times 87 equals 8178.", "72"], [8178, 72])
+    assert request.rollouts[0].prediction.ok and request.rollouts[0].score == 0.0
+    (group,) = FormatRuleProposer().propose(request)
+    assert "number only" in group.edits[0].text  # type: ignore[union-attr]
+    assert "1 of 2 outputs" in group.rationale
+
+
+def test_format_rule_is_silent_when_a_bare_answer_is_only_wrong() -> None:
+    """Kills: a format rule for outputs that are already the bare value (wrong in content)."""
+    assert FormatRuleProposer().propose(_numeric_request(["8177", "72."], [8178, 71])) == []

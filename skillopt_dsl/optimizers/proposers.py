@@ -273,7 +273,13 @@ class FormatRuleProposer(Proposer):
 
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
         failures = request.failures()
-        signals = [r for _, r in failures if not r.prediction.ok or _mentions_format(r.feedback)]
+        signals = [
+            r
+            for _, r in failures
+            if not r.prediction.ok
+            or _mentions_format(r.feedback)
+            or _says_more_than_its_answer(request.module, r)
+        ]
         if not signals:
             return []
         rule = module_format_rule(request.module)
@@ -287,6 +293,17 @@ class FormatRuleProposer(Proposer):
             )
         why = f"{len(signals)} of {len(request.rollouts)} outputs broke the expected format"
         return [EditGroup((edit,), self.name, failure_driven=True, rationale=why)]
+
+
+def _says_more_than_its_answer(module: SkillModule, rollout: Rollout) -> bool:
+    """True for a failing output that parsed into its one field but says more than the value
+    it was read as: "94 times 87 equals 7602." read as 94 is a format failure, not only a
+    wrong number."""
+    if len(module.output_fields) != 1 or not rollout.prediction.ok:
+        return False
+    (value,) = rollout.prediction.outputs.values()
+    said = (rollout.prediction.raw or rollout.output).strip().rstrip(".").strip()
+    return said.casefold() != str(value).strip().casefold()
 
 
 def _mentions_format(feedback: str | None) -> bool:
