@@ -381,3 +381,30 @@ def test_format_rule_fires_when_a_parsed_answer_hides_in_a_sentence() -> None:
 def test_format_rule_is_silent_when_a_bare_answer_is_only_wrong() -> None:
     """Kills: a format rule for outputs that are already the bare value (wrong in content)."""
     assert FormatRuleProposer().propose(_numeric_request(["8177", "72."], [8178, 71])) == []
+
+
+def test_default_optimizer_learns_a_house_key_convention_from_labels_alone(tmp_path: Path) -> None:
+    """Kills: the answer-shape rule left out of the default proposers (with a reflector that
+    only chats, nothing else states the convention "lower-case surname, then the year")."""
+    from skillopt_dsl.benchmarks.tasks import CitationKey
+
+    splits = load_benchmark("citation_keys", seed=0, sizes=(16, 20, 4))
+    gold = {e.reference: e.answer for e in [*splits.train, *splits.val, *splits.test]}
+
+    def target(messages: list[dict[str, str]]) -> str:
+        text = "\n".join(m["content"] for m in messages)
+        key = next(k for ref, k in gold.items() if ref in messages[-1]["content"])
+        return key if "lower-case letters, then 4 digits" in text else key.capitalize()
+
+    result = sd.compile(
+        CitationKey(),
+        splits.train,
+        splits.val,
+        optimizer=GradientText(epochs=1, batch_size=8, slow_update=False),
+        lm=LM(ScriptedLM(target, model="scripted/key-writer")),
+        optimizer_lm=LM(_chatty()),
+        run_dir=tmp_path,
+        threads=1,
+    )
+    assert result.seed_val_score == 0.0 and result.val_score == 1.0
+    assert "lower-case letters, then 4 digits" in result.best_skill.text

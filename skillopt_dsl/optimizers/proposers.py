@@ -550,8 +550,16 @@ def repeated_paragraph_deletes(skill: Skill) -> list[Edit]:
 
 
 def default_proposers() -> list[Proposer]:
-    """The proposers GradientText and Beam use unless told otherwise."""
-    return [FormatRuleProposer(), DemonstrationsProposer(), ReflectiveProposer()]
+    """The proposers GradientText and Beam use unless told otherwise: the format rule and the
+    answer-shape rule (no model call), worked examples from failures, then reflection."""
+    from skillopt_dsl.optimizers.shape_rules import AnswerShapeProposer  # it imports this module
+
+    return [
+        FormatRuleProposer(),
+        AnswerShapeProposer(),
+        DemonstrationsProposer(),
+        ReflectiveProposer(),
+    ]
 
 
 ProposerFactory = Callable[[], Proposer]
