@@ -32,8 +32,8 @@ EXPECTED = {
 
 def test_registry_lists_every_task_sorted() -> None:
     # generated: table_lookup (tool use, test_agents.py), customer_feedback (test_recipes.py),
-    # citation_keys (test_citation_keys.py)
-    generated = ["table_lookup", "customer_feedback", "citation_keys"]
+    # citation_keys (test_citation_keys.py), iso_dates (test_iso_dates.py)
+    generated = ["table_lookup", "customer_feedback", "citation_keys", "iso_dates"]
     assert list_benchmarks() == sorted([*EXPECTED, *generated])
 
 

@@ -6,7 +6,7 @@ into `Splits` with `load_splits`, so the same name, seed and sizes always give t
 
 Most tasks come from BIG-bench (Google LLC and contributors, Apache License 2.0); the unmodified
 task files and their licence notice ship in `skillopt_dsl/benchmarks/data/`. `customer_feedback`,
-`citation_keys` and `table_lookup` are generated here from fixed seeds.
+`citation_keys`, `iso_dates` and `table_lookup` are generated here from fixed seeds.
 
 Example::
 
@@ -19,7 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from skillopt_dsl.benchmarks import bigbench, citation_keys, customer_feedback, table_lookup
+from skillopt_dsl.benchmarks import (
+    bigbench,
+    citation_keys,
+    customer_feedback,
+    iso_dates,
+    table_lookup,
+)
 from skillopt_dsl.data import Splits, load_splits
 from skillopt_dsl.errors import UserInputError
 
@@ -40,6 +46,7 @@ BenchmarkName = Literal[
     "citation_keys",
     "customer_feedback",
     "date_understanding",
+    "iso_dates",
     "navigate",
     "sports_understanding",
     "table_lookup",
@@ -145,6 +152,15 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
         input_fields=("reference",),
         label_fields=("answer",),
         loader=citation_keys.rows,
+    ),
+    Benchmark(
+        name="iso_dates",
+        description="Output convention: write the date a sentence mentions in the house "
+        "format, ISO 8601 YYYY-MM-DD (2021-03-05); generated "
+        "(skillopt_dsl.benchmarks.iso_dates).",
+        input_fields=("text",),
+        label_fields=("answer",),
+        loader=iso_dates.rows,
     ),
     Benchmark(
         name="table_lookup",

@@ -15,6 +15,7 @@ __all__ = [
     "CitationKey",
     "CustomerFeedback",
     "DateUnderstanding",
+    "IsoDate",
     "Navigate",
     "SportsUnderstanding",
     "WordSorting",
@@ -94,6 +95,17 @@ class CitationKey(SkillModule):
     metric = metrics.exact_match("answer", normalize=False)
 
 
+class IsoDate(SkillModule):
+    """Write the date a sentence mentions."""
+
+    text: str = InputField("a sentence that mentions one date")
+    answer: str = OutputField()
+
+    skill = "Write the date the sentence mentions."
+    # unnormalised: the house format is the convention, so "2021-3-5" must not pass
+    metric = metrics.exact_match("answer", normalize=False)
+
+
 _MODULES: dict[str, type[SkillModule]] = {
     "sports_understanding": SportsUnderstanding,
     "navigate": Navigate,
@@ -105,6 +117,7 @@ _MODULES: dict[str, type[SkillModule]] = {
     "word_sorting": WordSorting,
     "customer_feedback": CustomerFeedback,
     "citation_keys": CitationKey,
+    "iso_dates": IsoDate,
 }
 
 
