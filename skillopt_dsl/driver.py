@@ -215,9 +215,7 @@ class CompileContext:
         significance: SignificanceBudget | None = None,
     ) -> None:
         self.module, self.trainset, self.valset = module, tuple(trainset), tuple(valset)
-        self.significance = (
-            significance if significance is not None else gate.significance_budget()
-        )
+        self.significance = significance if significance is not None else gate.significance_budget()
         self._val_order = _look_order(self.valset, seed)
         self.target_lm, self.optimizer_lm, self.gate = target_lm, optimizer_lm, gate
         self.ledger, self.run, self.seed, self.threads = ledger, run, seed, threads
@@ -599,6 +597,16 @@ class RunView:
     def usage(self) -> UsageSnapshot:
         """What the run has spent so far."""
         return self.__driver.ledger.snapshot()
+
+    def calls_left(self) -> int | None:
+        """Model calls the run's `Budget.max_calls` still allows (None: no call limit)."""
+        limit = self.__driver.ledger.budget.max_calls
+        return None if limit is None else max(0, limit - self.__driver.ledger.snapshot().calls)
+
+    @property
+    def validation_size(self) -> int:
+        """How many examples a gate decision scores at most (the validation set's size)."""
+        return len(self._val_ids)
 
     def step_budget(self, lr: float) -> int:
         """The tokens one step at `lr` may move from the current incumbent (as the door counts)."""

@@ -126,3 +126,13 @@ def test_no_improvement_keeps_the_seed() -> None:
 def test_bad_settings_are_refused(kwargs: dict[str, Any]) -> None:
     with pytest.raises(sd.UserInputError):
         Beam(**kwargs)
+
+
+def test_a_small_call_budget_keeps_a_gate_decision_affordable() -> None:
+    """Kills: Beam expanding until the budget is gone (150 calls: every child scored on the
+    selection split, the gate never able to judge the fix it found; 0 decisions)."""
+    result = run(beam(width=2, expansions=2, depth=3), budget=sd.Budget(max_calls=150))
+    assert result.stop_reason == "budget"
+    assert [d.accepted for d in result.gate_log] == [True]
+    assert result.val_score == 1.0 and "divisible by 2" in result.best_skill.text
+    assert result.usage.calls <= 150

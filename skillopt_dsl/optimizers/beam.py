@@ -111,6 +111,11 @@ def _dominates(a: BeamMember, b: BeamMember, ids: Sequence[str]) -> bool:
     return all(x >= y for x, y in pairs) and any(x > y for x, y in pairs)
 
 
+_PROPOSAL_CALLS = 4
+"""Model calls one expansion's proposers are assumed to spend (reflection and its retry, a
+little more), when reserving the budget for a gate decision."""
+
+
 @dataclass(kw_only=True)
 class Beam(Optimizer):
     """Beam search over skills, chosen on a selection split, gated on validation (module doc).
@@ -182,16 +187,28 @@ class Beam(Optimizer):
         state = BeamState.from_dict(saved) if saved else BeamState()
         split = view.selection_split(self.selection_fraction)
         while state.round < self.depth:
-            self._round(view, state, split)
+            if not self._round(view, state, split):
+                raise BudgetExceeded(
+                    f"{view.calls_left()} calls left: enough for a gate decision on "
+                    f"{view.validation_size} validation examples, not for another expansion"
+                )
 
-    def _round(self, view: RunView, state: BeamState, split: SelectionSplit) -> None:
+    def _round(self, view: RunView, state: BeamState, split: SelectionSplit) -> bool:
+        """One round: expand the beam, then submit its best new member to the gate. False when
+        the calls left stopped the round early to keep a gate decision affordable."""
+        if not self._can_expand(view, split):
+            return False
         incumbent = view.incumbent
         budget = view.step_budget(self.lr)
         pool = {m.skill.hash: m for m in self._members_in_reach(view, state, split, budget)}
+        affordable = True
         try:
             for parent in self._parents(list(pool.values()), view):
                 room = budget - token_distance(incumbent.text, parent.text)
                 for _ in range(self.expansions if room > 0 else 0):
+                    affordable = affordable and self._can_expand(view, split)
+                    if not affordable:
+                        break
                     child = self._expand(view, state, split, parent, room)
                     if child is not None and child.skill.hash not in pool:
                         pool[child.skill.hash] = child
@@ -200,6 +217,17 @@ class Beam(Optimizer):
             self._close_round(view, state, pool, finished=False)
             raise
         self._close_round(view, state, pool, finished=True)
+        return affordable
+
+    def _can_expand(self, view: RunView, split: SelectionSplit) -> bool:
+        """Whether the call budget pays for one more expansion (its mini-batch, a few proposal
+        calls, its selection score) and still for a gate decision on the whole validation set.
+        Without this reserve a small budget is spent on children the gate can never judge."""
+        left = view.calls_left()
+        if left is None:
+            return True
+        expansion = self.batch_size + len(split.select) + _PROPOSAL_CALLS
+        return left >= expansion + view.validation_size
 
     def _close_round(
         self, view: RunView, state: BeamState, pool: dict[str, BeamMember], *, finished: bool
