@@ -177,6 +177,12 @@ def _request(
         )
         for e, o in zip(examples, outputs, strict=True)
     ]
+    return _proposal_request(module, skill, examples, rollouts)
+
+
+def _proposal_request(
+    module: SkillModule, skill: str, examples: list[Example], rollouts: list[Rollout]
+) -> ProposalRequest:
     return ProposalRequest(
         module=module,
         skill=Skill(skill),
@@ -355,17 +361,7 @@ def _numeric_request(outputs: list[str], golds: list[int]) -> ProposalRequest:
         rollouts.append(
             Rollout(example.id, output, prediction, score.value, feedback=score.feedback)
         )
-    return ProposalRequest(
-        module=module,
-        skill=Skill(module.skill),
-        batch=examples,
-        rollouts=rollouts,
-        trainset=examples,
-        rejected=[],
-        optimizer_lm=LM(ScriptedLM(lambda m: "")),
-        rng=random.Random(0),
-        budget_tokens=128,
-    )
+    return _proposal_request(module, module.skill, examples, rollouts)
 
 
 def test_format_rule_fires_when_a_parsed_answer_hides_in_a_sentence() -> None:
