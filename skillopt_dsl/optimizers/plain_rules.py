@@ -22,8 +22,14 @@ from dataclasses import dataclass
 from skillopt_dsl.baselines import label_set
 from skillopt_dsl.errors import ModelError
 from skillopt_dsl.evaluate import Rollout
-from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer, gold_answer
-from skillopt_dsl.skill import Add, Edit, Skill
+from skillopt_dsl.optimizers.proposers import (
+    EditGroup,
+    ProposalRequest,
+    Proposer,
+    bullet_under_heading,
+    gold_answer,
+)
+from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
 __all__ = ["RULES_HEADING", "PlainRuleProposer", "check_rule"]
@@ -103,7 +109,7 @@ class PlainRuleProposer(Proposer):
         if rule is None:
             request.note("rule_dropped", reason=why, reply=reply[:300])
             return []
-        edit = _under_rules_heading(request.skill, rule)
+        edit = bullet_under_heading(request.skill, RULES_HEADING, rule, "plain rule")
         return [EditGroup((edit,), self.name, True, f"a rule from {len(failures)} failures")]
 
 
@@ -123,12 +129,3 @@ def _prompt(request: ProposalRequest, failures: Sequence[tuple[Example, Rollout]
         "Write one new rule, in one sentence, that would make the model give the correct "
         "answers. Do not copy the answers."
     )
-
-
-def _under_rules_heading(skill: Skill, rule: str) -> Edit:
-    has_heading = any(
-        (s.heading or "").strip().casefold() == RULES_HEADING.casefold() for s in skill.sections()
-    )
-    if has_heading:
-        return Add(after=RULES_HEADING, text=f"- {rule}", rationale="plain rule")
-    return Add(after=None, text=f"## {RULES_HEADING}\n\n- {rule}", rationale="plain rule")

@@ -246,6 +246,14 @@ class _DemoPlanner:
         self.has_section, self.count = True, self.count + 1
 
 
+def bullet_under_heading(skill: Skill, heading: str, rule: str, rationale: str) -> Edit:
+    """An edit adding `- rule` under the `## heading` section, creating the section if the
+    skill has none."""
+    if _has_heading(skill, heading):
+        return Add(after=heading, text=f"- {rule}", rationale=rationale)
+    return Add(after=None, text=f"## {heading}\n\n- {rule}", rationale=rationale)
+
+
 def _has_heading(skill: Skill, title: str) -> bool:
     return any((s.heading or "").strip().casefold() == title.casefold() for s in skill.sections())
 
@@ -285,12 +293,7 @@ class FormatRuleProposer(Proposer):
         rule = module_format_rule(request.module)
         if rule is None or rule in request.skill.text:
             return []
-        if _has_heading(request.skill, FORMAT_HEADING):
-            edit: Edit = Add(after=FORMAT_HEADING, text=f"- {rule}", rationale="output format")
-        else:
-            edit = Add(
-                after=None, text=f"## {FORMAT_HEADING}\n\n- {rule}", rationale="output format"
-            )
+        edit = bullet_under_heading(request.skill, FORMAT_HEADING, rule, "output format")
         why = f"{len(signals)} of {len(request.rollouts)} outputs broke the expected format"
         return [EditGroup((edit,), self.name, failure_driven=True, rationale=why)]
 

@@ -29,9 +29,9 @@ from skillopt_dsl.optimizers.proposers import (
     EditGroup,
     ProposalRequest,
     Proposer,
+    bullet_under_heading,
     gold_answer,
 )
-from skillopt_dsl.skill import Add, Edit, Skill
 
 __all__ = ["AnswerShape", "AnswerShapeProposer", "answer_shape", "shape_of"]
 
@@ -168,13 +168,11 @@ class AnswerShapeProposer(Proposer):
         if rule in request.skill.text:
             return []
         why = f"{len(broken)} failing outputs break the shape every gold answer has"
-        return [EditGroup((_under_format_heading(request.skill, rule),), self.name, True, why)]
-
-
-def _under_format_heading(skill: Skill, rule: str) -> Edit:
-    has_heading = any(
-        (s.heading or "").strip().casefold() == FORMAT_HEADING.casefold() for s in skill.sections()
-    )
-    if has_heading:
-        return Add(after=FORMAT_HEADING, text=f"- {rule}", rationale="answer shape")
-    return Add(after=None, text=f"## {FORMAT_HEADING}\n\n- {rule}", rationale="answer shape")
+        return [
+            EditGroup(
+                (bullet_under_heading(request.skill, FORMAT_HEADING, rule, "answer shape"),),
+                self.name,
+                True,
+                why,
+            )
+        ]
