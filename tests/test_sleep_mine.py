@@ -75,7 +75,8 @@ def _miner(reply: str) -> tuple[LM, ScriptedLM]:
 
 def test_model_mining_one_call_per_session_with_redacted_prompts(sessions: list) -> None:  # type: ignore[type-arg]
     """Kills: more than one mining call per session, sending unredacted transcripts to the
-    model, or dropping a valid model proposal."""
+    model, dropping a valid model proposal, or a model that replaces the evidence-mined tasks
+    instead of adding to them (issue 26: the model adds intents, checks and rubrics)."""
     reply = json.dumps(
         {
             "tasks": [
@@ -94,8 +95,11 @@ def test_model_mining_one_call_per_session_with_redacted_prompts(sessions: list)
     assert all(c[0]["content"] == MINE_SYSTEM for c in fake.calls)
     sent = " ".join(m["content"] for c in fake.calls for m in c)
     assert "sk-proj-AbCdEf" not in sent and "[REDACTED:openai_key]" in sent
-    assert stats.model_tasks == len(sessions) and stats.heuristic_tasks == 0
-    assert len(tasks) == 1 and tasks[0].weight == len(sessions)  # one recurring task
+    assert stats.model_tasks == len(sessions) and stats.heuristic_tasks >= len(sessions)
+    assert "# Checks already mined from the session's evidence" in sent
+    added = [t for t in tasks if t.intent == "Make prices exact"]
+    assert len(added) == 1 and added[0].weight == len(sessions)  # one recurring task
+    assert any(t.origin == "heuristic" for t in tasks)
 
 
 def test_an_invalid_reply_falls_back_to_the_heuristic(sessions: list) -> None:  # type: ignore[type-arg]
@@ -107,14 +111,20 @@ def test_an_invalid_reply_falls_back_to_the_heuristic(sessions: list) -> None:  
     assert all(t.origin == "heuristic" for t in tasks)
 
 
-def test_a_model_that_cannot_mine_is_dropped_after_its_first_reply(sessions: list) -> None:  # type: ignore[type-arg]
+def test_a_model_that_cannot_mine_is_dropped_after_its_first_reply(
+    sessions: list,  # type: ignore[type-arg]
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """Kills: asking a model whose first reply holds no valid task again for every session
     (issue 18: the 135M model took 99 s for 3 sessions, every reply "holds no JSON object"),
-    or dropping it silently (the report must say so)."""
+    or dropping it silently (the report must say so, and a warning must give the reason)."""
     lm, fake = _miner("Sure! Here are some tasks for the developer.")
-    tasks, stats = mine_sessions(sessions, project=PROJECT, lm=lm, fractions=(0.4, 0.4, 0.2))
+    with caplog.at_level("WARNING", logger="skillopt_dsl.sleep.mine"):
+        tasks, stats = mine_sessions(sessions, project=PROJECT, lm=lm, fractions=(0.4, 0.4, 0.2))
     assert len(fake.calls) == 1 and stats.model_calls == 1 and stats.invalid_replies == 1
-    assert stats.model_dropped is not None and "heuristic" in stats.model_dropped
+    assert stats.model_dropped is not None and "evidence" in stats.model_dropped
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("holds no JSON object" in w and "scripted/miner" in w for w in warned), warned
     assert stats.to_dict()["model_dropped"] == stats.model_dropped
     assert stats.heuristic_tasks == len(sessions) and len(tasks) > 0
 

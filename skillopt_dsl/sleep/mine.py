@@ -1,13 +1,19 @@
 """Mine: turn harvested sessions into checkable `Task`s.
 
-With a model: one optimizer-model call per session proposes up to three tasks as JSON, each with
-rule checks and/or a rubric, validated by pydantic (an unknown check kind invalidates the reply).
-A model is used only while it yields valid tasks: when its first reply holds none (a small model
-that cannot write the JSON, say), it is not asked again and every other session is mined
-heuristically at once; the report says so. Without a usable reply (no model, a model error,
-invalid JSON, the budget spent): one heuristic task from the session's first prompt, its
-backticked names, the user's corrections ("use X, not Y") and feedback signals ("still broken",
-"thanks").
+Without a model, always: the session's evidence (`skillopt_dsl.sleep.evidence`: corrections,
+interrupts, refused tool calls, reverts, commands that failed and were then fixed, the files and
+commands it ended with, compaction summaries) gives each request checks that cite their
+transcript line; the first request also gets its backticked names, the user's corrections
+("use X, not Y") and feedback signals ("still broken", "thanks"). Up to three tasks a session:
+the first request, then later requests that have evidence.
+
+With a model (the optimizer model, or a local server), it *adds*: one call per session proposes
+up to three tasks as JSON (intents, rule checks, rubrics), validated by pydantic (an unknown
+check kind invalidates the reply), shown the evidence already mined; a task with the same intent
+as a mined one is merged into it. A model is used only while it yields valid tasks: when its
+first reply holds none (a small model that cannot write the JSON, say), it is not asked again;
+the reason is logged as a warning and kept in the report (`model_dropped`), never dropped
+silently.
 
 Recurring tasks (near-duplicate intents across sessions: rapidfuzz's `token_sort_ratio` at
 least 85 *and* the same identifiers, so "Work on bead bd-12" and "Work on bead bd-13" stay two
@@ -17,9 +23,9 @@ Every task's split comes from its id's hash (`assign_split`).
 
 from __future__ import annotations
 
-import json
 import logging
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -30,19 +36,30 @@ from rapidfuzz import fuzz, process
 
 from skillopt_dsl.errors import BudgetExceeded, ModelError
 from skillopt_dsl.lm import LM
+from skillopt_dsl.sleep.evidence import Request, mine_requests
 from skillopt_dsl.sleep.harvest import Session
 from skillopt_dsl.sleep.tasks import (
     Check,
     Contains,
+    Evidence,
     NoRefusal,
     NotContains,
     SplitFractions,
     Task,
     assign_split,
+    check_key,
     task_id,
 )
 
-__all__ = ["MineStats", "cluster_tasks", "heuristic_task", "identifiers", "mine_sessions"]
+__all__ = [
+    "MineStats",
+    "cluster_tasks",
+    "discriminating_checks",
+    "heuristic_task",
+    "heuristic_tasks",
+    "identifiers",
+    "mine_sessions",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +76,8 @@ agent needs to know: project, files, constraints), "checks" (rules a good reply 
 Allowed checks, exactly: {"kind": "contains", "value": str}, {"kind": "not_contains", "value": str},
 {"kind": "regex", "pattern": str}, {"kind": "max_chars", "limit": int},
 {"kind": "section_present", "heading": str}, {"kind": "no_refusal"}.
-Base checks on what the developer asked for or corrected. Reply with JSON only:
+Base checks on what the developer asked for or corrected; add a rubric where a rule cannot say
+what a good reply is. Reply with JSON only:
 {"tasks": [{"intent": "...", "context": "...", "checks": [...], "rubric": null, "outcome": "unknown"}]}"""
 
 
@@ -91,6 +109,8 @@ class MineStats:
     recurring_clusters: int = 0
     tasks: int = 0
     reasons: list[str] = field(default_factory=list)
+    evidence: Counter[str] = field(default_factory=Counter)
+    sessions_with_evidence_checks: int = 0
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready counts."""
@@ -105,6 +125,8 @@ class MineStats:
             "recurring_clusters": self.recurring_clusters,
             "tasks": self.tasks,
             "invalid_reply_examples": self.reasons[:5],
+            "evidence": dict(sorted(self.evidence.items())),
+            "sessions_with_evidence_checks": self.sessions_with_evidence_checks,
         }
 
 
@@ -123,22 +145,17 @@ def mine_sessions(
     stats = MineStats(sessions=len(sessions))
     raw: list[Task] = []
     for index, session in enumerate(sessions):
-        mined = None
+        mined = heuristic_tasks(session, project)
+        _count_evidence(mined, stats)
+        stats.heuristic_tasks += len(mined)
+        raw += mined
         if lm is not None and not stats.budget_stopped and stats.model_dropped is None:
-            mined = _ask_model(session, project, lm, stats, seed=seed + index)
-            if not mined and stats.model_tasks == 0 and stats.model_calls >= MODEL_PROBE_REPLIES:
+            added = _ask_model(session, project, lm, stats, seed=seed + index, mined=mined)
+            if not added and stats.model_tasks == 0 and stats.model_calls >= MODEL_PROBE_REPLIES:
                 stats.model_dropped = _dropped(lm, stats, len(sessions) - index - 1)
                 logger.warning("%s", stats.model_dropped)
-        if mined:
-            stats.model_tasks += len(mined)
-            raw += mined
-            if on_session is not None:
-                on_session(index + 1, len(sessions))
-            continue
-        fallback = heuristic_task(session, project)
-        if fallback is not None:
-            stats.heuristic_tasks += 1
-            raw.append(fallback)
+            stats.model_tasks += len(added or [])
+            raw += added or []
         if on_session is not None:
             on_session(index + 1, len(sessions))
     tasks = cluster_tasks(raw, fractions=fractions)
@@ -147,11 +164,24 @@ def mine_sessions(
     return tasks, stats
 
 
+def _count_evidence(tasks: Sequence[Task], stats: MineStats) -> None:
+    for task in tasks:
+        stats.evidence.update(e.kind for e in task.evidence)
+    if any(discriminating_checks(t) for t in tasks):
+        stats.sessions_with_evidence_checks += 1
+
+
+def discriminating_checks(task: Task) -> list[Check]:
+    """The task's checks mined from evidence that a reply can fail: every check with a
+    `source` except `no_refusal` (which nearly every reply passes)."""
+    return [c for c in task.checks if c.source and not isinstance(c, NoRefusal)]
+
+
 def _dropped(lm: LM, stats: MineStats, left: int) -> str:
     why = stats.reasons[-1].split(": ", 1)[-1] if stats.reasons else "no valid task"
     return (
         f"mining stopped asking {lm.model}: its first {stats.model_calls} reply(ies) held no "
-        f"valid task ({why}); the other {left} session(s) were mined heuristically "
+        f"valid task ({why}); the other {left} session(s) were mined from their evidence only "
         "(pass --heuristic-only to skip the model, or --optimizer-model for a stronger one)"
     )
 
@@ -165,11 +195,23 @@ def _transcript(session: Session) -> str:
     return text if len(text) <= MAX_TRANSCRIPT_CHARS else text[:MAX_TRANSCRIPT_CHARS] + "\n[...]"
 
 
+def _mined_summary(tasks: Sequence[Task]) -> str:
+    lines = [f"- {t.intent[:120]!r}: " + "; ".join(c.describe() for c in t.checks) for t in tasks]
+    return "\n".join(lines) or "(none)"
+
+
 def _ask_model(
-    session: Session, project: str, lm: LM, stats: MineStats, *, seed: int
+    session: Session,
+    project: str,
+    lm: LM,
+    stats: MineStats,
+    *,
+    seed: int,
+    mined: Sequence[Task] = (),
 ) -> list[Task] | None:
     user = (
         f"Project: {project}\nBranch: {session.branch or 'unknown'}\n\n"
+        f"# Checks already mined from the session's evidence\n{_mined_summary(mined)}\n\n"
         f"# Session (secrets already redacted)\n{_transcript(session)}"
     )
     messages = [{"role": "system", "content": MINE_SYSTEM}, {"role": "user", "content": user}]
@@ -221,6 +263,7 @@ def _task(
     session: Session,
     origin: Literal["model", "heuristic"],
     reference: str | None = None,
+    evidence: list[Evidence] | None = None,
 ) -> Task:
     return Task(
         id=task_id(project, intent),
@@ -233,6 +276,7 @@ def _task(
         reference=reference,
         source_sessions=[session.id],
         origin=origin,
+        evidence=evidence or [],
     )
 
 
@@ -258,26 +302,80 @@ _NEVER = re.compile(
 _BACKTICKED = re.compile(r"`([A-Za-z_][\w.\-/]{2,60}(?:\(\))?)`")
 
 
-def heuristic_task(session: Session, project: str) -> Task | None:
-    """One task from the first prompt, the user's corrections and feedback signals."""
+MAX_TASKS_PER_SESSION = 3
+
+
+def heuristic_tasks(session: Session, project: str) -> list[Task]:
+    """Tasks mined without a model: the first request (its evidence, backticked names,
+    corrections and feedback) and later requests that have evidence; at most three."""
+    try:
+        requests = mine_requests(session)
+    except OSError as exc:
+        logger.warning(
+            "could not re-read %s for evidence (%s); mining its prompts only", session.path, exc
+        )
+        requests = []
+    first = heuristic_task(session, project, requests[0] if requests else None)
+    tasks = [first] if first is not None else []
+    for request in requests[1:]:
+        if len(tasks) >= MAX_TASKS_PER_SESSION:
+            break
+        if request.checks and request.prompt.text.strip():
+            tasks.append(_request_task(session, project, request))
+    return tasks
+
+
+def heuristic_task(session: Session, project: str, request: Request | None = None) -> Task | None:
+    """One task from the first prompt, the user's corrections and feedback signals, plus the
+    checks `request` (the first request's evidence) mined."""
     prompts = session.prompts
     if not prompts or not prompts[0].strip():
         return None
     intent = prompts[0].strip()[:1500]
     checks: list[Check] = [NoRefusal()]
-    seen: set[tuple[str, str]] = set()
-    for check in _corrections(prompts[1:]) + _named(intent):
-        key = (check.kind, check.model_dump().get("value", "").casefold())
-        if key not in seen:
-            seen.add(key)
+    seen: set[str] = {check_key(checks[0])}
+    found = (request.checks if request else []) + _corrections(prompts[1:]) + _named(intent)
+    for check in found:
+        if check_key(check) not in seen:
+            seen.add(check_key(check))
             checks.append(check)
     outcome = _outcome(prompts[1:])
     reference = _final_reply(session) if outcome == "resolved" else None
-    context = f"Project {project.rstrip('/').rsplit('/', 1)[-1]}" + (
-        f", branch {session.branch}" if session.branch else ""
-    )
+    evidence = list(request.evidence) if request else []
     return _task(
-        project, intent, context, checks[:6], None, outcome, session, "heuristic", reference
+        project,
+        intent,
+        _context(project, session),
+        checks[:8],
+        None,
+        outcome,
+        session,
+        "heuristic",
+        reference,
+        evidence,
+    )
+
+
+def _request_task(session: Session, project: str, request: Request) -> Task:
+    outcome = _outcome(request.followups)
+    reference = request.final_reply if outcome == "resolved" else None
+    return _task(
+        project,
+        request.prompt.text[:1500],
+        _context(project, session),
+        list(request.checks),
+        None,
+        outcome,
+        session,
+        "heuristic",
+        reference,
+        list(request.evidence),
+    )
+
+
+def _context(project: str, session: Session) -> str:
+    return f"Project {project.rstrip('/').rsplit('/', 1)[-1]}" + (
+        f", branch {session.branch}" if session.branch else ""
     )
 
 
@@ -369,15 +467,19 @@ def _merge(group: list[Task], fractions: SplitFractions) -> Task:
     seen: set[str] = set()
     for task in group:
         for check in task.checks:
-            key = json.dumps(check.model_dump(), sort_keys=True).casefold()
+            key = check_key(check)
             if key not in seen:
                 seen.add(key)
                 checks.append(check)
+    evidence = list(dict.fromkeys(e for t in group for e in t.evidence))
+    rubric = next((t.rubric for t in group if t.rubric), None)
     sessions = sorted({s for t in group for s in t.source_sessions})
     resolved = [t for t in group if t.outcome == "resolved"]
     return first.model_copy(
         update={
             "checks": checks[:8],
+            "evidence": evidence,
+            "rubric": rubric,
             "source_sessions": sessions,
             "weight": sum(t.weight for t in group),
             "reference": resolved[-1].reference if resolved else first.reference,

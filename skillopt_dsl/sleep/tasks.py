@@ -3,7 +3,9 @@ storage as a Hugging Face `Dataset` (plus a `tasks.jsonl` copy to review and edi
 
 A rule check is one of `contains`, `not_contains`, `regex`, `max_chars`, `section_present`,
 `no_refusal`; any other `kind` (or a stray field, or a regex that does not compile) is a
-validation error, never a check that passes.
+validation error, never a check that passes. Every check may carry `source`: where it was mined
+from, as `transcript-path:line` (checks mined from a session's evidence always do; see
+`skillopt_dsl.sleep.evidence`). A task's `evidence` lists what was seen there (`Evidence`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from skillopt_dsl.types import Example
 
 __all__ = [
     "Check",
+    "Evidence",
+    "EvidenceKind",
     "SplitFractions",
     "Task",
     "assign_split",
@@ -40,9 +44,13 @@ SplitName = Literal["train", "val", "test"]
 class _CheckBase(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    source: str | None = None
+    """Where the check was mined from: `transcript-path:line` (None: written by a model or a
+    person). Never part of what is judged."""
+
     def describe(self) -> str:
-        """One line naming the check, for feedback and reports."""
-        shown = self.model_dump(exclude_defaults=True)
+        """One line naming the check, for feedback and reports (without its source)."""
+        shown = self.model_dump(exclude_defaults=True, exclude={"source"})
         fields = " ".join(f"{k}={v!r}" if k != "value" else repr(v) for k, v in shown.items())
         return f"{self.model_dump()['kind']} {fields}".strip()
 
@@ -112,6 +120,40 @@ _REFUSAL = re.compile(
 )
 
 
+def check_key(check: Check) -> str:
+    """What a check tests, without its source (two sessions' same check are one check)."""
+    return json.dumps(check.model_dump(exclude={"source"}), sort_keys=True).casefold()
+
+
+EvidenceKind = Literal[
+    "correction",
+    "interrupt",
+    "rejection",
+    "revert",
+    "failed_then_fixed",
+    "end_state",
+    "compaction",
+]
+
+
+class Evidence(BaseModel):
+    """What a session showed, behind one or more of a task's checks.
+
+    `source` is the transcript line it was read from (`path:line`); `quote` the redacted text
+    there; `rejected` and `accepted` the lines of the agent's attempt the user turned down (it
+    fails the checks mined from this evidence) and of the attempt that followed (it passes them),
+    when the session has them.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: EvidenceKind
+    source: str = Field(min_length=1)
+    quote: str = ""
+    rejected: str | None = None
+    accepted: str | None = None
+
+
 def check_passes(check: Check, reply: str) -> bool:
     """Whether `reply` satisfies one rule check."""
     if isinstance(check, Contains | NotContains):
@@ -137,7 +179,9 @@ class Task(BaseModel):
 
     `checks` and `rubric` say what a good reply is (at least one of them is required); `weight`
     is how many sessions asked for it (recurring tasks weigh more); `reviewed` is set by a
-    person who checked the task; `reference` is the reply the user accepted, when there was one.
+    person who checked the task; `reference` is the reply the user accepted, when there was one;
+    `evidence` is what the session showed behind its mined checks (each check's `source` names
+    the same transcript line).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -155,6 +199,7 @@ class Task(BaseModel):
     weight: int = Field(default=1, ge=1)
     origin: Literal["model", "heuristic", "edited"] = "heuristic"
     reviewed: bool = False
+    evidence: list[Evidence] = Field(default_factory=list)
 
     @pydantic.model_validator(mode="after")
     def _checkable(self) -> Task:
@@ -166,14 +211,16 @@ class Task(BaseModel):
         """A flat row for the dataset (checks as a JSON string, so every row has one schema)."""
         row = self.model_dump(mode="json")
         row["checks"] = json.dumps(row["checks"], ensure_ascii=False)
+        row["evidence"] = json.dumps(row["evidence"], ensure_ascii=False)
         return row
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Task:
         """Rebuild a task from `to_row` output (or a hand-edited tasks.jsonl line)."""
         data = dict(row)
-        if isinstance(data.get("checks"), str):
-            data["checks"] = json.loads(data["checks"])
+        for name in ("checks", "evidence"):
+            if isinstance(data.get(name), str):
+                data[name] = json.loads(data[name])
         return cls.model_validate(data)
 
 
@@ -205,7 +252,9 @@ def to_example(task: Task) -> Example:
         inputs={"context": task.context, "request": task.intent},
         labels={
             "response": task.reference or _expected(task),
-            "checks": json.dumps([c.model_dump() for c in task.checks], ensure_ascii=False),
+            "checks": json.dumps(
+                [c.model_dump(exclude={"source"}) for c in task.checks], ensure_ascii=False
+            ),
             "rubric": task.rubric or "",
         },
     )

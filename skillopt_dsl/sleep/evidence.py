@@ -1,0 +1,517 @@
+"""Evidence: rule checks mined from what happened in a session, without a model.
+
+A session is cut into *requests*: a prompt that asks for something, with the follow-ups that
+steer it (corrections, interrupts, refused tool calls, "continue", "thanks"). For each request,
+four kinds of evidence become checks of the kinds Sleep has (`contains`, `not_contains`), each
+citing the transcript line it came from (`source`, `path:line`) and listed in the task's
+`evidence`:
+
+- **corrections** (`correction`, `interrupt`, `rejection`, `revert`): the user's next message
+  after an attempt ("no, run it with MIX_ENV=test", "that's the wrong file, use lib/router.ex",
+  a refused tool call with what they said instead, an interrupt, "undo that"). What the message
+  names (backticked text, `KEY=value`, `--flags`, paths, "use X") becomes `contains`, what it
+  rejects ("not X", "instead of X", the wrong file) `not_contains`; with nothing named, what the
+  next attempt did differently (a command or a file). A check is kept only when the rejected
+  attempt fails it, so every one distinguishes the attempt the user turned down from one that
+  does what they asked; `accepted` cites the next attempt when it passes.
+- **failed, then fixed** (`failed_then_fixed`): a shell command that failed (an exit code or an
+  error in its result), followed by a similar command that succeeded; the part of the fixed
+  command that is new becomes `contains` (the failed command fails it, the fixed one passes).
+  Exploratory commands (`ls`, `grep`, `cat`, `git status`, ...) are not evidence.
+- **end state** (`end_state`): the files the request ended up editing (the two most edited) and
+  the last verification command that succeeded (tests, build, lint), when the request does not
+  already name them.
+- **compaction summaries** (`compaction`): paths and backticked names a summary says the
+  session worked on, kept when the work after it touched them.
+
+Nothing here calls a model; `skillopt_dsl.sleep.mine` adds the intent's own heuristics and,
+when given one, a model's tasks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from rapidfuzz import fuzz
+
+from skillopt_dsl.sleep.harvest import Session
+from skillopt_dsl.sleep.tasks import (
+    Check,
+    Contains,
+    Evidence,
+    EvidenceKind,
+    NotContains,
+    check_key,
+    check_passes,
+)
+from skillopt_dsl.sleep.timeline import Step, Timeline, read_timeline
+
+__all__ = ["Request", "command_core", "fragments", "mine_requests"]
+
+MAX_CHECKS = 6
+REDACTED = "[REDACTED"
+MAX_SPAN_CHARS = 80
+QUOTE_CHARS = 200
+
+_CORRECTION = re.compile(
+    r"(?i)^\s*(?:no\b|nope\b|nah\b|wrong\b|not\s+(?:that|this|quite|like)|don'?t\b|do not\b"
+    r"|stop\b|actually\b|wait\b|instead\b|undo\b|revert\b|roll\s*back\b|use\s)"
+    r"|\b(?:that'?s|this is|it'?s|you used) (?:not|the wrong|wrong|incorrect|broken)\b"
+    r"|\bwrong (?:file|command|directory|folder|branch|path|place|one|module|test)\b"
+    r"|\b(?:still|again) (?:broken|failing|fails|wrong|not working)\b"
+    r"|\b(?:didn'?t|doesn'?t|does not|did not) work\b|\bnot what i (?:asked|wanted|meant)\b"
+    r"|\byou (?:forgot|missed|broke|deleted|removed)\b|\binstead of\b|\brather than\b"
+)
+_REVERT_ASK = re.compile(r"(?i)\b(?:revert|undo|roll\s*back|put (?:it|that|them) back)\b")
+_REVERT_RUN = re.compile(
+    r"\bgit\s+(?:checkout\s+(?:--\s|HEAD\s)|restore\b|revert\b|reset\s+--hard|stash\b)"
+)
+_WRONG_FILE = re.compile(r"(?i)\bwrong (?:file|path|module|place)\b")
+_ACK = re.compile(
+    r"(?i)^\s*(?:y(?:es|ep|eah)?|ok(?:ay)?|sure|go(?: ahead)?|continue|proceed|do it|thanks?"
+    r"|thank you|perfect|great|lgtm|ship it|looks good|nice)\b"
+)
+
+_SECRET_ENV = re.compile(
+    r"^(?:[A-Z_][A-Z0-9_]*=\S*\[REDACTED|[A-Z0-9_]*(?:KEY|SECRET|TOKEN|PASSW|AUTH|CREDENTIAL)"
+    r"[A-Z0-9_]*=)"
+)
+"""A leading `NAME=value` that holds a secret (redacted, or named like one): never kept."""
+_BACKTICK = re.compile(r"`([^`\n]{2,80})`")
+_ENV = re.compile(r"(?<![\w$])[A-Z][A-Z0-9_]{1,40}=[^\s`'\",;)]+")
+_FLAG = re.compile(r"(?<![\w-])--[a-zA-Z][\w-]*(?:=[^\s`'\",;)]+)?")
+_PATH = re.compile(
+    r"(?<![\w/.~-])(?:\.{1,2}/)?(?:[\w.-]+/)+[\w.-]*\w"
+    r"|(?<![\w/.-])[\w-]+\.(?:py|pyi|ts|tsx|js|jsx|mjs|rs|go|rb|ex|exs|erl|java|kt|scala|md|json"
+    r"|toml|ya?ml|sh|sql|c|h|cc|cpp|hpp|cs|php|swift|vue|svelte|css|scss|html|cfg|ini|lock"
+    r"|gradle|tf|proto|txt)\b"
+)
+_USE = re.compile(r"(?i)\b(?:use|using|with|via|try|run)\s+([a-z][\w.:+-]{1,40})")
+_NEGATED = re.compile(
+    r"(?i)\b(?:not|instead of|rather than|don'?t use|do not use|never use|stop using|without)"
+    r"\s+`?([\w.:/=+-]{2,60})`?"
+)
+_STOPWORDS = frozenset(
+    re.findall(
+        r"\S+",
+        "a an the it its this that these those them they there here me my you your we our is are "
+        "was be been to of in on at for and or but so if then than with without from by as all "
+        "any some one two more less just only also again still now yet what which who how why "
+        "when where do does did done make made use used run running try please can could should "
+        "would will not no yes ok okay sure thing things way file files code test tests work "
+        "working fix fixed change changes changed good bad right wrong new old same other "
+        "another like",
+    )
+)
+_EXPLORE = frozenset(
+    re.findall(
+        r"\S+",
+        "ls cat head tail grep rg ag find fd which echo pwd wc test [ diff file stat tree sed awk "
+        "less more true false sleep type whoami env printenv date open",
+    )
+)
+_GIT_READ = frozenset(
+    re.findall(r"\S+", "status diff log show branch rev-parse remote fetch blame ls-files")
+)
+_VERIFY = re.compile(
+    r"(?i)\b(?:test|tests|pytest|jest|vitest|mocha|rspec|cargo|go|mix|make|npm|pnpm|yarn|bun"
+    r"|tox|nox|ruff|mypy|pyright|tsc|eslint|prettier|lint|build|gradle|mvn|dotnet|phpunit"
+    r"|swift|bazel|just|uv|poetry|rake|bundle|deno|check)\b"
+)
+
+
+@dataclass
+class Request:
+    """One request of a session and the checks its evidence gave (see the module docstring).
+
+    `prompt` is the request's step; `followups` the user's later messages about it (for the
+    outcome); `final_reply` the agent's last reply to it.
+    """
+
+    prompt: Step
+    followups: list[str] = field(default_factory=list)
+    final_reply: str | None = None
+    checks: list[Check] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+
+    def add(self, check: Check, evidence: Evidence) -> bool:
+        """Keep `check` (once) with the evidence behind it; False when it was already there,
+        holds a redacted secret (no reply could contain it) or the task has `MAX_CHECKS`."""
+        keys = {check_key(c) for c in self.checks}
+        if check_key(check) in keys or len(self.checks) >= MAX_CHECKS or _redacted(check):
+            return False
+        self.checks.append(check)
+        if evidence not in self.evidence:
+            self.evidence.append(evidence)
+        return True
+
+
+def _redacted(check: Check) -> bool:
+    return REDACTED in str(getattr(check, "value", ""))
+
+
+@dataclass
+class _Exchange:
+    """A user message and the agent's steps until the next one."""
+
+    prompt: Step
+    work: list[Step] = field(default_factory=list)
+    interrupted: bool = False
+
+
+def mine_requests(session: Session) -> list[Request]:
+    """The session's requests with the checks mined from their evidence."""
+    timeline = read_timeline(session)
+    exchanges, compactions = _exchanges(timeline)
+    start = exchanges[0].prompt.line if exchanges else 0
+    early = [c for c in compactions if c.line < start]
+    requests: list[Request] = []
+    groups = _group(exchanges)
+    for index, group in enumerate(groups):
+        request = Request(group[0].prompt, [e.prompt.text for e in group[1:]])
+        replies = [s.text for e in group for s in e.work if s.kind == "reply"]
+        request.final_reply = replies[-1] if replies else None
+        _corrections(request, group, timeline)
+        _failed_then_fixed(request, group, timeline)
+        _compaction(request, group, early if index == 0 else [], timeline)
+        _end_state(request, group, timeline)
+        requests.append(request)
+    return requests
+
+
+def _exchanges(timeline: Timeline) -> tuple[list[_Exchange], list[Step]]:
+    exchanges: list[_Exchange] = []
+    compactions: list[Step] = []
+    for step in timeline.steps:
+        if step.kind in ("prompt", "rejection"):
+            exchanges.append(_Exchange(step))
+        elif step.kind == "compaction":
+            compactions.append(step)
+            if exchanges:
+                exchanges[-1].work.append(step)
+        elif step.kind == "interrupt" and exchanges:
+            exchanges[-1].interrupted = True
+        elif exchanges:
+            exchanges[-1].work.append(step)
+    return exchanges, compactions
+
+
+def _is_correction(exchange: _Exchange, previous: _Exchange) -> bool:
+    text = exchange.prompt.text
+    return (
+        exchange.prompt.kind == "rejection"
+        or previous.interrupted
+        or bool(_CORRECTION.search(text[:300]))
+        or bool(_REVERT_ASK.search(text[:300]))
+    )
+
+
+def _group(exchanges: Sequence[_Exchange]) -> list[list[_Exchange]]:
+    """Exchanges grouped by request: a correction, an acknowledgement or a short follow-up
+    belongs to the request before it."""
+    groups: list[list[_Exchange]] = []
+    for exchange in exchanges:
+        text = exchange.prompt.text
+        follows = groups and (
+            _is_correction(exchange, groups[-1][-1])
+            or bool(_ACK.match(text))
+            or len(text.split()) <= 4
+        )
+        if follows:
+            groups[-1].append(exchange)
+        elif exchange.prompt.kind == "prompt":
+            groups.append([exchange])
+    return groups
+
+
+# -- what an attempt said and did --------------------------------------------------------------
+
+
+def _attempt_text(work: Iterable[Step], cwd: str) -> str:
+    text = "\n".join(s.text for s in work if s.kind in ("reply", "command", "edit"))
+    root = cwd.rstrip("/")
+    return text.replace(root + "/", "") if root else text
+
+
+def _first_line(work: Sequence[Step]) -> int | None:
+    lines = [s.line for s in work if s.kind in ("reply", "command", "edit")]
+    return lines[0] if lines else None
+
+
+def fragments(text: str) -> list[str]:
+    """What a message names: backticked text, `KEY=value`, `--flags`, paths and "use X"
+    (longest first; one that is part of another is dropped).
+
+    >>> fragments("no, run it with MIX_ENV=test and use `mix test --trace`")
+    ['mix test --trace', 'MIX_ENV=test']
+    """
+    found: list[str] = []
+    for pattern in (_BACKTICK, _ENV, _FLAG, _PATH):
+        found += [m.group(1) if m.groups() else m.group(0) for m in pattern.finditer(text)]
+    found += [m.group(1) for m in _USE.finditer(text)]
+    cleaned = [f.strip().strip(".,:;") for f in found]
+    kept = [f for f in cleaned if _meaningful(f)]
+    ordered = sorted(dict.fromkeys(kept), key=len, reverse=True)
+    result: list[str] = []
+    for item in ordered:
+        if not any(item.casefold() in longer.casefold() for longer in result):
+            result.append(item)
+    return result
+
+
+def _meaningful(fragment: str) -> bool:
+    word = fragment.casefold()
+    return len(word) >= 3 and word not in _STOPWORDS and not word.isdigit()
+
+
+def _negated(text: str) -> list[str]:
+    return [m.group(1).strip(".,:;") for m in _NEGATED.finditer(text) if _meaningful(m.group(1))]
+
+
+# -- corrections -------------------------------------------------------------------------------
+
+
+def _kind(exchange: _Exchange, previous: _Exchange) -> EvidenceKind:
+    if exchange.prompt.kind == "rejection":
+        return "rejection"
+    if _REVERT_ASK.search(exchange.prompt.text[:300]) or any(
+        s.kind == "command" and _REVERT_RUN.search(s.text) for s in exchange.work
+    ):
+        return "revert"
+    return "interrupt" if previous.interrupted else "correction"
+
+
+def _corrections(request: Request, group: Sequence[_Exchange], timeline: Timeline) -> None:
+    for previous, exchange in itertools.pairwise(group):
+        if not _is_correction(exchange, previous):
+            continue
+        rejected = _attempt_text(previous.work, timeline.cwd)
+        accepted = _attempt_text(exchange.work, timeline.cwd)
+        candidates = _named_checks(exchange.prompt.text, rejected, accepted)
+        if not candidates:
+            candidates = _changed_checks(exchange, previous, timeline)
+        source = timeline.cite(exchange.prompt.line)
+        rejected_line = _first_line(previous.work)
+        for check in candidates:
+            passes = bool(accepted) and check_passes(check, accepted)
+            evidence = Evidence(
+                kind=_kind(exchange, previous),
+                source=source,
+                quote=exchange.prompt.text[:QUOTE_CHARS],
+                rejected=timeline.cite(rejected_line) if rejected_line else None,
+                accepted=_cite_first(timeline, exchange.work) if passes else None,
+            )
+            request.add(check.model_copy(update={"source": source}), evidence)
+
+
+def _cite_first(timeline: Timeline, work: Sequence[Step]) -> str | None:
+    line = _first_line(work)
+    return timeline.cite(line) if line else None
+
+
+def _named_checks(message: str, rejected: str, accepted: str) -> list[Check]:
+    """Checks from what the correction names; each one fails the rejected attempt."""
+    checks: list[Check] = []
+    negated = {n.casefold() for n in _negated(message)}
+    for name in _negated(message):
+        if name.casefold() in rejected.casefold() and name.casefold() not in accepted.casefold():
+            checks.append(NotContains(value=name))
+    for name in fragments(message):
+        if name.casefold() in negated or name.casefold() in rejected.casefold():
+            continue
+        checks.append(Contains(value=name))
+    return [c for c in checks if not check_passes(c, rejected)][:4]
+
+
+def _changed_checks(exchange: _Exchange, previous: _Exchange, timeline: Timeline) -> list[Check]:
+    """With nothing named: what the next attempt did differently (files for a wrong-file
+    correction, else the first command that succeeded)."""
+    rejected = _attempt_text(previous.work, timeline.cwd)
+    checks: list[Check] = []
+    if _WRONG_FILE.search(exchange.prompt.text):
+        old = {s.text for s in previous.work if s.kind == "edit"}
+        new = {s.text for s in exchange.work if s.kind == "edit"}
+        checks += [NotContains(value=p) for p in sorted(old - new)]
+        checks += [Contains(value=p) for p in sorted(new - old)]
+    else:
+        results = timeline.results()
+        tried = [s for s in previous.work if s.kind == "command"]
+        for step in exchange.work:
+            if step.kind != "command" or _exploratory(step.text):
+                continue
+            outcome = results.get(step.call_id)
+            if outcome is not None and not outcome.failed:
+                closest = max(tried, key=lambda t: _similarity(t.text, step.text), default=None)
+                check = _fix_check(closest.text if closest else "", step.text)
+                checks += [check] if check is not None else []
+                break
+    return [c for c in checks if not check_passes(c, rejected)][:3]
+
+
+# -- failed, then fixed ------------------------------------------------------------------------
+
+
+def _failed_then_fixed(request: Request, group: Sequence[_Exchange], timeline: Timeline) -> None:
+    results = timeline.results()
+    for exchange in group:
+        commands = [s for s in exchange.work if s.kind == "command"]
+        for index, failed in enumerate(commands):
+            outcome = results.get(failed.call_id)
+            if outcome is None or not outcome.failed or _exploratory(failed.text):
+                continue
+            fixed = _fix_of(failed, commands[index + 1 :], results)
+            check = _fix_check(failed.text, fixed.text) if fixed else None
+            if fixed is None or check is None:
+                continue
+            request.add(
+                check.model_copy(update={"source": timeline.cite(fixed.line)}),
+                Evidence(
+                    kind="failed_then_fixed",
+                    source=timeline.cite(fixed.line),
+                    quote=f"failed (exit {outcome.exit_code}): {failed.text}"[:QUOTE_CHARS],
+                    rejected=timeline.cite(failed.line),
+                    accepted=timeline.cite(fixed.line),
+                ),
+            )
+
+
+def _fix_of(failed: Step, later: Sequence[Step], results: dict[str, Step]) -> Step | None:
+    for step in later:
+        outcome = results.get(step.call_id)
+        if outcome is None or outcome.failed:
+            continue
+        similar = _similarity(failed.text, step.text) >= 50 or (
+            _program(failed.text) == _program(step.text)
+        )
+        if similar and command_core(step.text) != command_core(failed.text):
+            return step
+    return None
+
+
+def _fix_check(failed: str, fixed: str) -> Check | None:
+    """`contains` the part of `fixed` that is new, or `not_contains` what was dropped; None
+    when neither tells the two commands apart."""
+    old, new = command_core(failed).split(), command_core(fixed).split()
+    added = [i for i, token in enumerate(new) if token not in set(old)]
+    check: Check | None = None
+    if added:
+        span = _span(new, added[0], added[-1])
+        check = Contains(value=span) if span else None
+    else:
+        dropped = [i for i, token in enumerate(old) if token not in set(new)]
+        span = _span(old, dropped[0], dropped[-1]) if dropped else None
+        if span and span.casefold() not in fixed.casefold():
+            check = NotContains(value=span)
+    if check is None or check_passes(check, failed) or not check_passes(check, fixed):
+        return None
+    return check
+
+
+def _span(tokens: list[str], first: int, last: int) -> str | None:
+    span = " ".join(tokens[first : last + 1])
+    if len(span) < 4:
+        span = " ".join(tokens[max(first - 1, 0) : last + 2])
+    if len(span) > MAX_SPAN_CHARS:
+        span = tokens[first] if len(tokens[first]) >= 4 else ""
+    return span if len(span) >= 3 and len(span) <= MAX_SPAN_CHARS else None
+
+
+def command_core(command: str) -> str:
+    """The part of a shell command that does the work: the last `&&` / `;` segment, without
+    leading `cd`, wrappers (`time`, `sudo`), leading secret assignments (`API_KEY=...`), pipes
+    into `tail`/`head`/`grep` and redirections.
+
+    >>> command_core("cd /work/app && pytest tests -q 2>&1 | tail -20")
+    'pytest tests -q'
+    """
+    segments = [s.strip() for s in re.split(r"&&|;|\n", command) if s.strip()]
+    work = [s for s in segments if not re.match(r"^(?:cd|export|source|\.)\s", s)]
+    core = (work or segments or [""])[-1]
+    core = re.split(r"\s\|\s*(?:tail|head|grep|less|tee|cat|sed|awk)\b", core)[0]
+    core = re.sub(r"\s*\d?>&?\d?\s*\S*$", "", core) if re.search(r"\d?>", core) else core
+    core = re.sub(r"^(?:time|sudo|timeout\s+\d+\w?)\s+", "", core.strip())
+    tokens = core.split()
+    while tokens and _SECRET_ENV.match(tokens[0]):
+        tokens = tokens[1:]
+    return " ".join(tokens)
+
+
+def _program(command: str) -> str:
+    tokens = [t for t in command_core(command).split() if not re.match(r"^[A-Z_][A-Z0-9_]*=", t)]
+    return tokens[0].rsplit("/", 1)[-1] if tokens else ""
+
+
+def _exploratory(command: str) -> bool:
+    tokens = command_core(command).split()
+    program = _program(command)
+    if program == "git":
+        return len(tokens) < 2 or tokens[1] in _GIT_READ
+    return program in _EXPLORE or not program
+
+
+def _similarity(a: str, b: str) -> float:
+    return float(fuzz.ratio(command_core(a), command_core(b)))
+
+
+# -- end state and compaction summaries ---------------------------------------------------------
+
+
+def _end_state(request: Request, group: Sequence[_Exchange], timeline: Timeline) -> None:
+    intent = request.prompt.text.casefold()
+    unwanted = {c.value.casefold() for c in request.checks if isinstance(c, NotContains)}
+    edits = [s for e in group for s in e.work if s.kind == "edit"]
+    counts = Counter(s.text for s in edits if s.text.casefold() not in unwanted)
+    for path, _ in counts.most_common(2):
+        if path.casefold() in intent:
+            continue
+        last = max(s.line for s in edits if s.text == path)
+        _add_end_state(request, timeline, Contains(value=path), last, f"edited {path}")
+    verified = _last_verification(group, timeline)
+    if verified is not None:
+        core = command_core(verified.text)
+        if core.casefold() not in intent and len(core) <= MAX_SPAN_CHARS:
+            _add_end_state(request, timeline, Contains(value=core), verified.line, f"ran {core}")
+
+
+def _add_end_state(
+    request: Request, timeline: Timeline, check: Check, line: int, quote: str
+) -> None:
+    source = timeline.cite(line)
+    request.add(
+        check.model_copy(update={"source": source}),
+        Evidence(kind="end_state", source=source, quote=quote[:QUOTE_CHARS]),
+    )
+
+
+def _last_verification(group: Sequence[_Exchange], timeline: Timeline) -> Step | None:
+    results = timeline.results()
+    found = None
+    for step in (s for e in group for s in e.work if s.kind == "command"):
+        outcome = results.get(step.call_id)
+        if outcome is None or outcome.failed or _exploratory(step.text):
+            continue
+        if _VERIFY.search(command_core(step.text)):
+            found = step
+    return found
+
+
+def _compaction(
+    request: Request, group: Sequence[_Exchange], before: Sequence[Step], timeline: Timeline
+) -> None:
+    summaries = list(before) + [s for e in group for s in e.work if s.kind == "compaction"]
+    for summary in summaries:
+        later = [s for e in group for s in e.work if s.line > summary.line]
+        done = _attempt_text(later, timeline.cwd).casefold()
+        intent = request.prompt.text.casefold()
+        named = [f for f in fragments(summary.text) if "/" in f or "." in f]
+        kept = [f for f in named if f.casefold() in done and f.casefold() not in intent]
+        for name in kept[:2]:
+            source = timeline.cite(summary.line)
+            request.add(
+                Contains(value=name, source=source),
+                Evidence(kind="compaction", source=source, quote=summary.text[:QUOTE_CHARS]),
+            )
