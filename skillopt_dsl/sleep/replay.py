@@ -7,7 +7,10 @@ learned block. The task's context and request are the inputs; the reply is the o
 
 Judges are metric functions returning `Score` with feedback: the rule judge (hard = every check
 passes, soft = the share that pass) and, for tasks with a rubric, the library's LLM judge
-(`skillopt_dsl.metrics.llm_judge`), whose calls share the night's ledger, cache and retries.
+(`skillopt_dsl.metrics.llm_judge`, the optimizer model grading 1-5, scaled to 0-1), whose calls
+go through the same client, ledger, budget, cache and retries as every other call of the night.
+A rubric passes at a score of at least `RUBRIC_PASS` (0.8, SkillOpt-Sleep's hard pass: on the
+1-5 scale only a 5); hard mode scores the rubric as passed or not, soft mode by its score.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MEMORY_NOTE",
+    "RUBRIC_PASS",
     "Replay",
     "ScoreBook",
     "TaskJudge",
@@ -47,6 +51,8 @@ MEMORY_NOTE = (
     "<!-- skillopt-sleep: the memory file follows; only the text after this region is learned -->"
 )
 _CHECKS = pydantic.TypeAdapter(list[Check])
+RUBRIC_PASS = 0.8
+"""A rubric passes when its judge's score (0-1) is at least this."""
 
 
 def compose(skill_text: str, memory_outside: str, learned: str) -> Skill:
@@ -105,17 +111,25 @@ class TaskJudge:
     """The metric for mined tasks: rule checks (soft or hard) and, with a rubric, an LLM judge.
 
     A task with both is scored by the mean of the two. `rubric_lm=None` disables rubric judging
-    (tasks with only a rubric must then be left out of the night). The rubric judge's calls are
-    re-pointed at the ledger of the run that scores them (`bind`), so the night's budget counts
-    them.
+    (tasks with only a rubric must then be left out of the night). A rubric passes at a score
+    of at least `rubric_pass` (hard mode: 1 or 0; soft mode: the score itself). The rubric
+    judge's calls are re-pointed at the ledger of the run that scores them (`bind`), so the
+    night's budget counts them and stops them like any other call.
     """
 
     __name__ = "sleep_task_judge"
 
     def __init__(
-        self, *, mode: Literal["soft", "hard"] = "soft", rubric_lm: LM | None = None
+        self,
+        *,
+        mode: Literal["soft", "hard"] = "soft",
+        rubric_lm: LM | None = None,
+        rubric_pass: float = RUBRIC_PASS,
     ) -> None:
+        if not 0.0 < rubric_pass <= 1.0:
+            raise SleepError(f"rubric_pass must be in (0, 1], got {rubric_pass!r}")
         self.mode = mode
+        self.rubric_pass = rubric_pass
         self._rubric_lm = rubric_lm
         self._bound: LM | None = rubric_lm
         self._judges: dict[str, LLMJudge] = {}
@@ -174,7 +188,11 @@ class TaskJudge:
                 judge = llm_judge(rubric, lm=self._bound, fields=["response"])
                 self._judges[rubric] = judge
         graded = Example(example.id, example.inputs, {"reference": example.labels.get("response")})
-        return judge(graded, prediction)
+        score = judge(graded, prediction)
+        passed = score.value >= self.rubric_pass - 1e-9
+        verdict = f"rubric {score.value:.2f} {'>=' if passed else '<'} {self.rubric_pass:g}"
+        value = score.value if self.mode == "soft" else float(passed)
+        return Score(value, f"{verdict} ({'passed' if passed else 'failed'}): {score.feedback}")
 
 
 class Replay(SkillModule):
