@@ -166,8 +166,9 @@ class AgentReplay(Replay):
         live: LiveFiles,
         settings: AgentSettings,
         files: Mapping[str, str] | None = None,
+        contrastive: bool = False,
     ) -> None:
-        super().__init__(skill=skill, judge=judge, book=book)
+        super().__init__(skill=skill, judge=judge, book=book, contrastive=contrastive)
         self.live = live
         self.settings = settings
         self.agent = settings.command_agent(judge)

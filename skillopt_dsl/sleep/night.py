@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from skillopt_dsl.compile import ModelSpec
+from skillopt_dsl.data import Splits
 from skillopt_dsl.evidence import Preflight, preflight
 from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import (
@@ -36,11 +37,18 @@ from skillopt_dsl.sleep.consolidate import (
     gate_minimum_val,
     remaining_budget,
 )
+from skillopt_dsl.sleep.dreams import dream_variants
 from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.sleep.harvest import HarvestResult, HarvestStats, harvest, utc_now
 from skillopt_dsl.sleep.live import LiveFiles
 from skillopt_dsl.sleep.mine import MineStats, mine_sessions
 from skillopt_dsl.sleep.project import MEMORY_FILES, ProjectConfig, SleepProject
+from skillopt_dsl.sleep.rejections import (
+    load_rejected,
+    rejected_in,
+    remember_rejected,
+    with_memory,
+)
 from skillopt_dsl.sleep.replay import Replay, ScoreBook, TaskJudge, no_regression_guard
 from skillopt_dsl.sleep.sources import make_sources
 from skillopt_dsl.sleep.stage import (
@@ -90,6 +98,11 @@ class SleepConfig:
         fractions: train / val / test shares of the hashed splits.
         tasks: use these reviewed tasks (a saved night's `tasks/` or a `tasks.jsonl`) instead of
             harvesting; `reviewed_only` keeps only rows marked `reviewed: true`.
+        dream_variants: reworded copies of each training task (0 = off; training only, see
+            `skillopt_dsl.sleep.dreams`); reworded by `optimizer_lm` when one is given.
+        contrastive: feedback of a reply below the task's best pairs it with the GOOD reply.
+        remember_rejected: keep the edits the gate rejected and never propose them again on
+            later nights (`skillopt_dsl.sleep.rejections`).
     """
 
     project: Path
@@ -113,6 +126,13 @@ class SleepConfig:
     reviewed_only: bool = False
     seed: int = 0
     threads: int = 4
+    dream_variants: int = 0
+    contrastive: bool = False
+    remember_rejected: bool = False
+
+    def __post_init__(self) -> None:
+        if self.dream_variants < 0:
+            raise SleepError(f"dream_variants must be >= 0, got {self.dream_variants}")
 
 
 @dataclass(frozen=True)
@@ -254,18 +274,30 @@ class _Night:
         module: Replay
         if isinstance(target, AgentSettings):
             module = AgentReplay(
-                skill=live.document(), judge=judge, book=self.book, live=live, settings=target
+                skill=live.document(),
+                judge=judge,
+                book=self.book,
+                live=live,
+                settings=target,
+                contrastive=self.config.contrastive,
             )
             replay_lm: ModelSpec = AgentRunsOnly()
         else:
-            module = Replay(skill=live.document(), judge=judge, book=self.book)
+            module = Replay(
+                skill=live.document(),
+                judge=judge,
+                book=self.book,
+                contrastive=self.config.contrastive,
+            )
             replay_lm = target if target is not None else embedded_replay_lm()
         gate = self._gate(module.seed_skill.hash)
         _emit(self.on_event, "consolidate", {"tasks": len(usable)})
+        splits = self._dreamed(to_splits(usable))
+        remembered = load_rejected(self.project) if self.config.remember_rejected else []
         consolidation = consolidate(
             module,
-            to_splits(usable),
-            optimizer=self._optimizer(),
+            splits,
+            optimizer=with_memory(self._optimizer(), remembered),
             gate=gate,
             budget=remaining_budget(self.config.budget, self.mine_ledger.snapshot()),
             lm=replay_lm,
@@ -280,10 +312,16 @@ class _Night:
         report = self._report(
             harvested, mine_stats, usable, live, agent, consolidation, proposals, gate
         )
+        dreamed = len(splits.train) - len(to_splits(usable).train)
         report = report.model_copy(
             update={
                 "watermark_before": watermark_before and watermark_before.isoformat(),
                 "replay": _describe(target),
+                "tasks": {
+                    **report.tasks,
+                    "dream_variants": dreamed,
+                    "remembered_rejected": len(remembered),
+                },
             }
         )
         best_hash = result.best_skill.hash if result else module.seed_skill.hash
@@ -298,6 +336,9 @@ class _Night:
             sessions=[s.review_row() for s in harvested.sessions] if harvested else [],
         )
         self._advance_watermark(harvested)
+        if self.config.remember_rejected and result is not None:
+            held = remember_rejected(self.project, self.night_id, rejected_in(result))
+            logger.info("the rejected-edit memory holds %d candidate(s)", held)
         if self.config.auto_adopt:
             report = self._auto_adopt(path, report)
         return NightResult(path, report)
@@ -307,6 +348,21 @@ class _Night:
             tasks = load_tasks(self.config.tasks, reviewed_only=self.config.reviewed_only)
             return None, tasks, MineStats(tasks=len(tasks))
         return harvest_tasks(self.project, self.config, self.mine_ledger, on_event=self.on_event)
+
+    def _dreamed(self, splits: Splits) -> Splits:
+        """`splits` with the dream variants added to training (validation and test as mined)."""
+        if self.config.dream_variants <= 0:
+            return splits
+        lm = (
+            resolve_lm(self.config.optimizer_lm, ledger=self.mine_ledger)
+            if self.config.optimizer_lm is not None
+            else None
+        )
+        variants = dream_variants(
+            splits.train, self.config.dream_variants, seed=self.config.seed, lm=lm
+        )
+        logger.info("%d dream variant(s) join the training tasks", len(variants))
+        return Splits([*splits.train, *variants], splits.val, splits.test)
 
     def _optimizer(self) -> Optimizer:
         if self.config.optimizer is not None:

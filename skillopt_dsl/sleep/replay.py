@@ -101,6 +101,14 @@ class ScoreBook:
         with self._lock:
             return self._entries.get((skill_hash, example_id))
 
+    def best(self, example_id: str) -> Entry | None:
+        """The best-scoring reply to a task under any skill (its copies and dream variants,
+        `<id>~...`, count as the task)."""
+        base = example_id.split("~", 1)[0]
+        with self._lock:
+            found = [e for (_, eid), e in self._entries.items() if eid.split("~", 1)[0] == base]
+        return max(found, key=lambda e: e.score, default=None)
+
     def scores(self, skill_hash: str) -> dict[str, float]:
         """Per-task scores of one skill."""
         with self._lock:
@@ -168,6 +176,11 @@ class TaskJudge:
         value = sum(p.value for p in parts) / len(parts)
         return Score(value, " | ".join(p.feedback or "" for p in parts))
 
+    def rules_score(self, example: Example, reply: str) -> float:
+        """The rule checks' score of `reply` for `example` (1.0 when it has no checks)."""
+        checks = _CHECKS.validate_json(example.labels.get("checks") or "[]")
+        return self._rules(checks, reply).value if checks else 1.0
+
     def _rules(self, checks: list[Any], reply: str) -> Score:
         failed = [c.describe() for c in checks if not check_passes(c, reply)]
         share = 1 - len(failed) / len(checks)
@@ -202,10 +215,13 @@ class Replay(SkillModule):
     request: str = InputField()
     response: str = OutputField()
 
-    def __init__(self, *, skill: Skill, judge: TaskJudge, book: ScoreBook) -> None:
+    def __init__(
+        self, *, skill: Skill, judge: TaskJudge, book: ScoreBook, contrastive: bool = False
+    ) -> None:
         super().__init__(skill=skill, metric=judge)
         self.judge = judge
         self.book = book
+        self.contrastive = contrastive
 
     def run(self, skill: Skill, example: Example, lm: LM, *, seed: int) -> RunOutcome:
         """One call; the prompt opens with the replay marker so no harvest reads it back."""
@@ -224,11 +240,27 @@ class Replay(SkillModule):
         )
 
     def score(self, example: Example, outcome: RunOutcome) -> Score:
-        """The judge's score, also kept in the score book under the skill that ran."""
+        """The judge's score, also kept in the score book under the skill that ran; with
+        `contrastive`, a reply below the task's best one gets the GOOD/BAD pair in its
+        feedback (`skillopt_dsl.sleep.dreams`)."""
         score = super().score(example, outcome)
+        if self.contrastive and score.value < 1.0:
+            score = self._contrast(example, score)
         skill_hash = outcome.trace["skill_hash"] if isinstance(outcome.trace, dict) else ""
         self.book.record(skill_hash, example.id, Entry(score.value, score.feedback, outcome.output))
         return score
+
+    def _contrast(self, example: Example, score: Score) -> Score:
+        from skillopt_dsl.sleep.dreams import contrast_note
+
+        best = self.book.best(example.id)
+        good = best.output if best is not None and best.score > score.value else None
+        accepted = str(example.labels.get("accepted") or "")
+        if good is None and accepted and self.judge.rules_score(example, accepted) > score.value:
+            good = accepted
+        if good is None:
+            return score
+        return Score(score.value, f"{score.feedback or ''} | {contrast_note(good)}")
 
 
 def no_regression_guard(book: ScoreBook, seed_hash: str) -> Guard:

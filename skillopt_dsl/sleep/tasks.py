@@ -246,7 +246,9 @@ def assign_split(identifier: str, fractions: SplitFractions = (0.4, 0.4, 0.2)) -
 
 
 def to_example(task: Task) -> Example:
-    """The task as an `Example`: inputs `context` and `request`, the checks as labels."""
+    """The task as an `Example`: inputs `context` and `request`; labels: `response` (the
+    accepted reply, else what a good reply satisfies), the checks, the rubric and `accepted`
+    (the reply the user accepted, "" when none)."""
     return Example(
         id=task.id,
         inputs={"context": task.context, "request": task.intent},
@@ -256,6 +258,7 @@ def to_example(task: Task) -> Example:
                 [c.model_dump(exclude={"source"}) for c in task.checks], ensure_ascii=False
             ),
             "rubric": task.rubric or "",
+            "accepted": task.reference or "",
         },
     )
 
