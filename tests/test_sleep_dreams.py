@@ -191,3 +191,29 @@ def test_without_the_flag_nothing_is_remembered(tmp_path: Path) -> None:
     project = make_project(tmp_path)
     run_night(_config(project, home, _bad_optimizer([])))
     assert not (project / ".skillopt" / "sleep" / REJECTED_FILE).exists()
+
+
+def test_the_cli_flags_reach_the_night(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kills: `--dream-variants`, `--contrastive` or `--remember-rejected` accepted by the CLI
+    but not passed to the night (advice a user could not act on)."""
+    from typer.testing import CliRunner
+
+    import skillopt_dsl.sleep.cli as cli_module
+    from skillopt_dsl.sleep import SleepError
+
+    seen: list[SleepConfig] = []
+
+    def capture(config: SleepConfig, **kw: Any) -> Any:
+        seen.append(config)
+        raise SleepError("captured")
+
+    monkeypatch.setattr(cli_module, "run_night", capture)
+    args = ["run", "--project", str(make_project(tmp_path)), "--heuristic-only"]
+    flags = ["--dream-variants", "2", "--contrastive", "--remember-rejected"]
+    done = CliRunner().invoke(cli_module.sleep_app, args + flags)
+    assert "captured" in done.output and len(seen) == 1
+    assert (seen[0].dream_variants, seen[0].contrastive, seen[0].remember_rejected) == (
+        2,
+        True,
+        True,
+    )

@@ -217,6 +217,26 @@ def run_command(
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Optimizer epochs.")] = 1,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     threads: Annotated[int, typer.Option("--threads", min=1)] = 4,
+    # -- dreams and cross-night memory (issue 26; skillopt_dsl.sleep.dreams / .rejections) --
+    dream_variants: Annotated[
+        int,
+        typer.Option(
+            "--dream-variants",
+            min=0,
+            help="Reworded copies of each training task (training only; 0 = off).",
+        ),
+    ] = 0,
+    contrastive: Annotated[
+        bool,
+        typer.Option("--contrastive", help="Show the optimizer GOOD/BAD reply pairs per task."),
+    ] = False,
+    remember_rejected: Annotated[
+        bool,
+        typer.Option(
+            "--remember-rejected",
+            help="Never propose again an edit an earlier night's gate rejected.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -252,6 +272,9 @@ def run_command(
             reviewed_only=reviewed_only,
             seed=seed,
             threads=threads,
+            dream_variants=dream_variants,
+            contrastive=contrastive,
+            remember_rejected=remember_rejected,
         )
         with NightProgress(Console(stderr=True), max_calls=max_calls) as progress:
             result = run_night(config, on_event=progress)

@@ -10,7 +10,9 @@ as `claude -p --output-format json` does, `--format codex` prints JSON lines as
 Its "competence" depends on the skill, so a better skill scores better: for a task written
 `<op>: <text>` with op in `upper`, `reverse`, `sort`, it applies the op only when the skill
 contains the phrase `how to <op>`; otherwise it answers the text unchanged. When the skill says
-`write answer.txt`, it also writes the answer to `answer.txt` in the workspace.
+`write answer.txt`, it also writes the answer to `answer.txt` in the workspace. With
+`--follow-rules`, any other task is answered with its first line followed by every rule of the
+skill (its `- ` bullet lines), as an agent that applies its memory file would.
 
 Faults, triggered by markers in the prompt: `[[hang]]` (starts a child in its process group that
 writes its pid to `$FAKE_AGENT_PIDFILE` when set, then both sleep), `[[crash]]` (exit 3 with a
@@ -52,6 +54,13 @@ def solve(prompt: str, skill: str) -> str:
     if not sep or op not in OPS:
         return prompt.strip()
     return OPS[op](text) if f"how to {op}" in skill.casefold() else text
+
+
+def follow_rules(prompt: str, skill: str) -> str:
+    """The task's first line, then each rule (`- ` line) of the skill, one a line."""
+    lines = [line for line in prompt.strip().splitlines() if not line.startswith("[")]
+    rules = [line.strip() for line in skill.splitlines() if line.strip().startswith("- ")]
+    return "\n".join([lines[0] if lines else "", *rules]).strip()
 
 
 def fault(prompt: str) -> str | None:
@@ -125,11 +134,15 @@ def main(argv: list[str] | None = None) -> int:
     """Run the fake agent in the current directory."""
     parser = argparse.ArgumentParser(description="A FAKE agent CLI for tests.")
     parser.add_argument("--format", choices=("claude", "codex", "text"), default="claude")
+    parser.add_argument("--follow-rules", action="store_true")
     parser.add_argument("prompt")
     args = parser.parse_args(argv)
     work = Path.cwd()
     skill = read_skill(work)
     answer = fault(args.prompt)
+    op = args.prompt.partition(":")[0].strip().casefold()
+    if answer is None and args.follow_rules and op not in OPS:
+        answer = follow_rules(args.prompt, skill)
     if answer is None:
         answer = solve(args.prompt, skill)
         if "write answer.txt" in skill.casefold():
