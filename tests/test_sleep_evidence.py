@@ -278,3 +278,14 @@ def test_evidence_and_sources_survive_the_review_file(tmp_path: Path, field: str
     back = Task.from_row(json.loads(json.dumps(task.to_row())))
     assert getattr(back, field) == getattr(task, field)
     assert any(c.source for c in back.checks)
+
+
+def test_names_in_the_request_cite_the_prompt_line(tmp_path: Path) -> None:
+    """Kills: a check taken from the request's backticked names without a source (the issue
+    asks every mined check to cite its transcript line)."""
+    events: list[Event] = [("user", "why does `setup.cfg` break CI?"), ("reply", "A flag.")]
+    session = _one(tmp_path, events)
+    task = heuristic_tasks(session, CWD)[0]
+    check = next(c for c in task.checks if c.describe() == "contains 'setup.cfg'")
+    assert check.source is not None
+    assert _line(check.source)["message"]["content"] == "why does `setup.cfg` break CI?"

@@ -128,11 +128,12 @@ _VERIFY = re.compile(
 class Request:
     """One request of a session and the checks its evidence gave (see the module docstring).
 
-    `prompt` is the request's step; `followups` the user's later messages about it (for the
-    outcome); `final_reply` the agent's last reply to it.
+    `prompt` is the request's step and `source` its transcript line (`path:line`); `followups`
+    the user's later messages about it (for the outcome); `final_reply` the agent's last reply.
     """
 
     prompt: Step
+    source: str = ""
     followups: list[str] = field(default_factory=list)
     final_reply: str | None = None
     checks: list[Check] = field(default_factory=list)
@@ -172,7 +173,11 @@ def mine_requests(session: Session) -> list[Request]:
     requests: list[Request] = []
     groups = _group(exchanges)
     for index, group in enumerate(groups):
-        request = Request(group[0].prompt, [e.prompt.text for e in group[1:]])
+        request = Request(
+            group[0].prompt,
+            timeline.cite(group[0].prompt.line),
+            [e.prompt.text for e in group[1:]],
+        )
         replies = [s.text for e in group for s in e.work if s.kind == "reply"]
         request.final_reply = replies[-1] if replies else None
         _corrections(request, group, timeline)

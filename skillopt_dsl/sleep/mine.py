@@ -327,14 +327,18 @@ def heuristic_tasks(session: Session, project: str) -> list[Task]:
 
 def heuristic_task(session: Session, project: str, request: Request | None = None) -> Task | None:
     """One task from the first prompt, the user's corrections and feedback signals, plus the
-    checks `request` (the first request's evidence) mined."""
+    checks `request` (the first request's evidence) mined; the prompt's backticked names cite
+    the prompt's line."""
     prompts = session.prompts
     if not prompts or not prompts[0].strip():
         return None
     intent = prompts[0].strip()[:1500]
     checks: list[Check] = [NoRefusal()]
     seen: set[str] = {check_key(checks[0])}
-    found = (request.checks if request else []) + _corrections(prompts[1:]) + _named(intent)
+    named = _named(intent)
+    if request is not None and request.prompt.text.strip()[:1500] == intent:
+        named = [c.model_copy(update={"source": request.source}) for c in named]
+    found = (request.checks if request else []) + _corrections(prompts[1:]) + named
     for check in found:
         if check_key(check) not in seen:
             seen.add(check_key(check))
