@@ -210,6 +210,10 @@ def test_exploration_failures_and_secrets_give_no_check(tmp_path: Path) -> None:
         ),
         ("reply", "In src/config.py."),
     ]
+    events[3:3] = [
+        ("user", "no, deploy with `ghp_R8x2Lq9Wm4Zt7Vn3Kp6Yb1Hc5Jd0Fs2Ga8Qe` as the token"),
+        ("bash", "make deploy", "deployed", False),
+    ]
     request = mine_requests(_one(tmp_path, events))[0]
     assert not any(e.kind == "failed_then_fixed" for e in request.evidence)
     assert all("REDACTED" not in c.describe() for c in request.checks)

@@ -319,7 +319,8 @@ def _cite_first(timeline: Timeline, work: Sequence[Step]) -> str | None:
 
 
 def _named_checks(message: str, rejected: str, accepted: str) -> list[Check]:
-    """Checks from what the correction names; each one fails the rejected attempt."""
+    """Checks from what the correction names; each one fails the rejected attempt (a named
+    value the attempt already holds is skipped, a rejected one must be in it)."""
     checks: list[Check] = []
     negated = {n.casefold() for n in _negated(message)}
     for name in _negated(message):
@@ -329,7 +330,7 @@ def _named_checks(message: str, rejected: str, accepted: str) -> list[Check]:
         if name.casefold() in negated or name.casefold() in rejected.casefold():
             continue
         checks.append(Contains(value=name))
-    return [c for c in checks if not check_passes(c, rejected)][:4]
+    return checks[:4]
 
 
 def _changed_checks(exchange: _Exchange, previous: _Exchange, timeline: Timeline) -> list[Check]:
