@@ -17,11 +17,11 @@ from skillopt_dsl.data import Splits
 from skillopt_dsl.lm import LM, Budget, UsageLedger
 from skillopt_dsl.lm.base import Message
 from skillopt_dsl.optimizers import GradientText
-from skillopt_dsl.optimizers.proposers import ReflectiveProposer
-from skillopt_dsl.skill import Skill
+from skillopt_dsl.optimizers.proposers import ReflectiveProposer, RejectedCandidate
+from skillopt_dsl.skill import Add, Skill
 from skillopt_dsl.sleep import SleepConfig, SleepProject, run_night
 from skillopt_dsl.sleep.dreams import REWORD_SYSTEM, dream_variants, perturb
-from skillopt_dsl.sleep.rejections import REJECTED_FILE, load_rejected
+from skillopt_dsl.sleep.rejections import REJECTED_FILE, load_rejected, remember_rejected
 from skillopt_dsl.sleep.replay import Entry, Replay, ScoreBook, TaskJudge
 from skillopt_dsl.sleep.tasks import Contains, Task, to_example
 from skillopt_dsl.testing import ScriptedLM
@@ -189,8 +189,12 @@ def test_without_the_flag_nothing_is_remembered(tmp_path: Path) -> None:
     home = tmp_path / "home"
     write_sessions(home)
     project = make_project(tmp_path)
-    run_night(_config(project, home, _bad_optimizer([])))
+    night = run_night(_config(project, home, _bad_optimizer([])))
     assert not (project / ".skillopt" / "sleep" / REJECTED_FILE).exists()
+    edit = Add(after=None, text="- Prefer short replies.")
+    remember_rejected(SleepProject.open(project), "n0", [RejectedCandidate((edit,), -0.1, 1, 0)])
+    again = run_night(_config(project, home, _bad_optimizer([]), tasks=night.path / "tasks.jsonl"))
+    assert again.report.tasks["remembered_rejected"] == 0
 
 
 def test_the_cli_flags_reach_the_night(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

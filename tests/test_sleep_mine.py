@@ -233,3 +233,19 @@ def test_tasks_round_trip_through_the_dataset_and_review(tmp_path: Path, session
     edited.write_text("\n".join(json.dumps(r) for r in rows))
     with pytest.raises(SleepError, match="task row 1 is invalid"):
         load_tasks(edited)
+
+
+def test_a_model_adds_a_rubric_to_the_task_mined_from_evidence(sessions: list) -> None:  # type: ignore[type-arg]
+    """Kills: a model's rubric lost when its task merges with the evidence-mined task of the
+    same request (the merged task would keep only the first task's empty rubric)."""
+
+    def respond(messages: list[dict[str, str]]) -> str:
+        first = messages[-1]["content"].split("USER: ", 1)[1].split("\n\n", 1)[0]
+        task = {"intent": first, "rubric": "Says which file changed.", "checks": []}
+        return json.dumps({"tasks": [task]})
+
+    lm = LM(ScriptedLM(respond, model="scripted/miner"))
+    tasks, _ = mine_sessions(sessions, project=PROJECT, lm=lm, fractions=(0.4, 0.4, 0.2))
+    price = next(t for t in tasks if "parse_price" in t.intent)
+    assert price.rubric == "Says which file changed." and price.origin == "heuristic"
+    assert any(c.source for c in price.checks)
