@@ -219,7 +219,10 @@ def _plan(context: CompileContext, optimizer: Optimizer, *, own_budget: bool) ->
     level = gate.alpha if gate.spending == "per-decision" else budget.level()
     check = preflight(gate, len(context.valset), budget.planned, first_level=level)
     context.emit("preflight", **check.to_dict())
-    check.log(logger, context.module.name)
+    if own_budget:
+        check.log(logger, context.module.name)
+    else:  # the shared budget's owner said it once for all its runs
+        logger.info("%s: %s", context.module.name, check.summary())
     return check
 
 

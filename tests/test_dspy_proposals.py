@@ -170,16 +170,20 @@ def capitals(names: list[str]) -> list[Any]:
 
 
 def qa_policy(system: str, inputs: dict[str, str], wanted: list[str]) -> dict[str, Any]:
-    """Right once its instructions hold a worked example (any); wrong before."""
+    """Right on countries A-F; on the others only once its instructions hold a worked example
+    (any)."""
     country = re.sub(r"^.* of |\?$", "", inputs.get("question", ""))
-    answer = CAPITALS.get(country, "unknown") if "Input:" in system else "unknown"
+    knows = "Input:" in system or country[:1] in "ABCDEF"
+    answer = CAPITALS.get(country, "unknown") if knows else "unknown"
     return {"reasoning": f"recalling the capital of {country}", "answer": answer}
 
 
 def test_chain_of_thought_worked_examples_hold_real_labels_in_chat_format() -> None:
     """Kills: worked examples rendered with invented outputs (`"reasoning": null`) as JSON in a
     ChatAdapter program: the obedient model answers JSON, every call of the compiled program
-    costs a parse failure and a fallback (24 calls for 12 examples instead of 12)."""
+    costs a parse failure and a fallback (24 calls for 12 examples instead of 12); and
+    examples without the `reasoning` field ChainOfThought's adapter expects (a label has no
+    reasoning: only the runs that succeeded give one)."""
     names = list(CAPITALS)
     fake = ScriptedLM(obedient_chat_model(qa_policy))
     tele = SkillOptimizer(
@@ -198,7 +202,8 @@ def test_chain_of_thought_worked_examples_hold_real_labels_in_chat_format() -> N
     instructions = compiled.predict.signature.instructions
     assert "null" not in instructions and "{" not in instructions
     demos = re.findall(r"\[\[ ## answer ## \]\]\n(\S+)", instructions)
-    assert demos and set(demos) <= {CAPITALS[c] for c in names[:6]}  # real labels only
+    assert demos and set(demos) <= {CAPITALS[c] for c in ("France", "Chad", "Fiji")}
+    assert instructions.count("[[ ## reasoning ## ]]\nrecalling the capital of") == len(demos)
     before = len(fake.calls)
     report = evaluate_program(compiled, capitals(names[12:24]), exact, lm=LM(fake))
     assert report.mean == 1.0 and len(fake.calls) - before == 12

@@ -9,10 +9,40 @@ import pytest
 
 dspy = pytest.importorskip("dspy", reason="needs the [dspy] extra: pip install -e '.[dspy]'")
 
+from typing import Any  # noqa: E402
+
 from skillopt_dsl.dspy import RawSkillAdapter, SkillOptimizer  # noqa: E402
 from skillopt_dsl.lm import LM  # noqa: E402
 from skillopt_dsl.testing import ScriptedLM  # noqa: E402
-from tests.test_dspy import Pipeline, accuracy, examples, fake_model, optimizer  # noqa: E402
+from tests.test_dspy import RULE, Pipeline, examples, optimizer  # noqa: E402
+
+
+def parity_model(messages: list[dict[str, str]]) -> str:
+    """The FAKE target: `extract` answers the last digit; `judge` answers right only when its
+    system message holds the format rule, else the wrong one (it parses, and is wrong)."""
+    system = messages[0]["content"] if messages[0]["role"] == "system" else ""
+    user = messages[-1]["content"]
+    if "even or odd" not in system:
+        return user.strip()[-1]
+    even = int(user.split()[0]) % 2 == 0
+    return "even" if even == (RULE in system) else "odd"
+
+
+def format_feedback(gold: Any, pred: Any, trace: Any, pred_name: Any, pred_trace: Any) -> Any:
+    """The metric says when the answer is wrong that the format is wrong (so every predictor
+    gets a format rule to decide on)."""
+    right = pred.answer == gold.answer
+    return dspy.Prediction(score=float(right), feedback=None if right else "wrong format")
+
+
+def compiled_pipeline() -> Any:
+    tele = SkillOptimizer(
+        format_feedback,
+        optimizer=optimizer(),
+        lm=LM(ScriptedLM(parity_model)),
+        adapter=RawSkillAdapter(),
+    )
+    return tele.compile(Pipeline(), trainset=examples(0, 12), valset=examples(100, 16))
 
 
 @pytest.fixture(autouse=True)
@@ -28,10 +58,7 @@ def test_predictors_share_one_alpha() -> None:
     Two predictors, 3 planned decisions each: the program's first decision may use 2/3 of
     alpha; the second predictor's decisions share what is left, and the whole program never
     spends more than alpha."""
-    tele = SkillOptimizer(
-        accuracy, optimizer=optimizer(), lm=LM(ScriptedLM(fake_model)), adapter=RawSkillAdapter()
-    )
-    compiled = tele.compile(Pipeline(), trainset=examples(0, 12), valset=examples(100, 16))
+    compiled = compiled_pipeline()
     extract = compiled.skillopt.predictors["extract"].result.gate_log
     judge = compiled.skillopt.predictors["judge"].result.gate_log
     assert extract and judge
@@ -40,3 +67,15 @@ def test_predictors_share_one_alpha() -> None:
     spent = sum(d.charged or 0.0 for d in [*extract, *judge])
     assert spent <= 0.05 + 1e-12
     assert judge[0].accepted  # the judge's real fix still passes on 16 examples (16 of 16)
+
+
+def test_a_dspy_programs_plan_covers_every_predictor() -> None:
+    """Kills: planning the program's significance over one predictor's decisions (3) instead
+    of every predictor's (2 x 3): the second predictor's first decision would then be past the
+    plan, taking an open-ended share of what is left instead of an equal share of it."""
+    compiled = compiled_pipeline()
+    extract = compiled.skillopt.predictors["extract"].result
+    judge = compiled.skillopt.predictors["judge"].result
+    assert extract.preflight.planned == judge.preflight.planned == 6
+    left = 0.05 - sum(d.charged or 0.0 for d in extract.gate_log)
+    assert judge.gate_log[0].alpha == pytest.approx(left / (6 - len(extract.gate_log)))

@@ -33,11 +33,12 @@ from dspy.utils.exceptions import LMError
 
 from skillopt_dsl.errors import BudgetExceeded, ModelError, UserInputError
 from skillopt_dsl.lm import LM, SamplingParams, resolve_lm
+from skillopt_dsl.lm.openai_compat import backend_for
 
 if TYPE_CHECKING:
     from skillopt_dsl.lm.client import LMResponse
 
-__all__ = ["BridgeBudgetExceeded", "BridgeEngine", "RunRecord", "bridge_lm"]
+__all__ = ["BridgeBudgetExceeded", "BridgeEngine", "RunRecord", "bridge_lm", "from_dspy_lm"]
 
 BRIDGE_PREFIX = "skillopt/"
 """The bridged `dspy.LM`'s model name is this prefix plus our `LM`'s model name."""
@@ -231,3 +232,48 @@ def engine_record(lm: Any) -> RunRecord | None:
     """The `RunRecord` of a bridged `dspy.LM`; None for any other LM."""
     engine = getattr(lm, "engine", None)
     return engine.record if isinstance(engine, BridgeEngine) else None
+
+
+_SAMPLING_KEYS = ("temperature", "max_tokens", "top_p", "stop")
+_IGNORED_KEYS = ("rollout_id",)
+"""`dspy.LM` settings that only separate DSPy's own cache entries (our seed does that)."""
+
+
+def from_dspy_lm(lm: Any) -> LM:
+    """Our `LM` for a `dspy.LM`, so a DSPy user passes the LM they already built.
+
+    Its model string, `api_base` (or `base_url`), `api_key`, `num_retries` and sampling
+    settings (`temperature`, `max_tokens`, `top_p`, `stop`) are carried; a setting left unset
+    takes our default (`SamplingParams`: temperature 0, 256 max tokens, which budgets reserve).
+    A `bridge_lm` gives back the `LM` it bridges. Any other setting is refused, naming it,
+    rather than dropped.
+
+    Raises:
+        UserInputError: not a `dspy.LM`, or a setting our `LM` cannot carry.
+    """
+    engine = getattr(lm, "engine", None)
+    if isinstance(engine, BridgeEngine):
+        return engine.lm
+    if not isinstance(lm, dspy.LM):
+        raise UserInputError(
+            f"lm= takes a dspy.LM, a litellm model string, a skillopt LM or a Backend; got a "
+            f"{type(lm).__name__}, whose calls skillopt cannot route through its ledger and budget"
+        )
+    settings = {k: v for k, v in dict(lm.kwargs).items() if v is not None}
+    api_base = settings.pop("api_base", None) or settings.pop("base_url", None)
+    api_key = settings.pop("api_key", None)
+    sampling = {k: settings.pop(k) for k in _SAMPLING_KEYS if k in settings}
+    for key in _IGNORED_KEYS:
+        settings.pop(key, None)
+    if settings:
+        raise UserInputError(
+            f"the dspy.LM {lm.model!r} sets {sorted(settings)}, which skillopt's LM does not "
+            "carry; drop them from the dspy.LM, or pass lm=skillopt_dsl.lm.LM(...) built with "
+            "the backend and SamplingParams you need"
+        )
+    backend = backend_for(lm.model, api_base=api_base, api_key=api_key)
+    return LM(
+        backend,
+        params=SamplingParams(**sampling),
+        max_retries=int(getattr(lm, "num_retries", 4) or 0),
+    )

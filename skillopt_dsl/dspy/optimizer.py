@@ -22,19 +22,22 @@ from __future__ import annotations
 import contextvars
 import inspect
 import logging
+import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeAlias, cast
 
 import dspy
 from dspy.teleprompt import Teleprompter
 
 from skillopt_dsl.compile import CompileResult
 from skillopt_dsl.compile import compile as compile_module
-from skillopt_dsl.data import as_examples
+from skillopt_dsl.data import as_examples, dspy_input_keys
+from skillopt_dsl.dspy.bridge import from_dspy_lm
 from skillopt_dsl.dspy.program import DSPyProgram, normalize_instructions
+from skillopt_dsl.dspy.proposals import plain_value
 from skillopt_dsl.errors import BudgetExceeded, DataError, UserInputError
 from skillopt_dsl.evaluate import EvaluationReport, evaluate
 from skillopt_dsl.evidence import SignificanceBudget, preflight
@@ -49,7 +52,12 @@ __all__ = ["PredictorResult", "SkillOptimizer", "SkillOptimizerResult", "evaluat
 
 logger = logging.getLogger(__name__)
 
-ModelSpec = str | Backend | LM | None
+ModelSpec: TypeAlias = str | Backend | LM | dspy.BaseLM | None
+"""A model as `SkillOptimizer` takes it: a litellm string, a skillopt `LM` or `Backend`, or a
+`dspy.LM` (its model, `api_base`, key and settings are carried, see `from_dspy_lm`)."""
+
+VAL_SPLIT_SEED_SALT = 7919
+"""Mixed into `seed` for the stated split of a trainset given without a valset."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,10 @@ class SkillOptimizerResult:
         usage: calls, tokens and dollars summed over every predictor's run (a run the
             budget stopped while it scored its seed program included).
         run_dir: the run directory, when one was given.
+        seed_val_score / val_score: the program's validation score before and after.
+        warnings: what the run said at WARNING before its first call (a budget too small
+            for one gate decision, a trainset split because no valset was given).
+        split: how the trainset was split when no valset was given (None: a valset was).
     """
 
     predictors: Mapping[str, PredictorResult]
@@ -91,6 +103,8 @@ class SkillOptimizerResult:
     run_dir: Path | None = None
     seed_val_score: float | None = None
     val_score: float | None = None
+    warnings: tuple[str, ...] = ()
+    split: str | None = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> SkillOptimizerResult:
         """Immutable: a deep copy of the program (DSPy makes many) shares it."""
@@ -113,9 +127,10 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         optimizer: a skillopt `Optimizer` (default `GradientText()`), used for every predictor.
         gate: default `Gate()`.
         budget: hard limits on calls, tokens and dollars, spanning every predictor.
-        lm: the program's model: a litellm string, a skillopt `LM` or `Backend`; None = the
-            embedded model (refused when `dspy.configure` set another LM: name it here).
-        optimizer_lm: the reflection model; None = the same as `lm`.
+        lm: the program's model: a `dspy.LM` (its model, `api_base`, key and settings are
+            used), a litellm string, a skillopt `LM` or `Backend`; None = the embedded model
+            (refused when `dspy.configure` set another LM: pass `lm=dspy.settings.lm`).
+        optimizer_lm: the reflection model (the same kinds); None = the same as `lm`.
         predictors: "all", or the names (from `program.named_predictors()`) to train, in order.
         adapter: a DSPy adapter for every call (e.g. `RawSkillAdapter()` for small models);
             None = the caller's DSPy settings (ChatAdapter by default).
@@ -124,6 +139,10 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         seed: the one seed for every random choice and the rollout seed.
         threads: parallel program runs during evaluation.
         max_errors: per-evaluation limit of failed calls before a run stops.
+        num_threads: DSPy's name for `threads` (give one of the two).
+        log_dir: DSPy's (GEPA's) name for `run_dir` (give one of the two).
+        auto: refused with a hint: DSPy's `auto="light"` sizes MIPROv2's and GEPA's search;
+            ours is sized by `budget=` (and the optimizer's epochs).
     """
 
     def __init__(
@@ -140,14 +159,19 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         run_dir: str | Path | None = None,
         resume: bool = False,
         seed: int = 0,
-        threads: int = 4,
+        threads: int | None = None,
         max_errors: int | None = None,
+        num_threads: int | None = None,
+        log_dir: str | Path | None = None,
+        auto: str | None = None,
     ) -> None:
         super().__init__()
         if not callable(metric):
             raise UserInputError(f"metric must be callable, got {type(metric).__name__}")
-        for name, spec in (("lm", lm), ("optimizer_lm", optimizer_lm)):
-            _refuse_dspy_lm(name, spec)
+        _refuse_auto(auto)
+        threads = _alias("threads", threads, "num_threads", num_threads, default=4)
+        run_dir = _alias("run_dir", run_dir, "log_dir", log_dir, default=None)
+        lm, optimizer_lm = _model(lm), _model(optimizer_lm)
         if resume and run_dir is None:
             raise UserInputError("resume=True needs the run_dir of the run to continue")
         self.metric = metric
@@ -176,21 +200,29 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         """Return a deep copy of `student` with its best instructions (the student is
         untouched). `trainset` / `valset` are `dspy.Example`s (inputs from `.with_inputs(...)`,
         else the program's inputs), skillopt `Example`s, or dicts (the program's inputs, from
-        its `forward` signature, are the inputs; an `id` key is the id); `valset` is required
-        (the gate's data). An error about an example names its position (`valset[3]`)."""
+        its `forward` signature, are the inputs; an `id` key is the id). The metric receives
+        the examples exactly as given (pydantic labels stay models). Without `valset`, the
+        trainset is split (seeded, half for the gate; stated at WARNING and in the result's
+        `split`). An error about an example names its position (`valset[3]`)."""
         if teacher is not None or kwargs:
             extra = ["teacher"] * (teacher is not None) + sorted(kwargs)
             raise UserInputError(f"SkillOptimizer.compile does not take {extra}")
-        if not valset:
-            raise UserInputError(
-                "SkillOptimizer.compile needs valset=: the gate accepts a change only when it "
-                "improves the program's metric on held-out examples; pass examples disjoint "
-                "from trainset (e.g. valset=devset[:50])"
-            )
         accepted = program_inputs(student)
-        train = _examples(trainset, accepted, where="trainset")
-        val = _examples(valset, accepted, where="valset")
-        positions = _positions(train, "trainset") | _positions(val, "valset")
+        train_rows = _examples(trainset, accepted, where="trainset", program=student)
+        split = None
+        if valset is not None and len(valset) == 0:
+            raise UserInputError(
+                "valset is empty; pass held-out examples, or leave valset out (None) to let "
+                "SkillOptimizer split the trainset"
+            )
+        if valset is None:
+            train_rows, val_rows, split = _split_trainset(train_rows, self.seed)
+            logger.warning("%s", split)
+        else:
+            val_rows = _examples(valset, accepted, where="valset", program=student)
+            _refuse_shared(train_rows, val_rows)
+        train, val = [row.example for row in train_rows], [row.example for row in val_rows]
+        positions = {row.example.id: row.where for row in [*train_rows, *val_rows]}
         program = DSPyProgram(
             student,
             self.metric,
@@ -199,7 +231,10 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
             context=contextvars.copy_context(),
         )
         program.positions.update(positions)
+        program.golds.update(_golds([*train_rows, *val_rows]))
         outcome = self._train(program, self._selected(program), train, val)
+        if split is not None:
+            outcome = replace(outcome, split=split, warnings=(split, *outcome.warnings))
         compiled = program.built()
         compiled._compiled = True
         compiled.skillopt = outcome
@@ -220,6 +255,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         done: dict[str, PredictorResult] = {}
         stop_reason, aborted = "finished", UsageSnapshot()
         significance = self._significance(names, train, val)
+        warnings = self._budget_warning(program, train, val)
         for name in names:
             before = program.sent()
             try:
@@ -249,7 +285,31 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
             if result.stop_reason == "budget":
                 stop_reason = "budget"
                 break
-        return _summary(done, names, stop_reason, aborted, self.run_dir)
+        return _summary(done, names, stop_reason, aborted, self.run_dir, warnings)
+
+    def _budget_warning(
+        self, program: DSPyProgram, train: list[Example], val: list[Example]
+    ) -> tuple[str, ...]:
+        """Say, before the first call, when `max_calls` cannot pay for the seed program's
+        validation pass plus one gate decision (WARNING, and in the result)."""
+        max_calls = None if self.budget is None else self.budget.max_calls
+        if max_calls is None:
+            return ()
+        per_run = len(program.predictor_names)
+        batch = min(len(train), int(getattr(self.optimizer, "batch_size", 8) or 8))
+        needed = (2 * len(val) + batch) * per_run + 1
+        if max_calls >= needed:
+            return ()
+        message = (
+            f"budget max_calls={max_calls} cannot pay for the seed evaluation plus one gate "
+            f"decision: that takes at least {needed} calls ({len(val)} validation runs of the "
+            f"seed program, {batch} training runs, 1 reflection call and {len(val)} validation "
+            f"runs of one candidate, at {per_run} call(s) per run, one per predictor; loops and "
+            f"format retries take more); raise max_calls to at least {needed} or use fewer "
+            "validation examples"
+        )
+        logger.warning("%s", message)
+        return (message,)
 
     def _significance(
         self, names: list[str], train: list[Example], val: list[Example]
@@ -318,10 +378,11 @@ def evaluate_program(
     swallows every exception). The report's `mean` is in [0, 1].
     """
     accepted = program_inputs(program)
-    rows = _examples(examples, accepted, where="examples")
-    if not rows:
+    given = _examples(examples, accepted, where="examples", program=program)
+    if not given:
         raise UserInputError("evaluate_program needs at least one example")
-    positions = _positions(rows, "examples")
+    rows = [row.example for row in given]
+    positions = {row.example.id: row.where for row in given}
     target = DSPyProgram(
         program,
         metric,
@@ -330,11 +391,12 @@ def evaluate_program(
         context=None,
     )
     target.positions.update(positions)
+    target.golds.update(_golds(given))
     module = target.module(target.predictor_names[0])
     return evaluate(
         module,
         rows,
-        lm=_target_spec(lm),
+        lm=_target_spec(_model(lm)),
         threads=threads,
         seed=seed,
         max_errors=max_errors,
@@ -342,22 +404,41 @@ def evaluate_program(
     )
 
 
-def _refuse_dspy_lm(name: str, spec: Any) -> None:
-    if isinstance(spec, dspy.BaseLM):
+def _model(spec: ModelSpec) -> str | Backend | LM | None:
+    """A `dspy.LM` as our `LM` (every call then goes through our ledger and budget)."""
+    return from_dspy_lm(spec) if isinstance(spec, dspy.BaseLM) else spec
+
+
+def _refuse_auto(auto: str | None) -> None:
+    if auto is not None:
         raise UserInputError(
-            f"{name}= takes a litellm model string (e.g. 'openai/gpt-4o-mini'), a skillopt LM or "
-            "a Backend, not a dspy.LM: every call must go through skillopt's ledger and budget"
+            f"auto={auto!r} is how MIPROv2 and GEPA size their search; SkillOptimizer's search "
+            "is sized by budget=Budget(max_calls=N) (and the optimizer's epochs): drop auto= "
+            "and pass budget="
         )
 
 
-def _target_spec(lm: ModelSpec) -> ModelSpec:
+def _alias(name: str, value: Any, dspy_name: str, dspy_value: Any, *, default: Any) -> Any:
+    """Our setting or DSPy's name for it; both given (and different) is refused."""
+    if dspy_value is None:
+        return default if value is None else value
+    if value is not None and value != dspy_value:
+        raise UserInputError(
+            f"{name}={value!r} and {dspy_name}={dspy_value!r} name the same setting; give one"
+        )
+    return dspy_value
+
+
+def _target_spec(lm: str | Backend | LM | None) -> str | Backend | LM | None:
     """`lm`, refusing None when DSPy was configured with another LM (it would be ignored)."""
     configured = dspy.settings.lm
     if lm is None and configured is not None:
         raise UserInputError(
-            f"dspy is configured with {getattr(configured, 'model', configured)!r}, but every "
-            "call must go through skillopt's LM: pass lm='<that model string>' (None means the "
-            "embedded local/smollm2-135m, which would silently replace it)"
+            f"dspy is configured with {getattr(configured, 'model', configured)!r}, but "
+            "SkillOptimizer does not read DSPy's settings: pass lm=dspy.settings.lm (that "
+            "dspy.LM, with its api_base, key and settings; every call then goes through "
+            "skillopt's ledger and budget). None means the embedded local/smollm2-135m, which "
+            "would silently replace it"
         )
     return lm
 
@@ -401,13 +482,133 @@ def program_inputs(program: dspy.Module) -> ProgramInputs | None:
     return ProgramInputs(tuple(p.name for p in named), required)
 
 
-def _examples(items: Any, accepted: ProgramInputs | None, *, where: str) -> list[Example]:
-    """The user's rows as `Example`s; dict rows take the program's inputs as their inputs."""
-    return as_examples(items, module=cast(Any, accepted), where=where)
+@dataclass(frozen=True)
+class GivenExample:
+    """One of the user's examples: our `Example` (JSON values, for the run), the example as
+    the user gave it (for the program and the metric: pydantic values stay models), and its
+    position in the user's list (`trainset[3]`)."""
+
+    example: Example
+    gold: dspy.Example | None
+    where: str
 
 
-def _positions(examples: Sequence[Example], where: str) -> dict[str, str]:
-    return {e.id: f"{where}[{i}]" for i, e in enumerate(examples)}
+def _examples(
+    items: Any, accepted: ProgramInputs | None, *, where: str, program: dspy.Module
+) -> list[GivenExample]:
+    """The user's rows as `Example`s (dict rows take the program's inputs as their inputs),
+    each with the user's own example and its position."""
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+        raise UserInputError(
+            f"{where}: expected a list of dspy.Examples, Examples or dicts, got a "
+            f"{type(items).__name__}"
+        )
+    rows = list(items)
+    _check_program_inputs(rows, accepted, where=where, program=program)
+    plain = [_json_row(row) for row in rows]
+    examples = as_examples(plain, module=cast(Any, accepted), where=where)
+    return [
+        GivenExample(example, _gold(row, example), f"{where}[{index}]")
+        for index, (row, example) in enumerate(zip(rows, examples, strict=True))
+    ]
+
+
+def _check_program_inputs(
+    rows: list[Any], accepted: ProgramInputs | None, *, where: str, program: dspy.Module
+) -> None:
+    """A dict row, or a `dspy.Example` without `.with_inputs(...)`, must hold every input the
+    program requires (its inputs are then read from the program)."""
+    if accepted is None:
+        return
+    for index, row in enumerate(rows):
+        if isinstance(row, Example) or (hasattr(row, "inputs") and dspy_input_keys(row)):
+            continue
+        keys = _row_keys(row)
+        missing = [k for k in accepted.required if k not in keys]
+        if missing:
+            raise DataError(
+                f"{where}[{index}] has no {missing} (its keys: {sorted(keys)}), but the program "
+                f"{type(program).__name__} takes {list(accepted.accepted)}; give every row the "
+                "program's inputs under those names, or mark a dspy.Example's inputs with "
+                ".with_inputs(...)"
+            )
+
+
+def _row_keys(row: Any) -> list[str]:
+    to_dict = getattr(row, "toDict", None)
+    values = to_dict() if callable(to_dict) else row
+    return (
+        [str(k) for k in values if not str(k).startswith("dspy_")]
+        if isinstance(values, Mapping)
+        else []
+    )
+
+
+def _json_row(row: Any) -> Any:
+    """A dict row with pydantic values as their JSON form (as `dspy.Example.toDict()` gives
+    them); any other row as it is."""
+    if isinstance(row, Mapping) and not hasattr(row, "toDict"):
+        return {k: plain_value(v) for k, v in row.items()}
+    return row
+
+
+def _gold(row: Any, example: Example) -> dspy.Example | None:
+    """The example the program and the metric receive: the user's own (values untouched)."""
+    if isinstance(row, Example):
+        return None
+    if hasattr(row, "toDict") and hasattr(row, "inputs"):
+        return row if dspy_input_keys(row) else row.with_inputs(*example.inputs)
+    if isinstance(row, Mapping):
+        values = {k: v for k, v in row.items() if k != "id"}
+        return dspy.Example(**values).with_inputs(*example.inputs)
+    return None
+
+
+def _golds(rows: Sequence[GivenExample]) -> dict[str, dspy.Example]:
+    return {row.example.id: row.gold for row in rows if row.gold is not None}
+
+
+def _refuse_shared(train: Sequence[GivenExample], val: Sequence[GivenExample]) -> None:
+    """The gate's examples must not be training examples: name the shared ones by position."""
+    seen = {row.example.id: row.where for row in train}
+    shared = [(seen[row.example.id], row) for row in val if row.example.id in seen]
+    if shared:
+        pairs = ", ".join(f"{row.where} = {where}" for where, row in shared[:5])
+        more = f" and {len(shared) - 5} more" if len(shared) > 5 else ""
+        raise DataError(
+            f"{len(shared)} valset example(s) are also in trainset ({pairs}{more}; ids "
+            f"{[row.example.id for _, row in shared[:5]]}): the gate must judge on examples "
+            "the training never saw; pass examples disjoint from trainset, or leave valset "
+            "out to let SkillOptimizer split the trainset"
+        )
+
+
+def _split_trainset(
+    rows: list[GivenExample], seed: int
+) -> tuple[list[GivenExample], list[GivenExample], str]:
+    """A seeded split of the trainset when no valset is given: half (rounded down, at least
+    one) for the gate, the rest for training; the split is stated."""
+    if len(rows) < 2:
+        raise UserInputError(
+            f"no valset was given and the trainset has {len(rows)} example(s); the gate needs "
+            "held-out examples: pass valset=, or at least 2 training examples to split"
+        )
+    order = list(range(len(rows)))
+    random.Random(seed * VAL_SPLIT_SEED_SALT + len(rows)).shuffle(order)
+    n_val = max(1, len(rows) // 2)
+    val_at, train_at = sorted(order[:n_val]), sorted(order[n_val:])
+    note = (
+        f"no valset given: the trainset's {len(rows)} examples were split (seed {seed}) into "
+        f"{len(train_at)} for training and {n_val} for the gate, "
+        f"valset = trainset{_ranges(val_at)}; pass valset= to choose them yourself"
+    )
+    return [rows[i] for i in train_at], [rows[i] for i in val_at], note
+
+
+def _ranges(indices: list[int]) -> str:
+    """`[0, 2, 5]` as `[0, 2, 5]` (at most 12 shown)."""
+    shown = ", ".join(str(i) for i in indices[:12])
+    return f"[{shown}{', ...' if len(indices) > 12 else ''}]"
 
 
 def _input_names(
@@ -483,6 +684,7 @@ def _summary(
     stop_reason: str,
     aborted: UsageSnapshot,
     run_dir: Path | None,
+    warnings: tuple[str, ...] = (),
 ) -> SkillOptimizerResult:
     results = [p.result for p in done.values()]
     return SkillOptimizerResult(
@@ -493,4 +695,5 @@ def _summary(
         run_dir=run_dir,
         seed_val_score=results[0].seed_val_score if results else None,
         val_score=results[-1].val_score if results else None,
+        warnings=warnings,
     )

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import dspy
+import pydantic
 from dspy.utils.exceptions import AdapterParseError
 
 from skillopt_dsl.dspy.adapter import signature_fields, signature_module
@@ -52,7 +53,7 @@ from skillopt_dsl.errors import SkillOptError, UserInputError
 from skillopt_dsl.lm import LM, UsageSnapshot
 from skillopt_dsl.metrics.score import Score
 from skillopt_dsl.module import FieldSpec, RunOutcome, SkillModule
-from skillopt_dsl.optimizers.proposers import format_rule
+from skillopt_dsl.optimizers.proposers import format_rule, mentions_format
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example, Prediction
 
@@ -69,6 +70,10 @@ __all__ = [
 ]
 
 _COPIES_KEPT = 4
+_ORIGIN = "_skillopt_predictor"
+"""The attribute naming the program predictor a run copy's predictor stands for. Deep copies
+keep it, so calls of the copies that `dspy.BestOfN`, `dspy.Refine` or `dspy.Parallel` make are
+attributed to the predictor they were copied from."""
 
 
 class DSPyProgramError(SkillOptError):
@@ -81,7 +86,9 @@ def normalize_instructions(text: str) -> str:
 
 
 def to_dspy_example(example: Example) -> dspy.Example:
-    """Our `Example` as the `dspy.Example` a DSPy metric expects (inputs marked)."""
+    """Our `Example` as the `dspy.Example` a DSPy metric expects (inputs marked). Its values
+    are the JSON forms our `Example` holds; `DSPyProgram.gold` gives the user's own example
+    (pydantic labels as models) when the program knows it."""
     return dspy.Example(**example.inputs, **example.labels).with_inputs(*example.inputs)
 
 
@@ -93,9 +100,11 @@ class ProgramTrace:
         gold: the example as a `dspy.Example`.
         prediction: what the program returned (None when it could not finish).
         trace: DSPy's trace: `(predictor, inputs, prediction)` for every predictor call.
-        pred_trace: the entries of `trace` made by the predictor being trained.
+        pred_trace: the entries of `trace` made by the predictor being trained, or by a copy
+            of it (`dspy.BestOfN`, `dspy.Refine`, `dspy.Parallel` run deep copies).
         failure: why the rollout scores 0 without calling the metric (an unparseable output,
             naming the expected format); None when the program finished.
+        unparsed: the predictors whose output could not be parsed in this run.
     """
 
     gold: dspy.Example
@@ -103,6 +112,7 @@ class ProgramTrace:
     trace: tuple[Any, ...]
     pred_trace: tuple[Any, ...]
     failure: str | None = None
+    unparsed: tuple[str, ...] = ()
 
 
 class DSPyProgram:
@@ -122,6 +132,8 @@ class DSPyProgram:
             worked examples and format rules are written in it.
         positions: how to name an example in an error, by id (`"valset[3]"`); examples not in
             it are named by id.
+        golds: the user's own examples, by id, as the metric receives them (pydantic labels
+            stay models); examples not in it are rebuilt from our `Example`.
     """
 
     def __init__(
@@ -146,6 +158,7 @@ class DSPyProgram:
         chosen = adapter if adapter is not None else self.context.run(_configured_adapter)
         self.style = adapter_style(chosen)
         self.positions: dict[str, str] = {}
+        self.golds: dict[str, dspy.Example] = {}
         predictors = dict(self._base.named_predictors())
         if not predictors:
             raise UserInputError(f"the program {self.program_name} has no predictors to train")
@@ -161,6 +174,12 @@ class DSPyProgram:
         """An example as a user can find it: its position in their list and its id."""
         where = self.positions.get(example_id)
         return f"{where} (id {example_id!r})" if where else f"example {example_id!r}"
+
+    def gold(self, example: Example) -> dspy.Example:
+        """The example as the program and its metric receive it: the user's own `dspy.Example`
+        when known (labels exactly as DSPy gives them), else rebuilt from `example`."""
+        own = self.golds.get(example.id)
+        return own if own is not None else to_dspy_example(example)
 
     @property
     def predictor_names(self) -> list[str]:
@@ -217,6 +236,8 @@ class DSPyProgram:
             program = self._copies.get(key)
             if program is None:
                 program = self.built(instructions)
+                for name, predictor in program.named_predictors():
+                    setattr(predictor, _ORIGIN, name)
                 self._copies[key] = program
                 while len(self._copies) > _COPIES_KEPT:
                     self._copies.popitem(last=False)
@@ -285,21 +306,21 @@ class PredictorModule(SkillModule):
             self.predictor: normalize_instructions(skill.text),
         }
         program = self.program.shared_copy(instructions)
-        gold = to_dspy_example(example)
+        gold = self.program.gold(example)
         record, trace = RunRecord(), list[Any]()
         started = time.perf_counter()
         try:
             prediction = self.program.context.copy().run(
                 self._call, program, gold, lm, seed, record, trace
             )
-            failure = None
+            failure: tuple[str, str] | None = None
         except Exception as exc:
             _raise_recorded_failure(record)
             prediction, failure = None, self._output_failure(exc, example)
         finally:
             self.program.account(record)
         _raise_recorded_failure(record)
-        return self._outcome(program, gold, prediction, trace, record, failure, started)
+        return self._outcome(gold, prediction, trace, record, failure, started)
 
     def score(self, example: Example, outcome: RunOutcome) -> Score:
         """The DSPy metric on the program's prediction; 0 with format feedback for a parse
@@ -307,7 +328,7 @@ class PredictorModule(SkillModule):
         run = outcome.trace if isinstance(outcome.trace, ProgramTrace) else None
         if run is not None and run.failure is not None:
             return Score(0.0, run.failure)
-        gold = run.gold if run is not None else to_dspy_example(example)
+        gold = run.gold if run is not None else self.program.gold(example)
         pred = run.prediction if run is not None else dspy.Prediction(**outcome.prediction.outputs)
         feedback_form = metric_form(self.program.metric) == "feedback"
         score = dspy_score(
@@ -345,8 +366,9 @@ class PredictorModule(SkillModule):
         with dspy.context(**settings):
             return program(**gold.inputs())
 
-    def _output_failure(self, exc: Exception, example: Example) -> str:
-        """Feedback for an output DSPy could not parse; any other failure is raised."""
+    def _output_failure(self, exc: Exception, example: Example) -> tuple[str, str]:
+        """Feedback for an output DSPy could not parse, and the predictor whose output it was;
+        any other failure is raised."""
         for link in _chain(exc):
             if isinstance(link, SkillOptError):
                 raise link from None
@@ -358,25 +380,27 @@ class PredictorModule(SkillModule):
             ) from exc
         where = _predictor_of(self.program, parse.signature)
         reason = (str(parse.message).strip().splitlines() or ["no detail"])[0]
-        return (
+        feedback = (
             f"could not parse the output of predictor {where!r} ({parse.adapter_name}): "
             f"{reason}. Expected format: {adapter_format(parse.signature, self.program.style)}"
         )
+        return feedback, where
 
     def _outcome(
         self,
-        program: dspy.Module,
         gold: dspy.Example,
         prediction: Any,
         trace: list[Any],
         record: RunRecord,
-        failure: str | None,
+        failure: tuple[str, str] | None,
         started: float,
     ) -> RunOutcome:
-        mine = dict(program.named_predictors())[self.predictor]
         outputs = _outputs(prediction) if failure is None else dict.fromkeys(self.output_fields)
         errors = [self._raw_parse_error(sig, err) for sig, err in record.parse_errors]
-        error = failure or ("; ".join(errors) if errors else None)
+        error = failure[0] if failure else ("; ".join(errors) if errors else None)
+        unparsed = [self._predictor_named(sig) for sig, _ in record.parse_errors]
+        if failure is not None:
+            unparsed.append(failure[1])
         return RunOutcome(
             prediction=Prediction(outputs, raw=record.last_text, error=error),
             output=record.last_text,
@@ -389,21 +413,15 @@ class PredictorModule(SkillModule):
                 gold=gold,
                 prediction=prediction,
                 trace=tuple(trace),
-                pred_trace=tuple(step for step in trace if step[0] is mine),
-                failure=failure,
+                pred_trace=tuple(step for step in trace if origin(step[0]) == self.predictor),
+                failure=failure[0] if failure else None,
+                unparsed=tuple(dict.fromkeys(unparsed)),
             ),
         )
 
     def _raw_parse_error(self, signature_text: str, error: str) -> str:
         """A `RawSkillAdapter` parse failure, naming the predictor and the format it needed."""
-        name = next(
-            (
-                n
-                for n in self.program.predictor_names
-                if self.program.signature(n).signature == signature_text
-            ),
-            signature_text,
-        )
+        name = self._predictor_named(signature_text)
         rule = (
             format_rule(signature_module(self.program.signature(name)))
             if name in self.program.instructions
@@ -413,12 +431,29 @@ class PredictorModule(SkillModule):
             f"predictor {name!r} {error}. Expected format: {rule or 'its declared output fields'}"
         )
 
+    def _predictor_named(self, signature_text: str) -> str:
+        """The predictor whose signature reads `signature_text` (else the text itself)."""
+        return next(
+            (
+                n
+                for n in self.program.predictor_names
+                if self.program.signature(n).signature == signature_text
+            ),
+            signature_text,
+        )
+
     # -- proposer hooks (see skillopt_dsl.dspy.proposals) ---------------------------------------
     def worked_example(self, example: Example, rollout: Rollout | None) -> str | None:
-        """A worked example for this predictor from real data only (None: there is none)."""
+        """A worked example for this predictor from real data only (None: there is none): its
+        own traced call in a run the metric scored a success with every output parsed, or the
+        labels when they give every one of its output fields."""
         run = _program_trace(rollout)
         succeeded = (
-            rollout is not None and rollout.score >= 1.0 and run is not None and not run.failure
+            rollout is not None
+            and rollout.score >= 1.0
+            and run is not None
+            and not run.failure
+            and not run.unparsed
         )
         return worked_example(
             self.program.signature(self.predictor),
@@ -427,6 +462,33 @@ class PredictorModule(SkillModule):
             run.pred_trace if run is not None else (),
             succeeded,
         )
+
+    def labelled_answer(self, example: Example) -> str | None:
+        """The example's label for this predictor's one output field, as text, for rules
+        mined from labels (an answer's shape); None when the labels do not give this
+        predictor's field (an intermediate predictor: the program's final labels are not its
+        outputs) or the field is structured (a pydantic model, a list)."""
+        if len(self.output_fields) != 1:
+            return None
+        (name,) = self.output_fields
+        value = example.labels.get(name)
+        if value is None or isinstance(value, Mapping | list | tuple):
+            return None
+        annotation = self.output_fields[name].annotation
+        if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+            return None
+        return str(value)
+
+    def output_broke_format(self, rollout: Rollout) -> bool:
+        """Whether this predictor's own output broke its adapter's format in `rollout` (or
+        the metric's feedback says the format is wrong); another predictor's parse failure or
+        a program output that is merely wrong is not this predictor's format failure."""
+        run = _program_trace(rollout)
+        if run is None:
+            return not rollout.prediction.ok
+        if self.predictor in run.unparsed:
+            return True
+        return run.failure is None and not run.unparsed and mentions_format(rollout.feedback)
 
     def output_format_rule(self) -> str | None:
         """The output rule in the program's adapter format (None: an adapter we do not know)."""
@@ -461,6 +523,13 @@ def _raise_recorded_failure(record: RunRecord) -> None:
         raise record.model_error
     if record.other_error is not None:
         raise record.other_error
+
+
+def origin(predictor: Any) -> str | None:
+    """The program predictor a traced predictor is (or was copied from); None for a predictor
+    the program does not own (one a wrapper builds on the fly, such as `dspy.Refine`'s)."""
+    name = getattr(predictor, _ORIGIN, None)
+    return name if isinstance(name, str) else None
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

@@ -9,10 +9,12 @@ this one's. The functions here give the three proposer hooks of `PredictorModule
 (`worked_example`, `output_format_rule`, `reflection_case`) what fits:
 
 - **Worked examples** come only from real data of that predictor: a call it made in a run the
-  metric scored as a success (its real inputs and outputs, from the DSPy trace), or the example's
-  labels for the output fields they cover (with the predictor's inputs taken from the example, or
-  from its traced call on that example). No labels and no successful trace: no example. A field
-  the labels do not cover is left out, never invented.
+  metric scored as a success (its real inputs and outputs, from the DSPy trace; a run where one
+  of its calls lacks an output gives none), or the example's labels when they give every output
+  field of the predictor (with its inputs taken from the example, or from its traced call on
+  that example). Every example holds every output field the predictor's adapter expects
+  (`ChainOfThought`'s `reasoning`, each field of a multi-output signature), so the adapter
+  parses it; a field no real data gives means no example, never an invented value.
 - **Format rules** are written in the adapter's format: `[[ ## field ## ]]` markers for
   `ChatAdapter`, one JSON object for `JSONAdapter`, tags for `XMLAdapter`, our renderer's rule
   for `RawSkillAdapter`; allowed values of a `Literal` field are named per field. An adapter we
@@ -41,6 +43,7 @@ __all__ = [
     "adapter_format",
     "adapter_style",
     "format_rule_for",
+    "plain_value",
     "reflection_case",
     "worked_example",
 ]
@@ -118,32 +121,38 @@ def worked_example(
     succeeded: bool,
 ) -> str | None:
     """A worked example for the predictor with `signature`, from real data only (see the module
-    docstring); None when there is none.
+    docstring); None when there is none. Every output field of the signature is in it with a
+    real value (the predictor's own adapter parses its answer), or there is no example.
 
     Args:
         signature: the predictor's signature.
         style: the program's adapter format.
         example: the program's example (inputs and the program's labels).
         calls: the predictor's traced calls on this example, `(predictor, inputs, prediction)`.
-        succeeded: the metric scored the run that made `calls` as a success.
+        succeeded: the metric scored the run that made `calls` as a success, and none of the
+            run's outputs failed to parse.
     """
-    inputs_wanted = list(signature.input_fields)
     outputs_wanted = list(signature.output_fields)
     if succeeded and calls:
-        _, inputs, prediction = calls[0]
-        outputs = {k: _get(prediction, k) for k in outputs_wanted}
-        if all(v is not None for v in outputs.values()):
-            return _render(signature, style, dict(inputs), outputs)
-    labelled = {k: example.labels[k] for k in outputs_wanted if example.labels.get(k) is not None}
-    if not labelled:
-        return None
-    if all(k in example.inputs for k in inputs_wanted):
-        given = {k: example.inputs[k] for k in inputs_wanted}
+        traced = [{k: _get(prediction, k) for k in outputs_wanted} for _, _, prediction in calls]
+        if all(v is not None for outputs in traced for v in outputs.values()):
+            return _render(signature, style, _own_inputs(signature, calls[0][1]), traced[0])
+    if any(example.labels.get(k) is None for k in outputs_wanted):
+        return None  # the labels do not give every output field (reasoning, other outputs)
+    labelled = {k: example.labels[k] for k in outputs_wanted}
+    if all(k in example.inputs for k in signature.input_fields):
+        given = {k: example.inputs[k] for k in signature.input_fields}
     elif calls:
-        given = dict(calls[0][1])
+        given = _own_inputs(signature, calls[0][1])
     else:
         return None
     return _render(signature, style, given, labelled)
+
+
+def _own_inputs(signature: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The traced inputs of the signature's own input fields (a wrapper's extras, such as
+    `dspy.Refine`'s `hint_`, left out)."""
+    return {k: inputs[k] for k in signature.input_fields if k in inputs}
 
 
 def _render(
@@ -225,6 +234,11 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     return str(value)
+
+
+def plain_value(value: Any) -> Any:
+    """`value` in JSON form (a pydantic model dumped, containers converted, others as text)."""
+    return _plain(value)
 
 
 def _text(value: Any) -> str:

@@ -28,6 +28,7 @@ from skillopt_dsl.optimizers.proposers import (
     Proposer,
     bullet_under_heading,
     gold_answer,
+    module_gold_answer,
 )
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
@@ -88,7 +89,11 @@ class PlainRuleProposer(Proposer):
     name: str = "plain-rule"
 
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
-        failures = request.failures()[: self.max_cases]
+        failures = [
+            (e, r)
+            for e, r in request.failures()
+            if module_gold_answer(request.module, e) is not None
+        ][: self.max_cases]
         if not failures:
             return []
         messages = [

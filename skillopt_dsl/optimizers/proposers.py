@@ -16,9 +16,11 @@ Shipped proposers:
 
 Module hooks: a module whose calls are not rendered by our renderer (a DSPy predictor, which
 DSPy's adapter formats and whose labels belong to the whole program) may define
-`worked_example(example, rollout) -> str | None`, `output_format_rule() -> str | None` and
-`reflection_case(example, rollout) -> str`; the proposers then use them (None: nothing to add)
-instead of `render_demo`, `format_rule` and the default reflection case.
+`worked_example(example, rollout) -> str | None`, `output_format_rule() -> str | None`,
+`reflection_case(example, rollout) -> str`, `labelled_answer(example) -> str | None` and
+`output_broke_format(rollout) -> bool`; the proposers then use them (None: nothing to add)
+instead of `render_demo`, `format_rule`, the default reflection case, `gold_answer` (rules
+mined from labels) and the default format-failure signals.
 """
 
 from __future__ import annotations
@@ -166,6 +168,16 @@ def gold_answer(module: SkillModule, example: Example) -> str:
     return json.dumps({k: example.labels.get(k) for k in module.output_fields}, ensure_ascii=False)
 
 
+def module_gold_answer(module: SkillModule, example: Example) -> str | None:
+    """The module's `labelled_answer` hook if it has one (None: the labels give no answer for
+    this module's output), else `gold_answer`."""
+    hook = getattr(module, "labelled_answer", None)
+    if callable(hook):
+        answer: str | None = hook(example)
+        return answer
+    return gold_answer(module, example)
+
+
 def module_demo(module: SkillModule, example: Example, rollout: Rollout | None) -> str | None:
     """The module's `worked_example` hook if it has one, else `render_demo`."""
     hook = getattr(module, "worked_example", None)
@@ -281,13 +293,7 @@ class FormatRuleProposer(Proposer):
 
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
         failures = request.failures()
-        signals = [
-            r
-            for _, r in failures
-            if not r.prediction.ok
-            or _mentions_format(r.feedback)
-            or _says_more_than_its_answer(request.module, r)
-        ]
+        signals = [r for _, r in failures if module_broke_format(request.module, r)]
         if not signals:
             return []
         rule = module_format_rule(request.module)
@@ -296,6 +302,19 @@ class FormatRuleProposer(Proposer):
         edit = bullet_under_heading(request.skill, FORMAT_HEADING, rule, "output format")
         why = f"{len(signals)} of {len(request.rollouts)} outputs broke the expected format"
         return [EditGroup((edit,), self.name, failure_driven=True, rationale=why)]
+
+
+def module_broke_format(module: SkillModule, rollout: Rollout) -> bool:
+    """The module's `output_broke_format` hook if it has one, else: the output did not parse,
+    the feedback names the format, or the output says more than its one value."""
+    hook = getattr(module, "output_broke_format", None)
+    if callable(hook):
+        return bool(hook(rollout))
+    return (
+        not rollout.prediction.ok
+        or _mentions_format(rollout.feedback)
+        or _says_more_than_its_answer(module, rollout)
+    )
 
 
 def _says_more_than_its_answer(module: SkillModule, rollout: Rollout) -> bool:
@@ -312,6 +331,11 @@ def _says_more_than_its_answer(module: SkillModule, rollout: Rollout) -> bool:
 def _mentions_format(feedback: str | None) -> bool:
     text = (feedback or "").casefold()
     return any(word in text for word in _FORMAT_WORDS)
+
+
+def mentions_format(feedback: str | None) -> bool:
+    """Whether a metric's feedback complains about the output's format."""
+    return _mentions_format(feedback)
 
 
 def module_format_rule(module: SkillModule) -> str | None:

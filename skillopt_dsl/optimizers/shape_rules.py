@@ -30,7 +30,7 @@ from skillopt_dsl.optimizers.proposers import (
     ProposalRequest,
     Proposer,
     bullet_under_heading,
-    gold_answer,
+    module_gold_answer,
 )
 
 __all__ = ["AnswerShape", "AnswerShapeProposer", "answer_shape", "shape_of"]
@@ -153,7 +153,8 @@ class AnswerShapeProposer(Proposer):
         module = request.module
         if len(module.output_fields) != 1 or label_set(module) is not None:
             return []
-        shape = answer_shape([gold_answer(module, e) for e in request.trainset])
+        golds = [module_gold_answer(module, e) for e in request.trainset]
+        shape = answer_shape([g for g in golds if g is not None])
         if shape is None:
             return []
         broken = [
