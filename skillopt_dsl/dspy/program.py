@@ -504,6 +504,7 @@ class PredictorModule(SkillModule):
             run.pred_trace if run is not None else (),
             _outputs(run.prediction) if finished and run is not None else {},
             rollout.feedback or rollout.prediction.error or "",
+            self.program.signature(self.predictor),
         )
 
     def _metric_on_prediction(self, example: Example, prediction: Prediction) -> Score:

@@ -189,15 +189,18 @@ def reflection_case(
     calls: tuple[Any, ...],
     program_outputs: Mapping[str, Any],
     feedback: str,
+    signature: Any = None,
 ) -> str:
-    """One case for the reflection prompt: the predictor's own calls (at most three), then the
-    program's result (its labelled fields), labels and feedback, each named for what it is."""
+    """One case for the reflection prompt: the predictor's own calls (at most three; with
+    `signature`, only its own input fields), then the program's result (its labelled fields),
+    labels and feedback, each named for what it is."""
     lines = [f"- program inputs: {_json(example.inputs)}"]
     if not calls:
         lines.append(f"  predictor {predictor!r} gave no parsed output in this run")
     for index, (_, inputs, prediction) in enumerate(calls[:3], start=1):
         lines.append(f"  predictor {predictor!r} call {index} of {len(calls)}:")
-        lines.append(f"    its inputs: {_json(inputs)}")
+        own = inputs if signature is None else _own_inputs(signature, inputs)
+        lines.append(f"    its inputs: {_json(own)}")
         lines.append(f"    its outputs: {_json(_fields(prediction))}")
     # The labelled fields only: the program's other outputs are other predictors' replies.
     shown = {k: v for k, v in program_outputs.items() if k in example.labels} or program_outputs
