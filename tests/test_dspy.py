@@ -6,6 +6,7 @@ reaches a provider. Skipped (with the reason) when the `[dspy]` extra is not ins
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 from typing import Any, Literal
@@ -341,3 +342,145 @@ def test_compile_takes_dspy_examples_directly() -> None:
     assert result.seed_val_score == 1.0
     with pytest.raises(sd.UserInputError, match="must not share"):
         sd.compile(module, examples(0, 6), examples(5, 6), optimizer=optimizer(), lm=LM(fake))
+
+
+def test_each_predictors_run_gets_what_the_earlier_ones_left_of_the_token_budget() -> None:
+    """Kills: giving each predictor's run the whole `max_tokens` (unbounded, the two runs spend
+    about 560 + 830 tokens: 1,390 against 1,000)."""
+    tele = SkillOptimizer(
+        accuracy,
+        optimizer=optimizer(),
+        lm=LM(ScriptedLM(fake_model)),
+        adapter=RawSkillAdapter(),
+        budget=Budget(max_tokens=1000),
+    )
+    compiled = tele.compile(Pipeline(), trainset=examples(0, 12), valset=examples(100, 16))
+    result = compiled.skillopt
+    assert result.stop_reason == "budget"
+    assert result.predictors["extract"].result.usage.total_tokens > 500
+    assert result.usage.total_tokens <= 1000
+
+
+class CallsAtWarning(logging.Handler):
+    """Records each WARNING with how many calls the FAKE had answered when it was logged."""
+
+    def __init__(self, fake: ScriptedLM) -> None:
+        super().__init__(logging.WARNING)
+        self.fake = fake
+        self.seen: list[tuple[str, int]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.seen.append((record.getMessage(), len(self.fake.calls)))
+
+
+NEEDS_77 = (
+    "budget max_calls=76 cannot pay for the seed evaluation plus one gate decision: that takes "
+    "at least 77 calls (16 validation runs of the seed program, 6 training runs, 1 reflection "
+    "call and 16 validation runs of one candidate, at 2 call(s) per run, one per predictor; "
+    "loops and format retries take more); raise max_calls to at least 77 or use fewer "
+    "validation examples"
+)
+
+
+@pytest.mark.parametrize(("max_calls", "warned"), [(76, True), (77, False)])
+def test_a_budget_too_small_for_one_decision_is_said_before_the_first_call(
+    max_calls: int, warned: bool
+) -> None:
+    """Kills: spending a budget that cannot pay for the seed's validation pass plus one gate
+    decision without a WARNING before the first call (and in the result), or a wrong count:
+    2 predictors x (16 + 6 + 16 runs) + 1 reflection call = 77."""
+    fake = ScriptedLM(fake_model)
+    handler = CallsAtWarning(fake)
+    logger = logging.getLogger("skillopt_dsl.dspy.optimizer")
+    logger.addHandler(handler)
+    try:
+        tele = SkillOptimizer(
+            accuracy,
+            optimizer=optimizer(),
+            lm=LM(fake),
+            adapter=RawSkillAdapter(),
+            budget=Budget(max_calls=max_calls),
+        )
+        compiled = tele.compile(Pipeline(), trainset=examples(0, 12), valset=examples(100, 16))
+    finally:
+        logger.removeHandler(handler)
+    said = [(text, calls) for text, calls in handler.seen if text.startswith("budget")]
+    if warned:
+        assert said == [(NEEDS_77, 0)]
+        assert compiled.skillopt.warnings == (NEEDS_77,)
+    else:
+        assert said == [] and compiled.skillopt.warnings == ()
+
+
+# -- DSPy's habits (issue 25, item 7) --------------------------------------------------------
+
+
+def test_dspy_names_for_threads_and_run_dir_are_accepted_and_auto_gets_a_hint(
+    tmp_path: Path,
+) -> None:
+    """Kills: `num_threads=` / `log_dir=` raising a bare TypeError (or being ignored), and
+    `auto=` failing without saying what sizes our search."""
+    tele = SkillOptimizer(
+        accuracy,
+        optimizer=optimizer(),
+        lm=LM(ScriptedLM(fake_model)),
+        adapter=RawSkillAdapter(),
+        num_threads=3,
+        log_dir=tmp_path / "logs",
+    )
+    assert tele.threads == 3 and tele.run_dir == tmp_path / "logs"
+    tele.compile(Pipeline(), trainset=examples(0, 6), valset=examples(100, 6))
+    assert (tmp_path / "logs" / "judge" / "events.jsonl").exists()
+    with pytest.raises(sd.UserInputError) as auto:
+        SkillOptimizer(accuracy, auto="light")
+    assert str(auto.value) == (
+        "auto='light' is how MIPROv2 and GEPA size their search; SkillOptimizer's search is "
+        "sized by budget=Budget(max_calls=N) (and the optimizer's epochs): drop auto= and "
+        "pass budget="
+    )
+    with pytest.raises(sd.UserInputError, match=r"^threads=2 and num_threads=3 name the same"):
+        SkillOptimizer(accuracy, threads=2, num_threads=3)
+
+
+def test_a_dspy_lm_is_accepted_with_its_api_base_and_settings() -> None:
+    """Kills: refusing a `dspy.LM` as `lm=`, or dropping its api_base, key or settings (the
+    requests would miss the server, or carry other sampling settings)."""
+    from skillopt_dsl.testing.fake_server import FakeOpenAIServer
+
+    with FakeOpenAIServer(lambda messages: "7", latency_s=0.0) as server:
+        dspy_lm = dspy.LM(
+            "openai/served", api_base=server.url, api_key="sk-test", temperature=0.4,
+            max_tokens=77,
+        )  # fmt: skip
+        report = evaluate_program(
+            dspy.Predict("number -> answer"),
+            [dspy.Example(number="7", answer="7").with_inputs("number")],
+            lambda gold, pred: float(pred.answer == gold.answer),
+            lm=dspy_lm,
+            adapter=RawSkillAdapter(),
+        )
+        body = server.bodies[-1]
+    assert report.mean == 1.0 and server.requests == 1
+    assert (body["model"], body["temperature"], body["max_tokens"]) == ("served", 0.4, 77)
+    with pytest.raises(sd.UserInputError, match=r"sets \['logprobs'\], which skillopt's LM"):
+        SkillOptimizer(accuracy, lm=dspy.LM("openai/x", logprobs=True))
+
+
+def test_without_a_valset_the_trainset_split_is_stated_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Kills: requiring valset= (GEPA defaults to the trainset, MIPROv2 splits it), or a
+    silent split (the split must be logged at WARNING and in the result)."""
+    tele = SkillOptimizer(
+        accuracy, optimizer=optimizer(), lm=LM(ScriptedLM(fake_model)), adapter=RawSkillAdapter()
+    )
+    with caplog.at_level(logging.WARNING, logger="skillopt_dsl.dspy.optimizer"):
+        compiled = tele.compile(Pipeline(), trainset=examples(0, 8))
+    split = compiled.skillopt.split
+    assert split is not None and split.startswith(
+        "no valset given: the trainset's 8 examples were split (seed 0) into 4 for training "
+        "and 4 for the gate, valset = trainset["
+    )
+    assert split in caplog.messages and compiled.skillopt.warnings[0] == split
+    judge = compiled.skillopt.predictors["judge"].result
+    assert judge.preflight is not None and judge.preflight.n_val == 4

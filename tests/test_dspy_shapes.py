@@ -28,7 +28,7 @@ from skillopt_dsl.dspy import DSPyProgram, SkillOptimizer, evaluate_program  # n
 from skillopt_dsl.lm import LM, Budget  # noqa: E402
 from skillopt_dsl.optimizers import DemonstrationsProposer, GradientText  # noqa: E402
 from skillopt_dsl.testing.fake_server import FakeOpenAIServer  # noqa: E402
-from tests.test_dspy_proposals import obedient_chat_model, request_for  # noqa: E402
+from tests.test_dspy_proposals import obedient_chat_model  # noqa: E402
 
 _OPTIMIZER_SYSTEMS = ("You improve a skill document", "You edit a skill document", "You write")
 

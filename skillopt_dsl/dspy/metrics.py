@@ -74,12 +74,48 @@ def dspy_score(
     except Exception as exc:
         raise MetricError(
             f"metric {name!r} raised {type(exc).__name__}: {exc} on "
-            f"{where or f'example {example_id!r}'}; "
-            "fix the metric (it must handle predictions whose fields are None)",
+            f"{where or f'example {example_id!r}'}; {_what_to_fix(gold, pred)}",
             example_id=example_id,
             metric=name,
         ) from exc
-    return score_of(result, metric=name, example_id=example_id)
+    try:
+        return score_of(result, metric=name, example_id=example_id)
+    except MetricError as exc:
+        raise MetricError(
+            f"metric {name!r} returned {result!r} for {where or f'example {example_id!r}'}; "
+            "return a bool, a float in [0, 1] or dspy.Prediction(score=<float in [0, 1]>, "
+            "feedback=<text>)",
+            example_id=example_id,
+            metric=name,
+        ) from exc
+
+
+def _what_to_fix(gold: Any, pred: Any) -> str:
+    """The hint of a metric's exception: the None fields it must handle, when the prediction
+    has some; else the metric or the example's labels (the prediction is complete)."""
+    empty = _none_fields(pred)
+    if pred is None or empty:
+        fields = f"fields {empty} are" if empty else "value is"
+        return (
+            f"fix the metric: the prediction's {fields} None here (an output that could not "
+            "be parsed, or a program that returned nothing), so it must handle None"
+        )
+    labels = getattr(gold, "labels", None)
+    names = sorted(labels().keys()) if callable(labels) else []
+    return (
+        f"fix the metric or this example's labels {names} (every field of the prediction is "
+        "set here)"
+    )
+
+
+def _none_fields(pred: Any) -> list[str]:
+    items = getattr(pred, "items", None)
+    if not callable(items):
+        return []
+    try:
+        return [str(k) for k, v in items() if v is None]
+    except Exception:  # an object whose items() is not a mapping's
+        return []
 
 
 def score_of(result: object, *, metric: str = "metric", example_id: str | None = None) -> Score:
