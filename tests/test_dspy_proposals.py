@@ -413,3 +413,34 @@ def test_the_reflection_model_is_told_the_adapter_owns_the_output_format() -> No
     assert prompts and all(
         "set by the program's DSPy adapter" in p and "`[[ ## answer ## ]]`" in p for p in prompts
     )
+
+
+def test_worked_examples_never_invent_null_for_an_output_field_a_trace_lacks() -> None:
+    """Kills: a worked example rendered from a traced call that lacks an output field
+    (`[[ ## reasoning ## ]]\\nnull`), from a run where another call of the predictor lacked
+    one, or from labels that do not give every output field (ChainOfThought's `reasoning`)."""
+    from skillopt_dsl.dspy.proposals import worked_example
+
+    signature = dspy.ChainOfThought("question -> answer").predict.signature
+    example = sd.Example("e1", {"question": "capital of Peru?"}, {"answer": "Lima"})
+    lacking = (
+        None,
+        {"question": "capital of Peru?"},
+        dspy.Prediction(reasoning=None, answer="Lima"),
+    )
+    full = (
+        None,
+        {"question": "capital of Peru?"},
+        dspy.Prediction(reasoning="recall", answer="Lima"),
+    )
+    for style in ("chat", "json", "xml", "raw"):
+        assert worked_example(signature, style, example, (lacking,), True) is None, style
+        assert worked_example(signature, style, example, (full, lacking), True) is None, style
+        assert worked_example(signature, style, example, (), False) is None, style
+    assert worked_example(signature, "chat", example, (full,), True) == (
+        "Input:\nquestion: capital of Peru?\nAnswer:\n[[ ## reasoning ## ]]\nrecall\n"
+        "[[ ## answer ## ]]\nLima"
+    )
+    assert worked_example(signature, "json", example, (full,), True) == (
+        'Input:\nquestion: capital of Peru?\nAnswer:\n{"reasoning": "recall", "answer": "Lima"}'
+    )
