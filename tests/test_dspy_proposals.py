@@ -444,3 +444,23 @@ def test_worked_examples_never_invent_null_for_an_output_field_a_trace_lacks() -
     assert worked_example(signature, "json", example, (full,), True) == (
         'Input:\nquestion: capital of Peru?\nAnswer:\n{"reasoning": "recall", "answer": "Lima"}'
     )
+
+
+def test_a_format_rule_is_proposed_only_for_outputs_that_broke_the_adapters_format() -> None:
+    """Kills: counting every wrong ChatAdapter answer as a format failure (its raw completion,
+    markers included, "says more than its value"): a format rule with the rationale "4 of 4
+    outputs broke the expected format" when all of them parsed."""
+    program = DSPyProgram(dspy.Predict(Sentiment), exact, inputs=("review",))
+    module = program.module("self")
+    rows = sd.data.as_examples(reviews(0, 8), where="trainset")
+
+    def always_positive(system: str, inputs: dict[str, str], wanted: list[str]) -> dict[str, Any]:
+        return {"answer": "positive"}
+
+    report = sd.evaluate(module, rows, lm=LM(ScriptedLM(obedient_chat_model(always_positive))))
+    request = request_for(module, rows, report, LM(ScriptedLM(lambda m: "{}")))
+    assert [r.score for r in report.records].count(0.0) == 4
+    assert FormatRuleProposer().propose(request) == []
+    report = sd.evaluate(module, rows, lm=LM(ScriptedLM(obedient_chat_model(sentiment_policy))))
+    groups = FormatRuleProposer().propose(request_for(module, rows, report, request.optimizer_lm))
+    assert [g.rationale for g in groups] == ["8 of 8 outputs broke the expected format"]

@@ -79,3 +79,14 @@ def test_a_dspy_programs_plan_covers_every_predictor() -> None:
     assert extract.preflight.planned == judge.preflight.planned == 6
     left = 0.05 - sum(d.charged or 0.0 for d in extract.gate_log)
     assert judge.gate_log[0].alpha == pytest.approx(left / (6 - len(extract.gate_log)))
+
+
+def test_the_validation_size_warning_is_logged_once_per_program(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Kills: the pre-flight warning logged by the program's plan and again by each
+    predictor's run (three times for two predictors)."""
+    with caplog.at_level("WARNING"):
+        compiled_pipeline()
+    warned = [m for m in caplog.messages if "validation examples are too few" in m]
+    assert len(warned) == 1 and warned[0].startswith("program of 2 predictor(s): 16 validation")
