@@ -28,7 +28,7 @@ from skillopt_dsl.dspy import DSPyProgram, SkillOptimizer, evaluate_program  # n
 from skillopt_dsl.lm import LM, Budget  # noqa: E402
 from skillopt_dsl.optimizers import DemonstrationsProposer, GradientText  # noqa: E402
 from skillopt_dsl.testing.fake_server import FakeOpenAIServer  # noqa: E402
-from tests.test_dspy_proposals import obedient_chat_model  # noqa: E402
+from tests.test_dspy_proposals import obedient_chat_model, request_for  # noqa: E402
 
 _OPTIMIZER_SYSTEMS = ("You improve a skill document", "You edit a skill document", "You write")
 
@@ -356,3 +356,23 @@ def test_three_output_examples_carry_every_output_field(adapter: Any) -> None:
     assert assert_every_example_parses(compiled, adapter) >= 1
     text = compiled.respond.predict.signature.instructions
     assert "null" not in text and re.search(r"confidence\W+0\.9", text)
+
+
+def test_no_answer_shape_rule_is_mined_from_a_pydantic_label() -> None:
+    """Kills: a Python-repr shape rule ("... (like {'name': 'Alice', 'age': 20})") mined from
+    the labels of a pydantic output field; and labels reaching the metric as dicts when the
+    program is run through `DSPyProgram` directly (rebuilt into the field's model)."""
+    from skillopt_dsl.optimizers.shape_rules import AnswerShapeProposer
+
+    def same_name(gold: Any, pred: Any, trace: Any = None) -> float:
+        return float(pred.person.name == gold.person.name)
+
+    program = DSPyProgram(dspy.Predict(ExtractPerson), same_name, inputs=("sentence",))
+    module = program.module("self")
+    rows = sd.data.as_examples(people(0, 6), where="trainset")
+    assert [module.labelled_answer(e) for e in rows] == [None] * 6
+    with serve(lambda system, inputs, wanted: {"person": {"name": "x", "age": 1}}) as server:
+        report = sd.evaluate(module, rows, lm=model(server))
+        request = request_for(module, rows, report, model(server))
+    assert [r.score for r in report.records] == [0.0] * 6  # the metric read the labels' names
+    assert AnswerShapeProposer().propose(request) == []

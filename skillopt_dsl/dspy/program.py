@@ -133,7 +133,8 @@ class DSPyProgram:
         positions: how to name an example in an error, by id (`"valset[3]"`); examples not in
             it are named by id.
         golds: the user's own examples, by id, as the metric receives them (pydantic labels
-            stay models); examples not in it are rebuilt from our `Example`.
+            stay models); examples not in it are rebuilt from our `Example`, a label named as
+            an output field typed with a pydantic model validated back into that model.
     """
 
     def __init__(
@@ -162,6 +163,11 @@ class DSPyProgram:
         predictors = dict(self._base.named_predictors())
         if not predictors:
             raise UserInputError(f"the program {self.program_name} has no predictors to train")
+        self._output_types = {
+            name: info.annotation
+            for predictor in predictors.values()
+            for name, info in predictor.signature.output_fields.items()
+        }
         _refuse_own_lms(predictors)
         self.instructions: dict[str, str] = {
             name: normalize_instructions(p.signature.instructions) for name, p in predictors.items()
@@ -179,7 +185,10 @@ class DSPyProgram:
         """The example as the program and its metric receive it: the user's own `dspy.Example`
         when known (labels exactly as DSPy gives them), else rebuilt from `example`."""
         own = self.golds.get(example.id)
-        return own if own is not None else to_dspy_example(example)
+        if own is not None:
+            return own
+        labels = {k: _as_model(self._output_types.get(k), v) for k, v in example.labels.items()}
+        return dspy.Example(**example.inputs, **labels).with_inputs(*example.inputs)
 
     @property
     def predictor_names(self) -> list[str]:
@@ -473,10 +482,7 @@ class PredictorModule(SkillModule):
         (name,) = self.output_fields
         value = example.labels.get(name)
         if value is None or isinstance(value, Mapping | list | tuple):
-            return None
-        annotation = self.output_fields[name].annotation
-        if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
-            return None
+            return None  # a pydantic model's label is its JSON object here
         return str(value)
 
     def output_broke_format(self, rollout: Rollout) -> bool:
@@ -524,6 +530,13 @@ def _raise_recorded_failure(record: RunRecord) -> None:
         raise record.model_error
     if record.other_error is not None:
         raise record.other_error
+
+
+def _as_model(annotation: Any, value: Any) -> Any:
+    """`value` as the pydantic model `annotation` names, when it is one and `value` its JSON
+    object; else `value` unchanged."""
+    model = isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)
+    return annotation.model_validate(value) if model and isinstance(value, Mapping) else value
 
 
 def origin(predictor: Any) -> str | None:
