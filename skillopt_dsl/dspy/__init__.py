@@ -6,7 +6,7 @@
   optimizer, the gate, the budget and the run directory work on it unchanged.
 - `bridge_lm` / `BridgeEngine`: a `dspy.LM` whose every call goes through our `LM` (cache,
   ledger, retries, budget checked before the call is sent; a stop is `BridgeBudgetExceeded`,
-  a `BudgetExceeded` DSPy does not wrap).
+  a `BudgetExceeded` DSPy does not wrap); `from_dspy_lm`: a user's `dspy.LM` as our `LM`.
 - `RawSkillAdapter`: the skill verbatim as the system message and tolerant parsing, for small
   local models (the embedded one included).
 - `dspy_metric` / `dspy_score`: DSPy metrics (both forms, float / bool /
@@ -30,7 +30,13 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from skillopt_dsl.dspy.adapter import RawSkillAdapter
-from skillopt_dsl.dspy.bridge import BridgeBudgetExceeded, BridgeEngine, RunRecord, bridge_lm
+from skillopt_dsl.dspy.bridge import (
+    BridgeBudgetExceeded,
+    BridgeEngine,
+    RunRecord,
+    bridge_lm,
+    from_dspy_lm,
+)
 from skillopt_dsl.dspy.metrics import dspy_metric, dspy_score
 from skillopt_dsl.dspy.optimizer import (
     PredictorResult,
@@ -62,5 +68,6 @@ __all__ = [
     "dspy_metric",
     "dspy_score",
     "evaluate_program",
+    "from_dspy_lm",
     "to_dspy_example",
 ]
