@@ -136,7 +136,8 @@ def worked_example(
     if succeeded and calls:
         traced = [{k: _get(prediction, k) for k in outputs_wanted} for _, _, prediction in calls]
         if all(v is not None for outputs in traced for v in outputs.values()):
-            return _render(signature, style, _own_inputs(signature, calls[0][1]), traced[0])
+            first = min(range(len(calls)), key=lambda i: _order(signature, calls[i][1]))
+            return _render(signature, style, _own_inputs(signature, calls[first][1]), traced[first])
     if any(example.labels.get(k) is None for k in outputs_wanted):
         return None  # the labels do not give every output field (reasoning, other outputs)
     labelled = {k: example.labels[k] for k in outputs_wanted}
@@ -147,6 +148,13 @@ def worked_example(
     else:
         return None
     return _render(signature, style, given, labelled)
+
+
+def _order(signature: Any, inputs: Mapping[str, Any]) -> tuple[int, str]:
+    """A call's place in a deterministic order (shortest inputs first: a loop's first step),
+    whatever order parallel calls (`.batch()`, `dspy.Parallel`) finished in."""
+    text = _json(_own_inputs(signature, inputs))
+    return len(text), text
 
 
 def _own_inputs(signature: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
