@@ -111,7 +111,10 @@ _SECRET_NAME = (
 # `password=...`, `API_TOKEN: "..."`, `"password": "..."`: the name kept, the value replaced
 # when `_assignment` finds that it looks like data (see the module docstring).
 _ASSIGNMENT = re.compile(
-    r"(?i)(?<![A-Za-z0-9])(" + _SECRET_NAME + r")(['\"]?\s*[=:]\s*)" + _NOT_REDACTED
+    r"(?i)(?<![A-Za-z0-9])("
+    + _SECRET_NAME
+    + r")(['\"]?\s*[=:]\s*)"
+    + _NOT_REDACTED
     + r"(?:(['\"])([^'\"\s]{4,})\3|([^\s'\",;()\[\]{}<>]+))"
 )
 _ATTRIBUTE_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")

@@ -104,11 +104,40 @@ def _when(
 
 def _tool_input(value: object, redactor: Redactor) -> str:
     """A tool call's input as one line of at most `TOOL_INPUT_CHARS` characters: redacted
-    whole first, then cut (cut first, a key at the cut would keep its prefix)."""
+    whole first, then cut (cut first, a key at the cut would keep its prefix).
+
+    Structured input (an object, or a string holding JSON such as Codex `arguments`) is
+    redacted value by value as decoded text (a quoted header or key inside a shell command
+    is not hidden behind JSON escapes), then as a whole (a `"password": "..."` pair)."""
     if value is None:
         return ""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    decoded = _decoded_json(value) if isinstance(value, str) else value
+    if isinstance(decoded, dict | list):
+        text = json.dumps(_redact_strings(decoded, redactor), ensure_ascii=False, default=str)
+    else:
+        text = str(value)
     return cut(redactor.redact(text), TOOL_INPUT_CHARS)
+
+
+def _decoded_json(text: str) -> object:
+    """The JSON object or array `text` holds, else `text` itself."""
+    if not text.lstrip().startswith(("{", "[")):
+        return text
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _redact_strings(value: object, redactor: Redactor) -> object:
+    """`value` with every string inside it redacted (keys left as they are)."""
+    if isinstance(value, str):
+        return redactor.redact(value)
+    if isinstance(value, dict):
+        return {k: _redact_strings(v, redactor) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_strings(v, redactor) for v in value]
+    return value
 
 
 _EXIT_CODE = re.compile(r"\A\s*(?:Error: )?Exit code:? (-?\d+)")
