@@ -239,6 +239,7 @@ CODE = [
     "password = os.environ['DB_PASSWORD2']",
     "secret = self.settings.secret_key2",
     "token = make_token2(user)",
+    "TOKEN=$CI_TOKEN_V2 ./deploy.sh",
     "max_token=512 and token_limit=4096",
     'headers = {"Authorization": f"Bearer {token}"}',
     "Authorization: Bearer ${API_TOKEN}",
@@ -298,24 +299,31 @@ def test_generic_jsonl_sessions_are_redacted(tmp_path: Path) -> None:
     assert result.stats.project.redactions == {"anthropic_key": 1}
 
 
+@pytest.mark.parametrize(
+    ("location", "before_text"),
+    [
+        # Claude's input is JSON: `{"command": "echo start && ` precedes the planted text
+        ("claude tool argument", len('{"command": "echo start && ')),
+        # Codex's apply_patch input is plain text: the patch header and a `+` precede it
+        ("codex patch input", len("*** Begin Patch\n*** Add File: notes/search.py\n+")),
+    ],
+)
 def test_a_tool_input_is_redacted_before_it_is_cut_so_no_key_prefix_leaks(
-    tmp_path: Path,
+    tmp_path: Path, location: str, before_text: int
 ) -> None:
     """Kills: cutting a tool input to its 500 characters before redacting it (the key at the
     cut is then too short to be recognised and its first characters are kept)."""
     from skillopt_dsl.sleep.harvest import TOOL_INPUT_CHARS
 
     key = SHAPES["openai sk-proj-"].secret
-    for lead in range(TOOL_INPUT_CHARS - 40, TOOL_INPUT_CHARS - 5, 7):
-        home = tmp_path / str(lead)
-        # the command sits after `{"command": "` in the stored JSON: 13 characters
-        LOCATIONS["claude tool argument"](
-            home, "x" * (lead - 14 - len("echo start && ")) + " " + key
-        )
-        (session,) = harvest(make_sources("claude", home), ProjectMatcher(("/work/app",))).sessions
-        (call,) = [c for t in session.turns for c in t.calls]
+    for key_at in range(TOOL_INPUT_CHARS - 25, TOOL_INPUT_CHARS - 5, 3):
+        home = tmp_path / str(key_at)
+        LOCATIONS[location](home, "x" * (key_at - before_text - 1) + " " + key)
+        (session,) = harvest(make_sources("auto", home), ProjectMatcher(("/work/app",))).sessions
+        (call,) = [c for t in session.turns for c in t.calls if "xxxx" in c.input]
         assert len(call.input) <= TOOL_INPUT_CHARS
-        assert "sk-proj" not in call.input and "Bq8Wn" not in call.input, lead
+        assert call.input.endswith("...")
+        assert "sk-proj" not in call.input and "sk-" not in call.input, key_at
 
 
 def test_planted_secrets_never_reach_the_project_folder_nor_a_model_request(
