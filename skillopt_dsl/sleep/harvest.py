@@ -63,7 +63,7 @@ TOOL_OUTPUT_CHARS = 600
 
 
 def cut(text: str, limit: int, *, keep_tail: bool = False) -> str:
-    """`text` cut to at most `limit` characters: its head (`...` at the cut), or its head and
+    r"""`text` cut to at most `limit` characters: its head (`...` at the cut), or its head and
     tail around a `...` line when `keep_tail` (an error is usually at the end of an output).
 
     Always applied to text that is already redacted: a secret cut first would leave its
@@ -72,7 +72,7 @@ def cut(text: str, limit: int, *, keep_tail: bool = False) -> str:
     >>> cut("abcdefghij", 7)
     'abcd...'
     >>> cut("abcdefghij", 9, keep_tail=True)
-    'abc\n...\nij'
+    'ab\n...\nij'
     """
     if len(text) <= limit:
         return text
