@@ -243,8 +243,20 @@ class ReviewFolder:
         return task
 
     def _save(self, tasks: Sequence[Task]) -> None:
+        from datasets.utils import (
+            are_progress_bars_disabled,
+            disable_progress_bars,
+            enable_progress_bars,
+        )
+
         self.folder.mkdir(parents=True, exist_ok=True)
-        save_tasks(tasks, self.folder)
+        was_disabled = are_progress_bars_disabled()
+        disable_progress_bars()  # a saving bar per change would bury the CLI's answer
+        try:
+            save_tasks(tasks, self.folder)
+        finally:
+            if not was_disabled:
+                enable_progress_bars()
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
