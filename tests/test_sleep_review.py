@@ -98,6 +98,18 @@ def test_the_watermark_message_names_what_it_skipped_and_how_to_reread(
     out = _harvest(project, home)
     assert "4 session(s) older than the watermark (2025-06-01T12:03:00+00:00) were skipped" in out
     assert "sleep harvest --since YYYY-MM-DD" in out and "sleep harvest --all" in out
+    night = _invoke(
+        "run",
+        "--project",
+        str(project),
+        "--home",
+        str(home),
+        "--source",
+        "jsonl",
+        "--heuristic-only",
+    )
+    assert "this project: 0 session(s)" in night
+    assert "4 session(s) older than the watermark (2025-06-01T12:03:00+00:00)" in night
     assert "this project: 4 session(s)" in _harvest(project, home, "--all")
     assert "this project: 2 session(s)" in _harvest(project, home, "--since", "2025-06-01T10:30")
     both = CliRunner().invoke(

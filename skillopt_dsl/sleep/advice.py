@@ -9,7 +9,6 @@ decisions"); `cli_advice` turns that advice into the `sleep run` flags that do t
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 __all__ = [
     "REVIEW_TASKS",
@@ -106,8 +105,3 @@ def cli_advice(statement: str) -> str:
         text,
     )
     return _MEAN_ONLY.sub("`skillopt-dsl sleep run --gate mean-only`", text)
-
-
-def lines(items: Sequence[str]) -> str:
-    """Suggestions as indented lines."""
-    return "\n".join(f"  next: {item}" for item in items)
