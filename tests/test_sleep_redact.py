@@ -198,6 +198,11 @@ def test_every_key_shape_in_the_table_is_redacted_and_counted_once(name: str) ->
     assert planted.kind in REDACTION_KINDS
 
 
+def test_every_redaction_kind_has_a_planted_sample() -> None:
+    """Kills: a rule added to the redactor without a sample here (it would have no test)."""
+    assert {p.kind for p in SHAPES.values()} == set(REDACTION_KINDS)
+
+
 @pytest.mark.parametrize("location", sorted(LOCATIONS))
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_every_shape_is_redacted_in_every_location_the_readers_keep(
