@@ -58,10 +58,31 @@ def _wrong_flags(text: str, options: dict[str, set[str]]) -> list[str]:
     return wrong
 
 
+def _not_printed(tree: ast.AST, *, keep_docstrings: bool) -> set[int]:
+    """Ids of the strings the CLI never prints: docstrings (except the commands', which are
+    their help) and regular expressions (they match what users typed, `reset --hard`)."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not keep_docstrings and isinstance(body, list) and body:
+            first = body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                skipped.add(id(first.value))
+        func = getattr(node, "func", None)
+        if isinstance(func, ast.Attribute) and getattr(func.value, "id", None) == "re":
+            skipped |= {id(n) for arg in node.args for n in ast.walk(arg)}  # type: ignore[attr-defined]
+    return skipped
+
+
 def _literals() -> Iterator[tuple[str, str]]:
-    """Every string in the Sleep package (f-strings with `{}` for their fields)."""
+    """Every string of the Sleep package the CLI can print (f-strings with `{}` for their
+    fields): messages, help texts, the commands' docstrings."""
     for path in sorted(SLEEP.glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skipped = _not_printed(tree, keep_docstrings=path.name == "cli.py")
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
             if isinstance(node, ast.JoinedStr):
                 yield (
                     path.name,

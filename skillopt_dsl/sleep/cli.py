@@ -35,7 +35,7 @@ from skillopt_dsl.sleep.project import SleepProject
 from skillopt_dsl.sleep.review import ReviewFolder, parse_checks, validate_task_rows
 from skillopt_dsl.sleep.schedule import SystemCrontab, schedule, systemd_units, unschedule
 from skillopt_dsl.sleep.stage import NightReport, describe_partial
-from skillopt_dsl.sleep.tasks import Task, load_tasks
+from skillopt_dsl.sleep.tasks import Check, Task, load_tasks
 
 __all__ = ["sleep_app"]
 
@@ -598,6 +598,12 @@ def _short(text: str, limit: int = 90) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
+def _check_line(check: Check) -> str:
+    """A check as the listing shows it: what it tests, and where it was mined from."""
+    source = getattr(check, "source", None)
+    return check.describe() + (f" [{Path(source).name}]" if source else "")
+
+
 def _review_listing(review: ReviewFolder, tasks: list[Task]) -> str:
     """Each task with its split, origin and checks; then what to do next."""
     if not tasks:
@@ -610,7 +616,7 @@ def _review_listing(review: ReviewFolder, tasks: list[Task]) -> str:
     for task in tasks:
         mark = "x" if task.reviewed else " "
         lines.append(f"[{mark}] {task.id}  {task.split:<5} {task.origin:<9} {_short(task.intent)}")
-        described = "; ".join(c.describe() for c in task.checks) or "none"
+        described = "; ".join(_check_line(c) for c in task.checks) or "none"
         lines.append(f"      checks: {described}")
         if task.rubric:
             lines.append(f"      rubric: {_short(task.rubric)}")

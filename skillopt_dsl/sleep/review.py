@@ -48,13 +48,19 @@ def _field_line(name: str, info: Any) -> str:
     return f"{name} ({kind}{limits}, {default})"
 
 
+_COMMON_FIELDS = ("kind", "source")
+"""Fields every check has: its kind, and where it was mined from (never judged)."""
+
 CHECK_FIELDS: dict[str, list[str]] = {
     str(model.model_fields["kind"].default): [
-        _field_line(name, info) for name, info in model.model_fields.items() if name != "kind"
+        _field_line(name, info)
+        for name, info in model.model_fields.items()
+        if name not in _COMMON_FIELDS
     ]
     for model in _check_models()
 }
-"""Each check kind and its fields, as `name (type, required | default)` (docs and errors)."""
+"""Each check kind and its own fields, as `name (type, required | default)` (docs and errors);
+every kind also takes `source`."""
 
 _CHECK = pydantic.TypeAdapter(Check)
 
@@ -79,7 +85,7 @@ def check_error(raw: object) -> str | None:
     fields = CHECK_FIELDS[str(kind)]
     takes = "; ".join(fields) if fields else "no other field"
     names = {line.split(" ", 1)[0] for line in fields}
-    extra = sorted(str(k) for k in given if k != "kind" and k not in names)
+    extra = sorted(str(k) for k in given if k not in _COMMON_FIELDS and k not in names)
     problem = f"; not {', '.join(extra)}" if extra else " (a value has the wrong type)"
     return f"check {shown}: {kind} takes {takes}{problem}"
 
