@@ -27,6 +27,7 @@ def test_sleep_is_a_subcommand_of_the_main_cli() -> None:
     assert done.exit_code == 0
     for command in (
         "harvest",
+        "review",
         "run",
         "status",
         "diff",

@@ -288,3 +288,191 @@ def test_sub_agent_records_of_a_fork_keep_the_first_session_meta(tmp_path: Path)
     )
     result = harvest([CodexSource(tmp_path)], APP)
     assert [s.id for s in result.sessions] == ["child"]
+
+
+# -- issue 27: injected blocks and queued notices are not the user's requests ---------------
+
+_INJECTED = {
+    "environment_context": "<environment_context>\n  <cwd>/work/app</cwd>\n  <shell>bash</shell>"
+    "\n</environment_context>",
+    "AGENTS.md": "# AGENTS.md instructions for /work/app\n\n<INSTRUCTIONS>\nRun `make test`."
+    "\n</INSTRUCTIONS>",
+    "user_instructions": "<user_instructions>\n\nRun `make test`.\n\n</user_instructions>",
+}
+
+
+def _rollout(home: Path, lines: list[dict[str, object]]) -> None:
+    folder = home / ".codex" / "sessions" / "2026" / "02" / "04"
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "timestamp": "2026-02-04T08:00:00Z",
+        "type": "session_meta",
+        "payload": {"id": "019b2c3d-2222-7a6b-8c9d-0e1f2a3b4c5d", "cwd": "/work/app"},
+    }
+    (folder / "rollout-2026-02-04T08-00-00-019b2c3d-2222-7a6b-8c9d-0e1f2a3b4c5d.jsonl").write_text(
+        "\n".join(json.dumps(x) for x in [meta, *lines]) + "\n"
+    )
+
+
+def _codex_user(second: int, text: str, copy: str) -> dict[str, object]:
+    when = f"2026-02-04T08:00:{second:02d}Z"
+    if copy == "event_msg":
+        return {
+            "timestamp": when,
+            "type": "event_msg",
+            "payload": {"type": "user_message", "message": text},
+        }
+    return {
+        "timestamp": when,
+        "type": "response_item",
+        "payload": {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": text}],
+        },
+    }
+
+
+@pytest.mark.parametrize("copy", ["event_msg", "response_item"])
+@pytest.mark.parametrize("block", sorted(_INJECTED))
+def test_codex_injected_blocks_are_not_user_requests(tmp_path: Path, block: str, copy: str) -> None:
+    """Kills: reading an injected `<environment_context>`, AGENTS.md or `<user_instructions>`
+    block as a request, in a rollout whose turns are `event_msg`s or in one that has only
+    `response_item` messages (each copy has its own check)."""
+    _rollout(
+        tmp_path,
+        [
+            _codex_user(1, _INJECTED[block], copy),
+            _codex_user(2, "Add search to the notes API", copy),
+        ],
+    )
+    (session,) = harvest([CodexSource(tmp_path)], APP).sessions
+    assert session.prompts == ["Add search to the notes API"]
+
+
+def _queued(prompt: str, mode: str | None) -> dict[str, object]:
+    attachment: dict[str, object] = {"type": "queued_command", "prompt": prompt}
+    if mode is not None:
+        attachment["commandMode"] = mode
+    return {
+        "type": "attachment",
+        "attachment": attachment,
+        "cwd": "/work/app",
+        "sessionId": "6b1e2a90-5b3d-4f6e-9a8b-1c2d3e4f5a6b",
+        "uuid": "att",
+        "timestamp": "2026-01-20T10:00:08.000Z",
+    }
+
+
+@pytest.mark.parametrize(
+    ("prompt", "mode"),
+    [
+        # an older Claude Code: no commandMode, the notice known by its tag
+        (
+            "<task-notification>\n<task-id>c1</task-id>\n<status>completed</status>\n"
+            "</task-notification>",
+            None,
+        ),
+        ("<task-notification>\n<task-id>c2</task-id>\n</task-notification>", "prompt"),
+        # a 2.1 notice: known by its commandMode, whatever its text starts with
+        ('Background command "npm run build" completed (exit code 0)', "task-notification"),
+    ],
+)
+def test_a_queued_task_notification_is_not_a_user_request(
+    tmp_path: Path, prompt: str, mode: str | None
+) -> None:
+    """Kills: a queued `<task-notification>` read as a prompt the user typed, whether it is
+    recognised by its tag (no or a `prompt` commandMode) or by its commandMode."""
+    folder = tmp_path / ".claude" / "projects" / "-work-app"
+    folder.mkdir(parents=True)
+    user = {
+        "type": "user",
+        "cwd": "/work/app",
+        "sessionId": "6b1e2a90-5b3d-4f6e-9a8b-1c2d3e4f5a6b",
+        "uuid": "u1",
+        "timestamp": "2026-01-20T10:00:01.000Z",
+        "message": {"role": "user", "content": "Fix the login crash"},
+    }
+    (folder / "6b1e2a90-5b3d-4f6e-9a8b-1c2d3e4f5a6b.jsonl").write_text(
+        "\n".join(json.dumps(x) for x in [user, _queued(prompt, mode)]) + "\n"
+    )
+    result = harvest([ClaudeCodeSource(tmp_path)], APP)
+    (session,) = result.sessions
+    assert session.prompts == ["Fix the login crash"]
+    assert result.stats.project.notices == 1 and result.stats.project.queued_prompts == 0
+
+
+def test_tool_outputs_are_paired_with_their_calls_with_exit_codes(real: HarvestResult) -> None:
+    """Kills: outputs attached to the wrong call (or none), the exit code of a Codex output
+    (`Exit code: N` text, or the older JSON `metadata.exit_code`) not read, or Claude's
+    `is_error` ignored."""
+    codex = [c for t in _session(real, CODEX_ID).turns for c in t.calls]
+    shell = next(c for c in codex if c.name == "shell_command")
+    assert shell.output.startswith("Exit code: 0") and shell.exit_code == 0 and not shell.failed
+    assert next(c for c in codex if c.name == "apply_patch").output == "Success."
+    legacy = [c for t in _session(real, LEGACY_ID).turns for c in t.calls]
+    assert legacy[0].output == "test:\n\tpytest --watch" and legacy[0].exit_code == 0
+    claude = [c for t in _session(real, CLAUDE_ID).turns for c in t.calls]
+    assert [c.output for c in claude] == ["1 failed", "ok"]
+    assert claude[0].failed is False and claude[1].failed is None
+
+
+def test_a_failed_command_is_marked_failed_with_its_exit_code(tmp_path: Path) -> None:
+    """Kills: a failing command read as a success (Claude `is_error: true` with `Exit code 1`,
+    Codex `Exit code: 2`), which would hide the failed-then-fixed evidence from mining."""
+    from fixtures.sleep.planted import LOCATIONS
+
+    LOCATIONS["claude tool output"](tmp_path / "c", "")
+    path = next((tmp_path / "c").rglob("*.jsonl"))
+    text = path.read_text().replace(
+        '"content": "config:\\n\\n1 passed", "is_error": false',
+        '"content": "Exit code 1\\nFAILED test_login", "is_error": true',
+    )
+    path.write_text(text)
+    (claude,) = harvest(make_sources("claude", tmp_path / "c"), APP).sessions
+    (call,) = [c for t in claude.turns for c in t.calls]
+    assert call.failed is True and call.exit_code == 1 and "FAILED test_login" in call.output
+    _rollout(
+        tmp_path / "x",
+        [
+            _codex_user(1, "run the tests", "event_msg"),
+            {
+                "timestamp": "2026-02-04T08:00:02Z",
+                "type": "response_item",
+                "payload": {
+                    "type": "function_call",
+                    "name": "shell_command",
+                    "call_id": "c9",
+                    "arguments": json.dumps({"command": "pytest -q"}),
+                },
+            },
+            {
+                "timestamp": "2026-02-04T08:00:03Z",
+                "type": "response_item",
+                "payload": {
+                    "type": "function_call_output",
+                    "call_id": "c9",
+                    "output": "Exit code: 2\nWall time: 1.1 seconds\nOutput:\nE   ImportError",
+                },
+            },
+        ],
+    )
+    (codex,) = harvest([CodexSource(tmp_path / "x")], APP).sessions
+    (call,) = [c for t in codex.turns for c in t.calls]
+    assert call.failed is True and call.exit_code == 2 and call.output.endswith("ImportError")
+
+
+def test_a_long_tool_output_keeps_its_head_and_its_tail(tmp_path: Path) -> None:
+    """Kills: keeping only the head of a long output (a test run's verdict and traceback are at
+    its end) or keeping it whole (sessions.jsonl and the mining prompt would grow unbounded)."""
+    from fixtures.sleep.planted import LOCATIONS
+
+    from skillopt_dsl.sleep.harvest import TOOL_OUTPUT_CHARS
+
+    long = "collected 300 items\n" + "tests/test_x.py ....\n" * 300 + "AssertionError: 3 != 4"
+    LOCATIONS["codex tool output"](tmp_path, long)
+    (session,) = harvest([CodexSource(tmp_path)], APP).sessions
+    shell = next(c for t in session.turns for c in t.calls if c.name == "shell_command")
+    assert len(shell.output) <= TOOL_OUTPUT_CHARS
+    assert shell.output.startswith("Exit code: 0") and "\n...\n" in shell.output
+    assert shell.output.endswith("AssertionError: 3 != 4\nok")

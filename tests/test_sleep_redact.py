@@ -3,9 +3,12 @@ hyphenated words untouched."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -155,3 +158,235 @@ def test_codex_item_copies_are_redacted_when_they_are_the_turns(tmp_path: Path) 
     result = harvest([CodexSource(tmp_path)], ProjectMatcher(("/work/app",)))
     assert key not in _kept_texts(result.sessions)
     assert result.stats.project.redactions["openai_key"] == 2
+
+
+# -- the table of key shapes, each in every location a reader keeps ------------------------
+
+from fixtures.sleep.planted import LOCATIONS, SHAPES, plant_everywhere  # noqa: E402
+
+from skillopt_dsl.sleep.redact import REDACTION_KINDS  # noqa: E402
+
+
+def _strings(value: object) -> Iterator[str]:
+    """Every string reachable from `value` (dataclass fields, mappings, sequences, paths)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Path):
+        yield str(value)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            yield from _strings(getattr(value, f.name))
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, list | tuple | set | frozenset):
+        for item in value:
+            yield from _strings(item)
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_every_key_shape_in_the_table_is_redacted_and_counted_once(name: str) -> None:
+    """Kills: dropping or narrowing any one shape of the table (an AWS secret key in either
+    form, a `ghr_` token, a Stripe, Hugging Face or Slack key...), or counting it twice."""
+    planted = SHAPES[name]
+    redactor = Redactor()
+    out = redactor.redact(f"note: {planted.text} (end)")
+    assert planted.secret not in out
+    assert f"[REDACTED:{planted.kind}]" in out
+    assert dict(redactor.counts) == {planted.kind: 1}
+    assert planted.kind in REDACTION_KINDS
+
+
+def test_every_redaction_kind_has_a_planted_sample() -> None:
+    """Kills: a rule added to the redactor without a sample here (it would have no test)."""
+    assert {p.kind for p in SHAPES.values()} == set(REDACTION_KINDS)
+
+
+@pytest.mark.parametrize("location", sorted(LOCATIONS))
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_every_shape_is_redacted_in_every_location_the_readers_keep(
+    tmp_path: Path, name: str, location: str
+) -> None:
+    """Kills: a reader keeping a text unredacted — a prompt, reply text, tool argument, tool
+    output or compaction summary of a Claude Code or Codex session, or a generic-JSONL turn —
+    and a count that is not the number of secrets actually replaced."""
+    planted = SHAPES[name]
+    LOCATIONS[location](tmp_path, planted.text)
+    result = harvest(make_sources("auto", tmp_path), ProjectMatcher(("/work/app",)))
+    assert len(result.sessions) == 1
+    kept = list(_strings(result.sessions)) + [json.dumps(s.review_row()) for s in result.sessions]
+    assert not [s for s in kept if planted.secret in s]
+    assert dict(result.stats.project.redactions) == {planted.kind: 1}
+
+
+def test_outputs_and_summaries_are_kept_so_their_redaction_is_tested(tmp_path: Path) -> None:
+    """Kills: the location test passing because a reader dropped the text instead of redacting
+    it (tool outputs and compaction summaries are kept, and with them the words around a key)."""
+    for location in ("claude tool output", "codex tool output"):
+        LOCATIONS[location](tmp_path / location, "MARKER-42 here")
+        (session,) = harvest(
+            make_sources("auto", tmp_path / location), ProjectMatcher(("/work/app",))
+        ).sessions
+        outputs = [c.output for t in session.turns for c in t.calls]
+        assert any("MARKER-42 here" in o for o in outputs), location
+    for location in ("claude compaction summary", "codex compaction summary"):
+        LOCATIONS[location](tmp_path / location, "MARKER-42 here")
+        (session,) = harvest(
+            make_sources("auto", tmp_path / location), ProjectMatcher(("/work/app",))
+        ).sessions
+        assert any("MARKER-42 here" in s for s in session.summaries), location
+
+
+CODE = [
+    "token = Base.url_encode64(:crypto.strong_rand_bytes(32), padding: false)",
+    "def refresh(token: str, api_key: Optional[str] = None) -> None:",
+    "password = os.environ['DB_PASSWORD2']",
+    "secret = self.settings.secret_key2",
+    "token = make_token2(user)",
+    "TOKEN=$CI_TOKEN_V2 ./deploy.sh",
+    "max_token=512 and token_limit=4096",
+    'headers = {"Authorization": f"Bearer {token}"}',
+    "Authorization: Bearer ${API_TOKEN}",
+    "export AWS_SECRET_ACCESS_KEY=$AWS_SECRET_FROM_VAULT",
+    'password: "${DB_PASSWORD}"',
+    "hf_hub_download(repo_id, filename) and sk-learn and token-bucket",
+    "git clone git@github.com:me/app.git && ssh://git@host:22/repo",
+    "the task-management-system, risk-averse ask-me-anything, AKIA-style ids",
+]
+
+
+@pytest.mark.parametrize("line", CODE)
+def test_ordinary_code_is_not_redacted_nor_counted(line: str) -> None:
+    """Kills: assignments that take a call, an attribute path, a type or a placeholder for a
+    secret (issue 26: `token = Base.url_encode64(...)` was counted as a redacted secret)."""
+    redactor = Redactor()
+    assert redactor.redact(line) == line
+    assert redactor.total == 0
+
+
+def test_the_count_shown_by_harvest_is_the_count_of_real_redactions(tmp_path: Path) -> None:
+    """Kills: counting a rule's matches instead of its replacements (a value left alone as
+    code would still be counted, and the summary would show a redaction that never was)."""
+    from typer.testing import CliRunner
+
+    from skillopt_dsl.sleep.cli import sleep_app
+
+    home = tmp_path / "home"
+    LOCATIONS["claude prompt"](home, "token = Base.url_encode64(raw) and " + SHAPES["jwt"].text)
+    project = tmp_path / "app"
+    (project / ".skillopt").mkdir(parents=True)
+    (project / ".skillopt" / "sleep.json").write_text(json.dumps({"session_cwds": ["/work/app"]}))
+    done = CliRunner().invoke(
+        sleep_app,
+        ["harvest", "--project", str(project), "--home", str(home), "--heuristic-only"],
+    )
+    assert done.exit_code == 0, done.output
+    assert "1 redaction(s)" in done.output
+
+
+# -- issue 27: the promises of redaction and reading, each named -----------------------------
+
+
+def test_github_ghr_refresh_tokens_are_redacted() -> None:
+    """Kills: a GitHub pattern without `r` in `gh[pousr]_` (refresh tokens kept)."""
+    token = "ghr_" + "Zq8Wn3Ls6Xk1Zt9Vp4Ry7Mc2Hb5Jd0Fg3Tk6P"
+    redactor = Redactor()
+    assert redactor.redact(f"refresh with {token}") == "refresh with [REDACTED:github_token]"
+
+
+def test_generic_jsonl_sessions_are_redacted(tmp_path: Path) -> None:
+    """Kills: the generic-JSONL reader keeping its turns' text as written."""
+    key = SHAPES["anthropic sk-ant-"].secret
+    LOCATIONS["jsonl prompt"](tmp_path, f"use {key}")
+    result = harvest(make_sources("jsonl", tmp_path), ProjectMatcher(("/work/app",)))
+    assert key not in _kept_texts(result.sessions)
+    assert result.stats.project.redactions == {"anthropic_key": 1}
+
+
+@pytest.mark.parametrize(
+    ("location", "before_text"),
+    [
+        # Claude's input is JSON: `{"command": "echo start && ` precedes the planted text
+        ("claude tool argument", len('{"command": "echo start && ')),
+        # Codex's apply_patch input is plain text: the patch header and a `+` precede it
+        ("codex patch input", len("*** Begin Patch\n*** Add File: notes/search.py\n+")),
+    ],
+)
+def test_a_tool_input_is_redacted_before_it_is_cut_so_no_key_prefix_leaks(
+    tmp_path: Path, location: str, before_text: int
+) -> None:
+    """Kills: cutting a tool input to its 500 characters before redacting it (the key at the
+    cut is then too short to be recognised and its first characters are kept)."""
+    from skillopt_dsl.sleep.harvest import TOOL_INPUT_CHARS
+
+    key = SHAPES["openai sk-proj-"].secret
+    for key_at in range(TOOL_INPUT_CHARS - 25, TOOL_INPUT_CHARS - 5, 3):
+        home = tmp_path / str(key_at)
+        LOCATIONS[location](home, "x" * (key_at - before_text - 1) + " " + key)
+        (session,) = harvest(make_sources("auto", home), ProjectMatcher(("/work/app",))).sessions
+        (call,) = [c for t in session.turns for c in t.calls if "xxxx" in c.input]
+        assert len(call.input) <= TOOL_INPUT_CHARS
+        assert call.input.endswith("...")
+        assert "sk-proj" not in call.input and "sk-" not in call.input, key_at
+
+
+def test_planted_secrets_never_reach_the_project_folder_nor_a_model_request(
+    tmp_path: Path,
+) -> None:
+    """Kills: any path by which a secret read from a transcript reaches `.skillopt/` (the
+    sessions list, the tasks, the report, the run) or the mining / replay model's requests: a
+    fake server records every request body, and the model echoes the transcript it was sent
+    back as a task (so whatever it saw would be written too)."""
+    from typer.testing import CliRunner
+
+    from skillopt_dsl.sleep.cli import sleep_app
+    from skillopt_dsl.testing.fake_server import FakeOpenAIServer
+
+    home = tmp_path / "home"
+    secrets = plant_everywhere(home)
+    project = tmp_path / "app"
+    (project / ".skillopt").mkdir(parents=True)
+    (project / ".skillopt" / "sleep.json").write_text(json.dumps({"session_cwds": ["/work/app"]}))
+    (project / "CLAUDE.md").write_text("# app\n")
+
+    def echo_as_task(messages: list[Any]) -> str:
+        seen = messages[-1]["content"]
+        task = {"intent": seen[-400:], "context": seen, "checks": [{"kind": "no_refusal"}]}
+        return json.dumps({"tasks": [task]})
+
+    with FakeOpenAIServer(echo_as_task, latency_s=0.0) as server:
+        done = CliRunner().invoke(
+            sleep_app,
+            [
+                "run",
+                "--project",
+                str(project),
+                "--home",
+                str(home),
+                "--optimizer-model",
+                "openai/fake-miner",
+                "--optimizer-api-base",
+                server.url,
+                "--model",
+                "openai/fake-target",
+                "--api-base",
+                server.url,
+                "--max-calls",
+                "40",
+            ],
+        )
+        bodies = json.dumps(server.bodies)
+        requests = server.requests
+    assert done.exit_code == 0, done.output
+    assert requests >= 3  # one mining call per session, at least
+    assert "[REDACTED:" in bodies
+    written = [
+        p.read_text(encoding="utf-8", errors="replace")
+        for p in (project / ".skillopt").rglob("*")
+        if p.is_file()
+    ]
+    assert len(written) > 5
+    for secret in secrets:
+        assert secret not in bodies, secret
+        assert not [text for text in written if secret in text], secret

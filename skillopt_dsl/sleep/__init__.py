@@ -1,6 +1,6 @@
 """Sleep: improve an agent's own skill and memory files from its session history.
 
-harvest (read only, secrets redacted) → mine (checkable tasks, recurring ones clustered, stable
+harvest (read only, secrets redacted; tasks merged into a review folder that survives) → mine (checkable tasks, recurring ones clustered, stable
 hashed splits) → replay and judge (a `SkillModule` and metric functions) → consolidate (an
 existing optimizer through `skillopt_dsl.compile`, the same `Gate`, the night's `Budget`) → stage
 (proposal, diff, report, evidence, a manifest pinning live-file hashes) → adopt (explicit,
@@ -18,6 +18,7 @@ from skillopt_dsl.sleep.memory import LEARNED_END, LEARNED_START, MemoryFile
 from skillopt_dsl.sleep.night import NightResult, SleepConfig, run_night
 from skillopt_dsl.sleep.project import ProjectConfig, SleepProject
 from skillopt_dsl.sleep.redact import Redactor
+from skillopt_dsl.sleep.review import ReviewFolder
 from skillopt_dsl.sleep.sources import ClaudeCodeSource, CodexSource, GenericJsonlSource
 from skillopt_dsl.sleep.stage import Manifest, NightReport
 from skillopt_dsl.sleep.tasks import Check, Task
@@ -39,6 +40,7 @@ __all__ = [
     "ProjectConfig",
     "Receipt",
     "Redactor",
+    "ReviewFolder",
     "Session",
     "SleepConfig",
     "SleepError",

@@ -20,6 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from skillopt_dsl.sleep.advice import nothing_to_adopt
 from skillopt_dsl.sleep.errors import SleepError, StageMismatch
 from skillopt_dsl.sleep.harvest import utc_now
 from skillopt_dsl.sleep.project import SleepProject, atomic_write, sha256_of
@@ -176,9 +177,7 @@ def adoptable_night(project: SleepProject) -> str:
     for night in reversed(project.nights()):
         if read_manifest(night).accepted:
             return night.name
-    raise SleepError(
-        f"no staged night of {project.path} has a proposal; run `skillopt-dsl sleep run` first"
-    )
+    raise SleepError(nothing_to_adopt(str(project.path)))
 
 
 def adopt(

@@ -1,4 +1,5 @@
-"""`skillopt-dsl sleep ...`: harvest, run, status, diff, adopt, rollback, schedule, unschedule.
+"""`skillopt-dsl sleep ...`: harvest, review, run, status, diff, adopt, rollback, schedule,
+unschedule.
 
 Every command prints a short summary (or, with `--json`, one JSON object for scripts); errors
 print one line and exit 1 (`--debug` shows the traceback); progress goes to stderr as log lines.
@@ -12,6 +13,7 @@ import shlex
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -19,17 +21,21 @@ import click
 import typer
 
 from skillopt_dsl.errors import SkillOptError
+from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import Budget, UsageLedger
 from skillopt_dsl.lm.endpoint import API_BASE_ENV, OPTIMIZER_API_BASE_ENV, at_api_base
+from skillopt_dsl.sleep import advice
 from skillopt_dsl.sleep.adopt import adopt, journal_pending, night_status, recover, rollback
+from skillopt_dsl.sleep.advice import cli_advice
 from skillopt_dsl.sleep.agent_replay import settings_from
 from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.sleep.night import NightResult, SleepConfig, harvest_tasks, run_night
 from skillopt_dsl.sleep.progress import NightProgress
 from skillopt_dsl.sleep.project import SleepProject
+from skillopt_dsl.sleep.review import ReviewFolder, parse_checks, validate_task_rows
 from skillopt_dsl.sleep.schedule import SystemCrontab, schedule, systemd_units, unschedule
-from skillopt_dsl.sleep.stage import NightReport, write_jsonl
-from skillopt_dsl.sleep.tasks import save_tasks
+from skillopt_dsl.sleep.stage import NightReport, describe_partial
+from skillopt_dsl.sleep.tasks import Check, Task, load_tasks
 
 __all__ = ["sleep_app"]
 
@@ -140,13 +146,22 @@ def _summary(result: NightResult) -> str:
     if r.mining.get("model_dropped"):
         lines.append(f"  mining: {r.mining['model_dropped']}")
     if r.gate_statement:
-        lines.append(f"  {r.gate_statement}")
+        lines.append(f"  {cli_advice(r.gate_statement)}")
     if r.blocked:
-        lines.append(f"  nothing accepted: {r.blocked}")
+        lines.append(f"  nothing accepted: {cli_advice(r.blocked)}")
+    lines += _run_advice(r)
     if r.accepted:
         follow = "adopted" if r.adopted else f"review: skillopt-dsl sleep diff {r.night_id}"
         lines.append(f"  proposal: {', '.join(r.proposed_files)} ({follow})")
     return "\n".join(lines)
+
+
+def _run_advice(report: NightReport) -> list[str]:
+    """What to do after a night: sessions skipped as older than the watermark."""
+    skipped = int(report.harvest.get("skipped", {}).get("before_watermark", 0))
+    if not skipped:
+        return []
+    return [f"  {advice.reread(skipped, report.watermark_before)}"]
 
 
 @sleep_app.command("run")
@@ -215,6 +230,23 @@ def run_command(
         bool, typer.Option("--reviewed-only", help="Only tasks marked reviewed: true.")
     ] = False,
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Optimizer epochs.")] = 1,
+    batch_size: Annotated[
+        int,
+        typer.Option(
+            "--batch-size",
+            min=1,
+            help="Training tasks per optimizer step; larger means fewer gate decisions, each "
+            "tested with more of the night's significance.",
+        ),
+    ] = 8,
+    gate_kind: Annotated[
+        str,
+        typer.Option(
+            "--gate",
+            help="paired (default: a paired significance test, noise-safe) or mean-only "
+            "(any strict mean gain passes: on few val tasks a useless edit passes often).",
+        ),
+    ] = "paired",
     seed: Annotated[int, typer.Option("--seed")] = 0,
     threads: Annotated[int, typer.Option("--threads", min=1)] = 4,
     # -- dreams and cross-night memory (issue 26; skillopt_dsl.sleep.dreams / .rejections) --
@@ -262,7 +294,8 @@ def run_command(
             ),
             optimizer_lm=_optimizer_lm(optimizer_model, optimizer_api_base),
             budget=_budget(max_calls, max_tokens, max_usd),
-            optimizer=GradientText(epochs=epochs),
+            optimizer=GradientText(epochs=epochs, batch_size=batch_size),
+            gate=_gate(gate_kind),
             no_regression=no_regression,
             auto_adopt=auto_adopt,
             judge_mode=_judge(judge),
@@ -276,6 +309,8 @@ def run_command(
             contrastive=contrastive,
             remember_rejected=remember_rejected,
         )
+        if tasks is not None:
+            validate_task_rows(tasks)
         with NightProgress(Console(stderr=True), max_calls=max_calls) as progress:
             result = run_night(config, on_event=progress)
         if as_json:
@@ -307,10 +342,34 @@ def _replay_agent(value: str) -> Literal["claude", "codex"]:
     raise SleepError(f"--replay-agent must be claude or codex, got {value!r}")
 
 
+def _gate(value: str) -> Gate | None:
+    """`--gate`: None for the default gate (paired test), `Gate.mean_only()` for mean-only."""
+    if value == "paired":
+        return None
+    if value == "mean-only":
+        return Gate.mean_only()
+    raise SleepError(f"--gate must be paired or mean-only, got {value!r}")
+
+
 def _judge(value: str) -> Literal["soft", "hard"]:
     if value in ("soft", "hard"):
         return value  # type: ignore[return-value]
     raise SleepError(f"--judge must be soft or hard, got {value!r}")
+
+
+SinceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--since",
+        help="Read sessions that ended after this time (ISO-8601, e.g. 2026-01-20 or "
+        "2026-01-20T08:00:00+01:00; a date or a time without a zone is UTC) instead of "
+        "after the watermark.",
+    ),
+]
+AllOpt = Annotated[
+    bool,
+    typer.Option("--all", help="Read every session, ignoring the watermark."),
+]
 
 
 @sleep_app.command("harvest")
@@ -320,8 +379,10 @@ def harvest_command(
     home: HomeOpt = None,
     out: Annotated[
         Path | None,
-        typer.Option("--out", help="Where to write the tasks (default .skillopt/sleep/review)."),
+        typer.Option("--out", help="The review folder (default .skillopt/sleep/review)."),
     ] = None,
+    since: SinceOpt = None,
+    read_all: AllOpt = False,
     optimizer_model: OptimizerModelOpt = None,
     optimizer_api_base: OptimizerApiBaseOpt = None,
     heuristic_only: HeuristicOpt = False,
@@ -329,9 +390,11 @@ def harvest_command(
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Harvest and mine tasks for review: writes sessions.jsonl (what was read) and tasks.jsonl
-    (edit it, set reviewed: true, then `sleep run --tasks <out>/tasks.jsonl --reviewed-only`).
-    The watermark does not move."""
+    """Harvest and mine tasks for review, merged into the review folder: rows already there
+    (reviewed, edited or not) are kept, new tasks added, dropped ones not re-added. Review them
+    with `sleep review`, then `sleep run --tasks <out>/tasks.jsonl --reviewed-only`. Sessions a
+    night already read (older than the watermark) are skipped unless `--since` or `--all`; the
+    watermark does not move."""
     with _handled(debug):
         opened = SleepProject.open(project)
         config = SleepConfig(
@@ -341,31 +404,53 @@ def harvest_command(
             optimizer_lm=_optimizer_lm(optimizer_model, optimizer_api_base),
             mine_with_model=not heuristic_only,
         )
+        after = _since(since, read_all)
         with opened.lock("sleep harvest"):
             harvested, found, stats = harvest_tasks(
-                opened, config, UsageLedger(_budget(max_calls, None, None))
+                opened,
+                config,
+                UsageLedger(_budget(max_calls, None, None)),
+                since=after,
+                read_all=read_all,
             )
-            folder = out or opened.sleep_dir / "review"
-            folder.mkdir(parents=True, exist_ok=True)
-            sessions_path = write_jsonl(
-                folder / "sessions.jsonl", [s.review_row() for s in harvested.sessions]
-            )
-            save_tasks(found, folder)
+            review = ReviewFolder(out or opened.sleep_dir / "review")
+            merged = review.merge(found, [s.review_row() for s in harvested.sessions])
+        watermark = opened.watermark()
         data: dict[str, Any] = {
-            "sessions_path": str(sessions_path),
-            "tasks_path": str(folder / "tasks.jsonl"),
-            "dataset_path": str(folder / "tasks"),
+            "sessions_path": str(review.sessions_path),
+            "tasks_path": str(review.tasks_path),
+            "dataset_path": str(review.folder / "tasks"),
+            "read_after": "everything" if read_all else (after or watermark),
+            "watermark": watermark.isoformat() if watermark else None,
+            "review": merged.to_dict(),
             "harvest": harvested.stats.to_dict(),
             "mining": stats.to_dict(),
         }
         if as_json:
             _emit(data)
         else:
-            typer.echo(_harvest_summary(data, folder))
+            typer.echo(_harvest_summary(data, review.folder, str(config.home)))
 
 
-def _harvest_summary(data: Mapping[str, Any], folder: Path) -> str:
+def _since(value: str | None, read_all: bool) -> datetime | None:
+    """`--since` as an aware time (a date or a zone-less time is UTC); refuses `--all` too."""
+    if value is None:
+        return None
+    if read_all:
+        raise SleepError("pass --since or --all, not both")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise SleepError(
+            f"--since takes an ISO-8601 date or time (2026-01-20, 2026-01-20T08:00:00+01:00), "
+            f"got {value!r}"
+        ) from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _harvest_summary(data: Mapping[str, Any], folder: Path, home_dir: str) -> str:
     h, m, home = data["harvest"], data["mining"], data["harvest"]["home_wide"]
+    r = data["review"]
     lines = [
         f"this project: {h['sessions']} session(s), {m['tasks']} task(s) "
         f"({m['model_tasks']} model-mined, {m['heuristic_tasks']} heuristic), "
@@ -381,10 +466,164 @@ def _harvest_summary(data: Mapping[str, Any], folder: Path) -> str:
     ]
     if m.get("model_dropped"):
         lines.append(f"mining: {m['model_dropped']}")
+    lines += _harvest_advice(data, home_dir)
     lines += [
+        f"review folder: {r['kept']} task(s) kept as they were ({r['reviewed']} reviewed), "
+        f"{r['added']} added"
+        + (f", {r['skipped_dropped']} you dropped not re-added" if r["skipped_dropped"] else ""),
         f"sessions read: {data['sessions_path']}",
-        f"review and edit {folder / 'tasks.jsonl'}",
+        f"tasks: {folder / 'tasks.jsonl'}; {advice.train_on_review(str(folder / 'tasks.jsonl'))}",
     ]
+    return "\n".join(lines)
+
+
+def _harvest_advice(data: Mapping[str, Any], home_dir: str) -> list[str]:
+    """Why a harvest read fewer sessions than there are, and how to read them."""
+    h = data["harvest"]
+    skipped = int(h["skipped"].get("before_watermark", 0))
+    if skipped:
+        return [advice.reread(skipped, data["watermark"])]
+    if h["sessions"] == 0:
+        return [advice.no_sessions(home_dir)]
+    return []
+
+
+@sleep_app.command("review")
+def review_command(
+    project: ProjectOpt = Path("."),
+    tasks_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--tasks", help="The tasks file (default .skillopt/sleep/review/tasks.jsonl)."
+        ),
+    ] = None,
+    accept: Annotated[
+        str | None, typer.Option("--accept", help="Mark this task (id or id prefix) reviewed.")
+    ] = None,
+    drop: Annotated[
+        str | None,
+        typer.Option("--drop", help="Remove this task; later harvests do not add it again."),
+    ] = None,
+    edit: Annotated[
+        str | None,
+        typer.Option(
+            "--edit",
+            help="Change this task (with --intent, --rubric, --checks, "
+            "--add-check); an edited task is marked reviewed.",
+        ),
+    ] = None,
+    intent: Annotated[str | None, typer.Option("--intent", help="New request text.")] = None,
+    rubric: Annotated[
+        str | None, typer.Option("--rubric", help='New rubric ("" removes it).')
+    ] = None,
+    checks: Annotated[
+        str | None,
+        typer.Option(
+            "--checks",
+            help='Replace the checks: a JSON list, e.g. \'[{"kind": "max_chars", "limit": 400}]\'.',
+        ),
+    ] = None,
+    add_check: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--add-check",
+            help="Add one check (JSON object), e.g. "
+            '\'{"kind": "contains", "value": "Decimal"}\'; repeatable.',
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """List the tasks to review with their checks, or accept, drop or edit one. Check kinds
+    and their fields: contains/not_contains (value, case_sensitive), regex (pattern),
+    max_chars (limit), section_present (heading), no_refusal; see docs/sleep.md."""
+    with _handled(debug):
+        opened = SleepProject.open(project)
+        review = ReviewFolder(
+            tasks_file.parent if tasks_file is not None else opened.sleep_dir / "review"
+        )
+        if tasks_file is not None and tasks_file.name != "tasks.jsonl":
+            raise SleepError(f"--tasks must name a tasks.jsonl file, got {tasks_file}")
+        actions = [a for a in (accept, drop, edit) if a is not None]
+        if len(actions) > 1:
+            raise SleepError("pass one of --accept, --drop or --edit at a time")
+        if edit is None and any(v is not None for v in (intent, rubric, checks, add_check)):
+            raise SleepError("--intent, --rubric, --checks and --add-check need --edit ID")
+        with opened.lock("sleep review"):
+            changed = _review_action(review, accept, drop, edit, intent, rubric, checks, add_check)
+            tasks = review.tasks()
+        if as_json:
+            _emit(
+                {
+                    "tasks_path": str(review.tasks_path),
+                    "changed": None if changed is None else changed[1].model_dump(mode="json"),
+                    "action": None if changed is None else changed[0],
+                    "tasks": [t.model_dump(mode="json") for t in tasks],
+                }
+            )
+            return
+        if changed is not None:
+            typer.echo(f"{changed[0]} {changed[1].id}: {_short(changed[1].intent)}")
+        typer.echo(_review_listing(review, tasks))
+
+
+def _review_action(
+    review: ReviewFolder,
+    accept: str | None,
+    drop: str | None,
+    edit: str | None,
+    intent: str | None,
+    rubric: str | None,
+    checks: str | None,
+    add_check: list[str] | None,
+) -> tuple[str, Task] | None:
+    """Apply the one action asked for; None when only listing."""
+    if accept is not None:
+        return "accepted", review.accept(accept)
+    if drop is not None:
+        return "dropped", review.drop(drop)
+    if edit is None:
+        return None
+    added = [c for text in add_check or [] for c in parse_checks(text)]
+    replaced = parse_checks(checks) if checks is not None else None
+    if replaced is None and not added and intent is None and rubric is None:
+        raise SleepError("--edit needs at least one of --intent, --rubric, --checks, --add-check")
+    return "edited", review.edit(
+        edit, intent=intent, rubric=rubric, checks=replaced, add_checks=added
+    )
+
+
+def _short(text: str, limit: int = 90) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _check_line(check: Check) -> str:
+    """A check as the listing shows it: what it tests, and where it was mined from."""
+    source = getattr(check, "source", None)
+    return check.describe() + (f" [{Path(source).name}]" if source else "")
+
+
+def _review_listing(review: ReviewFolder, tasks: list[Task]) -> str:
+    """Each task with its split, origin and checks; then what to do next."""
+    if not tasks:
+        return (
+            f"no tasks in {review.tasks_path}; mine some with `skillopt-dsl sleep harvest` "
+            "(`--all` re-reads sessions a night already read)"
+        )
+    reviewed = sum(1 for t in tasks if t.reviewed)
+    lines = [f"{len(tasks)} task(s) in {review.tasks_path}, {reviewed} reviewed"]
+    for task in tasks:
+        mark = "x" if task.reviewed else " "
+        lines.append(f"[{mark}] {task.id}  {task.split:<5} {task.origin:<9} {_short(task.intent)}")
+        described = "; ".join(_check_line(c) for c in task.checks) or "none"
+        lines.append(f"      checks: {described}")
+        if task.rubric:
+            lines.append(f"      rubric: {_short(task.rubric)}")
+    if all(not t.rubric and all(c.kind == "no_refusal" for c in t.checks) for t in tasks):
+        lines.append(f"next: {advice.only_no_refusal('this review', len(tasks))}")
+    else:
+        lines.append(f"next: {advice.train_on_review(str(review.tasks_path))}")
     return "\n".join(lines)
 
 
@@ -417,6 +656,29 @@ def status_command(
             typer.echo("  no staged night yet; run `skillopt-dsl sleep run`")
         for row in data["nights"]:
             typer.echo(_status_row(row))
+        for line in _status_advice(opened, bool(data["locked_by"])):
+            typer.echo(f"  {line}")
+
+
+def _status_advice(opened: SleepProject, locked: bool) -> list[str]:
+    """Leftover unfinished stages (what each is) and tasks that cannot teach anything."""
+    lines = []
+    for partial in opened.partial_nights():
+        what = describe_partial(partial)
+        lines.append(
+            f"{what} (the night running now)"
+            if locked
+            else f"leftover {what}; the next `skillopt-dsl sleep run` removes it"
+        )
+    nights = opened.nights()
+    if nights and (nights[-1] / "tasks.jsonl").exists():
+        tasks = load_tasks(nights[-1] / "tasks.jsonl")
+        if tasks and all(
+            not t.rubric and t.checks and all(c.kind == "no_refusal" for c in t.checks)
+            for t in tasks
+        ):
+            lines.append(advice.only_no_refusal(f"night {nights[-1].name}", len(tasks)))
+    return lines
 
 
 def _status_row(row: Mapping[str, Any]) -> str:

@@ -33,6 +33,11 @@ logger = logging.getLogger(__name__)
 
 PROBE_LIMIT = 64
 
+_MORE_TASKS = (
+    "gather more tasks: `skillopt-dsl sleep harvest --all` re-reads the sessions a night "
+    "already read, then `skillopt-dsl sleep run --tasks .skillopt/sleep/review/tasks.jsonl`"
+)
+
 
 @dataclass(frozen=True)
 class Consolidation:
@@ -70,9 +75,9 @@ def _report(n: int, score: float, skill_hash: str) -> EvaluationReport:
 def readiness(splits: Splits, minimum_val: int | None) -> str | None:
     """Why this night cannot accept any candidate, or None when it can."""
     if not splits.val:
-        return "no validation tasks: the gate has nothing to decide on (mine more sessions)"
+        return f"no validation tasks: the gate has nothing to decide on; {_MORE_TASKS}"
     if not splits.train:
-        return "no training tasks: the optimizer has nothing to learn from (mine more sessions)"
+        return f"no training tasks: the optimizer has nothing to learn from; {_MORE_TASKS}"
     shared = _overlap(splits.train, splits.val)
     if shared:
         return f"val overlaps train ({len(shared)} shared task(s), e.g. {shared[0]!r}); fix the task splits"
@@ -84,8 +89,7 @@ def readiness(splits: Splits, minimum_val: int | None) -> str | None:
     if len(splits.val) < minimum_val:
         return (
             f"val has {len(splits.val)} task(s), but the gate cannot accept a candidate on fewer "
-            f"than {minimum_val} (even one that wins on every val task); harvest more sessions "
-            "or review and add tasks"
+            f"than {minimum_val} (even one that wins on every val task); {_MORE_TASKS}"
         )
     return None
 

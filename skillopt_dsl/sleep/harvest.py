@@ -23,8 +23,8 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -40,7 +40,10 @@ __all__ = [
     "Session",
     "Source",
     "ToolCall",
+    "ToolOutput",
     "Turn",
+    "attach_outputs",
+    "cut",
     "harvest",
     "parse_timestamp",
 ]
@@ -55,18 +58,58 @@ AgentName = Literal["claude", "codex", "jsonl"]
 TOOL_INPUT_CHARS = 500
 """How much of a tool call's input is kept (redacted, then cut)."""
 
+TOOL_OUTPUT_CHARS = 600
+"""How much of a tool call's output is kept (redacted, then cut to its head and its tail)."""
+
+
+def cut(text: str, limit: int, *, keep_tail: bool = False) -> str:
+    r"""`text` cut to at most `limit` characters: its head (`...` at the cut), or its head and
+    tail around a `...` line when `keep_tail` (an error is usually at the end of an output).
+
+    Always applied to text that is already redacted: a secret cut first would leave its
+    prefix, too short to be recognised, in the kept text.
+
+    >>> cut("abcdefghij", 7)
+    'abcd...'
+    >>> cut("abcdefghij", 9, keep_tail=True)
+    'ab\n...\nij'
+    """
+    if len(text) <= limit:
+        return text
+    if not keep_tail:
+        return text[: limit - 3] + "..."
+    head = (limit - 5) // 2
+    return text[:head] + "\n...\n" + text[len(text) - (limit - 5 - head) :]
+
 
 @dataclass(frozen=True)
 class ToolCall:
-    """One tool call of a reply: the tool's name and its input (redacted, at most 500 chars)."""
+    """One tool call of a reply: the tool's name, its input (redacted, at most 500 chars) and,
+    when the transcript holds it, what it returned.
+
+    Attributes:
+        name: the tool's name (`Bash`, `shell_command`, `apply_patch`, ...).
+        input: the call's input as one line (redacted, then cut).
+        output: the tool's output (redacted, then cut to its head and tail); "" when the
+            transcript has none.
+        failed: True when the tool reported an error (Claude `is_error`, a non-zero exit
+            code), False when it reported success, None when the transcript does not say.
+        exit_code: the command's exit code when the transcript states one.
+        call_id: the transcript's id of the call (pairs it with its output).
+    """
 
     name: str
     input: str = ""
+    output: str = ""
+    failed: bool | None = None
+    exit_code: int | None = None
+    call_id: str = ""
 
 
 @dataclass(frozen=True)
 class Turn:
-    """One user prompt or one assistant reply (the tool calls the reply made, not their output)."""
+    """One user prompt or one assistant reply (with the tool calls the reply made, each with
+    its output when the transcript holds one)."""
 
     role: Literal["user", "assistant"]
     text: str
@@ -77,6 +120,29 @@ class Turn:
     def tools(self) -> tuple[str, ...]:
         """The names of the tools the reply called, in order."""
         return tuple(c.name for c in self.calls)
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """What one tool call returned, as read (redacted) before it is paired with its call."""
+
+    text: str
+    failed: bool | None = None
+    exit_code: int | None = None
+
+
+def attach_outputs(turns: Iterable[Turn], outputs: Mapping[str, ToolOutput]) -> list[Turn]:
+    """`turns` with each tool call given the output of the same `call_id` (when there is one)."""
+    paired: list[Turn] = []
+    for turn in turns:
+        calls = tuple(
+            replace(c, output=o.text, failed=o.failed, exit_code=o.exit_code)
+            if (o := outputs.get(c.call_id)) is not None and c.call_id
+            else c
+            for c in turn.calls
+        )
+        paired.append(replace(turn, calls=calls) if calls != turn.calls else turn)
+    return paired
 
 
 @dataclass
@@ -93,7 +159,7 @@ class ReadCounts:
         notices: background-task notices (`<task-notification>`).
         slash_commands: requests given as slash commands, read from `<command-args>`.
         queued_prompts: prompts typed while the agent worked (Claude `queued_command`).
-        tool_results: tool outputs skipped.
+        tool_results: tool outputs read (each kept, redacted, with the call it answers).
         injected_blocks: harness-injected blocks dropped (Codex environment, AGENTS.md).
         mirrored_records: Codex `response_item` messages that mirror an `event_msg` turn.
         sidechain_records: sub-agent records inside a main transcript.
@@ -177,7 +243,9 @@ class Session:
     """One harvested, redacted session of one agent in one working directory.
 
     `counts` holds what reading its file found; `subagent` names the kind of sub-agent that
-    ran it (a Codex `session_meta.source` of `{"subagent": ...}`), None for the user's own.
+    ran it (a Codex `session_meta.source` of `{"subagent": ...}`), None for the user's own;
+    `summaries` holds the session's compaction summaries (redacted), oldest first: what the
+    agent said had been done when its context was compacted (they are not requests).
     """
 
     id: str
@@ -188,6 +256,7 @@ class Session:
     branch: str | None = None
     counts: ReadCounts = field(default_factory=ReadCounts, compare=False, repr=False)
     subagent: str | None = None
+    summaries: tuple[str, ...] = ()
 
     @property
     def started(self) -> datetime:

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -54,6 +55,7 @@ from skillopt_dsl.sleep.sources import make_sources
 from skillopt_dsl.sleep.stage import (
     NightReport,
     evidence_rows,
+    mark_failed,
     remove_partials,
     write_report,
     write_stage,
@@ -165,11 +167,17 @@ def harvest_tasks(
     ledger: UsageLedger,
     *,
     on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
+    since: datetime | None = None,
+    read_all: bool = False,
 ) -> tuple[HarvestResult, list[Task], MineStats]:
-    """Harvest the project's new sessions and mine them into tasks (model calls on `ledger`)."""
+    """Harvest the project's new sessions and mine them into tasks (model calls on `ledger`).
+
+    New means after the project's watermark; `since` reads from that time instead, `read_all`
+    reads every session (`sleep harvest --since/--all`)."""
     settings = project.config()
     sources = make_sources(config.source, config.home.expanduser())
-    harvested = harvest(sources, project.matcher(settings), watermark=project.watermark())
+    watermark = None if read_all else since or project.watermark()
+    harvested = harvest(sources, project.matcher(settings), watermark=watermark)
     _emit(on_event, "harvest", harvested.stats.to_dict())
     miner = resolve_lm(config.optimizer_lm, ledger=ledger) if config.mine_with_model else None
 
@@ -235,9 +243,14 @@ def run_night(
     project = SleepProject.open(config.project)
     with project.lock("sleep run"):
         recover(project)
-        for name in remove_partials(project):
-            logger.warning("removed %s, the half-written stage of a killed run", name)
-        return _Night(project, config, on_event).run()
+        for what in remove_partials(project):
+            logger.warning("removed %s", what)
+        night = _Night(project, config, on_event)
+        try:
+            return night.run()
+        except BaseException as exc:
+            mark_failed(night.partial, exc)
+            raise
 
 
 class _Night:

@@ -54,13 +54,17 @@ from typing import Any, Literal
 
 from skillopt_dsl.sleep.harvest import (
     TOOL_INPUT_CHARS,
+    TOOL_OUTPUT_CHARS,
     AgentName,
     HarvestStats,
     ReadCounts,
     Session,
     Source,
     ToolCall,
+    ToolOutput,
     Turn,
+    attach_outputs,
+    cut,
     merge_turns,
     parse_timestamp,
 )
@@ -99,12 +103,70 @@ def _when(
 
 
 def _tool_input(value: object, redactor: Redactor) -> str:
-    """A tool call's input as one redacted line of at most `TOOL_INPUT_CHARS` characters."""
+    """A tool call's input as one line of at most `TOOL_INPUT_CHARS` characters: redacted
+    whole first, then cut (cut first, a key at the cut would keep its prefix).
+
+    Structured input (an object, or a string holding JSON such as Codex `arguments`) is
+    redacted value by value as decoded text (a quoted header or key inside a shell command
+    is not hidden behind JSON escapes), then as a whole (a `"password": "..."` pair)."""
     if value is None:
         return ""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = redactor.redact(text)
-    return text if len(text) <= TOOL_INPUT_CHARS else text[: TOOL_INPUT_CHARS - 3] + "..."
+    decoded = _decoded_json(value) if isinstance(value, str) else value
+    if isinstance(decoded, dict | list):
+        text = json.dumps(_redact_strings(decoded, redactor), ensure_ascii=False, default=str)
+    else:
+        text = str(value)
+    return cut(redactor.redact(text), TOOL_INPUT_CHARS)
+
+
+def _decoded_json(text: str) -> object:
+    """The JSON object or array `text` holds, else `text` itself."""
+    if not text.lstrip().startswith(("{", "[")):
+        return text
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _redact_strings(value: object, redactor: Redactor) -> object:
+    """`value` with every string inside it redacted (keys left as they are)."""
+    if isinstance(value, str):
+        return redactor.redact(value)
+    if isinstance(value, dict):
+        return {k: _redact_strings(v, redactor) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_strings(v, redactor) for v in value]
+    return value
+
+
+_EXIT_CODE = re.compile(r"\A\s*(?:Error: )?Exit code:? (-?\d+)")
+
+
+def _tool_output(
+    text: str, redactor: Redactor, *, failed: bool | None = None, exit_code: int | None = None
+) -> ToolOutput:
+    """A tool's output, redacted whole then cut to its head and tail; the exit code read from
+    a leading `Exit code: N` line when not given; `failed` from the exit code when not given."""
+    if exit_code is None and (found := _EXIT_CODE.match(text)):
+        exit_code = int(found.group(1))
+    if failed is None and exit_code is not None:
+        failed = exit_code != 0
+    kept = cut(redactor.redact(text.strip()), TOOL_OUTPUT_CHARS, keep_tail=True)
+    return ToolOutput(kept, failed, exit_code)
+
+
+def _block_text(content: object) -> str:
+    """The text of a string or of a list of content blocks (`{"type": "text", "text": ...}`)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(b.get("text") or "")
+            for b in content
+            if isinstance(b, dict) and b.get("type") in ("text", "input_text", "output_text")
+        )
+    return ""
 
 
 # -- Claude Code ------------------------------------------------------------------------------
@@ -206,6 +268,8 @@ class _ClaudeSession:
     cwd: str = ""
     branch: str | None = None
     turns: list[Turn] = field(default_factory=list)
+    outputs: dict[str, ToolOutput] = field(default_factory=dict)
+    summaries: list[str] = field(default_factory=list)
     last_when: datetime | None = None
 
 
@@ -238,8 +302,20 @@ class ClaudeCodeSource(Source):
         counts.redactions.update(session.redactor.counts)
         if not session.turns:
             return []
-        turns = merge_turns(sorted(session.turns, key=lambda t: t.timestamp))
-        return [Session(session.id, "claude", session.cwd, path, turns, session.branch, counts)]
+        ordered = sorted(session.turns, key=lambda t: t.timestamp)
+        turns = merge_turns(attach_outputs(ordered, session.outputs))
+        return [
+            Session(
+                session.id,
+                "claude",
+                session.cwd,
+                path,
+                turns,
+                session.branch,
+                counts,
+                summaries=tuple(session.summaries),
+            )
+        ]
 
     def _record(
         self, session: _ClaudeSession, record: dict[str, Any], path: Path, line_no: int
@@ -318,9 +394,18 @@ class ClaudeCodeSource(Source):
                 texts.append(block["text"])
             elif block.get("type") == "tool_use":
                 name = str(block.get("name") or "tool")
-                calls.append(ToolCall(name, _tool_input(block.get("input"), redactor)))
+                call_id = str(block.get("id") or "")
+                calls.append(
+                    ToolCall(name, _tool_input(block.get("input"), redactor), call_id=call_id)
+                )
             elif block.get("type") == "tool_result":
                 counts.tool_results += 1
+                failed = block.get("is_error")
+                session.outputs[str(block.get("tool_use_id") or "")] = _tool_output(
+                    _block_text(block.get("content")),
+                    redactor,
+                    failed=failed if isinstance(failed, bool) else None,
+                )
         text = "\n".join(t for t in texts if t.strip()).strip()
         if kind == "assistant":
             if not text and not calls:
@@ -330,6 +415,7 @@ class ClaudeCodeSource(Source):
             return None
         if record.get("isCompactSummary") is True:
             counts.compact_summaries += 1
+            session.summaries.append(redactor.redact(text))
             return None
         if record.get("isMeta") is True or text.startswith(_CLAUDE_META_PREFIXES):
             counts.meta_prompts += 1
@@ -414,6 +500,8 @@ class _CodexRollout:
     events: list[Turn] = field(default_factory=list)
     items: list[Turn] = field(default_factory=list)
     calls: list[tuple[datetime, ToolCall]] = field(default_factory=list)
+    outputs: dict[str, ToolOutput] = field(default_factory=dict)
+    summaries: list[str] = field(default_factory=list)
     redactor: Redactor = field(default_factory=Redactor)
     event_redactor: Redactor = field(default_factory=Redactor)
     item_redactor: Redactor = field(default_factory=Redactor)
@@ -460,6 +548,7 @@ class CodexSource(Source):
                 rollout.branch,
                 counts,
                 rollout.subagent,
+                tuple(rollout.summaries),
             )
         ]
 
@@ -475,7 +564,7 @@ class CodexSource(Source):
         for when, call in rollout.calls:
             with_calls.append(Turn("assistant", "", when, (call,)))
         ordered = sorted(with_calls, key=lambda t: t.timestamp)
-        merged = merge_turns(ordered)
+        merged = merge_turns(attach_outputs(ordered, rollout.outputs))
         return tuple(t for t in merged if t.text or t.calls)
 
     def _record(
@@ -501,6 +590,9 @@ class CodexSource(Source):
             return
         if kind == "compacted":
             counts.compact_summaries += 1
+            message = str(payload.get("message") or "").strip()
+            if message:
+                rollout.summaries.append(rollout.redactor.redact(message))
             return
         if kind not in ("response_item", "event_msg"):
             return
@@ -579,10 +671,14 @@ class CodexSource(Source):
         counts = rollout.counts
         if sub in _CODEX_CALLS:
             name = str(payload.get("name") or str(sub).removesuffix("_call"))
-            rollout.calls.append((when, ToolCall(name, _codex_input(payload, rollout.redactor))))
+            call_id = str(payload.get("call_id") or payload.get("id") or "")
+            call = ToolCall(name, _codex_input(payload, rollout.redactor), call_id=call_id)
+            rollout.calls.append((when, call))
             return
         if sub in _CODEX_OUTPUTS:
             counts.tool_results += 1
+            output = _codex_output(payload.get("output"), rollout.redactor)
+            rollout.outputs[str(payload.get("call_id") or "")] = output
             return
         if sub != "message" or payload.get("role") not in ("user", "assistant"):
             return
@@ -621,6 +717,23 @@ def _codex_input(payload: dict[str, Any], redactor: Redactor) -> str:
     if kind == "web_search_call" and isinstance(action, dict) and action.get("query"):
         return _tool_input(action.get("query"), redactor)
     return _tool_input(action, redactor)
+
+
+def _codex_output(value: object, redactor: Redactor) -> ToolOutput:
+    """A Codex tool output: `Exit code: N` text, a JSON string `{"output", "metadata":
+    {"exit_code"}}` (older CLIs), or content items."""
+    data: object = value
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            data = json.loads(value)
+        except json.JSONDecodeError:
+            data = value
+    if isinstance(data, dict) and "output" in data:
+        metadata = data.get("metadata")
+        code = metadata.get("exit_code") if isinstance(metadata, dict) else None
+        exit_code = code if isinstance(code, int) else None
+        return _tool_output(_block_text(data["output"]), redactor, exit_code=exit_code)
+    return _tool_output(_block_text(data), redactor)
 
 
 # -- generic JSONL ----------------------------------------------------------------------------

@@ -8,7 +8,9 @@ id, agent, cwd, start, redacted prompts, tool calls, reply characters), the mine
 pins the sha256 of every live file as read and of every proposal.
 
 A night is written into `<night-id>.partial/` and renamed into place only when complete, so a
-killed run never leaves a half-written stage that looks finished.
+failed or killed run never leaves a half-written stage that looks finished; a run that stops on
+an error writes `FAILED.json` (the error) into it, so the leftover folder is later described as
+what it is (`describe_partial`).
 """
 
 from __future__ import annotations
@@ -23,11 +25,21 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from skillopt_dsl.sleep.advice import cli_advice
 from skillopt_dsl.sleep.project import SleepProject, atomic_write, sha256_of
 from skillopt_dsl.sleep.replay import ScoreBook
 from skillopt_dsl.sleep.tasks import Task, save_tasks
 
-__all__ = ["Manifest", "NightReport", "read_manifest", "render_markdown", "write_stage"]
+__all__ = [
+    "Manifest",
+    "NightReport",
+    "describe_partial",
+    "mark_failed",
+    "read_manifest",
+    "remove_partials",
+    "render_markdown",
+    "write_stage",
+]
 
 
 class Manifest(BaseModel):
@@ -157,13 +169,13 @@ def _gate_lines(report: NightReport) -> list[str]:
         + ("; no-regression guard on" if report.no_regression else ""),
     ]
     if report.gate_statement:
-        lines.append(f"- {report.gate_statement}")
+        lines.append(f"- {cli_advice(report.gate_statement)}")
     for decision in report.gate_decisions[-5:]:
         lines.append(
             f"  - {'accepted' if decision.get('accepted') else 'rejected'}: {decision.get('reason')}"
         )
     if report.blocked:
-        lines.append(f"- **nothing could be accepted**: {report.blocked}")
+        lines.append(f"- **nothing could be accepted**: {cli_advice(report.blocked)}")
     if report.stop_reason:
         lines.append(f"- optimizer stopped: {report.stop_reason}")
     verdict = (
@@ -269,10 +281,41 @@ def read_report(night: Path) -> NightReport:
     return NightReport.model_validate_json((night / "report.json").read_text(encoding="utf-8"))
 
 
+FAILED_NOTE = "FAILED.json"
+"""Written into a night's `.partial` folder when the run stops on an error."""
+
+
+def mark_failed(partial: Path, error: BaseException) -> None:
+    """Record in `partial` why its run stopped (an error, or an interrupt), so the folder is
+    later described as what it is, not as a killed run."""
+    if not partial.is_dir():
+        return
+    why = "interrupted (Ctrl-C)" if isinstance(error, KeyboardInterrupt) else "failed"
+    note = {"stopped": why, "error": f"{type(error).__name__}: {error}"[:500]}
+    atomic_write(partial / FAILED_NOTE, json.dumps(note, indent=2).encode("utf-8"))
+
+
+def describe_partial(partial: Path) -> str:
+    """What a leftover `.partial` folder is: the stage of a run that failed (with its error),
+    that was interrupted, or that was killed before it could say (no note)."""
+    note_path = partial / FAILED_NOTE
+    if note_path.exists():
+        try:
+            note = json.loads(note_path.read_text(encoding="utf-8"))
+            return f"{partial.name}: the unfinished stage of a run that {note['stopped']}: {note['error']}"
+        except (json.JSONDecodeError, KeyError, TypeError):
+            pass
+    return (
+        f"{partial.name}: the unfinished stage of a run that was killed (or crashed) before "
+        "it finished"
+    )
+
+
 def remove_partials(project: SleepProject) -> list[str]:
-    """Delete half-written stages of killed runs; returns their names."""
+    """Delete the unfinished stages of runs that failed or were killed; returns what each
+    was (`describe_partial`)."""
     removed = []
     for partial in project.partial_nights():
+        removed.append(describe_partial(partial))
         shutil.rmtree(partial)
-        removed.append(partial.name)
     return removed

@@ -284,16 +284,18 @@ def to_splits(tasks: Sequence[Task]) -> Splits:
 
 
 def save_tasks(tasks: Iterable[Task], folder: Path) -> Path:
-    """Write the tasks as a Hugging Face `Dataset` at `folder/tasks` and as `folder/tasks.jsonl`."""
+    """Write the tasks as a Hugging Face `Dataset` at `folder/tasks` (checks as a JSON string,
+    one schema for every row) and as `folder/tasks.jsonl` (checks as JSON objects)."""
     from datasets import Dataset
 
+    tasks = list(tasks)
     rows = [t.to_row() for t in tasks]
     columns = list(Task.model_fields)
     dataset = Dataset.from_list(rows) if rows else Dataset.from_dict({c: [] for c in columns})
     dataset.save_to_disk(str(folder / "tasks"))
     with (folder / "tasks.jsonl").open("w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        for task in tasks:  # checks as plain JSON objects, for a person to read and edit
+            handle.write(json.dumps(task.model_dump(mode="json"), ensure_ascii=False) + "\n")
     return folder / "tasks"
 
 
