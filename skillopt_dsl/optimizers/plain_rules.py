@@ -28,6 +28,7 @@ from skillopt_dsl.optimizers.proposers import (
     Proposer,
     bullet_under_heading,
     gold_answer,
+    states,
 )
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
@@ -68,7 +69,7 @@ def check_rule(reply: str, skill: Skill, copied: set[str]) -> tuple[str | None, 
     leaked = sorted(a for a in copied if a.casefold() in lowered)
     if leaked:
         return None, f"copies an answer ({leaked[0]!r})"
-    if lowered in skill.text.casefold():
+    if states(skill, rule):
         return None, "already in the skill"
     return (rule if rule.endswith((".", "!", "?")) else f"{rule}."), ""
 
