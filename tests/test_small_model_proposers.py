@@ -481,9 +481,9 @@ def test_format_rule_ignores_an_answer_that_differs_from_its_value_only_in_case(
     request = _proposal_request(module, module.skill, examples, rollouts)
     assert FormatRuleProposer().propose(request) == []
     rollouts[0] = Rollout("p0", "It is even.", module.parse("It is even."), 0.0)
-    if rollouts[0].prediction.ok:  # a sentence around the label is a format failure
-        request = _proposal_request(module, module.skill, examples, rollouts)
-        assert FormatRuleProposer().propose(request)
+    assert rollouts[0].prediction.ok  # read as "even": a sentence around the label
+    request = _proposal_request(module, module.skill, examples, rollouts)
+    assert FormatRuleProposer().propose(request)  # is a format failure
 
 
 def test_rule_goes_under_an_existing_heading_in_any_case() -> None:
