@@ -258,9 +258,22 @@ def test_four_sweep_workers_started_at_once_on_a_fresh_database_all_run(
     roles = [f"w{i}" for i in range(4)]
     workers = [
         subprocess.Popen(
-            [sys.executable, str(starter), str(tmp_path), role, "sweep", str(recipe),
-             "--n-trials", "4", "--storage", url, "--study", "race",
-             "--run-dir", str(tmp_path / f"run-{role}")],  # fmt: skip
+            [
+                sys.executable,
+                str(starter),
+                str(tmp_path),
+                role,
+                "sweep",
+                str(recipe),
+                "--n-trials",
+                "4",
+                "--storage",
+                url,
+                "--study",
+                "race",
+                "--run-dir",
+                str(tmp_path / f"run-{role}"),
+            ],
             env=env,
             cwd=tmp_path,
             stdout=subprocess.PIPE,
@@ -288,3 +301,60 @@ def test_four_sweep_workers_started_at_once_on_a_fresh_database_all_run(
     assert all(t.state.name == "COMPLETE" or not t.params for t in result.trials), seen
     seed = result.trials[0].params
     assert sum(t.params == seed for t in result.trials) == 1, f"seed enqueued twice: {seen}"
+
+
+RACER = """
+import sys, time
+from pathlib import Path
+import optuna
+from skillopt_dsl.optimizers.optuna_lr import open_study
+
+flags, role, urls = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+for index, url in enumerate(urls):
+    (flags / f"{role}.ready{index}").touch()
+    while not (flags / f"go{index}").exists():
+        time.sleep(0.0005)
+    open_study(url, "race", sampler=optuna.samplers.RandomSampler(seed=0),
+               pruner=optuna.pruners.NopPruner(), first_trial={"lr": 0.3},
+               heartbeat_interval=1, grace_period=2)
+    (flags / f"{role}.done{index}").touch()
+"""
+
+
+def test_workers_opening_a_fresh_database_at_once_create_tables_study_and_first_trial_once(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """Kills: the tables, the study or its first trial created without the lock: six processes
+    released together onto a fresh database (three times over) die of the pg_type race, and
+    onto a database that holds the tables but not the study (three times) enqueue the first
+    trial more than once."""
+    rounds, names = 6, [f"r{i}" for i in range(6)]
+    urls = [_fresh_database(postgres_url, f"open{index}") for index in range(rounds)]
+    for url in urls[3:]:  # a database that already holds the tables (other sweeps): the
+        open_storage(url)  # workers race to create the study and its first trial only
+    (tmp_path / "racer.py").write_text(RACER, encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    racers = [
+        subprocess.Popen([sys.executable, str(tmp_path / "racer.py"), str(tmp_path), name, *urls],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name in names
+    ]  # fmt: skip
+    try:
+        for index in range(rounds):
+            for name in names:
+                _wait_for(tmp_path / f"{name}.ready{index}", racers, timeout_s=120)
+            (tmp_path / f"go{index}").touch()
+            for name in names:
+                _wait_for(tmp_path / f"{name}.done{index}", racers, timeout_s=120)
+        for racer in racers:
+            _finish(racer)
+    finally:
+        for racer in racers:
+            if racer.poll() is None:
+                racer.kill()
+    import optuna
+
+    for url in urls:
+        trials = optuna.load_study(study_name="race", storage=open_storage(url)).get_trials()
+        enqueued = [(t.state.name, t.system_attrs.get("fixed_params")) for t in trials]
+        assert enqueued == [("WAITING", {"lr": 0.3})], f"{url}: {enqueued}"

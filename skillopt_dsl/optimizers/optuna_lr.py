@@ -56,7 +56,16 @@ from skillopt_dsl.skill import Skill
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["OptunaLR", "SearchSpace", "SweepResult", "TrialRecord", "open_storage", "plot_folder"]
+__all__ = [
+    "OptunaLR",
+    "SearchSpace",
+    "SweepResult",
+    "TrialRecord",
+    "creation_lock",
+    "open_storage",
+    "open_study",
+    "plot_folder",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -237,6 +246,36 @@ def _sqlite_storage(
     raise AssertionError("unreachable")
 
 
+def open_study(
+    storage: str | None,
+    study_name: str,
+    *,
+    sampler: optuna.samplers.BaseSampler,
+    pruner: optuna.pruners.BasePruner,
+    first_trial: Mapping[str, Any] | None = None,
+    heartbeat_interval: int = HEARTBEAT_INTERVAL_S,
+    grace_period: int = GRACE_PERIOD_S,
+) -> optuna.study.Study:
+    """Create the study `study_name` in `storage` (maximising), or load it when it exists,
+    with `first_trial`'s settings enqueued when it has no trial yet. Workers started at the
+    same moment create the storage's tables, the study and its first trial once
+    (`creation_lock`); the others load them."""
+    optuna = _optuna()
+    opened = open_storage(storage, heartbeat_interval=heartbeat_interval, grace_period=grace_period)
+    with creation_lock(storage):
+        study = optuna.create_study(
+            storage=opened,
+            sampler=sampler,
+            pruner=pruner,
+            study_name=study_name,
+            direction="maximize",
+            load_if_exists=True,
+        )
+        if first_trial and not study.get_trials(deepcopy=False):
+            study.enqueue_trial(dict(first_trial), skip_if_exists=True)
+    return study
+
+
 POSTGRES_LOCK_KEY = 0x736B696C6C6F7074
 """The PostgreSQL advisory lock ("skillopt" in ASCII, a bigint) under which sweep workers
 create a storage's tables and a study (`creation_lock`)."""
@@ -391,22 +430,15 @@ class OptunaLR(Optimizer):
     def create_study(self, view: RunView) -> optuna.study.Study:
         """Create (or load, when it exists in `storage`) this sweep's study."""
         optuna = _optuna()
-        storage = open_storage(
-            self.storage, heartbeat_interval=self.heartbeat_interval, grace_period=self.grace_period
+        return open_study(
+            self.storage,
+            self.study_name or f"skillopt-{view.module.name}",
+            sampler=self.sampler or optuna.samplers.TPESampler(seed=self.seed),
+            pruner=self.pruner or optuna.pruners.NopPruner(),
+            first_trial=self._seed_params(),
+            heartbeat_interval=self.heartbeat_interval,
+            grace_period=self.grace_period,
         )
-        with creation_lock(self.storage):  # one worker creates the study and its first trial
-            study = optuna.create_study(
-                storage=storage,
-                sampler=self.sampler or optuna.samplers.TPESampler(seed=self.seed),
-                pruner=self.pruner or optuna.pruners.NopPruner(),
-                study_name=self.study_name or f"skillopt-{view.module.name}",
-                direction="maximize",
-                load_if_exists=True,
-            )
-            seed_params = self._seed_params()
-            if seed_params and not study.get_trials(deepcopy=False):
-                study.enqueue_trial(seed_params, skip_if_exists=True)
-        return study
 
     def optimize(self, view: RunView) -> None:
         self.last_study = None
