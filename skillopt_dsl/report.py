@@ -12,7 +12,9 @@ writes, next to it:
   constant answer and best skill, on validation and test, side by side, and a warning when the
   skill does not beat the constant answer), a summary table, the gate log and the unified diff
   between the seed skill and the best skill;
-- `report.md`: the scores table and the warning, in markdown (for a pull request or a log).
+- `report.md`: the scores table and the warnings (the constant answer not beaten; the
+  pre-flight's, when the validation set was too small to certify a useful gain), in markdown
+  (for a pull request or a log).
 
 A sweep also gets `plot_sweep_lr.png` (validation score against learning rate), a trials table
 and a report for every trial run. The trials come from `sweep.json` (a list of `{params, value,
@@ -557,6 +559,9 @@ def scores_markdown(record: RunRecord) -> str:
     warning = _warning(record)
     if warning is not None:
         lines += ["", f"**Warning:** {warning}"]
+    small = _preflight_warning(record.summary or {})
+    if small is not None:
+        lines += ["", f"**Warning (pre-flight):** {small}"]
     test_usage = (record.summary or {}).get("test_usage")
     if test_usage:
         lines += [
@@ -692,6 +697,15 @@ def _preflight_text(summary: dict[str, Any]) -> str | None:
     if not data:
         return None
     return Preflight.from_dict(data).statement()
+
+
+def _preflight_warning(summary: dict[str, Any]) -> str | None:
+    """The pre-flight's warning (a validation set too small to certify a useful gain, or a
+    gate that tests nothing), or None."""
+    from skillopt_dsl.evidence import Preflight
+
+    data = summary.get("preflight")
+    return Preflight.from_dict(data).warning if data else None
 
 
 def _gate_rows(record: RunRecord) -> list[tuple[Any, ...]]:

@@ -517,6 +517,44 @@ def test_a_server_that_refuses_every_call_fails_fast_naming_the_refusal(tmp_path
     assert result.seed_val_score == 0.5  # n100, n102, ... failed; n101, n103, ... said "odd"
 
 
+def test_a_target_answering_empty_strings_is_not_declared_unreachable() -> None:
+    """Kills: an empty answer taken for a failed call (a model that answers "" every time is
+    reachable: it scores 0, and the gate, not the reachability check, deals with that)."""
+    from skillopt_dsl.reachability import require_an_answer
+
+    result = sd.compile(Parity(), parity_examples(0, 6), parity_examples(100, 8),
+                        lm=ScriptedLM(lambda m: ""), optimizer_lm=ScriptedLM(lambda m: "{}"),
+                        budget=sd.Budget(max_calls=40), threads=1)  # fmt: skip
+    assert result.seed_val_score == 0.0 and not result.improved
+    seed = sd.evaluate(Parity(), parity_examples(100, 3), lm=ScriptedLM(lambda m: ""), threads=1)
+    assert all(r.error is None and r.output == "" for r in seed.records)
+    require_an_answer(seed, LM(ScriptedLM(lambda m: "")))  # does not raise
+
+
+def test_reservation_ids_stay_unique_after_a_second_resume(tmp_path: Path) -> None:
+    """Kills: a replayed ledger numbering its reservations from 1 again: after a second resume
+    a new reservation reuses the id of a call lost at the first kill, its settlement is taken
+    for that call's, and the lost call disappears from the count."""
+    from skillopt_dsl.lm import Completion
+
+    journal = tmp_path / "ledger.jsonl"
+    first = UsageLedger()
+    first.open_journal(journal, replay=True)
+    for _ in range(2):
+        first.settle(first.reserve(5, 10), Completion("ok", 10, 5, None))
+    first.reserve(5, 10)  # id 3: in flight when the process is killed
+    second = UsageLedger()
+    second.open_journal(journal, replay=True)
+    assert (second.snapshot().calls, second.snapshot().lost_calls) == (3, 1)
+    for _ in range(3):
+        second.settle(second.reserve(5, 10), Completion("ok", 10, 5, None))
+    third = UsageLedger()
+    third.open_journal(journal, replay=True)
+    snap = third.snapshot()
+    assert (snap.calls, snap.lost_calls) == (6, 1)
+    assert snap.total_tokens == 5 * 15 + 15
+
+
 def test_the_usage_journal_replays_settled_lost_and_interrupted_calls(tmp_path: Path) -> None:
     """Kills: an interrupted call counted as a plain failure (no tokens, not lost) in the
     process that saw it; replay that drops unsettled reservations; a torn last line (a kill

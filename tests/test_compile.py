@@ -356,3 +356,21 @@ def test_compile_names_its_first_argument_module() -> None:
     )
     assert by_keyword.best_skill == by_position.best_skill
     assert by_keyword.val_score == 1.0
+
+
+def test_compile_preflight_states_the_level_its_first_decision_uses() -> None:
+    """Kills: a pre-flight computed from a fresh budget of the gate's alpha instead of the
+    level the run draws (a shared budget an earlier run spent from, or a per-decision gate):
+    the user would be told a level, and so a clean fix, the run does not test at."""
+    from skillopt_dsl.evidence import SignificanceBudget
+
+    shared = SignificanceBudget(alpha=0.05)
+    shared.plan(4)
+    shared.charge(level=shared.level(), charged=None)  # an earlier run spent its first share
+    spent = run(significance=shared, optimizer_lm=reflector([GOOD]))
+    assert spent.preflight is not None and spent.gate_log
+    assert spent.preflight.first_level == pytest.approx(spent.gate_log[0].alpha)
+    assert spent.preflight.first_level == pytest.approx(0.05 / 3 / 3)
+    per_decision = run(gate=sd.Gate(spending="per-decision"), optimizer_lm=reflector([GOOD]))
+    assert per_decision.preflight is not None
+    assert per_decision.preflight.first_level == per_decision.gate_log[0].alpha == 0.05

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,18 @@ def test_plan_gives_the_first_decision_its_share_and_splits_the_rest() -> None:
     assert budget.level() == pytest.approx(0.05 * 2 / 3)
     budget.charge(level=budget.level(), charged=None)
     assert budget.level() == pytest.approx(0.05 / 3 / 3)  # what is left over 3 decisions
+
+
+def test_a_one_decision_plan_tests_at_all_of_alpha() -> None:
+    """Kills: the first decision's share applied to a plan of one decision (tested at 2/3 of
+    alpha, a third of the budget never used by the run's only decision)."""
+    budget = SignificanceBudget(alpha=0.05)
+    budget.plan(1)
+    assert budget.level() == pytest.approx(0.05)
+    assert preflight(sd.Gate(), 30, 1).first_level == pytest.approx(0.05)
+    two = SignificanceBudget(alpha=0.05)
+    two.plan(2)
+    assert two.level() == pytest.approx(0.05 * 2 / 3)  # the share still applies to a real plan
 
 
 def test_accepted_decision_passes_its_level_on() -> None:
@@ -183,6 +196,44 @@ def test_loser_stopped_early_is_never_accepted(tmp_path: Path) -> None:
     assert "Late." not in result.best_skill.text and not result.improved
 
 
+def tied_then_right_target(first_look: set[str]):
+    """FAKE target: with 'Late.' in the skill, answers like the seed on `first_look` and right
+    everywhere else; otherwise the contract target (the seed answers 'odd' always)."""
+
+    def answer(messages: list[dict[str, str]]) -> str:
+        number = messages[-1]["content"].split()[-1]
+        if "Late." in messages[0]["content"] and number not in first_look:
+            return "even" if int(number) % 2 == 0 else "odd"
+        return contract_target(messages)
+
+    return answer
+
+
+def test_a_candidate_tied_at_an_interim_look_stops_being_scored(tmp_path: Path) -> None:
+    """Kills: a futility stop that lets a tie go on (only a candidate behind would stop): the
+    candidate ties the seed on every example of look 1 and wins all later ones, so scored on
+    the whole set it would pass; tied at look 1, it stops there."""
+    from skillopt_dsl.driver import _look_order
+
+    val = contract_examples(100, 40)
+    first_look = {e.inputs["number"] for e in _look_order(val, 0)[:10]}
+    result = sd.compile(
+        Parity(),
+        TRAIN,
+        val,
+        optimizer=one_step(),
+        lm=ScriptedLM(tied_then_right_target(first_look)),
+        optimizer_lm=ScriptedLM(late_line),
+        gate=sd.Gate(looks=(0.25,), min_look=10),
+        threads=1,
+        run_dir=tmp_path,
+    )
+    decision = result.gate_log[0]
+    assert decision.stopped_at_look == 1 and not decision.accepted, decision.reason
+    assert decision.delta == 0 and decision.examples_scored == 10 and decision.calls_saved == 30
+    assert not result.improved
+
+
 def test_looks_are_fixed_fractions_with_a_minimum_size() -> None:
     """Kills: looks on tiny prefixes (a real edit stopped on 3 examples) or a missing final look."""
     gate = sd.Gate()
@@ -255,6 +306,42 @@ def test_preflight_warns_when_the_set_is_too_small_and_says_what_to_do() -> None
     assert large.warning is None and large.clean_fix == 5
     assert large.even_chance_gain is not None and large.even_chance_gain < 0.2
     assert preflight(sd.Gate.mean_only(), 100, 4).warning is not None
+
+
+def test_preflight_never_says_no_gain_can_be_certified_when_a_full_fix_passes() -> None:
+    """Kills: a clean-fix search that stops one short of the whole set, or a warning that
+    reads the even-chance gain instead of the clean fix: on 5 examples at alpha 0.05 a
+    candidate fixing all 5 passes (p = 1/32), and the gate itself accepts it."""
+    five = preflight(sd.Gate(), 5, 1)
+    assert five.clean_fix == 5 and five.warning is not None
+    assert "no gain can be certified" not in five.warning
+    assert "only a gain above" in five.warning
+    assert sd.Gate().decide(report([1.0] * 5), report([0.0] * 5), alpha=0.05).accepted
+    four = preflight(sd.Gate(), 4, 1)  # 1/16 > 0.05: no candidate can pass
+    assert four.clean_fix is None and four.warning is not None
+    assert "no gain can be certified" in four.warning
+
+
+def test_small_set_warning_is_logged_at_warning_level(caplog: pytest.LogCaptureFixture) -> None:
+    """Kills: the pre-flight warning logged at info (or not logged), so a user with 12
+    validation examples sees no warning on the console before the run spends its budget."""
+    caplog.set_level(logging.INFO, logger="skillopt_dsl")
+    sd.compile(
+        Parity(),
+        TRAIN,
+        twelve_val(),
+        optimizer=one_step(),
+        lm=ScriptedLM(contract_target),
+        optimizer_lm=ScriptedLM(fixer),
+        threads=1,
+    )
+    warned = [
+        r
+        for r in caplog.records
+        if r.levelno == logging.WARNING and "too few for the gate" in r.getMessage()
+    ]
+    assert len(warned) == 1, [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert "Use more validation examples" in warned[0].getMessage()
 
 
 def test_compile_reports_preflight_and_every_decisions_evidence(tmp_path: Path) -> None:

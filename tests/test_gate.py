@@ -145,6 +145,32 @@ def test_normal_approximation_agrees_with_the_exact_test(monkeypatch: pytest.Mon
         assert approx.p_value == pytest.approx(exact.p_value, abs=0.005)
 
 
+def test_a_rejected_decision_by_the_normal_approximation_is_charged_its_alpha() -> None:
+    """Kills: a rejected decision over 500 differences charged nothing (the normal
+    approximation has no exact attained size, so the whole level is spent): a run could test
+    large validation sets forever at the same level."""
+    differences = [0.25] * 260 + [-0.25] * 250 + [0.5] * 45 + [-0.5] * 45  # 600, none zero
+    random.Random(3).shuffle(differences)
+    held = [0.5] * len(differences)
+    candidate = [0.5 + d for d in differences]
+    decision = sd.Gate().decide(report(candidate), report(held), alpha=0.01)
+    assert decision.test == "signed-rank-normal", decision.test
+    assert decision.delta > 0 and not decision.accepted, decision.reason
+    assert "not significant" in decision.reason
+    assert decision.charged == 0.01
+
+
+def test_a_candidate_tied_at_an_interim_look_stops() -> None:
+    """Kills: a futility rule that stops only a candidate behind the incumbent (a tie at an
+    interim look would keep being scored); a candidate ahead by one goes on."""
+    gate = sd.Gate()
+    held = report([1.0, 0.0] * 10)
+    assert gate.is_futile(report([1.0, 0.0] * 5), held)  # the same answers on the look
+    assert gate.is_futile(report([0.0, 1.0] * 5), held)  # five fixed, five broken
+    assert gate.is_futile(report([0.0, 0.0] * 5), held)  # behind
+    assert not gate.is_futile(report([1.0, 1.0] + [1.0, 0.0] * 4), held)  # ahead by one
+
+
 # -- errors never score --------------------------------------------------------------------
 
 

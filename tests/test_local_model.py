@@ -241,6 +241,20 @@ def test_relative_gguf_path_is_taken_from_the_working_directory(
     assert spec.path == path and gguf_path(spec) == path
 
 
+# Kills: `~` left unexpanded in `local/~/x.gguf` (the file looked up in a folder named "~").
+def test_a_gguf_path_under_home_is_expanded(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from skillopt_dsl.lm import LM
+    from skillopt_dsl.lm.local import gguf_path, local_spec
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    path = _fake_gguf(tmp_path / "home", "x.gguf")
+    monkeypatch.chdir(tmp_path)  # no "~" folder here, and none is wanted
+    spec = local_spec("local/~/x.gguf")
+    assert spec.path == path and gguf_path(spec) == path
+    LM("local/~/x.gguf")  # accepted when the LM is built
+
+
 # Kills: a missing file accepted until the first call (or reported as an unknown model name).
 def test_missing_gguf_file_is_a_clear_error_when_the_lm_is_built(tmp_path: Any) -> None:
     missing = tmp_path / "nowhere" / "model.gguf"

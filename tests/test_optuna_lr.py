@@ -266,3 +266,43 @@ def test_racing_workers_never_run_more_than_n_trials(tmp_path: Path) -> None:
     in_memory = optuna.create_study()
     in_memory.ask()
     assert not _all_claimed(in_memory, finished=0, n_trials=1), "no heartbeat: never wait"
+
+
+def test_workers_opening_one_study_together_enqueue_its_first_trial_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills: the study and its first trial created outside the creation lock: two workers
+    that both find the new study empty both enqueue the first trial (the window between the
+    look and the enqueue is widened here to 0.3 s, so the race happens every time)."""
+    import threading
+
+    from skillopt_dsl.optimizers.optuna_lr import open_study
+
+    storage = f"sqlite:///{tmp_path / 'sweep.db'}"
+    open_storage(storage)  # the tables exist: only the study is raced for
+    looked = optuna.study.Study.get_trials
+
+    def slow_look(self: optuna.study.Study, *args: Any, **kwargs: Any) -> Any:
+        trials = looked(self, *args, **kwargs)
+        time.sleep(0.3)
+        return trials
+
+    monkeypatch.setattr(optuna.study.Study, "get_trials", slow_look)
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            open_study(storage, "race", sampler=optuna.samplers.RandomSampler(seed=0),
+                       pruner=optuna.pruners.NopPruner(), first_trial={"lr": 0.3})  # fmt: skip
+        except BaseException as exc:  # reported below, with the trials
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    monkeypatch.undo()
+    trials = optuna.load_study(study_name="race", storage=open_storage(storage)).get_trials()
+    assert not errors, errors
+    assert [t.system_attrs.get("fixed_params") for t in trials] == [{"lr": 0.3}]

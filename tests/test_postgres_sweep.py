@@ -199,3 +199,160 @@ def test_three_workers_one_killed_mid_trial(postgres_url: str, tmp_path: Path) -
         reference.best.value,
         reference.best.skill_hash,
     )
+
+
+RACE_RECIPE = '''"""Parity with scripted fakes: the recipe of the four-worker race (tests only)."""
+from skillopt_dsl.data import Splits
+from skillopt_dsl.lm import LM
+from skillopt_dsl.optimizers import GradientText, ReflectiveProposer
+from skillopt_dsl.testing import ScriptedLM
+from skillopt_dsl.testing.contract import (
+    ContractParity, contract_examples, contract_reflector, contract_target,
+)
+
+module = ContractParity()
+splits = Splits(contract_examples(0, 16), contract_examples(100, 10), contract_examples(200, 4))
+lm = LM(ScriptedLM(contract_target))
+optimizer_lm = LM(contract_reflector())
+optimizer = GradientText(proposers=[ReflectiveProposer(read_successes=False)], epochs=1)
+'''
+
+STARTER = """
+import sys, time
+from pathlib import Path
+from skillopt_dsl import cli
+import optuna, psycopg, sqlalchemy  # imported before the start line: only the storage races
+
+flags, role = Path(sys.argv[1]), sys.argv[2]
+(flags / f"{role}.ready").touch()
+while not (flags / "go").exists():
+    time.sleep(0.001)
+sys.argv = ["skillopt-dsl", *sys.argv[3:]]
+cli.app(prog_name="skillopt-dsl")
+"""
+
+
+def _fresh_database(url: str, name: str) -> str:
+    """Create database `name` on the server of `url`; its URL."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return url.replace("/postgres?", f"/{name}?", 1)
+
+
+def test_four_sweep_workers_started_at_once_on_a_fresh_database_all_run(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """Kills: the schema (and the study, and its seed trial) created by every worker at once:
+    on a fresh PostgreSQL database all but one died with `UniqueViolation ... pg_type_typname_
+    nsp_index` while the tables were created. Four `skillopt-dsl sweep` workers, held at a
+    start line until all have imported, then released together, must all finish the study."""
+    url = _fresh_database(postgres_url, "race")
+    recipe, starter = tmp_path / "race.py", tmp_path / "starter.py"
+    recipe.write_text(RACE_RECIPE, encoding="utf-8")
+    starter.write_text(STARTER, encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    roles = [f"w{i}" for i in range(4)]
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(starter),
+                str(tmp_path),
+                role,
+                "sweep",
+                str(recipe),
+                "--n-trials",
+                "4",
+                "--storage",
+                url,
+                "--study",
+                "race",
+                "--run-dir",
+                str(tmp_path / f"run-{role}"),
+            ],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for role in roles
+    ]
+    try:
+        for role in roles:
+            _wait_for(tmp_path / f"{role}.ready", workers, timeout_s=120)
+        (tmp_path / "go").touch()
+        outcomes = [worker.communicate(timeout=240) for worker in workers]
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+    failed = [err[-3000:] for worker, (_, err) in zip(workers, outcomes, strict=True)
+              if worker.returncode != 0]  # fmt: skip
+    assert not failed, "\n---\n".join(failed)
+    result = load_sweep(url, "race")
+    complete = [t for t in result.trials if t.state.name == "COMPLETE"]
+    seen = [(t.number, t.state.name, t.params) for t in result.trials]
+    assert len(complete) == 4, seen
+    assert all(t.state.name == "COMPLETE" or not t.params for t in result.trials), seen
+    seed = result.trials[0].params
+    assert sum(t.params == seed for t in result.trials) == 1, f"seed enqueued twice: {seen}"
+
+
+RACER = """
+import sys, time
+from pathlib import Path
+import optuna
+from skillopt_dsl.optimizers.optuna_lr import open_study
+
+flags, role, urls = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+for index, url in enumerate(urls):
+    (flags / f"{role}.ready{index}").touch()
+    while not (flags / f"go{index}").exists():
+        time.sleep(0.0005)
+    open_study(url, "race", sampler=optuna.samplers.RandomSampler(seed=0),
+               pruner=optuna.pruners.NopPruner(), first_trial={"lr": 0.3},
+               heartbeat_interval=1, grace_period=2)
+    (flags / f"{role}.done{index}").touch()
+"""
+
+
+def test_workers_opening_a_fresh_database_at_once_create_its_tables_once(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """Kills: the tables created without the advisory lock (or a lock on nothing): of six
+    processes released together onto a fresh database, four times over, some die of the
+    pg_type race. All must open the one study, with its first trial enqueued once (the study's
+    own race is forced in test_optuna_lr.py, where its window can be widened)."""
+    rounds, names = 4, [f"r{i}" for i in range(6)]
+    urls = [_fresh_database(postgres_url, f"open{index}") for index in range(rounds)]
+    (tmp_path / "racer.py").write_text(RACER, encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    racers = [
+        subprocess.Popen([sys.executable, str(tmp_path / "racer.py"), str(tmp_path), name, *urls],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name in names
+    ]  # fmt: skip
+    try:
+        for index in range(rounds):
+            for name in names:
+                _wait_for(tmp_path / f"{name}.ready{index}", racers, timeout_s=120)
+            (tmp_path / f"go{index}").touch()
+            for name in names:
+                _wait_for(tmp_path / f"{name}.done{index}", racers, timeout_s=120)
+        for racer in racers:
+            _finish(racer)
+    finally:
+        for racer in racers:
+            if racer.poll() is None:
+                racer.kill()
+    import optuna
+
+    for url in urls:
+        trials = optuna.load_study(study_name="race", storage=open_storage(url)).get_trials()
+        enqueued = [(t.state.name, t.system_attrs.get("fixed_params")) for t in trials]
+        assert enqueued == [("WAITING", {"lr": 0.3})], f"{url}: {enqueued}"

@@ -195,6 +195,28 @@ def test_report_of_a_run_where_nothing_passed(tmp_path: Path) -> None:
     assert not (run / "report.html").exists(), "out_dir is honoured; the run is only read"
 
 
+def test_report_states_the_small_set_warning(tmp_path: Path) -> None:
+    """Kills: the report's pre-flight row without its warning (the summary alone) and a
+    report.md without it, so a report of a run on 12 validation examples (in HTML or in a
+    pull request) never says the set was too small to certify a useful gain."""
+    run = tmp_path / "small"
+    sd.compile(
+        Parity(),
+        parity_examples(0, 16),
+        parity_examples(100, 12),
+        optimizer=GradientText(proposers=[ReflectiveProposer(read_successes=False)], epochs=1),
+        lm=ScriptedLM(parity_target),
+        optimizer_lm=reflector(GOOD, GOOD),
+        run_dir=run,
+        threads=1,
+    )
+    write_report(run)
+    text = " ".join("".join(parse(run / "report.html").text).split())
+    assert "WARNING: 12 validation examples are too few for the gate" in text
+    markdown = " ".join((run / "report.md").read_text(encoding="utf-8").split())
+    assert "**Warning (pre-flight):** 12 validation examples are too few for the gate" in markdown
+
+
 def test_skill_diff_is_a_unified_diff() -> None:
     diff = skill_diff("A.\nB.\n", "A.\nC.\n")
     assert diff.splitlines() == [

@@ -404,3 +404,151 @@ def test_default_optimizer_learns_a_house_key_convention_from_labels_alone(tmp_p
     )
     assert result.seed_val_score == 0.0 and result.val_score == 1.0
     assert "lower-case letters, then 4 digits" in result.best_skill.text
+
+
+# -- the promises of the rule proposers (issue 27) ----------------------------------------------
+
+KEY_GOLDS = ["novak1998", "garcia1975", "obi2003"]
+KEY_RULE = (
+    "The key is one word: lower-case letters, then 4 digits, with no spaces or punctuation "
+    "(like novak1998)."
+)
+
+
+def _applied(skill: str, edit: Any) -> Skill:
+    new, report = Skill(skill).apply([edit])
+    assert report.all_applied, report
+    return new
+
+
+def _section_of(skill: Skill, text: str) -> str | None:
+    """The heading of the section holding `text` (None: before the first heading or absent)."""
+    offset = skill.text.find(text)
+    assert offset >= 0, f"{text!r} not in the skill"
+    return next(s.heading for s in skill.sections() if s.start <= offset < s.end)
+
+
+def test_answer_shape_rule_already_in_the_skill_is_not_proposed_again() -> None:
+    """Kills: the answer-shape rule proposed again once the skill states it (a duplicate
+    bullet per step), also when the skill wraps it over lines or changes its case."""
+    outputs = ["Novak, J. (1998)", "x", "garcia1975"]
+    assert AnswerShapeProposer().propose(_request(outputs, KEY_GOLDS))  # a rule is due
+    stated = f"Write the key.\n\n## Output format\n\n- {KEY_RULE}\n"
+    assert AnswerShapeProposer().propose(_request(outputs, KEY_GOLDS, skill=stated)) == []
+    wrapped = stated.replace("with no spaces ", "with no\n  Spaces ")
+    assert AnswerShapeProposer().propose(_request(outputs, KEY_GOLDS, skill=wrapped)) == []
+
+
+def test_format_rule_already_in_the_skill_is_not_proposed_again() -> None:
+    """Kills: the format rule proposed again once the skill states it, also in another case."""
+    request = _numeric_request(["94 times 87 equals 8178.", "72"], [8178, 72])
+    rule = "Reply with the number only, in digits, with no words."
+    request.skill = Skill(f"Answer with the number.\n\n## Output format\n\n- {rule}\n")
+    assert FormatRuleProposer().propose(request) == []
+    request.skill = Skill(f"Answer with the number.\n\n## Output format\n\n- {rule.lower()}\n")
+    assert FormatRuleProposer().propose(request) == []
+
+
+def test_answer_shape_is_mined_from_the_training_set_not_the_batch() -> None:
+    """Kills: the shape mined from the mini-batch's gold answers: the batch's three keys all
+    end in 4 digits, but a training key does not, so no rule may claim the digits."""
+    request = _request(["Novak, J. (1998)", "x", "garcia1975"], KEY_GOLDS)
+    request.trainset = [
+        *request.batch,
+        Example("t0", {"reference": "r"}, {"key": "lee"}),
+        Example("t1", {"reference": "r"}, {"key": "kim12"}),
+    ]
+    (group,) = AnswerShapeProposer().propose(request)
+    (edit,) = group.edits
+    assert "digits" not in edit.text  # type: ignore[union-attr]
+    assert "one word" in edit.text and "lower case" in edit.text  # type: ignore[union-attr]
+    small = _request(["Novak, J. (1998)", "x"], KEY_GOLDS[:2])  # 2 answers: too few to mine
+    small.trainset = request.trainset
+    assert AnswerShapeProposer().propose(small)  # the training set's 5 answers are enough
+
+
+def test_format_rule_ignores_an_answer_that_differs_from_its_value_only_in_case() -> None:
+    """Kills: a case-sensitive "says more than its value" signal: "Even" read as the label
+    "even" is wrong in content, not in format, and gets no format rule."""
+    module = Parity()
+    examples = [Example(f"p{i}", {"number": str(n)}, {"answer": g}) for i, (n, g) in
+                enumerate([(3, "odd"), (4, "even")])]  # fmt: skip
+    rollouts = []
+    for example, output in zip(examples, ["Even", "Odd."], strict=True):
+        prediction = module.parse(output)
+        assert prediction.ok and prediction.outputs["answer"] == output.rstrip(".").lower()
+        rollouts.append(Rollout(example.id, output, prediction, 0.0))
+    request = _proposal_request(module, module.skill, examples, rollouts)
+    assert FormatRuleProposer().propose(request) == []
+    rollouts[0] = Rollout("p0", "It is even.", module.parse("It is even."), 0.0)
+    assert rollouts[0].prediction.ok  # read as "even": a sentence around the label
+    request = _proposal_request(module, module.skill, examples, rollouts)
+    assert FormatRuleProposer().propose(request)  # is a format failure
+
+
+def test_rule_goes_under_an_existing_heading_in_any_case() -> None:
+    """Kills: a case-sensitive heading check (a second `## Output format` section appears
+    beside the skill's `## output format`), and an anchor in the proposer's spelling (found
+    only by fuzzy matching, the rule then lands before the section's other rules)."""
+    skill = "Write the key.\n\n## output format\n\n- Be short.\n\n## Notes\n\n- Keys are unique.\n"
+    (group,) = AnswerShapeProposer().propose(
+        _request(["Novak, J. (1998)", "x", "garcia1975"], KEY_GOLDS, skill=skill)
+    )
+    new = _applied(skill, group.edits[0])
+    headings = [s.heading for s in new.sections() if s.heading]
+    assert headings == ["output format", "Notes"], new.text
+    assert _section_of(new, KEY_RULE) == "output format"
+    assert new.text.index("- Be short.") < new.text.index(KEY_RULE)  # at the section's end
+
+
+def test_rule_lands_under_its_heading_not_at_the_end() -> None:
+    """Kills: the rule added at the end of the skill (inside whatever section is last)."""
+    skill = "Write the key.\n\n## Output format\n\n- Be short.\n\n## Notes\n\n- Keys are unique.\n"
+    (group,) = AnswerShapeProposer().propose(
+        _request(["Novak, J. (1998)", "x", "garcia1975"], KEY_GOLDS, skill=skill)
+    )
+    new = _applied(skill, group.edits[0])
+    assert _section_of(new, KEY_RULE) == "Output format"
+    assert new.text.index(KEY_RULE) < new.text.index("## Notes")
+    request, _ = _rule_request("Write the surname in lower case, then the year.")
+    request.skill = Skill("Write the key.\n\n## Rules\n\n- Be short.\n\n## Notes\n\n- x.\n")
+    (plain,) = PlainRuleProposer().propose(request)
+    added = _applied(request.skill.text, plain.edits[0])
+    assert _section_of(added, "Write the surname in lower case") == "Rules"
+
+
+def test_plain_rule_refuses_a_copied_answer_in_any_case() -> None:
+    """Kills: a case-sensitive copied-answer check (the gold key in capitals passes)."""
+    request, _ = _rule_request("Always answer NOVAK1998 for references by Novak.")
+    assert PlainRuleProposer().propose(request) == []
+    assert request.notes[0]["reason"] == "copies an answer ('novak1998')"
+
+
+def test_plain_rule_already_in_the_skill_in_another_case_is_refused() -> None:
+    """Kills: a case-sensitive already-in-the-skill check (the same rule, capitalised
+    differently, proposed again)."""
+    request, _ = _rule_request("write the Surname in lower case, then the year")
+    request.skill = Skill(
+        "Write the key.\n\n## Rules\n\n- Write the surname in lower case, then the year.\n"
+    )
+    assert PlainRuleProposer().propose(request) == []
+    assert request.notes[0]["reason"] == "already in the skill"
+
+
+def test_plain_rule_of_more_than_40_words_is_refused() -> None:
+    """Kills: the word limit off by one or dropped (a 41-word reply becomes a rule)."""
+    words = ["Write", "the", "surname", "in", "lower", "case"] + ["then"] * 34
+    request, _ = _rule_request(" ".join(words))  # 40 words: a rule
+    assert PlainRuleProposer().propose(request)
+    request, _ = _rule_request(" ".join([*words, "year"]))  # 41 words: refused
+    assert PlainRuleProposer().propose(request) == []
+    assert request.notes[0]["reason"] == "not one rule of 4-40 words (41 words)"
+
+
+def test_one_broken_output_triggers_the_shape_rule_by_default() -> None:
+    """Kills: `min_broken` compared with <= (one broken output no longer enough at the
+    default of 1); two are needed at min_broken=2."""
+    outputs = ["Novak, J. (1998)", "obi1999", "garcia1975"]  # one output breaks the shape
+    (group,) = AnswerShapeProposer().propose(_request(outputs, KEY_GOLDS))
+    assert "1 failing outputs" in group.rationale
+    assert AnswerShapeProposer(min_broken=2).propose(_request(outputs, KEY_GOLDS)) == []

@@ -28,7 +28,9 @@ processes (see `skillopt_dsl.sweeps.run_sweep_worker`). A sweep ends with `n_tri
 sweep runs only the remainder. A trial left RUNNING by a killed worker is failed and re-run with
 the same settings: RDB storages (SQLite, PostgreSQL, MySQL) record a heartbeat and fail trials
 whose heartbeat stopped (`RetryFailedTrialCallback` re-enqueues them); on every storage a
-resumed run also fails the trials its own run directory left RUNNING.
+resumed run also fails the trials its own run directory left RUNNING. Workers started at the
+same moment create the storage's tables, the study and its first trial once, under a lock
+(`creation_lock`: a PostgreSQL advisory lock, a lock file beside an SQLite database).
 """
 
 from __future__ import annotations
@@ -54,7 +56,16 @@ from skillopt_dsl.skill import Skill
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["OptunaLR", "SearchSpace", "SweepResult", "TrialRecord", "open_storage", "plot_folder"]
+__all__ = [
+    "OptunaLR",
+    "SearchSpace",
+    "SweepResult",
+    "TrialRecord",
+    "creation_lock",
+    "open_storage",
+    "open_study",
+    "plot_folder",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -186,7 +197,8 @@ def open_storage(
         if storage.startswith("sqlite:"):
             return _sqlite_storage(storage, heartbeat)
         if storage.startswith(("postgresql", "mysql")):
-            return optuna.storages.RDBStorage(storage, **heartbeat)  # type: ignore[no-any-return]
+            with creation_lock(storage):  # workers starting together race to create the tables
+                return optuna.storages.RDBStorage(storage, **heartbeat)  # type: ignore[no-any-return]
     raise UserInputError(
         f"unknown storage {storage!r}; use 'sqlite:///sweep.db', 'postgresql://user@host/db', "
         "or a JournalFile path ending in .log or .journal"
@@ -232,6 +244,75 @@ def _sqlite_storage(
             logger.info("another worker is creating the tables of %s; retrying", url)
             time.sleep(0.2 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+def open_study(
+    storage: str | None,
+    study_name: str,
+    *,
+    sampler: optuna.samplers.BaseSampler,
+    pruner: optuna.pruners.BasePruner,
+    first_trial: Mapping[str, Any] | None = None,
+    heartbeat_interval: int = HEARTBEAT_INTERVAL_S,
+    grace_period: int = GRACE_PERIOD_S,
+) -> optuna.study.Study:
+    """Create the study `study_name` in `storage` (maximising), or load it when it exists,
+    with `first_trial`'s settings enqueued when it has no trial yet. Workers started at the
+    same moment create the storage's tables, the study and its first trial once
+    (`creation_lock`); the others load them."""
+    optuna = _optuna()
+    opened = open_storage(storage, heartbeat_interval=heartbeat_interval, grace_period=grace_period)
+    with creation_lock(storage):
+        study = optuna.create_study(
+            storage=opened,
+            sampler=sampler,
+            pruner=pruner,
+            study_name=study_name,
+            direction="maximize",
+            load_if_exists=True,
+        )
+        if first_trial and not study.get_trials(deepcopy=False):
+            study.enqueue_trial(dict(first_trial), skip_if_exists=True)
+    return study
+
+
+POSTGRES_LOCK_KEY = 0x736B696C6C6F7074
+"""The PostgreSQL advisory lock ("skillopt" in ASCII, a bigint) under which sweep workers
+create a storage's tables and a study (`creation_lock`)."""
+
+
+@contextlib.contextmanager
+def creation_lock(storage: str | None) -> Iterator[None]:
+    """Hold the lock under which the workers of one storage create its tables and studies, so
+    that workers started at the same moment create them once: a PostgreSQL advisory lock (on
+    a connection of its own, released when the block ends or the process dies), a lock file
+    next to an SQLite database, nothing for other storages (MySQL, JournalFile, in memory)."""
+    if storage is not None and storage.startswith("postgresql"):
+        with _postgres_lock(storage):
+            yield
+    elif storage is not None and storage.startswith("sqlite:///"):
+        with _schema_lock(Path(storage.removeprefix("sqlite:///"))):
+            yield
+    else:
+        yield
+
+
+@contextlib.contextmanager
+def _postgres_lock(url: str) -> Iterator[None]:
+    import sqlalchemy
+    from sqlalchemy.pool import NullPool
+
+    engine = sqlalchemy.create_engine(url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
+    key = {"key": POSTGRES_LOCK_KEY}
+    try:
+        with engine.connect() as connection:
+            connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), key)
+            try:
+                yield
+            finally:
+                connection.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:key)"), key)
+    finally:
+        engine.dispose()
 
 
 @contextlib.contextmanager
@@ -349,22 +430,15 @@ class OptunaLR(Optimizer):
     def create_study(self, view: RunView) -> optuna.study.Study:
         """Create (or load, when it exists in `storage`) this sweep's study."""
         optuna = _optuna()
-        study = optuna.create_study(
-            storage=open_storage(
-                self.storage,
-                heartbeat_interval=self.heartbeat_interval,
-                grace_period=self.grace_period,
-            ),
+        return open_study(
+            self.storage,
+            self.study_name or f"skillopt-{view.module.name}",
             sampler=self.sampler or optuna.samplers.TPESampler(seed=self.seed),
             pruner=self.pruner or optuna.pruners.NopPruner(),
-            study_name=self.study_name or f"skillopt-{view.module.name}",
-            direction="maximize",
-            load_if_exists=True,
+            first_trial=self._seed_params(),
+            heartbeat_interval=self.heartbeat_interval,
+            grace_period=self.grace_period,
         )
-        seed_params = self._seed_params()
-        if seed_params and not study.get_trials(deepcopy=False):
-            study.enqueue_trial(seed_params, skip_if_exists=True)
-        return study
 
     def optimize(self, view: RunView) -> None:
         self.last_study = None

@@ -29,6 +29,7 @@ from skillopt_dsl.optimizers.proposers import (
     bullet_under_heading,
     gold_answer,
     module_gold_answer,
+    states,
 )
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
@@ -69,7 +70,7 @@ def check_rule(reply: str, skill: Skill, copied: set[str]) -> tuple[str | None, 
     leaked = sorted(a for a in copied if a.casefold() in lowered)
     if leaked:
         return None, f"copies an answer ({leaked[0]!r})"
-    if lowered in skill.text.casefold():
+    if states(skill, rule):
         return None, "already in the skill"
     return (rule if rule.endswith((".", "!", "?")) else f"{rule}."), ""
 

@@ -259,15 +259,31 @@ class _DemoPlanner:
 
 
 def bullet_under_heading(skill: Skill, heading: str, rule: str, rationale: str) -> Edit:
-    """An edit adding `- rule` under the `## heading` section, creating the section if the
-    skill has none."""
-    if _has_heading(skill, heading):
-        return Add(after=heading, text=f"- {rule}", rationale=rationale)
+    """An edit adding `- rule` at the end of the skill's `heading` section (found in any case,
+    and named as the skill spells it), creating the section if the skill has none."""
+    title = _heading_title(skill, heading)
+    if title is not None:
+        return Add(after=title, text=f"- {rule}", rationale=rationale)
     return Add(after=None, text=f"## {heading}\n\n- {rule}", rationale=rationale)
 
 
+def states(skill: Skill, text: str) -> bool:
+    """True when `skill` already says `text` (case and line breaks aside): a rule it states
+    is never proposed again."""
+    wanted = " ".join(text.split()).casefold()
+    return bool(wanted) and wanted in " ".join(skill.text.split()).casefold()
+
+
+def _heading_title(skill: Skill, title: str) -> str | None:
+    """The skill's own spelling of the heading `title` (compared case-insensitively), or None."""
+    for section in skill.sections():
+        if (section.heading or "").strip().casefold() == title.casefold():
+            return (section.heading or "").strip()
+    return None
+
+
 def _has_heading(skill: Skill, title: str) -> bool:
-    return any((s.heading or "").strip().casefold() == title.casefold() for s in skill.sections())
+    return _heading_title(skill, title) is not None
 
 
 def _existing_demos(skill: Skill) -> list[str]:
@@ -297,7 +313,7 @@ class FormatRuleProposer(Proposer):
         if not signals:
             return []
         rule = module_format_rule(request.module)
-        if rule is None or rule in request.skill.text:
+        if rule is None or states(request.skill, rule):
             return []
         edit = bullet_under_heading(request.skill, FORMAT_HEADING, rule, "output format")
         why = f"{len(signals)} of {len(request.rollouts)} outputs broke the expected format"

@@ -31,6 +31,7 @@ from skillopt_dsl.optimizers.proposers import (
     Proposer,
     bullet_under_heading,
     module_gold_answer,
+    states,
 )
 
 __all__ = ["AnswerShape", "AnswerShapeProposer", "answer_shape", "shape_of"]
@@ -166,7 +167,7 @@ class AnswerShapeProposer(Proposer):
             return []
         (field,) = module.output_fields
         rule = shape.rule(field)
-        if rule in request.skill.text:
+        if states(request.skill, rule):
             return []
         why = f"{len(broken)} failing outputs break the shape every gold answer has"
         return [
