@@ -418,9 +418,18 @@ class CompileContext:
         )
 
     def _record_empty_step(
-        self, *, step: int, epoch: int, kind: str, lr: float, budget_tokens: int, note: str
+        self,
+        *,
+        step: int,
+        epoch: int,
+        kind: str,
+        lr: float,
+        budget_tokens: int,
+        note: str,
+        report: ApplyReport | None = None,
     ) -> None:
         self._append_step(
+            edit_report=[o.to_dict() for o in report.outcomes] if report else [],
             step=step,
             epoch=epoch,
             kind=kind,
@@ -672,10 +681,26 @@ class RunView:
         entry = _Step(candidate, lrs, step, epoch, kind, report)
         return self.__driver._submit(entry, self._bound, state_after)
 
-    def record_empty_step(self, *, step: int, epoch: int, kind: str, lr: float, note: str) -> None:
-        """Record a step that produced no candidate (nothing reached the door)."""
+    def record_empty_step(
+        self,
+        *,
+        step: int,
+        epoch: int,
+        kind: str,
+        lr: float,
+        note: str,
+        report: ApplyReport | None = None,
+    ) -> None:
+        """Record a step that produced no candidate (nothing reached the door), with the
+        report of the edits it tried (clipped ones among them), if any."""
         self.__driver._record_empty_step(
-            step=step, epoch=epoch, kind=kind, lr=lr, budget_tokens=self.step_budget(lr), note=note
+            step=step,
+            epoch=epoch,
+            kind=kind,
+            lr=lr,
+            budget_tokens=self.step_budget(lr),
+            note=note,
+            report=report,
         )
 
     def trial_driver(

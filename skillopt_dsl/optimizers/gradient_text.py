@@ -87,6 +87,7 @@ class GradientTextState(CheckpointedState):
     screen_stats: dict[str, int] = field(default_factory=dict)
     retried: list[str] = field(default_factory=list)
     trials: list[dict[str, Any]] = field(default_factory=list)
+    step_outcomes: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,8 @@ class GradientText(Optimizer):
         batch_size: training examples per step.
         confirm_steps: a proposal that passed the screen on its own mini-batch is confirmed on
             the next mini-batches (against the working candidate, whose rollouts there are
-            paid anyway), at most this many.
+            paid anyway), at most this many; 0: a proposal joins as soon as it passes its
+            own mini-batch with `min_net`.
         min_net: the net gain (examples fixed minus broken, its own mini-batch and the
             confirmations together) a proposal needs to join the working candidate.
         compose: submit the working candidate once it holds this many confirmed proposals.
@@ -236,8 +238,8 @@ class GradientText(Optimizer):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise UserInputError(f"{name} must be >= 1 or None, got {value}")
-        if self.confirm_steps < 1:
-            raise UserInputError(f"confirm_steps must be >= 1, got {self.confirm_steps}")
+        if self.confirm_steps < 0:
+            raise UserInputError(f"confirm_steps must be >= 0, got {self.confirm_steps}")
         if self.schedule not in SCHEDULES:
             raise UserInputError(
                 f"unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}"
@@ -318,7 +320,7 @@ class GradientText(Optimizer):
             reason = self._end_epoch(state)
             if reason is not None:
                 return reason
-        return "budget" if view.calls_left() is not None and self.until_budget else "epochs"
+        return "budget" if view.calls_left() is not None and self.until_budget else "finished"
 
     def _end_epoch(self, state: GradientTextState) -> str | None:
         """Close an epoch; the stop reason when patience or the plateau ends the search."""
@@ -381,6 +383,7 @@ class GradientText(Optimizer):
         the survivors, add them to the working candidate, and submit it when it is ready."""
         before = view.usage().calls
         step, epoch = state.step, state.epoch
+        state.step_outcomes = []
         lr_t, _ = self._budget(view, step, total)
         state.step += 1
         working, _ = self._working(view, state)
@@ -406,7 +409,10 @@ class GradientText(Optimizer):
         else:
             state.steps_since_accept += 1
             note = f"screen: {len(groups)} proposed, {passed} passed, {added} confirmed"
-            view.record_empty_step(step=step, epoch=epoch, kind=kind, lr=lr_t, note=note)
+            report = ApplyReport(tuple(_outcome(o) for o in state.step_outcomes))
+            view.record_empty_step(
+                step=step, epoch=epoch, kind=kind, lr=lr_t, note=note, report=report
+            )
 
     def _room(self, view: RunView, state: GradientTextState, working: Skill, lr_t: float) -> int:
         """Tokens a proposal may move from the working candidate: the path budget of the
@@ -433,7 +439,10 @@ class GradientText(Optimizer):
         blocked |= {g["key"] for g in (*state.trials, *state.pending)}
         passed = 0
         for group in groups:
-            candidate, kept, _ = clip_to_budget(working, group.edits, room, self.max_edits)
+            candidate, kept, report = clip_to_budget(working, group.edits, room, self.max_edits)
+            outcomes = [o.to_dict() for o in report.outcomes]
+            state.step_outcomes += outcomes
+            view.emit("edit_report", step=state.step - 1, outcomes=outcomes)
             key = _group_key(kept)
             if not kept or key in blocked or candidate.text == working.text:
                 continue
@@ -445,7 +454,10 @@ class GradientText(Optimizer):
                 continue
             passed += 1
             trial = _group_json(group, edits=kept, key=key, net=result.net, scored=result.scored)
-            state.trials.append({**trial, "screens": 1})
+            if self.confirm_steps == 0 and result.net >= self.min_net:
+                self._join(state, {**trial, "screens": 1})
+            else:
+                state.trials.append({**trial, "screens": 1})
         return passed
 
     def _confirm(
@@ -474,13 +486,17 @@ class GradientText(Optimizer):
         net, scored = trial["net"] + result.net, trial["scored"] + result.scored
         screens = trial["screens"] + 1
         if result.passed and net >= self.min_net:
-            state.pending.append({**trial, "net": net, "scored": scored, "screens": screens})
-            stats = state.proposer_stats.setdefault(trial["source"], _new_stats())
-            stats["survived"] += 1
+            self._join(state, {**trial, "net": net, "scored": scored, "screens": screens})
         elif net <= 0 or screens > self.confirm_steps:
             self._remember(state, edits, net / max(scored, 1))
         else:
             state.trials.append({**trial, "net": net, "scored": scored, "screens": screens})
+
+    @staticmethod
+    def _join(state: GradientTextState, trial: dict[str, Any]) -> None:
+        """A proposal joins the working candidate."""
+        state.pending.append(trial)
+        state.proposer_stats.setdefault(trial["source"], _new_stats())["survived"] += 1
 
     def _ready(self, view: RunView, state: GradientTextState) -> bool:
         """Whether the working candidate goes to the gate now: enough confirmed proposals, or
@@ -504,6 +520,9 @@ class GradientText(Optimizer):
         rejection, a bundle's proposals are retried alone once and a lone (or already
         retried) proposal is remembered as rejected."""
         candidate, report = self._working(view, state)
+        refused = tuple(_outcome(o) for o in state.step_outcomes if o["status"] != "applied")
+        report = ApplyReport(report.outcomes + refused)
+        state.step_outcomes = []
         pending, lrs = list(state.pending), list(state.pending_lrs)
         state.pending, state.pending_lrs = [], []
         if step is None:
@@ -631,6 +650,14 @@ def _new_stats() -> dict[str, int]:
     were submitted in, and accepted ones."""
     keys = ("runs", "skipped", "calls", "paid_runs", "edits", "survived", "submitted", "accepted")
     return dict.fromkeys(keys, 0)
+
+
+def _outcome(data: dict[str, Any]) -> EditOutcome:
+    """An edit outcome from its `to_dict()` form."""
+    (edit,) = parse_edits([data["edit"]])
+    return EditOutcome(
+        edit, data["status"], data["reason"], data.get("match"), data.get("similarity")
+    )
 
 
 def _group_key(edits: Sequence[Edit]) -> str:
