@@ -88,6 +88,7 @@ class GradientTextState(CheckpointedState):
     retried: list[str] = field(default_factory=list)
     trials: list[dict[str, Any]] = field(default_factory=list)
     step_outcomes: list[dict[str, Any]] = field(default_factory=list)
+    epoch_start_calls: int = 0
 
 
 @dataclass(frozen=True)
@@ -301,6 +302,7 @@ class GradientText(Optimizer):
                 state.order = sorted(by_id)
                 view.rng.shuffle(state.order)
                 state.cursor, state.slow_done = 0, False
+                state.epoch_start_calls = view.usage().calls
                 state.accepted_this_epoch = state.survived_this_epoch = False
             while state.cursor < len(state.order):
                 if not self._affordable(view, state):
@@ -317,9 +319,12 @@ class GradientText(Optimizer):
                 state.slow_done = True
                 batch = _draw(view, view.trainset, self.batch_size)
                 self._step(view, state, batch, total, [self.consolidation], "slow_update")
+            spent = view.usage().calls - state.epoch_start_calls
             reason = self._end_epoch(state)
             if reason is not None:
                 return reason
+            if state.epoch >= self.epochs and spent == 0:
+                return "plateau"  # an epoch that asked nothing new: the next would not either
         return "budget" if view.calls_left() is not None and self.until_budget else "finished"
 
     def _end_epoch(self, state: GradientTextState) -> str | None:
@@ -454,7 +459,12 @@ class GradientText(Optimizer):
                 continue
             passed += 1
             trial = _group_json(group, edits=kept, key=key, net=result.net, scored=result.scored)
-            if self.confirm_steps == 0 and result.net >= self.min_net:
+            if key in state.retried:  # rejected in a bundle: it goes to the gate alone
+                if state.pending:
+                    state.retry.append(trial)  # after the working candidate is judged
+                else:
+                    self._join(state, {**trial, "screens": 1, "alone": True})
+            elif self.confirm_steps == 0 and result.net >= self.min_net:
                 self._join(state, {**trial, "screens": 1})
             else:
                 state.trials.append({**trial, "screens": 1})
@@ -503,6 +513,8 @@ class GradientText(Optimizer):
         enough net gain shown on training data to expect the gate to see it."""
         if not state.pending:
             return False
+        if any(g.get("alone") for g in state.pending):
+            return True
         rate = sum(g["net"] / max(g["scored"], 1) for g in state.pending)
         return (
             len(state.pending) >= self.compose or rate * view.validation_size >= self.submit_at_net
