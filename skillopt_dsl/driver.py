@@ -427,6 +427,7 @@ class CompileContext:
         budget_tokens: int,
         note: str,
         report: ApplyReport | None = None,
+        state: Mapping[str, Any] | None = None,
     ) -> None:
         self._append_step(
             edit_report=[o.to_dict() for o in report.outcomes] if report else [],
@@ -440,6 +441,9 @@ class CompileContext:
             accepted=False,
             note=note,
         )
+        if state is not None:
+            self._state.optimizer_state = copy.deepcopy(dict(state))
+            self.checkpoint()
 
     def _append_step(self, **fields: Any) -> None:
         usage = self.ledger.snapshot()
@@ -690,6 +694,7 @@ class RunView:
         lr: float,
         note: str,
         report: ApplyReport | None = None,
+        state: Mapping[str, Any] | None = None,
     ) -> None:
         """Record a step that produced no candidate (nothing reached the door), with the
         report of the edits it tried (clipped ones among them), if any."""
@@ -701,6 +706,7 @@ class RunView:
             budget_tokens=self.step_budget(lr),
             note=note,
             report=report,
+            state=state,
         )
 
     def trial_driver(

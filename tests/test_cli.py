@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -35,7 +36,7 @@ RECIPE = '''"""Parity with scripted fakes (tests only)."""
 import json
 import os
 import time
-from typing import Any, Literal
+from typing import Literal
 
 import skillopt_dsl as sd
 from skillopt_dsl.lm import LM

@@ -409,14 +409,21 @@ class GradientText(Optimizer):
             state.survived_this_epoch = True
         state.step_calls += view.usage().calls - before  # the gate's calls are not a step's
         state.steps_measured += 1
-        if self._ready(view, state):
+        idle = not groups and not state.trials  # nothing left to try on this working candidate
+        if self._ready(view, state) or (idle and state.pending):
             self._submit_working(view, state, kind=kind, step=step)
         else:
             state.steps_since_accept += 1
             note = f"screen: {len(groups)} proposed, {passed} passed, {added} confirmed"
             report = ApplyReport(tuple(_outcome(o) for o in state.step_outcomes))
             view.record_empty_step(
-                step=step, epoch=epoch, kind=kind, lr=lr_t, note=note, report=report
+                step=step,
+                epoch=epoch,
+                kind=kind,
+                lr=lr_t,
+                note=note,
+                report=report,
+                state=state.to_dict(),
             )
 
     def _room(self, view: RunView, state: GradientTextState, working: Skill, lr_t: float) -> int:
@@ -458,6 +465,7 @@ class GradientText(Optimizer):
                 self._remember(state, kept, result.net / max(result.scored, 1))
                 continue
             passed += 1
+            state.proposer_stats.setdefault(group.source, _new_stats())["survived"] += 1
             trial = _group_json(group, edits=kept, key=key, net=result.net, scored=result.scored)
             if key in state.retried:  # rejected in a bundle: it goes to the gate alone
                 if state.pending:
@@ -506,7 +514,6 @@ class GradientText(Optimizer):
     def _join(state: GradientTextState, trial: dict[str, Any]) -> None:
         """A proposal joins the working candidate."""
         state.pending.append(trial)
-        state.proposer_stats.setdefault(trial["source"], _new_stats())["survived"] += 1
 
     def _ready(self, view: RunView, state: GradientTextState) -> bool:
         """Whether the working candidate goes to the gate now: enough confirmed proposals, or
@@ -658,8 +665,8 @@ class GradientText(Optimizer):
 
 def _new_stats() -> dict[str, int]:
     """A proposer's counters: runs, steps benched, model calls, steps that paid for calls,
-    edits proposed, proposals that passed screen and confirmation, candidates its proposals
-    were submitted in, and accepted ones."""
+    edits proposed, proposals that passed the screen, candidates its proposals were submitted
+    in, and accepted ones."""
     keys = ("runs", "skipped", "calls", "paid_runs", "edits", "survived", "submitted", "accepted")
     return dict.fromkeys(keys, 0)
 
