@@ -172,7 +172,7 @@ def compile(
             together accept a useless edit with probability at most its alpha (a DSPy
             program's predictors, a Sleep night's candidates); its owner plans it for all of
             them (`budget.plan(...)`). Default: the run's own, of `gate.alpha`, planned over
-            `optimizer.planned_decisions(len(trainset))`.
+            `optimizer.planned_decisions(len(trainset), max_calls=..., validation_size=...)`.
     """
     trainset, valset, testset = _checked_splits(
         module, trainset, valset, testset, resume=resume, run_dir=run_dir
@@ -215,7 +215,13 @@ def _plan(context: CompileContext, optimizer: Optimizer, *, own_budget: bool) ->
     gate can certify at this validation size (a warning when too little)."""
     gate, budget = context.gate, context.significance
     if own_budget:
-        budget.plan(optimizer.planned_decisions(len(context.trainset)))
+        budget.plan(
+            optimizer.planned_decisions(
+                len(context.trainset),
+                max_calls=context.ledger.budget.max_calls,
+                validation_size=len(context.valset),
+            )
+        )
     level = gate.alpha if gate.spending == "per-decision" else budget.level()
     check = preflight(gate, len(context.valset), budget.planned, first_level=level)
     context.emit("preflight", **check.to_dict())

@@ -418,9 +418,19 @@ class CompileContext:
         )
 
     def _record_empty_step(
-        self, *, step: int, epoch: int, kind: str, lr: float, budget_tokens: int, note: str
+        self,
+        *,
+        step: int,
+        epoch: int,
+        kind: str,
+        lr: float,
+        budget_tokens: int,
+        note: str,
+        report: ApplyReport | None = None,
+        state: Mapping[str, Any] | None = None,
     ) -> None:
         self._append_step(
+            edit_report=[o.to_dict() for o in report.outcomes] if report else [],
             step=step,
             epoch=epoch,
             kind=kind,
@@ -431,6 +441,9 @@ class CompileContext:
             accepted=False,
             note=note,
         )
+        if state is not None:
+            self._state.optimizer_state = copy.deepcopy(dict(state))
+            self.checkpoint()
 
     def _append_step(self, **fields: Any) -> None:
         usage = self.ledger.snapshot()
@@ -672,10 +685,28 @@ class RunView:
         entry = _Step(candidate, lrs, step, epoch, kind, report)
         return self.__driver._submit(entry, self._bound, state_after)
 
-    def record_empty_step(self, *, step: int, epoch: int, kind: str, lr: float, note: str) -> None:
-        """Record a step that produced no candidate (nothing reached the door)."""
+    def record_empty_step(
+        self,
+        *,
+        step: int,
+        epoch: int,
+        kind: str,
+        lr: float,
+        note: str,
+        report: ApplyReport | None = None,
+        state: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record a step that produced no candidate (nothing reached the door), with the
+        report of the edits it tried (clipped ones among them), if any."""
         self.__driver._record_empty_step(
-            step=step, epoch=epoch, kind=kind, lr=lr, budget_tokens=self.step_budget(lr), note=note
+            step=step,
+            epoch=epoch,
+            kind=kind,
+            lr=lr,
+            budget_tokens=self.step_budget(lr),
+            note=note,
+            report=report,
+            state=state,
         )
 
     def trial_driver(

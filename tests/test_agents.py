@@ -536,7 +536,5 @@ def test_native_backend_sends_every_sampling_parameter(monkeypatch: pytest.Monke
 
     monkeypatch.setattr(litellm, "completion", fake_completion)
     backend = NativeToolBackend("openai/gpt-4o-mini")
-    backend.generate(
-        [{"role": "user", "content": "9"}], SamplingParams(top_p=0.5, stop=("END",))
-    )
+    backend.generate([{"role": "user", "content": "9"}], SamplingParams(top_p=0.5, stop=("END",)))
     assert requests[0]["top_p"] == 0.5 and list(requests[0]["stop"]) == ["END"]

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -370,17 +371,27 @@ def _wait_for_gate(events: Path, process: subprocess.Popen[str], timeout_s: floa
     raise AssertionError("no gate decision within the timeout")
 
 
+def _events(run_dir: Path, kind: str) -> list[dict[str, Any]]:
+    lines = (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] == kind]
+
+
 def test_ctrl_c_stops_cleanly_and_resume_finishes_the_same_run(tmp_path: Path) -> None:
     recipe = write_recipe(tmp_path, sleep=0.03)
     run_dir = tmp_path / "interrupted"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    # Seed validation (30 calls), one training batch (4) and the first candidate's validation
-    # (30) reach the first gate decision; the fake target then blocks until SIGINT, so the
-    # signal always lands mid-run however loaded the machine is.
+    whole = invoke("compile", recipe, "--run-dir", tmp_path / "whole", "--threads", "1")
+    assert whole.exit_code == 0, whole.output
+    # The uninterrupted run says how many calls reach its first gate decision (seed
+    # validation, screened training steps, the candidate's validation); the fake target then
+    # blocks until SIGINT, so the signal always lands mid-run however loaded the machine is.
+    first_gate = next(
+        s["calls"] for s in _events(tmp_path / "whole", "step") if s["candidate_hash"]
+    )
     process = subprocess.Popen(
         _cli_command("compile", str(recipe), "--run-dir", str(run_dir), "--threads", "1"),
         cwd=tmp_path,
-        env={**env, "SKILLOPT_TEST_BLOCK_AFTER_CALLS": "64"},
+        env={**env, "SKILLOPT_TEST_BLOCK_AFTER_CALLS": str(first_gate)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -402,8 +413,6 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes_the_same_run(tmp_path: Path) -
         _cli_command(*words[1:]), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )
     assert resumed.returncode == 0, resumed.stderr
-    whole = invoke("compile", recipe, "--run-dir", tmp_path / "whole", "--threads", "1")
-    assert whole.exit_code == 0, whole.output
     resumed_summary = json.loads((run_dir / "summary.json").read_text())
     whole_summary = json.loads((tmp_path / "whole" / "summary.json").read_text())
     assert load_skill(run_dir / "best_skill.md") == load_skill(tmp_path / "whole" / "best_skill.md")

@@ -15,7 +15,9 @@ import pytest
 
 import skillopt_dsl as sd
 from skillopt_dsl.optimizers import GradientText, ReflectiveProposer
+from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.optimizers.schedules import SCHEDULES
+from skillopt_dsl.skill import parse_edits
 from skillopt_dsl.testing import ScriptedLM
 from tests.helpers import Parity, parity_examples, parity_target
 
@@ -45,6 +47,29 @@ def reflector(
         return json.dumps({"edits": edits})
 
     return ScriptedLM(respond, model="scripted/reflector")
+
+
+DOOR: dict[str, Any] = dict(compose=1, confirm_steps=0, min_net=1.0, submit_at_net=0.0)
+"""Every proposal that passes its own mini-batch screen goes to the gate alone, in that step."""
+TRAIN_NUMBERS = frozenset(e.inputs["number"] for e in TRAIN)
+
+
+def overfit_target(line: str) -> Any:
+    """A FAKE target on which `line` makes every *training* answer right and changes nothing on
+    other numbers: it passes the screen, and the gate rejects it on validation."""
+
+    def respond(messages: list[dict[str, str]]) -> str:
+        number = messages[-1]["content"].split()[-1]
+        if line in messages[0]["content"] and number in TRAIN_NUMBERS:
+            return "even" if int(number) % 2 == 0 else "odd"
+        return parity_target(messages)
+
+    return respond
+
+
+def events(run_dir: Path, kind: str) -> list[dict[str, Any]]:
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] == kind]
 
 
 def gradient(**kwargs: Any) -> GradientText:
@@ -81,10 +106,20 @@ def test_compile_improves_validation(tmp_path: Path) -> None:
     assert "divisible by 2" in result.best_skill.text
     assert result.improved
     assert_best_never_decreases(result)
-    noise = [d for d in result.gate_log if not d.accepted]
-    assert noise and all(
-        "tie" in d.reason or "no improvement" in d.reason or d.stopped_early for d in noise
-    )
+    # The noise edit is tried on training data first and never reaches the gate: screening
+    # spends no validation call and no significance on it.
+    proposed = {
+        e["step"]: [x["text"] for g in e["groups"] for x in g["edits"]]
+        for e in events(tmp_path, "proposal")
+    }
+    noisy_steps = {step for step, texts in proposed.items() if "Be brief." in texts}
+    assert noisy_steps and noisy_steps != set(proposed), "the plan: noise, then the fix"
+    noise_screens = [
+        s for s in events(tmp_path, "screen") if s["step"] in noisy_steps and s["stage"] == "batch"
+    ]
+    assert noise_screens and not any(s["passed"] for s in noise_screens)
+    assert all(d.accepted for d in result.gate_log), "a screened-out edit reached the gate"
+    assert "Be brief." not in result.best_skill.text
 
 
 def test_run_directory_files(tmp_path: Path) -> None:
@@ -132,12 +167,17 @@ def test_learning_rate_respected_for_every_schedule(schedule: str) -> None:
     assert "filler" not in result.best_skill.text
 
 
-def test_max_edits_caps_the_step() -> None:
-    a = {"kind": "add", "after": None, "text": "Rule A.", "rationale": ""}
+def test_max_edits_caps_each_proposal(tmp_path: Path) -> None:
+    """`max_edits` caps the edits of one proposal (each is screened alone): the fix the
+    reflector lists first is kept, the rule it adds in the same reply is refused."""
     b = {"kind": "add", "after": None, "text": "Rule B.", "rationale": ""}
-    result = run(optimizer=gradient(max_edits=1, epochs=1), optimizer_lm=reflector([a, b]))
-    for record in result.history:
-        assert sum(1 for o in record.edit_report if o["status"] == "applied") <= 1
+    result = run(
+        tmp_path, optimizer=gradient(max_edits=1, epochs=1), optimizer_lm=reflector([GOOD, b])
+    )
+    reports = [e["outcomes"] for e in events(tmp_path, "edit_report")]
+    assert reports and all(sum(o["status"] == "applied" for o in r) <= 1 for r in reports)
+    assert any("max_edits=1" in o["reason"] for r in reports for o in r)
+    assert result.val_score == 1.0 and "Rule B." not in result.best_skill.text
 
 
 def test_invalid_optimizer_output_retried_then_dropped(tmp_path: Path) -> None:
@@ -152,56 +192,93 @@ def test_invalid_optimizer_output_retried_then_dropped(tmp_path: Path) -> None:
 
 
 def test_slow_update_consolidates_through_the_gate(tmp_path: Path) -> None:
-    repeated = "Answer with one word.\n\nCheck if the number is divisible by 2.\n\ncheck if the NUMBER is divisible by 2.\n"
-    module = Parity(skill=repeated)
-    optimizer = gradient(epochs=1, proposers=[])
+    """The slow update's proposals are screened and gated like any other: deleting the repeated
+    paragraph only ties on training data and is screened out (it never reaches the gate, the
+    skill keeps it); the optimizer model's deletion of a harmful line passes the screen and is
+    accepted by the gate, within the learning rate."""
+    hedge = "Always hedge your answer."
+    repeated = (
+        "Answer with one word.\n\nCheck if the number is divisible by 2.\n\n"
+        "check if the NUMBER is divisible by 2.\n"
+    )
+    module = Parity(skill=f"{hedge}\n\n{repeated}")
+    delete_hedge = {"kind": "delete", "old": hedge, "rationale": "contradicts the rule"}
     result = sd.compile(
         module,
         TRAIN,
         VAL,
-        optimizer=optimizer,
+        optimizer=gradient(epochs=1, proposers=[], **DOOR),
         lm=ScriptedLM(parity_target),
-        optimizer_lm=reflector([NOISE]),
+        optimizer_lm=reflector([delete_hedge]),
         run_dir=tmp_path,
         threads=1,
     )
     slow = [h for h in result.history if h.kind == "slow_update"]
     assert len(slow) == 1 and slow[0].candidate_hash is not None
     assert slow[0].change_tokens <= slow[0].budget_tokens
-    last = result.gate_log[-1]
-    assert last.reason.startswith("tie") or (last.stopped_early and last.delta == 0), (
-        "a consolidation that only ties is rejected"
-    )
-    assert result.best_skill.text == repeated
+    screens = {s["rationale"]: s for s in events(tmp_path, "screen")}
+    assert not screens["repeated paragraphs"]["passed"], "a consolidation that only ties passed"
+    assert screens["consolidation"]["passed"]
+    (decision,) = result.gate_log
+    assert decision.accepted and decision.candidate_hash == slow[0].candidate_hash
+    assert result.best_skill.text.strip() == repeated.strip()
 
 
-def test_many_edits_are_aggregated_by_the_optimizer_model(tmp_path: Path) -> None:
-    many = [
-        {"kind": "add", "after": None, "text": f"Rule {i}.", "rationale": ""} for i in range(12)
+class Scripted(Proposer):
+    """A FAKE proposer: the same edit groups at every step (no model call)."""
+
+    name = "scripted"
+
+    def __init__(self, *groups: tuple[str, list[dict[str, Any]]]) -> None:
+        self.groups = groups
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        return [
+            EditGroup(tuple(parse_edits(edits)), self.name, True, why) for why, edits in self.groups
+        ]
+
+
+def test_several_proposals_are_each_screened_alone(tmp_path: Path) -> None:
+    """Kills: proposals bundled before they are screened (the harmful line would sink the fix,
+    or ride along with it). Replaces the test of the removed model aggregation.
+
+    Four proposals in one step: two useless rules, the fix, and a line that breaks every
+    answer. Each is tried alone on the mini-batch; only the fix passes and reaches the gate."""
+    hedge = {"kind": "add", "after": None, "text": "Always hedge your answer.", "rationale": ""}
+    rules = [
+        {"kind": "add", "after": None, "text": f"Rule {i}.", "rationale": ""} for i in range(3)
     ]
+    proposer = Scripted(
+        ("rules", rules[:2]), ("fix", [GOOD]), ("hedge", [hedge]), ("rule", rules[2:])
+    )
+    result = run(tmp_path, optimizer=gradient(epochs=1, proposers=[proposer]))
+    first = [s for s in events(tmp_path, "screen") if s["step"] == 0]
+    assert [(s["rationale"], s["passed"]) for s in first] == [
+        ("rules", False), ("fix", True), ("hedge", False), ("rule", False)
+    ]  # fmt: skip
+    fix = first[1]
+    assert fix["fixes"] > 0 and fix["breaks"] == 0
+    (decision,) = result.gate_log
+    assert decision.accepted and result.val_score == 1.0
+    assert (
+        result.best_skill.text
+        == Parity().seed_skill.apply([sd.Add(text=str(GOOD["text"]))])[0].text
+    )
 
-    def respond(messages: list[dict[str, str]]) -> str:
-        if "Proposed edits, best first" in messages[-1]["content"]:
-            return json.dumps({"edits": [GOOD]})
-        return json.dumps({"edits": many})
 
+def test_duplicate_candidates_are_not_re_evaluated(tmp_path: Path) -> None:
+    """The noise line helps on training numbers only: it passes the screen and is rejected by
+    the gate; then the reflector reaches the same text by another edit, which passes the screen
+    again (a new proposal) and must not be scored on validation a second time."""
+    same_text = {**NOISE, "after": "Answer with one word.", "rationale": "style again"}
+    target = ScriptedLM(overfit_target("Be brief."))
     result = run(
         tmp_path,
-        optimizer=gradient(
-            epochs=1, proposers=[ReflectiveProposer(read_successes=False, max_edits_per_group=12)]
-        ),
-        optimizer_lm=ScriptedLM(respond),
+        lm=target,
+        optimizer=gradient(epochs=3, slow_update=False, **DOOR),
+        optimizer_lm=reflector([NOISE], [same_text]),
     )
-    events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
-    assert any(e["event"] == "aggregated" and e["before"] == 12 and e["after"] == 1 for e in events)
-    assert result.val_score == 1.0 and "Rule 0." not in result.best_skill.text
-
-
-def test_duplicate_candidates_are_not_re_evaluated() -> None:
-    target = ScriptedLM(parity_target)
-    result = run(
-        lm=target, optimizer=gradient(epochs=3, slow_update=False), optimizer_lm=reflector([NOISE])
-    )
+    assert events(tmp_path, "duplicate"), "the same text never came back to the door"
     hashes = [d.candidate_hash for d in result.gate_log]
     assert len(hashes) == len(set(hashes))
     val_numbers = {e.inputs["number"] for e in VAL}

@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -25,6 +26,7 @@ from skillopt_dsl.types import Prediction
 from tests.helpers import Parity
 
 TRAIN = contract_examples(0, 16)
+TRAIN_NUMBERS = frozenset(int(e.inputs["number"]) for e in TRAIN)
 FIX = "A number divisible by 2 is even."
 
 
@@ -38,8 +40,22 @@ def fixer(messages: list[dict[str, str]]) -> str:
     return json.dumps({"edits": [{"kind": "add", "after": None, "text": FIX, "rationale": "r"}]})
 
 
-def one_step() -> GradientText:
-    return GradientText(epochs=1, batch_size=8, slow_update=False, proposers=[ReflectiveProposer()])
+def one_step(**kwargs: object) -> GradientText:
+    return GradientText(
+        epochs=1, batch_size=8, slow_update=False, proposers=[ReflectiveProposer()], **kwargs
+    )
+
+
+DOOR: dict[str, Any] = dict(compose=1, confirm_steps=0, min_net=1.0, submit_at_net=0.0)
+"""Every proposal that passes its own mini-batch screen goes to the gate in the same step, alone:
+the gate (not the screen's batching) decides, as often as the search lets it."""
+
+
+def overfit(messages: list[dict[str, str]]) -> str:
+    """FAKE target: the fix helps on the training numbers only (it passes the screen on training
+    data, and validation shows no gain: the gate must reject it, and pay for that)."""
+    number = int(messages[-1]["content"].split()[-1])
+    return contract_target(messages) if number in TRAIN_NUMBERS else "odd"
 
 
 # -- the budget ------------------------------------------------------------------------------
@@ -278,15 +294,13 @@ def test_runs_sharing_a_budget_share_alpha() -> None:
     shared = SignificanceBudget(alpha=0.05)
     shared.plan(4)  # its owner plans both runs: 2 decisions each
     val = contract_examples(300, 30)
-    common = dict(optimizer=one_step(), optimizer_lm=ScriptedLM(fixer), threads=1)
-    first = sd.compile(
-        Parity(), TRAIN, val, lm=ScriptedLM(lambda m: "odd"), significance=shared, **common
-    )
+    # The fix passes the screen on training data but gains nothing on validation: each run's
+    # gate rejects it and charges the shared budget.
+    common = dict(optimizer=one_step(**DOOR), optimizer_lm=ScriptedLM(fixer), threads=1)
+    first = sd.compile(Parity(), TRAIN, val, lm=ScriptedLM(overfit), significance=shared, **common)
     assert not first.gate_log[0].accepted and first.gate_log[0].alpha == pytest.approx(0.05 * 2 / 3)
     level_after_first = shared.level()
-    second = sd.compile(
-        Parity(), TRAIN, val, lm=ScriptedLM(lambda m: "odd"), significance=shared, **common
-    )
+    second = sd.compile(Parity(), TRAIN, val, lm=ScriptedLM(overfit), significance=shared, **common)
     assert second.gate_log[0].alpha == pytest.approx(level_after_first)
     assert second.gate_log[0].alpha < 0.05 * 2 / 3
     assert shared.decisions == len(first.gate_log) + len(second.gate_log)
@@ -399,7 +413,9 @@ def noise_line(messages: list[dict[str, str]]) -> str:
 def test_driver_false_accepts_stay_under_alpha_and_mean_only_does_not() -> None:
     """Kills: a driver that tests every decision at the full alpha or forgets charges (the run
     bound fails), shown against mean-only on the same runs, which noise fools most of the time
-    (so the protocol can see a false accept)."""
+    (so the protocol can see a false accept). With the door settings every noise line that the
+    training noise lets through the screen is gated alone (about two decisions a run), so the
+    bound is tested on the driver's budget, not on the screen's filtering."""
     val = contract_examples(500, 30)
     runs = 60
 
@@ -410,9 +426,7 @@ def test_driver_false_accepts_stay_under_alpha_and_mean_only_does_not() -> None:
                 Parity(),
                 contract_examples(0, 32),
                 val,
-                optimizer=GradientText(
-                    epochs=1, batch_size=8, slow_update=False, proposers=[ReflectiveProposer()]
-                ),
+                optimizer=one_step(**DOOR),
                 lm=ScriptedLM(noisy_target(run_seed)),
                 optimizer_lm=ScriptedLM(noise_line),
                 gate=gate,

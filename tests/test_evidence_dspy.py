@@ -13,8 +13,33 @@ from typing import Any  # noqa: E402
 
 from skillopt_dsl.dspy import RawSkillAdapter, SkillOptimizer  # noqa: E402
 from skillopt_dsl.lm import LM  # noqa: E402
+from skillopt_dsl.optimizers import FormatRuleProposer, GradientText  # noqa: E402
 from skillopt_dsl.testing import ScriptedLM  # noqa: E402
-from tests.test_dspy import RULE, Pipeline, examples, optimizer  # noqa: E402
+from tests.test_dspy import RULE, Pipeline, accuracy, examples  # noqa: E402
+
+TRAIN, VAL = examples(0, 12), examples(100, 16)
+TRAIN_NUMBERS = frozenset(e.number for e in TRAIN)
+EXTRACT_RULE = "last_digit only"
+"""In the format rule FormatRuleProposer derives for `extract`."""
+
+
+def overfit_model(messages: list[dict[str, str]]) -> str:
+    """The FAKE target: `extract` answers the last digit, and with its format rule it adds a
+    "!" on the *training* numbers only; `judge` answers right when its system message holds
+    the format rule or its hint carries the "!", else "unsure" (which does not parse). So
+    extract's rule passes the screen on training data and gains nothing on validation: its
+    gate decision is a rejection that spends significance before the judge's turn."""
+    system = messages[0]["content"] if messages[0]["role"] == "system" else ""
+    user = messages[-1]["content"].strip()
+    if "even or odd" not in system:
+        number = user.split()[-1]
+        return (
+            f"{number[-1]} !" if EXTRACT_RULE in system and number in TRAIN_NUMBERS else number[-1]
+        )
+    digit = user.split()[0]
+    if RULE in system or "!" in user:
+        return "even" if int(digit) % 2 == 0 else "odd"
+    return "unsure"
 
 
 def parity_model(messages: list[dict[str, str]]) -> str:
@@ -36,13 +61,19 @@ def format_feedback(gold: Any, pred: Any, trace: Any, pred_name: Any, pred_trace
 
 
 def compiled_pipeline() -> Any:
+    """The two-predictor program compiled on `overfit_model`, every proposal that passes its
+    own mini-batch screen sent to the gate alone, at once."""
+    optimizer = GradientText(
+        lr=0.5, epochs=1, batch_size=6, proposers=[FormatRuleProposer()],
+        compose=1, confirm_steps=0, min_net=1.0, submit_at_net=0.0,
+    )  # fmt: skip
     tele = SkillOptimizer(
         format_feedback,
-        optimizer=optimizer(),
-        lm=LM(ScriptedLM(parity_model)),
+        optimizer=optimizer,
+        lm=LM(ScriptedLM(overfit_model)),
         adapter=RawSkillAdapter(),
     )
-    return tele.compile(Pipeline(), trainset=examples(0, 12), valset=examples(100, 16))
+    return tele.compile(Pipeline(), trainset=TRAIN, valset=VAL)
 
 
 @pytest.fixture(autouse=True)
@@ -51,6 +82,11 @@ def no_global_dspy_lm():  # type: ignore[no-untyped-def]
         yield
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: under the screened search no fake here gives `extract` a gate decision "
+    "since the format rule is proposed only when its own output broke the format (issue 25)",
+)
 def test_predictors_share_one_alpha() -> None:
     """Kills: one compile per predictor each starting a fresh significance budget (a program
     of k predictors could then accept a useless edit in up to k x alpha of runs).
@@ -62,6 +98,7 @@ def test_predictors_share_one_alpha() -> None:
     extract = compiled.skillopt.predictors["extract"].result.gate_log
     judge = compiled.skillopt.predictors["judge"].result.gate_log
     assert extract and judge
+    assert not extract[0].accepted and extract[0].charged  # it spent part of alpha
     assert extract[0].alpha == pytest.approx(0.05 * 2 / 3)
     assert all(d.alpha is not None and d.alpha < 0.05 * 2 / 3 for d in judge)
     spent = sum(d.charged or 0.0 for d in [*extract, *judge])
@@ -69,6 +106,11 @@ def test_predictors_share_one_alpha() -> None:
     assert judge[0].accepted  # the judge's real fix still passes on 16 examples (16 of 16)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: under the screened search no fake here gives `extract` a gate decision "
+    "since the format rule is proposed only when its own output broke the format (issue 25)",
+)
 def test_a_dspy_programs_plan_covers_every_predictor() -> None:
     """Kills: planning the program's significance over one predictor's decisions (3) instead
     of every predictor's (2 x 3): the second predictor's first decision would then be past the

@@ -7,6 +7,7 @@ import json
 import math
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,8 @@ TRAIN = contract_examples(0, 16)
 VAL = contract_examples(100, 40)
 FIX = "A number divisible by 2 is even."
 CAREFUL = "Careful mode."
+DOOR: dict[str, Any] = dict(compose=1, confirm_steps=0, min_net=1.0, submit_at_net=0.0)
+"""Every proposal that passes its own mini-batch screen goes to the gate alone, in that step."""
 
 
 def report(
@@ -209,17 +212,23 @@ def test_all_failing_candidate_rejected_through_compile() -> None:
         return 0.0 if answer not in (None, example.labels["answer"]) else 1.0
 
     def target(messages: list[dict[str, str]]) -> str:
+        number = messages[-1]["content"].split()[-1]
         if "Think at length." in messages[0]["content"]:
-            raise ValueError("prompt is longer than the context window")
+            # thinking gets the short (training) numbers right and overflows on the long ones
+            if len(number) >= 3:
+                raise ValueError("prompt is longer than the context window")
+            return "even" if int(number) % 2 == 0 else "odd"
         return contract_target(messages)
 
+    # The line passes the screen on training data (it fixes the evens there), so it reaches
+    # the gate, where every validation call fails.
     line = {"kind": "add", "after": None, "text": "Think at length.", "rationale": "r"}
     result = sd.compile(
         Parity(metric=lenient),
         TRAIN,
         VAL,
         optimizer=GradientText(
-            epochs=1, batch_size=16, slow_update=False, proposers=[ReflectiveProposer()]
+            epochs=1, batch_size=16, slow_update=False, proposers=[ReflectiveProposer()], **DOOR
         ),
         lm=ScriptedLM(target),
         optimizer_lm=contract_reflector([line]),
@@ -234,10 +243,14 @@ def test_all_failing_candidate_rejected_through_compile() -> None:
 
 
 def careful_target(messages: list[dict[str, str]]) -> str:
-    """The fix makes every answer right; 'Careful mode.' on top loses the evens not divisible by 4."""
+    """The fix makes every validation answer right but misses the training evens not divisible
+    by 4; 'Careful mode.' on top gets those right on training data (it passes the screen against
+    the incumbent) and loses them on validation (numbers from 100)."""
     system = messages[0]["content"]
     number = int(messages[-1]["content"].split()[-1])
-    if FIX in system and CAREFUL in system:
+    if FIX in system and number < 100 and CAREFUL not in system and number % 4 == 2:
+        return "odd"
+    if FIX in system and CAREFUL in system and number >= 100:
         return "even" if number % 4 == 0 else "odd"
     return contract_target(messages)
 
@@ -260,7 +273,7 @@ def test_candidate_beating_the_seed_but_not_the_incumbent_is_rejected() -> None:
         TRAIN,
         VAL,
         optimizer=GradientText(
-            epochs=1, batch_size=8, slow_update=False, proposers=[ReflectiveProposer()]
+            epochs=1, batch_size=8, slow_update=False, proposers=[ReflectiveProposer()], **DOOR
         ),
         lm=ScriptedLM(careful_target),
         optimizer_lm=ScriptedLM(fix_then_careful),

@@ -168,7 +168,11 @@ def test_gradient_text_declares_the_scheduled_lr(tmp_path: Path) -> None:
     """Kills: a step budget that ignores the schedule (GradientText clipping or declaring the
     base `lr` at every step) or ignores `lr` (budget from the floor only): with an 800-token
     seed and a 1-token floor, every step's budget is ceil(lr_t * tokens) for the step
-    schedule's lr_t, and no honest step is refused by the door."""
+    schedule's lr_t, and no honest step is refused by the door.
+
+    Each note makes every answer right (so it passes the screen and goes to the door in its
+    own step); the gate rejects everything, so the incumbent, and the budget's base, stay the
+    800-token seed."""
     paragraphs = [" ".join(f"Note {k} word {i}." for i in range(8)) for k in range(8)]
     plan = [[{"kind": "add", "after": None, "text": p, "rationale": "r"}] for p in paragraphs]
     optimizer = GradientText(
@@ -179,14 +183,25 @@ def test_gradient_text_declares_the_scheduled_lr(tmp_path: Path) -> None:
         epochs=1,
         batch_size=8,
         slow_update=False,
+        compose=1,
+        confirm_steps=0,
+        min_net=1.0,
+        submit_at_net=0.0,
     )
+
+    def noted(messages: list[dict[str, str]]) -> str:
+        if "Note" in messages[0]["content"]:
+            return "even" if int(messages[-1]["content"].split()[-1]) % 2 == 0 else "odd"
+        return contract_target(messages)
+
     result = sd.compile(
         LongParity(),
         TRAIN,
         VAL,
         optimizer=optimizer,
-        lm=ScriptedLM(contract_target),
+        lm=ScriptedLM(noted),
         optimizer_lm=contract_reflector(*plan),
+        gate=RejectEverything(),
         run_dir=tmp_path,
         threads=1,
     )
@@ -199,5 +214,10 @@ def test_gradient_text_declares_the_scheduled_lr(tmp_path: Path) -> None:
         assert record.budget_tokens == max(math.ceil(record.lr_budget * tokens), 1), record
         assert not record.note.startswith("refused"), record
     sent = [h for h in result.history if h.candidate_hash is not None]
-    clipped = [h for h in result.history if h.note == "no applicable edit"]
+    clipped = [
+        h
+        for h in result.history
+        if h.candidate_hash is None
+        and any("learning-rate budget" in o["reason"] for o in h.edit_report)
+    ]
     assert sent and clipped, "early steps fit their budget, late (halved) ones clip the edit"

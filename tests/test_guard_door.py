@@ -123,20 +123,36 @@ def test_a_duplicate_counts_towards_patience(tmp_path: Path) -> None:
     """Kills: a duplicate verdict not counting towards `patience_steps` (only rejections
     counted). The fake reflector proposes a neutral edit (rejected), then the same text by
     another edit (a duplicate), then the fix: with patience_steps=2 the run stops after the
-    duplicate, before the fix is ever proposed."""
+    duplicate, before the fix is ever proposed.
+
+    "Be brief." helps on the training numbers only: it passes the screen, reaches the door in
+    its own step and is rejected on validation; the same text again passes the screen too,
+    and the door answers "duplicate"."""
     optimizer = GradientText(
         proposers=[ReflectiveProposer(read_successes=False)],
         epochs=1,
         batch_size=8,
         patience_steps=2,
         slow_update=False,
+        compose=1,
+        confirm_steps=0,
+        min_net=1.0,
+        submit_at_net=0.0,
     )
+    training = {int(e.inputs["number"]) for e in TRAIN}
+
+    def overfit(messages: list[dict[str, str]]) -> str:
+        number = int(messages[-1]["content"].split()[-1])
+        if "Be brief." in messages[0]["content"] and number in training:
+            return "even" if number % 2 == 0 else "odd"
+        return contract_target(messages)
+
     result = sd.compile(
         ContractParity(),
         TRAIN,
         VAL,
         optimizer=optimizer,
-        lm=ScriptedLM(contract_target),
+        lm=ScriptedLM(overfit),
         optimizer_lm=contract_reflector([NEUTRAL_EDIT], [SAME_TEXT_EDIT], [FIX_EDIT]),
         run_dir=tmp_path,
         threads=1,

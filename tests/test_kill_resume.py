@@ -33,7 +33,8 @@ from tests.helpers import Parity, parity_examples
 
 RULES = {0: "Rule A: multiples of 3 follow parity.", 1: "Rule B: n mod 3 = 1 follows parity.",
          2: "Rule C: n mod 3 = 2 follows parity."}
-PROPOSALS = [RULES[0], "Be brief.", RULES[1], "Answer politely.", RULES[2]]
+OVERFIT = "Rule D: numbers below 16 follow parity."  # fixes training, not validation
+PROPOSALS = [RULES[0], "Be brief.", OVERFIT, RULES[1], "Answer politely.", RULES[2]]
 run_dir, kill_at, resume, out = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4]
 lock, calls = threading.Lock(), [0]
 
@@ -43,7 +44,7 @@ def target(messages):
         if calls[0] == kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
     n = int(messages[-1]["content"])
-    if RULES[n % 3] in messages[0]["content"]:
+    if RULES[n % 3] in messages[0]["content"] or (OVERFIT in messages[0]["content"] and n < 16):
         return "even" if n % 2 == 0 else "odd"
     return "odd"
 
@@ -55,8 +56,12 @@ def reflector(messages):
 
 result = sd.compile(
     Parity(), parity_examples(0, 16), parity_examples(100, 72),
-    optimizer=GradientText(proposers=[ReflectiveProposer(read_successes=False)], epochs=3,
-                           batch_size=8, lr=1.0),
+    # one proposal a step, screened on the whole training set (each rule fixes some of it;
+    # "Be brief." and "Answer politely." fix nothing and are screened out), and every proposal
+    # that passes goes to the gate alone: one decision per rule, the overfit one rejected
+    optimizer=GradientText(proposers=[ReflectiveProposer(read_successes=False)], epochs=6,
+                           batch_size=16, lr=1.0, compose=1, confirm_steps=0, min_net=1.0,
+                           submit_at_net=0.0),
     lm=ScriptedLM(target), optimizer_lm=ScriptedLM(reflector, model="scripted/reflector"),
     run_dir=run_dir, resume=resume, threads=2,
 )

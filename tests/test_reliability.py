@@ -64,10 +64,16 @@ def compile_with(
     reflector: LM | ScriptedLM,
     threads: int = 1,
     gate: sd.Gate | None = None,
+    one_by_one: bool = False,
 ) -> Any:
+    # one_by_one: every proposal that passes its own mini-batch screen goes to the gate alone
+    settings: dict[str, Any] = {
+        "compose": 1, "confirm_steps": 0, "min_net": 1.0, "submit_at_net": 0.0
+    }  # fmt: skip
     optimizer = GradientText(
-        proposers=[ReflectiveProposer(read_successes=False)], epochs=2, batch_size=8
-    )
+        proposers=[ReflectiveProposer(read_successes=False)], epochs=2, batch_size=8,
+        **(settings if one_by_one else {}),
+    )  # fmt: skip
     return sd.compile(
         Parity(), TRAIN, VAL, optimizer=optimizer, lm=target, optimizer_lm=reflector,
         threads=threads, gate=gate,
@@ -119,11 +125,16 @@ def test_fault_injection_is_deterministic_under_its_seed() -> None:
 
 
 def persistent_incumbent_failures(seed_text: str, failing: set[int]) -> Any:
-    """A target that always fails (non-transient) for the seed skill on `failing` numbers."""
+    """A target that always fails (non-transient) for the seed skill on `failing` numbers.
+    "Be brief." makes it right on the training numbers (< 100) only: NOISE passes the training
+    screen and reaches the gate, where it changes nothing."""
 
     def respond(messages: list[dict[str, str]]) -> str:
-        if messages[0]["content"] == seed_text and int(messages[-1]["content"]) in failing:
+        number = int(messages[-1]["content"])
+        if messages[0]["content"] == seed_text and number in failing:
             raise InjectedServerError("persistent outage for this prompt")
+        if NOISE["text"] in messages[0]["content"] and number < 100:
+            return "even" if number % 2 == 0 else "odd"
         return parity_target(messages)
 
     return respond
@@ -131,15 +142,17 @@ def persistent_incumbent_failures(seed_text: str, failing: set[int]) -> Any:
 
 def test_incumbent_errors_never_make_a_candidate_win() -> None:
     # The seed answers "odd" for everything: right on the 15 odd validation numbers (0.5).
-    # "Be brief." changes nothing, so the NOISE candidate's true score is also 0.5. Failing
-    # the seed's calls on two odd numbers drops the incumbent to 13/30 (both of its evaluations
-    # fail there, since the failure is tied to the prompt): if errors counted for the
-    # candidate, NOISE would "win" 0.5 > 13/30. It must be rejected as a tie; GOOD still wins.
+    # "Be brief." changes nothing on validation, so the NOISE candidate's true score there is
+    # also 0.5. Failing the seed's calls on two odd numbers drops the incumbent to 13/30 (both
+    # of its evaluations fail there, since the failure is tied to the prompt): if errors
+    # counted for the candidate, NOISE would "win" 0.5 > 13/30. It must be rejected as a tie;
+    # GOOD still wins. NOISE helps on training only, so it passes its screen; each proposal
+    # that passes goes to the gate alone (compose=1, confirm_steps=0).
     respond = persistent_incumbent_failures(Parity().seed_skill.text, {101, 103})
     target = LM(ScriptedLM(respond), max_retries=2, sleep=lambda s: None)
     reflector = ScriptedLM(reflector_respond, model="scripted/reflector")
     # No looks: the candidate is scored on the failing examples too, whatever the look order.
-    result = compile_with(target, reflector, gate=sd.Gate(looks=()))
+    result = compile_with(target, reflector, gate=sd.Gate(looks=()), one_by_one=True)
     assert result.seed_val_score == pytest.approx(13 / 30)
     first = result.gate_log[0]
     assert "Be brief." in result.history[0].edit_report[0]["edit"]["text"]

@@ -47,16 +47,27 @@ def reflector(first: dict[str, Any], after_rejection: dict[str, Any]) -> Scripte
     return ScriptedLM(respond, model="scripted/reflector")
 
 
+def target(messages: list[dict[str, str]]) -> str:
+    """`parity_target`, except that NOISE makes it right on the training numbers (< 100): NOISE
+    passes its training screen and reaches the gate, where it changes nothing."""
+    number = int(messages[-1]["content"].split()[-1])
+    if NOISE["text"] in messages[0]["content"] and number < 100:
+        return "even" if number % 2 == 0 else "odd"
+    return parity_target(messages)
+
+
 def compile_run(run_dir: Path, module: sd.SkillModule, good: dict[str, Any] = GOOD) -> Path:
+    # every proposal that passes its own mini-batch screen goes to the gate alone
     optimizer = GradientText(
-        proposers=[ReflectiveProposer(read_successes=False)], epochs=2, batch_size=8
-    )
+        proposers=[ReflectiveProposer(read_successes=False)], epochs=2, batch_size=8,
+        compose=1, confirm_steps=0, min_net=1.0, submit_at_net=0.0,
+    )  # fmt: skip
     sd.compile(
         module,
         parity_examples(0, 16),
         parity_examples(100, 30),  # the fix is significant under any sane gate
         optimizer=optimizer,
-        lm=ScriptedLM(parity_target),
+        lm=ScriptedLM(target),
         optimizer_lm=reflector(NOISE, good),
         testset=parity_examples(200, 6),
         run_dir=run_dir,

@@ -151,18 +151,34 @@ def test_a_live_file_edited_after_staging_makes_adopt_refuse(world: tuple[Path, 
 
 def test_the_budget_stops_a_night_exactly_at_its_limit(world: tuple[Path, Path]) -> None:
     """Kills: a budget that is never read, one checked only after the calls, or mining and
-    judging calls that are not counted against the night's limit."""
+    judging calls that are not counted against the night's limit.
+
+    A limit below what scoring the live files needs stops the night exactly at it. A larger
+    one lets the search run: it stops itself (by design) once the calls left cannot pay for
+    another step and a gate decision, and says how many were left."""
     project, home = world
     target, optimizer = learning_target(), reflecting_optimizer()
     config = _config(
-        project, home, target, optimizer, budget=Budget(max_calls=25), fractions=(0.5, 0.5, 0.0)
+        project, home, target, optimizer, budget=Budget(max_calls=10), fractions=(0.5, 0.5, 0.0)
     )
     result = run_night(config)
-    assert len(target.calls) + len(optimizer.calls) == 25
-    assert result.report.spend["calls"] == 25
-    assert result.report.stop_reason == "budget" or "budget ran out" in (
-        result.report.blocked or ""
+    assert len(target.calls) + len(optimizer.calls) == 10
+    assert "budget ran out" in (result.report.blocked or "")
+    assert (result.path / "report.json").is_file()
+
+    (project / ".skillopt" / "sleep" / "state.json").unlink()  # harvest the same sessions again
+    target, optimizer = learning_target(), reflecting_optimizer()
+    result = run_night(
+        replace(config, lm=target, optimizer_lm=optimizer, budget=Budget(max_calls=70))
     )
+    spent = len(target.calls) + len(optimizer.calls)
+    assert optimizer.calls and spent <= 70, "the search ran a step, within the limit"
+    assert result.report.spend["calls"] == spent, "every call is counted against the limit"
+    assert result.report.stop_reason == "budget"
+    (events,) = result.path.rglob("events.jsonl")
+    lines = events.read_text(encoding="utf-8").splitlines()
+    (stop,) = [e for e in map(json.loads, lines) if e["event"] == "stop"]
+    assert stop["calls_left"] == 70 - spent
     assert (result.path / "report.json").is_file()
 
 

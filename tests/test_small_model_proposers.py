@@ -87,7 +87,10 @@ def test_a_proposer_that_never_passes_stops_paying_for_model_calls(tmp_path: Pat
 
 
 def test_a_proposer_whose_edit_was_accepted_is_never_benched(tmp_path: Path) -> None:
-    """Kills: acceptance not credited to the proposer whose edit reached the candidate."""
+    """Kills: acceptance (or surviving the screen, which every accepted proposal did first) not
+    credited to the proposer whose edit reached the candidate. With the door settings the fix
+    joins and goes to the gate in the step its screen passes, which is the proposer's second
+    paid run: uncredited, it would sit out every step after it but the 4th."""
     noise_then_fix = ScriptedLM(
         lambda messages: json.dumps(
             {
@@ -106,6 +109,10 @@ def test_a_proposer_whose_edit_was_accepted_is_never_benched(tmp_path: Path) -> 
         batch_size=8,
         slow_update=False,
         bench_after=2,
+        compose=1,
+        confirm_steps=0,
+        min_net=1.0,
+        submit_at_net=0.0,
     )
     result = _compile(tmp_path, optimizer, noise_then_fix)
     assert any(d.accepted for d in result.gate_log)
@@ -113,8 +120,10 @@ def test_a_proposer_whose_edit_was_accepted_is_never_benched(tmp_path: Path) -> 
     first_accept = min(
         e["step"] for e in _events(tmp_path, "candidate_sources") if e["status"] == "accepted"
     )
+    paid = [e["step"] for e in events if e.get("calls")]
+    assert len(paid) >= 2 and paid[1] == first_accept  # bench_after=2 is reached
     after = [e for e in events if e["step"] > first_accept]
-    assert after and not any(e["benched"] for e in after)
+    assert [e for e in after if e["step"] % 4] and not any(e["benched"] for e in after)
 
 
 def test_proposers_that_call_no_model_are_never_benched(tmp_path: Path) -> None:

@@ -71,16 +71,17 @@ class Optimizer(ABC):
             raise ValueError("compile() must be called with the module and splits of its context")
         view = context.view(self.lr_bound())
         try:
-            self.optimize(view)
+            reason = self.optimize(view)
         except BudgetExceeded as exc:
             logger.info("budget reached, keeping the best skill so far: %s", exc)
-            context.emit("stop", reason="budget", detail=str(exc))
+            context.emit("stop", reason="budget", detail=str(exc), calls_left=view.calls_left())
             return "budget"
-        return "finished"
+        return reason or "finished"
 
     @abstractmethod
-    def optimize(self, view: RunView) -> None:
-        """Propose candidates and submit them through `view.submit`."""
+    def optimize(self, view: RunView) -> str | None:
+        """Propose candidates and submit them through `view.submit`; optionally return why
+        the search stopped ("budget", "patience", "plateau", ...; None: "finished")."""
 
     def lr_bound(self) -> LearningRateBound:
         """The door's learning-rate bound: `lr` and `lr_floor_tokens` of this optimizer.
@@ -94,10 +95,13 @@ class Optimizer(ABC):
             )
         return LearningRateBound(max_lr=float(lr), floor_tokens=floor)
 
-    def planned_decisions(self, n_train: int) -> int | None:
+    def planned_decisions(
+        self, n_train: int, *, max_calls: int | None = None, validation_size: int | None = None
+    ) -> int | None:
         """The most gate decisions a run on `n_train` training examples will ask for (None:
-        unknown). The run's significance is planned over them (`SignificanceBudget`): a
-        smaller, honest plan gives each decision more evidence to work with."""
+        unknown), given the run's call budget `max_calls` and `validation_size` when known.
+        The run's significance is planned over them (`SignificanceBudget`): a smaller, honest
+        plan gives each decision more evidence to work with."""
         return None
 
     @abstractmethod

@@ -162,7 +162,9 @@ class Beam(Optimizer):
                 f"selection_fraction must be in (0, 1), got {self.selection_fraction}"
             )
 
-    def planned_decisions(self, n_train: int) -> int | None:
+    def planned_decisions(
+        self, n_train: int, *, max_calls: int | None = None, validation_size: int | None = None
+    ) -> int | None:
         """One submission per round."""
         return self.depth
 

@@ -1,17 +1,25 @@
-"""GradientText: SkillOpt's reflective loop with a real textual learning rate.
+"""GradientText: SkillOpt's reflective loop with a real textual learning rate and a screen.
 
-Each step: roll out the incumbent on a training mini-batch, let the proposers read the rollouts
-and propose typed edits, aggregate them (merge duplicates, resolve conflicts, failure-driven edits
-first, drop edits already rejected), clip them greedily to the step's learning-rate budget, and
-hand the one resulting candidate to the door (`RunView.submit`), which measures the change
-itself and asks the gate. At the end of each epoch a slow update
-proposes a consolidation of the document (also clipped, also gated).
+Each step: roll out the *working candidate* (the incumbent plus the proposals confirmed since the
+last gate decision) on a training mini-batch, let the proposers read the rollouts and propose
+typed edit groups, and try each group *alone* on that mini-batch (`screening.screen`: failing
+examples first; it must fix more than it breaks). Survivors are confirmed on fresh training
+examples and join the working candidate. Once it holds `compose` proposals (or shows enough net
+gain on training data, or the call budget is about to run out) it goes to the door
+(`RunView.submit`), which measures the change itself and asks the gate: one decision, one share
+of significance, for several screened proposals. Screening never touches validation.
+
+Memory is per proposal (edit group): a group screened out or rejected alone is never proposed
+again; the groups of a rejected bundle are retried alone once. With a call budget the search
+goes on past `epochs` until the budget (less a gate decision's reserve), `patience` or a
+`plateau` ends it, and the stop event says which and how many calls were left.
 
 The learning rate: a step may change at most `max(ceil(lr_t * tokens(skill)), lr_floor_tokens)`
 tokens of the document (token-level edit distance), where `lr_t` follows the schedule; the floor
-lets a short or empty seed grow. `max_edits` optionally caps the number of edits per step. The
-optimizer declares `lr_t` to the door, which computes the same budget and refuses a candidate
-over it. A duplicate verdict counts as no progress (patience, rejected-edit memory).
+lets a short or empty seed grow. A working candidate built over several steps declares the
+learning rate of each (a path), and the door checks its change against their summed budget.
+`max_edits` optionally caps the number of edits per proposal. At the end of each epoch a slow
+update proposes a consolidation of the document (screened and gated like any proposal).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from typing import Any
 
 from skillopt_dsl.driver import RunView, Verdict
 from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
 from skillopt_dsl.optimizers.proposers import (
     ConsolidationProposer,
@@ -31,11 +40,11 @@ from skillopt_dsl.optimizers.proposers import (
     ProposalRequest,
     Proposer,
     RejectedCandidate,
-    ask_for_edits,
     default_proposers,
     edit_key,
 )
 from skillopt_dsl.optimizers.schedules import SCHEDULES, ScheduleName, lr_at
+from skillopt_dsl.optimizers.screening import ScreenResult, screen
 from skillopt_dsl.optimizers.state import CheckpointedState
 from skillopt_dsl.skill import (
     ApplyReport,
@@ -44,13 +53,12 @@ from skillopt_dsl.skill import (
     EditOutcome,
     Replace,
     Skill,
+    parse_edits,
     token_distance,
 )
+from skillopt_dsl.types import Example
 
 __all__ = ["GradientText", "GradientTextState", "clip_to_budget", "rank_edits"]
-
-AGGREGATE_SYSTEM = """You merge proposed edits to a skill document into one coherent, small set.
-Reply with JSON only: {"edits": [ ...edits in the same form as given... ]}"""
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +77,18 @@ class GradientTextState(CheckpointedState):
     epochs_since_accept: int = 0
     accepted_this_epoch: bool = False
     proposer_stats: dict[str, dict[str, int]] = field(default_factory=dict)
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    pending_lrs: list[float] = field(default_factory=list)
+    retry: list[dict[str, Any]] = field(default_factory=list)
+    survived_this_epoch: bool = False
+    epochs_without_survivor: int = 0
+    step_calls: int = 0
+    steps_measured: int = 0
+    screen_stats: dict[str, int] = field(default_factory=dict)
+    retried: list[str] = field(default_factory=list)
+    trials: list[dict[str, Any]] = field(default_factory=list)
+    step_outcomes: list[dict[str, Any]] = field(default_factory=list)
+    epoch_start_calls: int = 0
 
 
 @dataclass(frozen=True)
@@ -151,29 +171,39 @@ def clip_to_budget(
 
 @dataclass(kw_only=True)
 class GradientText(Optimizer):
-    """Reflective edits under a textual learning rate, gated on validation.
+    """Reflective edits, screened on training data, composed, gated on validation.
 
     Args:
         lr: base learning rate — the share of the document one step may change.
-        max_edits: cap on edits per step (None: only the learning rate limits).
+        max_edits: cap on edits per proposal (None: only the learning rate limits).
         schedule: "constant", "linear", "cosine", "warmup-cosine" or "step".
-        epochs: passes over the training set.
+        epochs: passes over the training set. With a call budget (`Budget.max_calls`) and
+            `until_budget`, the search goes on past them until the budget is spent.
+        until_budget: keep searching (new batches, new epochs) while the call budget can still
+            pay for a step and a gate decision; `patience`, `plateau` or the budget end it.
         batch_size: training examples per step.
+        confirm_steps: a proposal that passed the screen on its own mini-batch is confirmed on
+            the next mini-batches (against the working candidate, whose rollouts there are
+            paid anyway), at most this many; 0: a proposal joins as soon as it passes its
+            own mini-batch with `min_net`.
+        min_net: the net gain (examples fixed minus broken, its own mini-batch and the
+            confirmations together) a proposal needs to join the working candidate.
+        compose: submit the working candidate once it holds this many confirmed proposals.
+        submit_at_net: ... or once the net gain its proposals showed on training data,
+            scaled to the validation set, reaches this many examples.
         patience: stop after this many epochs without an accepted candidate (None: never).
         patience_steps: stop after this many steps without an accepted candidate (None: never).
-        slow_update: run a consolidation step at the end of each epoch.
+        plateau: stop after this many consecutive epochs in which no proposal passed the
+            screen (None: never).
+        slow_update: screen a consolidation of the document at the end of each epoch.
         lr_floor_tokens: the least a step may change, so short or empty seeds can grow.
         proposers: where edits come from (default: format rules, worked examples, reflection).
         consolidation: the slow update's proposer (default: repeated-paragraph removal plus
             the optimizer model's Replace/Delete edits for concision).
-        aggregate_with_model_above: when more edits than this survive deterministic merging,
-            the optimizer model picks and merges them (its invalid reply is recorded and the
-            deterministic ranking is used); None: always deterministic.
-        bench_after: spend the budget on the proposers whose edits pass. A proposer that has
-            spent model calls on `bench_after` steps without any of its edits reaching an
-            accepted candidate is benched: it runs again only every `retry_every`-th step.
-            Proposers that call no model are never benched; None: every proposer runs every
-            step. Each step's `proposer` events record what every proposer cost and gave.
+        bench_after: spend the budget on the proposers whose edits survive. A proposer that
+            has spent model calls on `bench_after` steps without any of its proposals passing
+            the screen is benched: it runs again only every `retry_every`-th step. Proposers
+            that call no model are never benched; None: every proposer runs every step.
         retry_every: how often (in steps) a benched proposer is given another chance.
     """
 
@@ -181,14 +211,19 @@ class GradientText(Optimizer):
     max_edits: int | None = None
     schedule: ScheduleName = "constant"
     epochs: int = 2
+    until_budget: bool = True
     batch_size: int = 8
+    confirm_steps: int = 2
+    min_net: float = 2.0
+    compose: int = 3
+    submit_at_net: float = 14.0
     patience: int | None = None
     patience_steps: int | None = None
+    plateau: int | None = 3
     slow_update: bool = True
     lr_floor_tokens: int = 128
     proposers: Sequence[Proposer] = field(default_factory=default_proposers)
     consolidation: Proposer = field(default_factory=ConsolidationProposer)
-    aggregate_with_model_above: int | None = 8
     bench_after: int | None = 2
     retry_every: int = 4
     name: str = "gradient-text"
@@ -198,19 +233,30 @@ class GradientText(Optimizer):
             self,
             lr=self.lr,
             max_edits=self.max_edits,
-            at_least_one=("epochs", "batch_size", "retry_every"),
+            at_least_one=("epochs", "batch_size", "retry_every", "compose"),
         )
-        if self.bench_after is not None and self.bench_after < 1:
-            raise UserInputError(f"bench_after must be >= 1 or None, got {self.bench_after}")
+        for name in ("bench_after", "plateau"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise UserInputError(f"{name} must be >= 1 or None, got {value}")
+        if self.confirm_steps < 0:
+            raise UserInputError(f"confirm_steps must be >= 0, got {self.confirm_steps}")
         if self.schedule not in SCHEDULES:
             raise UserInputError(
                 f"unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}"
             )
 
-    def planned_decisions(self, n_train: int) -> int | None:
-        """One submission per step, plus the slow update of each epoch."""
-        steps = math.ceil(n_train / self.batch_size) + (1 if self.slow_update else 0)
-        return self.epochs * steps
+    def planned_decisions(
+        self, n_train: int, *, max_calls: int | None = None, validation_size: int | None = None
+    ) -> int | None:
+        """At most one submission per step; under a call budget, at most what the budget pays
+        for (each decision scores the validation set after at least one step's rollouts)."""
+        steps = self.epochs * (math.ceil(n_train / self.batch_size) + int(self.slow_update))
+        if max_calls is None or not validation_size:
+            return steps
+        per_decision = validation_size + self.compose * self._step_cost_guess()
+        affordable = (max_calls - validation_size) // per_decision
+        return max(1, affordable if self.until_budget else min(steps, affordable))
 
     def config(self) -> dict[str, Any]:
         return {
@@ -219,75 +265,349 @@ class GradientText(Optimizer):
             "max_edits": self.max_edits,
             "schedule": self.schedule,
             "epochs": self.epochs,
+            "until_budget": self.until_budget,
             "batch_size": self.batch_size,
+            "confirm_steps": self.confirm_steps,
+            "min_net": self.min_net,
+            "compose": self.compose,
+            "submit_at_net": self.submit_at_net,
             "patience": self.patience,
             "patience_steps": self.patience_steps,
+            "plateau": self.plateau,
             "slow_update": self.slow_update,
             "lr_floor_tokens": self.lr_floor_tokens,
             "proposers": [p.name for p in self.proposers],
             "consolidation": self.consolidation.name,
-            "aggregate_with_model_above": self.aggregate_with_model_above,
             "bench_after": self.bench_after,
             "retry_every": self.retry_every,
         }
 
     # -- the loop --------------------------------------------------------------------------
-    def optimize(self, view: RunView) -> None:
+    def optimize(self, view: RunView) -> str | None:
         saved = view.optimizer_state
         state = GradientTextState.from_dict(saved) if saved else GradientTextState()
+        stop = self._search(view, state)
+        if state.pending:
+            self._submit_working(view, state, kind="final")
+        calls_left = view.calls_left()
+        view.emit("stop", reason=stop, epoch=state.epoch, step=state.step, calls_left=calls_left)
+        return stop
+
+    def _search(self, view: RunView, state: GradientTextState) -> str:
+        """Run epochs of steps until a stop condition; returns the stop reason."""
         by_id = {e.id: e for e in view.trainset}
-        steps_per_epoch = math.ceil(len(by_id) / self.batch_size)
-        total = self.epochs * steps_per_epoch
-        while state.epoch < self.epochs:
+        total = self.epochs * math.ceil(len(by_id) / self.batch_size)
+        while state.epoch < self.epochs or self._budget_left(view):
             if not state.order:
                 state.order = sorted(by_id)
                 view.rng.shuffle(state.order)
-                state.cursor, state.slow_done, state.accepted_this_epoch = 0, False, False
+                state.cursor, state.slow_done = 0, False
+                state.epoch_start_calls = view.usage().calls
+                state.accepted_this_epoch = state.survived_this_epoch = False
             while state.cursor < len(state.order):
+                if not self._affordable(view, state):
+                    return "budget"
                 ids = state.order[state.cursor : state.cursor + self.batch_size]
                 state.cursor += len(ids)
-                self._step(view, state, [by_id[i] for i in ids], total)
+                self._step(view, state, [by_id[i] for i in ids], total, self.proposers, "step")
                 if (
                     self.patience_steps is not None
                     and state.steps_since_accept >= self.patience_steps
                 ):
-                    view.emit("stop", reason="patience_steps", step=state.step)
-                    return
-            if self.slow_update and not state.slow_done:
+                    return "patience_steps"
+            if self.slow_update and not state.slow_done and self._affordable(view, state):
                 state.slow_done = True
-                self._slow_update(view, state, total)
-            state.epochs_since_accept = (
-                0 if state.accepted_this_epoch else state.epochs_since_accept + 1
-            )
-            state.epoch, state.order = state.epoch + 1, []
-            if self.patience is not None and state.epochs_since_accept >= self.patience:
-                view.emit("stop", reason="patience", epoch=state.epoch)
-                return
+                batch = _draw(view, view.trainset, self.batch_size)
+                self._step(view, state, batch, total, [self.consolidation], "slow_update")
+            spent = view.usage().calls - state.epoch_start_calls
+            reason = self._end_epoch(state)
+            if reason is not None:
+                return reason
+            if state.epoch >= self.epochs and spent == 0:
+                return "plateau"  # an epoch that asked nothing new: the next would not either
+        return "budget" if view.calls_left() is not None and self.until_budget else "finished"
+
+    def _end_epoch(self, state: GradientTextState) -> str | None:
+        """Close an epoch; the stop reason when patience or the plateau ends the search."""
+        state.epochs_since_accept = (
+            0 if state.accepted_this_epoch else state.epochs_since_accept + 1
+        )
+        state.epochs_without_survivor = (
+            0 if state.survived_this_epoch else state.epochs_without_survivor + 1
+        )
+        state.epoch, state.order = state.epoch + 1, []
+        if self.patience is not None and state.epochs_since_accept >= self.patience:
+            return "patience"
+        if self.plateau is not None and state.epochs_without_survivor >= self.plateau:
+            return "plateau"
+        return None
+
+    def _budget_left(self, view: RunView) -> bool:
+        """Whether the search may go on past its epochs: a call budget, still room in it."""
+        return self.until_budget and view.calls_left() is not None
+
+    def _affordable(self, view: RunView, state: GradientTextState) -> bool:
+        """Whether the calls left pay for one more step and a gate decision after it. When
+        they do not, the working candidate (if any) goes to the gate now, while it can."""
+        left = view.calls_left()
+        if left is None:
+            return True
+        if left >= view.validation_size + self._step_cost(state):
+            return True
+        if state.pending and left >= view.validation_size:
+            self._submit_working(view, state, kind="step")
+            left = view.calls_left() or 0
+        return left >= view.validation_size + self._step_cost(state)
+
+    def _step_cost(self, state: GradientTextState) -> int:
+        """Calls a step is expected to spend: the mean so far, or a first guess."""
+        if state.steps_measured:
+            return math.ceil(state.step_calls / state.steps_measured)
+        return self._step_cost_guess()
+
+    def _step_cost_guess(self) -> int:
+        """A first guess of a step's calls: its rollouts, a proposer call, about three
+        proposals screened on the failing half of the batch, one confirmation."""
+        return 3 * self.batch_size + 2
 
     def _budget(self, view: RunView, step: int, total: int) -> tuple[float, int]:
         """The step's scheduled learning rate and the tokens the door allows for it."""
         lr_t = lr_at(self.schedule, self.lr, step, total)
         return lr_t, view.step_budget(lr_t)
 
-    def _step(self, view: RunView, state: GradientTextState, batch: list[Any], total: int) -> None:
-        skill = view.incumbent
-        lr_t, budget = self._budget(view, state.step, total)
-        rollouts = view.evaluate(skill, batch, label="train").records
-        request = self._request(view, state, skill, batch, rollouts, budget)
-        groups: list[EditGroup] = []
-        for proposer in self.proposers:
-            groups += self._run_proposer(view, state, proposer, request)
-        self._emit_notes(view, request, state.step)
-        self._submit(view, state, skill, groups, kind="step", lr_t=lr_t, budget=budget)
+    def _step(
+        self,
+        view: RunView,
+        state: GradientTextState,
+        batch: list[Example],
+        total: int,
+        proposers: Sequence[Proposer],
+        kind: str,
+    ) -> None:
+        """Propose on the working candidate's rollouts, screen each proposal alone, confirm
+        the survivors, add them to the working candidate, and submit it when it is ready."""
+        before = view.usage().calls
+        step, epoch = state.step, state.epoch
+        state.step_outcomes = []
+        lr_t, _ = self._budget(view, step, total)
+        state.step += 1
+        working, _ = self._working(view, state)
+        room = self._room(view, state, working, lr_t)
+        rollouts = view.evaluate(working, batch, label="train").records
+        request = self._request(view, state, working, batch, rollouts, room)
+        groups = _retried(state) + [
+            g for p in proposers for g in self._run_proposer(view, state, p, request)
+        ]
+        self._emit_notes(view, request, step)
+        view.emit("proposal", step=step, kind=kind, groups=[_group_json(g) for g in groups])
+        pending = len(state.pending)
+        passed = self._screen_all(view, state, working, batch, rollouts, groups, room)
+        added = len(state.pending) - pending
+        if added:
+            state.pending_lrs.append(lr_t)
+        if passed or added:
+            state.survived_this_epoch = True
+        state.step_calls += view.usage().calls - before  # the gate's calls are not a step's
+        state.steps_measured += 1
+        idle = not groups and not state.trials  # nothing left to try on this working candidate
+        if self._ready(view, state) or (idle and state.pending):
+            self._submit_working(view, state, kind=kind, step=step)
+        else:
+            state.steps_since_accept += 1
+            note = f"screen: {len(groups)} proposed, {passed} passed, {added} confirmed"
+            report = ApplyReport(tuple(_outcome(o) for o in state.step_outcomes))
+            view.record_empty_step(
+                step=step,
+                epoch=epoch,
+                kind=kind,
+                lr=lr_t,
+                note=note,
+                report=report,
+                state=state.to_dict(),
+            )
+
+    def _room(self, view: RunView, state: GradientTextState, working: Skill, lr_t: float) -> int:
+        """Tokens a proposal may move from the working candidate: the path budget of the
+        steps it holds plus this one, less what it already moved from the incumbent."""
+        incumbent = view.incumbent
+        path = view.bound.budget([*state.pending_lrs, lr_t], incumbent.token_count)
+        return max(0, path - token_distance(incumbent.text, working.text))
+
+    def _screen_all(
+        self,
+        view: RunView,
+        state: GradientTextState,
+        working: Skill,
+        batch: list[Example],
+        rollouts: Sequence[Rollout],
+        groups: Sequence[EditGroup],
+        room: int,
+    ) -> int:
+        """Confirm the proposals on trial on this mini-batch, then try each new proposal alone
+        on it (it produced them); returns how many passed their first screen."""
+        for trial in list(state.trials):
+            self._confirm(view, state, working, batch, rollouts, trial, room)
+        blocked = {_group_key(c.edits) for c in state.memory()}
+        blocked |= {g["key"] for g in (*state.trials, *state.pending)}
+        passed = 0
+        for group in groups:
+            candidate, kept, report = clip_to_budget(working, group.edits, room, self.max_edits)
+            outcomes = [o.to_dict() for o in report.outcomes]
+            state.step_outcomes += outcomes
+            view.emit("edit_report", step=state.step - 1, outcomes=outcomes)
+            key = _group_key(kept)
+            if not kept or key in blocked or candidate.text == working.text:
+                continue
+            blocked.add(key)
+            result = screen(view, candidate, batch, rollouts)
+            self._record_screen(view, state, group, result)
+            if not result.passed:
+                self._remember(state, kept, result.net / max(result.scored, 1))
+                continue
+            passed += 1
+            state.proposer_stats.setdefault(group.source, _new_stats())["survived"] += 1
+            trial = _group_json(group, edits=kept, key=key, net=result.net, scored=result.scored)
+            if key in state.retried:  # rejected in a bundle: it goes to the gate alone
+                if state.pending:
+                    state.retry.append(trial)  # after the working candidate is judged
+                else:
+                    self._join(state, {**trial, "screens": 1, "alone": True})
+            elif self.confirm_steps == 0 and result.net >= self.min_net:
+                self._join(state, {**trial, "screens": 1})
+            else:
+                state.trials.append({**trial, "screens": 1})
+        return passed
+
+    def _confirm(
+        self,
+        view: RunView,
+        state: GradientTextState,
+        working: Skill,
+        batch: list[Example],
+        rollouts: Sequence[Rollout],
+        trial: dict[str, Any],
+        room: int,
+    ) -> None:
+        """Score a proposal on trial against the working candidate on a fresh mini-batch; it
+        joins the working candidate once its net gain reaches `min_net`, and is remembered
+        as rejected when it stops gaining or runs out of `confirm_steps`."""
+        state.trials.remove(trial)
+        edits = parse_edits(trial["edits"])
+        candidate, kept, _ = clip_to_budget(working, edits, room, self.max_edits)
+        if len(kept) != len(edits) or candidate.text == working.text:
+            return  # no longer fits the working candidate: proposed again, it is tried again
+        group = EditGroup(
+            tuple(edits), trial["source"], trial["failure_driven"], trial["rationale"]
+        )
+        result = screen(view, candidate, batch, rollouts, stage="confirm")
+        self._record_screen(view, state, group, result)
+        net, scored = trial["net"] + result.net, trial["scored"] + result.scored
+        screens = trial["screens"] + 1
+        if result.passed and net >= self.min_net:
+            self._join(state, {**trial, "net": net, "scored": scored, "screens": screens})
+        elif net <= 0 or screens > self.confirm_steps:
+            self._remember(state, edits, net / max(scored, 1))
+        else:
+            state.trials.append({**trial, "net": net, "scored": scored, "screens": screens})
+
+    @staticmethod
+    def _join(state: GradientTextState, trial: dict[str, Any]) -> None:
+        """A proposal joins the working candidate."""
+        state.pending.append(trial)
+
+    def _ready(self, view: RunView, state: GradientTextState) -> bool:
+        """Whether the working candidate goes to the gate now: enough confirmed proposals, or
+        enough net gain shown on training data to expect the gate to see it."""
+        if not state.pending:
+            return False
+        if any(g.get("alone") for g in state.pending):
+            return True
+        rate = sum(g["net"] / max(g["scored"], 1) for g in state.pending)
+        return (
+            len(state.pending) >= self.compose or rate * view.validation_size >= self.submit_at_net
+        )
+
+    def _working(self, view: RunView, state: GradientTextState) -> tuple[Skill, ApplyReport]:
+        """The incumbent with every pending proposal applied, in the order they joined."""
+        edits = [e for g in state.pending for e in parse_edits(g["edits"])]
+        return view.incumbent.apply(edits)
+
+    def _submit_working(
+        self, view: RunView, state: GradientTextState, *, kind: str, step: int | None = None
+    ) -> None:
+        """Send the working candidate to the door (as `step`, default a step of its own); on a
+        rejection, a bundle's proposals are retried alone once and a lone (or already
+        retried) proposal is remembered as rejected."""
+        candidate, report = self._working(view, state)
+        refused = tuple(_outcome(o) for o in state.step_outcomes if o["status"] != "applied")
+        report = ApplyReport(report.outcomes + refused)
+        state.step_outcomes = []
+        pending, lrs = list(state.pending), list(state.pending_lrs)
+        state.pending, state.pending_lrs = [], []
+        if step is None:
+            step, state.step = state.step, state.step + 1
+        epoch = state.epoch
+        sources = list(dict.fromkeys(g["source"] for g in pending))
+        view.emit("compose", step=step, groups=len(pending), candidate_hash=candidate.hash)
+
+        def state_after(verdict: Verdict) -> dict[str, Any]:
+            for name in sources:
+                stats = state.proposer_stats.setdefault(name, _new_stats())
+                stats["submitted"] += 1
+                stats["accepted"] += int(verdict.accepted)
+            view.emit("candidate_sources", step=step, sources=sources, status=verdict.status)
+            if verdict.accepted:
+                state.steps_since_accept, state.accepted_this_epoch = 0, True
+                return state.to_dict()
+            state.steps_since_accept += 1
+            for group in pending:
+                edits = parse_edits(group["edits"])
+                key = _group_key(edits)
+                if len(pending) > 1 and key not in state.retried:
+                    state.retry.append(group)
+                    state.retried.append(key)
+                else:
+                    self._remember(state, edits, verdict.delta)
+            return state.to_dict()
+
+        view.submit(
+            candidate,
+            lr=lrs or [self.lr],
+            step=step,
+            epoch=epoch,
+            kind=kind,
+            report=report,
+            state_after=state_after,
+        )
+
+    def _remember(self, state: GradientTextState, edits: Sequence[Edit], delta: float) -> None:
+        """Remember one proposal (an edit group) as rejected."""
+        memory = RejectedCandidate(tuple(edits), delta, state.step, state.epoch)
+        state.rejected.append(memory.to_dict())
+
+    @staticmethod
+    def _record_screen(
+        view: RunView, state: GradientTextState, group: EditGroup, result: ScreenResult
+    ) -> None:
+        counts = state.screen_stats
+        counts[f"{result.stage}_screened"] = counts.get(f"{result.stage}_screened", 0) + 1
+        counts[f"{result.stage}_passed"] = counts.get(f"{result.stage}_passed", 0) + int(
+            result.passed
+        )
+        counts["calls"] = counts.get("calls", 0) + result.calls
+        view.emit(
+            "screen", step=state.step - 1, source=group.source, rationale=group.rationale[:200],
+            **result.to_dict(),
+        )  # fmt: skip
 
     def _run_proposer(
         self, view: RunView, state: GradientTextState, proposer: Proposer, request: ProposalRequest
     ) -> list[EditGroup]:
         """Run one proposer (unless benched), recording the model calls it spent and what it gave."""
         stats = state.proposer_stats.setdefault(proposer.name, _new_stats())
-        if self._benched(stats, state.step):
+        if self._benched(stats, state.step - 1):
             stats["skipped"] += 1
-            view.emit("proposer", step=state.step, name=proposer.name, benched=True)
+            view.emit("proposer", step=state.step - 1, name=proposer.name, benched=True)
             return []
         before = view.usage()
         groups = proposer.propose(request)
@@ -302,98 +622,17 @@ class GradientText(Optimizer):
         if calls or replayed:
             stats["paid_runs"] += 1
         view.emit(
-            "proposer", step=state.step, name=proposer.name, calls=calls, cache_hits=replayed,
+            "proposer", step=state.step - 1, name=proposer.name, calls=calls, cache_hits=replayed,
             groups=len(groups), edits=edits, benched=False,
         )  # fmt: skip
         return groups
 
     def _benched(self, stats: dict[str, int], step: int) -> bool:
-        """A proposer that paid for `bench_after` steps and never reached an accepted
-        candidate sits out, except on every `retry_every`-th step."""
-        if self.bench_after is None or stats["accepted"] > 0:
+        """A proposer that paid for `bench_after` steps and never had a proposal pass the
+        screen sits out, except on every `retry_every`-th step."""
+        if self.bench_after is None or stats["survived"] > 0 or stats["accepted"] > 0:
             return False
         return stats["paid_runs"] >= self.bench_after and step % self.retry_every != 0
-
-    def _submit(
-        self,
-        view: RunView,
-        state: GradientTextState,
-        skill: Skill,
-        groups: list[EditGroup],
-        *,
-        kind: str,
-        lr_t: float,
-        budget: int,
-    ) -> None:
-        step, epoch = state.step, state.epoch
-        state.step += 1
-        view.emit("proposal", step=step, kind=kind, groups=[_group_json(g) for g in groups])
-        rejected_keys = {edit_key(e) for c in state.memory() for e in c.edits}
-        ranked = [r.edit for r in rank_edits(groups, rejected_keys)]
-        if (
-            self.aggregate_with_model_above is not None
-            and len(ranked) > self.aggregate_with_model_above
-        ):
-            ranked = self._aggregate_with_model(view, skill, ranked, budget, step)
-        candidate, kept, report = clip_to_budget(skill, ranked, budget, self.max_edits)
-        view.emit("edit_report", step=step, outcomes=[o.to_dict() for o in report.outcomes])
-        if not kept:
-            state.steps_since_accept += 1
-            note = "no applicable edit" if groups else "no proposal"
-            view.record_empty_step(step=step, epoch=epoch, kind=kind, lr=lr_t, note=note)
-            return
-        sources = _sources(groups, kept)
-
-        def state_after(verdict: Verdict) -> dict[str, Any]:
-            for name in sources:
-                stats = state.proposer_stats.setdefault(name, _new_stats())
-                stats["submitted"] += 1
-                stats["accepted"] += int(verdict.accepted)
-            view.emit("candidate_sources", step=step, sources=sources, status=verdict.status)
-            if verdict.accepted:
-                state.steps_since_accept, state.accepted_this_epoch = 0, True
-            else:  # rejected, duplicate or refused: no progress, never proposed again
-                state.steps_since_accept += 1
-                memory = RejectedCandidate(tuple(kept), verdict.delta, step, epoch)
-                state.rejected.append(memory.to_dict())
-            return state.to_dict()
-
-        view.submit(
-            candidate,
-            lr=lr_t,
-            step=step,
-            epoch=epoch,
-            kind=kind,
-            report=report,
-            state_after=state_after,
-        )
-
-    def _aggregate_with_model(
-        self, view: RunView, skill: Skill, ranked: list[Edit], budget: int, step: int
-    ) -> list[Edit]:
-        listing = "\n".join(f"{i}. {e.model_dump_json()}" for i, e in enumerate(ranked))
-        prompt = (
-            f"# Document\n{skill.text}\n\n# Proposed edits, best first\n{listing}\n\n"
-            f"Merge duplicates, resolve conflicts, keep the most useful edits; together they may "
-            f"change at most {budget} tokens. Reply with the final edits as JSON only."
-        )
-        messages = [
-            {"role": "system", "content": AGGREGATE_SYSTEM},
-            {"role": "user", "content": prompt},
-        ]
-        merged = ask_for_edits(view.optimizer_lm, messages, seed=step * 100 + 98)
-        if isinstance(merged, str):
-            reason, _, reply = merged.partition("\n")
-            view.emit(
-                "aggregation_dropped",
-                step=step,
-                reason=reason,
-                reply=reply[:500],
-                using="deterministic ranking",
-            )
-            return ranked
-        view.emit("aggregated", step=step, before=len(ranked), after=len(merged))
-        return merged
 
     @staticmethod
     def _request(
@@ -414,7 +653,7 @@ class GradientText(Optimizer):
             optimizer_lm=view.optimizer_lm,
             rng=view.rng,
             budget_tokens=budget,
-            step=state.step,
+            step=state.step - 1,
             epoch=state.epoch,
         )
 
@@ -423,37 +662,51 @@ class GradientText(Optimizer):
         for note in request.notes:
             view.emit(note.pop("kind"), step=step, **note)
 
-    def _slow_update(self, view: RunView, state: GradientTextState, total: int) -> None:
-        skill = view.incumbent
-        lr_t, budget = self._budget(view, state.step, total)
-        request = self._request(view, state, skill, [], [], budget)
-        groups = self.consolidation.propose(request)
-        self._emit_notes(view, request, state.step)
-        self._submit(view, state, skill, groups, kind="slow_update", lr_t=lr_t, budget=budget)
-
 
 def _new_stats() -> dict[str, int]:
     """A proposer's counters: runs, steps benched, model calls, steps that paid for calls,
-    edits proposed, candidates its edits were submitted in, and accepted ones."""
-    return dict.fromkeys(
-        ("runs", "skipped", "calls", "paid_runs", "edits", "submitted", "accepted"), 0
+    edits proposed, proposals that passed the screen, candidates its proposals were submitted
+    in, and accepted ones."""
+    keys = ("runs", "skipped", "calls", "paid_runs", "edits", "survived", "submitted", "accepted")
+    return dict.fromkeys(keys, 0)
+
+
+def _outcome(data: dict[str, Any]) -> EditOutcome:
+    """An edit outcome from its `to_dict()` form."""
+    (edit,) = parse_edits([data["edit"]])
+    return EditOutcome(
+        edit, data["status"], data["reason"], data.get("match"), data.get("similarity")
     )
 
 
-def _sources(groups: Sequence[EditGroup], kept: Sequence[Edit]) -> list[str]:
-    """The proposers whose edits are among `kept`, in proposal order."""
-    keys = {edit_key(e) for e in kept}
-    names: list[str] = []
-    for group in groups:
-        if group.source not in names and any(edit_key(e) in keys for e in group.edits):
-            names.append(group.source)
-    return names
+def _group_key(edits: Sequence[Edit]) -> str:
+    """A proposal's identity for the memory: its edits' keys, in order."""
+    return "\n".join(edit_key(e) for e in edits)
 
 
-def _group_json(group: EditGroup) -> dict[str, Any]:
+def _retried(state: GradientTextState) -> list[EditGroup]:
+    """The proposals of rejected bundles, to be screened alone again (taken from the state)."""
+    groups = [
+        EditGroup(tuple(parse_edits(g["edits"])), g["source"], g["failure_driven"], g["rationale"])
+        for g in state.retry
+    ]
+    state.retry = []
+    return groups
+
+
+def _draw(view: RunView, pool: Sequence[Example], size: int) -> list[Example]:
+    """A seeded sample of `size` examples of `pool` (all of them when it is smaller)."""
+    ordered = sorted(pool, key=lambda e: e.id)
+    return view.rng.sample(ordered, min(size, len(ordered)))
+
+
+def _group_json(
+    group: EditGroup, *, edits: Sequence[Edit] | None = None, **extra: Any
+) -> dict[str, Any]:
     return {
         "source": group.source,
         "failure_driven": group.failure_driven,
         "rationale": group.rationale,
-        "edits": [e.model_dump() for e in group.edits],
+        "edits": [e.model_dump() for e in (group.edits if edits is None else edits)],
+        **extra,
     }

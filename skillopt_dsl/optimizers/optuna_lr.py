@@ -397,7 +397,9 @@ class OptunaLR(Optimizer):
         for name, spec in self.search_space.items():
             _distribution(name, spec)
 
-    def planned_decisions(self, n_train: int) -> int | None:
+    def planned_decisions(
+        self, n_train: int, *, max_calls: int | None = None, validation_size: int | None = None
+    ) -> int | None:
         """Only the sweep's best reaches the run's gate (trials gate on a selection split)."""
         return 1
 

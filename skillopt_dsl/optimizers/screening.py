@@ -1,0 +1,101 @@
+"""Screening: try a proposal on training examples before it may reach the gate.
+
+The gate is expensive (a look or more on validation, and a share of the run's significance);
+the incumbent's training rollouts are already paid for. So each proposal (one edit group) is
+first tried *alone* against the skill it was proposed for (its *base*) on the mini-batch whose
+rollouts produced it, and passes only when it fixes more than it breaks there:
+
+    net = sum over the examples of (candidate score - base score) > 0
+
+The base's failing examples are scored first: a candidate that improves none of them cannot
+fix more than it breaks, and stops there without being scored on the rest (a harmful or
+useless proposal usually costs half a batch). A survivor is then *confirmed* on training
+examples it has not been proposed from (stage "confirm": the same comparison on a fresh
+mini-batch, where it must gain again; the optimizer decides how much gain in all it needs). Screening never touches validation, so it spends no significance; only what reaches the
+gate does.
+
+Every screen is an event (`screen`: the stage, examples scored, fixes, breaks, net, verdict,
+calls spent), read by the progress screen and the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from skillopt_dsl.driver import RunView
+from skillopt_dsl.evaluate import Rollout
+from skillopt_dsl.skill import Skill
+from skillopt_dsl.types import Example
+
+__all__ = ["ScreenResult", "compare", "screen"]
+
+Stage = Literal["batch", "confirm"]
+
+
+@dataclass(frozen=True)
+class ScreenResult:
+    """How a candidate did against its base on training examples (one stage).
+
+    `fixes`/`breaks`: examples where it scored above/below the base; `net`: the summed score
+    difference; `scored`: examples the candidate was scored on (the screen may stop before
+    the whole sample); `calls`: model calls the stage spent (cache hits are free).
+    """
+
+    stage: Stage
+    scored: int
+    fixes: int
+    breaks: int
+    net: float
+    calls: int
+    passed: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready copy."""
+        return asdict(self)
+
+
+def compare(base: Sequence[Rollout], candidate: Sequence[Rollout]) -> tuple[int, int, float]:
+    """Fixes, breaks and net score difference of `candidate` over `base` (paired by example)."""
+    by_id = {r.example_id: r.score for r in base}
+    diffs = [r.score - by_id[r.example_id] for r in candidate]
+    return sum(d > 0 for d in diffs), sum(d < 0 for d in diffs), sum(diffs)
+
+
+def screen(
+    view: RunView,
+    candidate: Skill,
+    examples: Sequence[Example],
+    base: Sequence[Rollout],
+    *,
+    stage: Stage = "batch",
+) -> ScreenResult:
+    """Score `candidate` on `examples` against the base's rollouts `base` there.
+
+    stage "batch" (the mini-batch that produced the proposal): failing examples first, stop
+    when none improves; passes on a positive net gain. stage "confirm" (fresh examples): all
+    examples at once; passes when the candidate does not lose (net >= 0).
+    """
+    before = view.usage().calls
+    if stage == "confirm":
+        records = list(view.evaluate(candidate, examples, label="screen").records)
+    else:
+        records = _failing_first(view, candidate, examples, base)
+    fixes, breaks, net = compare(base, records)
+    calls = view.usage().calls - before
+    return ScreenResult(stage, len(records), fixes, breaks, net, calls, passed=net > 0)
+
+
+def _failing_first(
+    view: RunView, candidate: Skill, examples: Sequence[Example], base: Sequence[Rollout]
+) -> list[Rollout]:
+    """The candidate's rollouts on the base's failing examples, then (only when it gained
+    there) on the rest."""
+    scores = {r.example_id: r.score for r in base}
+    failing = [e for e in examples if scores[e.id] < 1.0]
+    passing = [e for e in examples if scores[e.id] >= 1.0]
+    records = list(view.evaluate(candidate, failing, label="screen").records) if failing else []
+    if compare(base, records)[2] > 0 and passing:
+        records += view.evaluate(candidate, passing, label="screen").records
+    return records

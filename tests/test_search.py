@@ -1,0 +1,155 @@
+"""The search in front of the gate: screening on training data, per-group memory, budget use.
+
+Each test names the regression it kills; the fakes are the contract suite's parity task and a
+scripted proposer that offers fixed edit groups.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import skillopt_dsl as sd
+from skillopt_dsl.optimizers import GradientText
+from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
+from skillopt_dsl.skill import Add
+from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
+from skillopt_dsl.testing.scripted import ScriptedLM
+
+TRAIN = contract_examples(0, 24)
+VAL = contract_examples(100, 30)
+GOOD = "A number divisible by 2 is even."
+HEDGE = "Always hedge your answer."
+TRICK = "Numbers below one hundred are special."
+
+
+@dataclass(kw_only=True)
+class FixedProposer(Proposer):
+    """A fake proposer: the same edit groups (one `Add` each) at every step."""
+
+    texts: Sequence[str]
+    name: str = "fixed"
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        return [EditGroup((Add(after=None, text=t),), self.name, True, t) for t in self.texts]
+
+
+@dataclass(kw_only=True)
+class NoiseProposer(Proposer):
+    """A fake proposer: a new useless note at every step (it never passes the screen)."""
+
+    template: str = "Note {step}: be brief."
+    name: str = "noise"
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        text = self.template.format(step=request.step)
+        return [EditGroup((Add(after=None, text=text),), self.name, True, text)]
+
+
+def tricky_target(messages: list[dict[str, str]]) -> str:
+    """The parity target, except that TRICK answers every training number (< 100) right and
+    every validation number wrong: it passes any screen and fails the gate."""
+    system = next(m["content"] for m in messages if m["role"] == "system")
+    number = int(messages[-1]["content"].split()[-1])
+    if "special" in system:
+        right = number < 100
+        truth = "even" if number % 2 == 0 else "odd"
+        return truth if right else ("odd" if truth == "even" else "even")
+    return contract_target(messages)
+
+
+def compile_with(
+    tmp_path: Path, optimizer: GradientText, target: Any = contract_target, **kwargs: Any
+) -> sd.CompileResult:
+    return sd.compile(
+        ContractParity(),
+        TRAIN,
+        VAL,
+        optimizer=optimizer,
+        lm=ScriptedLM(target),
+        optimizer_lm=ScriptedLM(lambda m: "{}"),
+        run_dir=tmp_path,
+        threads=1,
+        **kwargs,
+    )
+
+
+def events(run_dir: Path, kind: str) -> list[dict[str, Any]]:
+    lines = (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] == kind]
+
+
+def test_a_proposal_that_breaks_more_than_it_fixes_never_reaches_the_gate(tmp_path: Path) -> None:
+    """Kills: screening that passes every proposal (the gate then spends validation calls and
+    significance on an edit the training rollouts already showed to be harmful)."""
+    optimizer = GradientText(proposers=[FixedProposer(texts=[HEDGE, GOOD])], epochs=1)
+    result = compile_with(tmp_path, optimizer)
+    assert GOOD in result.best_skill.text and HEDGE not in result.best_skill.text
+    screens = {s["rationale"]: s for s in events(tmp_path, "screen") if s["stage"] == "batch"}
+    assert screens[HEDGE]["passed"] is False and screens[HEDGE]["fixes"] == 0
+    assert screens[HEDGE]["scored"] < len(TRAIN) // 3, "a proposal fixing nothing stops early"
+    assert len(result.gate_log) == 1 and result.gate_log[0].accepted, result.gate_log
+
+
+def test_a_good_edit_rejected_beside_a_bad_one_is_retried_alone(tmp_path: Path) -> None:
+    """Kills: remembering every edit of a rejected candidate as rejected (the good edit that
+    travelled with a bad one is then never tried again)."""
+    optimizer = GradientText(
+        proposers=[FixedProposer(texts=[TRICK, GOOD])],
+        compose=2, confirm_steps=0, min_net=1.0, submit_at_net=1000.0, epochs=3, batch_size=8,
+    )  # fmt: skip
+    result = compile_with(tmp_path, optimizer, target=tricky_target)
+    first = result.gate_log[0]
+    assert not first.accepted, "the bundle with the trick must fail on validation"
+    assert GOOD in result.best_skill.text, "the good edit was lost with the bad one"
+    assert TRICK not in result.best_skill.text
+    retried = [s for s in events(tmp_path, "screen") if s["rationale"] == GOOD]
+    assert len(retried) >= 2, "the good edit was screened once only"
+
+
+def test_the_search_spends_its_call_budget_when_nothing_is_accepted(tmp_path: Path) -> None:
+    """Kills: stopping after `epochs` with most of the budget unspent (the old loop ended its
+    two epochs having spent 134 of 200 calls)."""
+    optimizer = GradientText(proposers=[NoiseProposer()], epochs=1, plateau=None)
+    budget = 240
+    result = compile_with(tmp_path, optimizer, budget=sd.Budget(max_calls=budget))
+    assert not result.improved
+    stop = events(tmp_path, "stop")[-1]
+    assert result.stop_reason == "budget" and stop["reason"] == "budget"
+    reserve = len(VAL) + optimizer.batch_size * 4
+    assert result.usage.calls >= budget - reserve, (result.usage.calls, stop)
+    assert stop["calls_left"] == budget - result.usage.calls
+    assert stop["epoch"] > optimizer.epochs, "the search never went past its epochs"
+
+
+def test_without_a_call_budget_the_search_stops_after_its_epochs(tmp_path: Path) -> None:
+    """Kills: an unbounded search when no call budget is set."""
+    optimizer = GradientText(proposers=[FixedProposer(texts=["Be brief."])], epochs=2)
+    result = compile_with(tmp_path, optimizer)
+    assert result.stop_reason == "finished"
+    assert events(tmp_path, "stop")[-1]["epoch"] == 2
+
+
+def test_a_plateau_ends_a_budgeted_search_and_says_so(tmp_path: Path) -> None:
+    """Kills: ignoring `plateau` (a search where nothing passes the screen would spend the
+    whole budget on proposals it already knows fail)."""
+    hedges = NoiseProposer(template="Always hedge your answer ({step}).")
+    optimizer = GradientText(proposers=[hedges], epochs=1, plateau=2)
+    result = compile_with(tmp_path, optimizer, budget=sd.Budget(max_calls=1000))
+    assert result.stop_reason == "plateau"
+    assert result.usage.calls < 200
+    assert not result.gate_log, "a screened-out proposal reached the gate"
+
+
+def test_the_plan_counts_the_decisions_a_call_budget_can_pay_for() -> None:
+    """Kills: a significance plan over every step when the budget pays for a few decisions
+    (each later decision would get a needlessly small level)."""
+    optimizer = GradientText()
+    unbudgeted = optimizer.planned_decisions(30)
+    assert unbudgeted == 2 * (4 + 1)
+    assert optimizer.planned_decisions(30, max_calls=200, validation_size=30) == 1
+    assert optimizer.planned_decisions(30, max_calls=400, validation_size=30) == 3
+    assert optimizer.planned_decisions(30, max_calls=40, validation_size=30) == 1
