@@ -15,7 +15,7 @@ from skillopt_dsl.dspy import RawSkillAdapter, SkillOptimizer  # noqa: E402
 from skillopt_dsl.lm import LM  # noqa: E402
 from skillopt_dsl.optimizers import FormatRuleProposer, GradientText  # noqa: E402
 from skillopt_dsl.testing import ScriptedLM  # noqa: E402
-from tests.test_dspy import RULE, Pipeline, accuracy, examples  # noqa: E402
+from tests.test_dspy import RULE, Pipeline, examples  # noqa: E402
 
 TRAIN, VAL = examples(0, 12), examples(100, 16)
 TRAIN_NUMBERS = frozenset(e.number for e in TRAIN)
