@@ -26,7 +26,7 @@ EXTRACT_RULE = "last_digit only"
 def overfit_model(messages: list[dict[str, str]]) -> str:
     """The FAKE target: `extract` answers the last digit, and with its format rule it adds a
     "!" on the *training* numbers only; `judge` answers right when its system message holds
-    the format rule or its hint carries the "!", else "unsure" (which does not parse). So
+    the format rule or its hint carries the "!", else the wrong parity (it parses). So
     extract's rule passes the screen on training data and gains nothing on validation: its
     gate decision is a rejection that spends significance before the judge's turn."""
     system = messages[0]["content"] if messages[0]["role"] == "system" else ""
@@ -36,10 +36,10 @@ def overfit_model(messages: list[dict[str, str]]) -> str:
         return (
             f"{number[-1]} !" if EXTRACT_RULE in system and number in TRAIN_NUMBERS else number[-1]
         )
-    digit = user.split()[0]
+    even = int(user.split()[0]) % 2 == 0
     if RULE in system or "!" in user:
-        return "even" if int(digit) % 2 == 0 else "odd"
-    return "unsure"
+        return "even" if even else "odd"
+    return "odd" if even else "even"
 
 
 def parity_model(messages: list[dict[str, str]]) -> str:
@@ -82,11 +82,6 @@ def no_global_dspy_lm():  # type: ignore[no-untyped-def]
         yield
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: under the screened search no fake here gives `extract` a gate decision "
-    "since the format rule is proposed only when its own output broke the format (issue 25)",
-)
 def test_predictors_share_one_alpha() -> None:
     """Kills: one compile per predictor each starting a fresh significance budget (a program
     of k predictors could then accept a useless edit in up to k x alpha of runs).
@@ -106,11 +101,6 @@ def test_predictors_share_one_alpha() -> None:
     assert judge[0].accepted  # the judge's real fix still passes on 16 examples (16 of 16)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: under the screened search no fake here gives `extract` a gate decision "
-    "since the format rule is proposed only when its own output broke the format (issue 25)",
-)
 def test_a_dspy_programs_plan_covers_every_predictor() -> None:
     """Kills: planning the program's significance over one predictor's decisions (3) instead
     of every predictor's (2 x 3): the second predictor's first decision would then be past the
