@@ -7,6 +7,7 @@ three rules with the world's odds. Each optimizer gets the same world, seed and 
 
 - ours: `compile`'s default optimizer (`GradientText()`, its defaults) with the world's
   reflection as its only proposer, under `Budget(max_calls=N)` (target and reflection calls);
+- beam: `Beam()` with its defaults and the same proposer and budget (`--peers ... beam`);
 - gepa: `gepa.optimize` with its `DefaultAdapter` on a callable model (the world's target) and
   a callable reflection that adds one rule drawn with the same odds to the current instruction,
   `max_metric_calls=N` (its reflection calls come on top; the table shows its total).
@@ -35,7 +36,7 @@ from _common import machine, print_table, write_results
 
 import skillopt_dsl as sd
 from skillopt_dsl.lm import LM
-from skillopt_dsl.optimizers import GradientText
+from skillopt_dsl.optimizers import Beam, GradientText, Optimizer
 from skillopt_dsl.testing.rule_world import (
     SEED_SKILL,
     RuleWorld,
@@ -72,12 +73,24 @@ SETTINGS: dict[str, Any] = {}
 
 
 def run_ours(world: RuleWorld, calls: int, sizes: tuple[int, int, int]) -> Outcome:
+    return run_optimizer(
+        GradientText(proposers=[RuleWorldProposer()], **SETTINGS), world, calls, sizes
+    )
+
+
+def run_beam(world: RuleWorld, calls: int, sizes: tuple[int, int, int]) -> Outcome:
+    return run_optimizer(Beam(proposers=[RuleWorldProposer()]), world, calls, sizes)
+
+
+def run_optimizer(
+    optimizer: Optimizer, world: RuleWorld, calls: int, sizes: tuple[int, int, int]
+) -> Outcome:
     train, val, test = splits(world, *sizes)
     result = sd.compile(
         RuleWorldTask(),
         train,
         val,
-        optimizer=GradientText(proposers=[RuleWorldProposer()], **SETTINGS),
+        optimizer=optimizer,
         lm=LM(world.target()),
         optimizer_lm=LM(world.reflector()),
         budget=sd.Budget(max_calls=calls),
@@ -183,7 +196,9 @@ def main() -> None:
     parser.add_argument("--noise", type=float, default=0.08)
     parser.add_argument("--p-right", type=float, default=0.3)
     parser.add_argument("--p-harm", type=float, default=0.45)
-    parser.add_argument("--peers", nargs="+", default=["ours", "gepa"], choices=["ours", "gepa"])
+    parser.add_argument(
+        "--peers", nargs="+", default=["ours", "gepa"], choices=["ours", "beam", "gepa"]
+    )
     parser.add_argument("--no-null", action="store_true", help="skip the null world")
     parser.add_argument("--set", nargs="*", default=[], help="GradientText settings, name=value")
     parser.add_argument("--name", default="search_yield")
@@ -196,8 +211,10 @@ def main() -> None:
         classes=args.classes, class_share=args.class_share, luck=args.luck, harm=args.harm,
         noise=args.noise, p_right=args.p_right, p_harm=args.p_harm,
     )  # fmt: skip
-    worlds = {"world": base} if args.no_null else {"world": base, "null": replace(base, p_right=0.0)}
-    runners = {"ours": run_ours, "gepa": run_gepa}
+    worlds = (
+        {"world": base} if args.no_null else {"world": base, "null": replace(base, p_right=0.0)}
+    )
+    runners = {"ours": run_ours, "beam": run_beam, "gepa": run_gepa}
     figures: dict[str, Any] = {"machine": machine(), "args": vars(args), "rows": []}
     rows = []
     for world_name, world in worlds.items():

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import skillopt_dsl as sd
-from skillopt_dsl.optimizers import GradientText
+from skillopt_dsl.optimizers import Beam, GradientText
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.skill import Add
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
@@ -153,3 +153,22 @@ def test_the_plan_counts_the_decisions_a_call_budget_can_pay_for() -> None:
     assert optimizer.planned_decisions(30, max_calls=200, validation_size=30) == 1
     assert optimizer.planned_decisions(30, max_calls=400, validation_size=30) == 3
     assert optimizer.planned_decisions(30, max_calls=40, validation_size=30) == 1
+
+
+def test_beam_makes_one_child_per_proposal(tmp_path: Path) -> None:
+    """Kills: Beam bundling an expansion's proposals into one child (a harmful edit proposed
+    beside the fix sinks it, and both are remembered as rejected)."""
+    optimizer = Beam(proposers=[FixedProposer(texts=[HEDGE, GOOD])], width=2, depth=2)
+    result = compile_with(tmp_path, optimizer)
+    assert GOOD in result.best_skill.text and HEDGE not in result.best_skill.text
+    hedges = [s for s in events(tmp_path, "screen") if s["rationale"] == HEDGE]
+    assert hedges and not any(s["passed"] for s in hedges)
+
+
+def test_beam_spends_its_call_budget_past_its_depth(tmp_path: Path) -> None:
+    """Kills: Beam stopping after `depth` rounds with the budget unspent."""
+    optimizer = Beam(proposers=[NoiseProposer()], width=1, expansions=1, depth=1, plateau=None)
+    budget = 200
+    result = compile_with(tmp_path, optimizer, budget=sd.Budget(max_calls=budget))
+    assert result.stop_reason == "budget"
+    assert result.usage.calls >= budget - (len(VAL) + 4 * optimizer.batch_size), result.usage

@@ -29,7 +29,7 @@ from typing import Any, Literal
 from skillopt_dsl.driver import RunView, SelectionSplit, Verdict
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
-from skillopt_dsl.optimizers.gradient_text import clip_to_budget, rank_edits
+from skillopt_dsl.optimizers.gradient_text import clip_to_budget
 from skillopt_dsl.optimizers.proposers import (
     ProposalRequest,
     Proposer,
@@ -37,8 +37,9 @@ from skillopt_dsl.optimizers.proposers import (
     default_proposers,
     edit_key,
 )
+from skillopt_dsl.optimizers.screening import screen
 from skillopt_dsl.optimizers.state import CheckpointedState
-from skillopt_dsl.skill import Skill, parse_edits, token_distance
+from skillopt_dsl.skill import Edit, Skill, parse_edits, token_distance
 from skillopt_dsl.types import Example
 
 __all__ = ["Beam", "BeamMember", "BeamState", "pareto_front"]
@@ -81,6 +82,7 @@ class BeamState(CheckpointedState):
     members: list[dict[str, Any]] = field(default_factory=list)
     rejected: list[dict[str, Any]] = field(default_factory=list)
     judged: list[str] = field(default_factory=list)
+    empty_rounds: int = 0
 
     def beam(self) -> list[BeamMember]:
         """The members as typed records."""
@@ -132,6 +134,10 @@ class Beam(Optimizer):
         batch_size: training examples per expansion.
         selection_fraction: share of the trainset carved off (seeded by the run's seed) to
             score and choose candidates on; the rest feeds the mini-batches.
+        until_budget: with a call budget, keep going past `depth` rounds while the budget pays
+            for an expansion and a gate decision.
+        plateau: stop after this many consecutive rounds with nothing better than the
+            incumbent to submit (None: never; without a call budget `depth` ends the run).
     """
 
     width: int = 4
@@ -144,6 +150,8 @@ class Beam(Optimizer):
     max_edits: int | None = None
     batch_size: int = 8
     selection_fraction: float = 0.25
+    until_budget: bool = True
+    plateau: int | None = 2
     name: str = "beam"
 
     def __post_init__(self) -> None:
@@ -157,6 +165,8 @@ class Beam(Optimizer):
             raise UserInputError(
                 f"unknown selection {self.selection!r}; choose 'top-k' or 'pareto'"
             )
+        if self.plateau is not None and self.plateau < 1:
+            raise UserInputError(f"plateau must be >= 1 or None, got {self.plateau}")
         if not 0 < self.selection_fraction < 1:
             raise UserInputError(
                 f"selection_fraction must be in (0, 1), got {self.selection_fraction}"
@@ -165,8 +175,14 @@ class Beam(Optimizer):
     def planned_decisions(
         self, n_train: int, *, max_calls: int | None = None, validation_size: int | None = None
     ) -> int | None:
-        """One submission per round."""
-        return self.depth
+        """One submission per round: `depth` rounds, or under a call budget what it pays for."""
+        if max_calls is None or not validation_size or not self.until_budget:
+            return self.depth
+        selection = max(1, round(self.selection_fraction * n_train))
+        per_round = validation_size + self.width * self.expansions * (
+            2 * self.batch_size + selection + _PROPOSAL_CALLS
+        )
+        return max(1, (max_calls - validation_size) // per_round)
 
     def config(self) -> dict[str, Any]:
         return {
@@ -180,20 +196,26 @@ class Beam(Optimizer):
             "max_edits": self.max_edits,
             "batch_size": self.batch_size,
             "selection_fraction": self.selection_fraction,
+            "until_budget": self.until_budget,
+            "plateau": self.plateau,
             "proposers": [p.name for p in self.proposers],
         }
 
     # -- the loop --------------------------------------------------------------------------
-    def optimize(self, view: RunView) -> None:
+    def optimize(self, view: RunView) -> str | None:
         saved = view.optimizer_state
         state = BeamState.from_dict(saved) if saved else BeamState()
         split = view.selection_split(self.selection_fraction)
-        while state.round < self.depth:
+        while state.round < self.depth or (self.until_budget and view.calls_left() is not None):
             if not self._round(view, state, split):
                 raise BudgetExceeded(
                     f"{view.calls_left()} calls left: enough for a gate decision on "
                     f"{view.validation_size} validation examples, not for another expansion"
                 )
+            if self.plateau is not None and state.empty_rounds >= self.plateau:
+                view.emit("stop", reason="plateau", round=state.round, calls_left=view.calls_left())
+                return "plateau"
+        return None
 
     def _round(self, view: RunView, state: BeamState, split: SelectionSplit) -> bool:
         """One round: expand the beam, then submit its best new member to the gate. False when
@@ -211,9 +233,8 @@ class Beam(Optimizer):
                     affordable = affordable and self._can_expand(view, split)
                     if not affordable:
                         break
-                    child = self._expand(view, state, split, parent, room)
-                    if child is not None and child.skill.hash not in pool:
-                        pool[child.skill.hash] = child
+                    for child in self._expand(view, state, split, parent, room):
+                        pool.setdefault(child.skill.hash, child)
         except BudgetExceeded:
             # Submit the best child found so far (the gate may still afford it), then stop.
             self._close_round(view, state, pool, finished=False)
@@ -228,7 +249,7 @@ class Beam(Optimizer):
         left = view.calls_left()
         if left is None:
             return True
-        expansion = self.batch_size + len(split.select) + _PROPOSAL_CALLS
+        expansion = 2 * self.batch_size + len(split.select) + _PROPOSAL_CALLS
         return left >= expansion + view.validation_size
 
     def _close_round(
@@ -274,9 +295,11 @@ class Beam(Optimizer):
         split: SelectionSplit,
         parent: BeamMember,
         room: int,
-    ) -> BeamMember | None:
-        """Propose one child of `parent` changing at most `room` tokens; score it on the
-        selection split."""
+    ) -> list[BeamMember]:
+        """Propose children of `parent`, one per proposal (edit group), each changing at most
+        `room` tokens; keep those that pass the screen on the expansion's mini-batch (failing
+        examples first, they must fix more than they break) and score them on the selection
+        split. A proposal screened out, or no better than its parent there, is remembered."""
         batch = _draw(view, split.fit, self.batch_size)
         skill = parent.skill
         step = state.step
@@ -298,26 +321,54 @@ class Beam(Optimizer):
         groups = [g for proposer in self.proposers for g in proposer.propose(request)]
         for note in request.notes:
             view.emit(note.pop("kind"), step=step, **note)
-        rejected_keys = {edit_key(e) for c in state.memory() for e in c.edits}
-        ranked = [r.edit for r in rank_edits(groups, rejected_keys)]
-        candidate, kept, report = clip_to_budget(skill, ranked, room, self.max_edits)
-        view.emit("edit_report", step=step, outcomes=[o.to_dict() for o in report.outcomes])
-        if not kept:
-            return None
+        blocked = {edit_key(e) for c in state.memory() for e in c.edits}
+        children: list[BeamMember] = []
+        for group in groups:
+            edits = [e for e in group.edits if edit_key(e) not in blocked]
+            candidate, kept, report = clip_to_budget(skill, edits, room, self.max_edits)
+            view.emit("edit_report", step=step, outcomes=[o.to_dict() for o in report.outcomes])
+            if not kept or candidate.text == skill.text:
+                continue
+            result = screen(view, candidate, batch, rollouts)
+            view.emit("screen", step=step, source=group.source, rationale=group.rationale[:200], **result.to_dict())  # fmt: skip
+            if not result.passed:
+                self._remember(state, kept, result.net / max(result.scored, 1), step)
+                continue
+            child = self._score_child(view, state, split, parent, candidate, kept, step)
+            if child is not None:
+                children.append(child)
+        return children
+
+    def _score_child(
+        self,
+        view: RunView,
+        state: BeamState,
+        split: SelectionSplit,
+        parent: BeamMember,
+        candidate: Skill,
+        kept: Sequence[Edit],
+        step: int,
+    ) -> BeamMember | None:
+        """Score a screened child on the selection split; remember it when it is no better."""
         scores = view.evaluate(candidate, split.select, label="selection").scores
         child = BeamMember(candidate.text, scores, tuple(e.model_dump() for e in kept))
         view.emit(
             "beam_child",
             step=step,
             round=state.round,
-            parent_hash=skill.hash,
+            parent_hash=parent.skill.hash,
             candidate_hash=candidate.hash,
             selection_score=child.mean,
         )
         if child.mean <= parent.mean:
-            memory = RejectedCandidate(tuple(kept), child.mean - parent.mean, step, state.round)
-            state.rejected.append(memory.to_dict())
+            self._remember(state, kept, child.mean - parent.mean, step)
+            return None
         return child
+
+    @staticmethod
+    def _remember(state: BeamState, edits: Sequence[Edit], delta: float, step: int) -> None:
+        """Remember one proposal (an edit group) as rejected."""
+        state.rejected.append(RejectedCandidate(tuple(edits), delta, step, state.round).to_dict())
 
     def _submit_best(self, view: RunView, state: BeamState, round_index: int) -> None:
         incumbent, beam = view.incumbent, state.beam()
@@ -328,14 +379,17 @@ class Beam(Optimizer):
             if m.mean > floor and m.text != incumbent.text and m.skill.hash not in state.judged
         ]
         if not fresh:
+            state.empty_rounds += 1
             view.record_empty_step(
                 step=state.step,
                 epoch=round_index,
                 kind="beam",
                 lr=self.lr,
                 note="the round found nothing better than the incumbent to submit",
+                state=state.to_dict(),
             )
             return
+        state.empty_rounds = 0
         best = _top(fresh, 1)[0]
         state.judged.append(best.skill.hash)
 
