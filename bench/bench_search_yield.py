@@ -10,7 +10,8 @@ three rules with the world's odds. Each optimizer gets the same world, seed and 
 - beam: `Beam()` with its defaults and the same proposer and budget (`--peers ... beam`);
 - gepa: `gepa.optimize` with its `DefaultAdapter` on a callable model (the world's target) and
   a callable reflection that adds one rule drawn with the same odds to the current instruction,
-  `max_metric_calls=N` (its reflection calls come on top; the table shows its total).
+  `max_metric_calls=N` and a stop callback once its target and reflection calls reach N
+  (checked between iterations, so its last iteration may run over: the table shows its total).
 
 Reported per budget, averaged over seeds: the gain in true accuracy on `--test` items over the
 seed, gate decisions, accepted, useful and harmful rules kept, calls spent. The null world
@@ -146,6 +147,7 @@ def run_gepa(world: RuleWorld, calls: int, sizes: tuple[int, int, int]) -> Outco
         adapter=DefaultAdapter(model=task_lm),
         reflection_lm=reflection_lm,
         max_metric_calls=calls,
+        stop_callbacks=[lambda _state: counts["target"] + counts["reflection"] >= calls],
         seed=world.seed,
         display_progress_bar=False,
         logger=_Silent(),

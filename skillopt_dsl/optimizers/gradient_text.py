@@ -84,6 +84,7 @@ class GradientTextState(CheckpointedState):
     epochs_without_survivor: int = 0
     step_calls: int = 0
     steps_measured: int = 0
+    max_step_calls: int = 0
     screen_stats: dict[str, int] = field(default_factory=dict)
     retried: list[str] = field(default_factory=list)
     trials: list[dict[str, Any]] = field(default_factory=list)
@@ -360,9 +361,9 @@ class GradientText(Optimizer):
         return left >= view.validation_size + self._step_cost(state)
 
     def _step_cost(self, state: GradientTextState) -> int:
-        """Calls a step is expected to spend: the mean so far, or a first guess."""
-        if state.steps_measured:
-            return math.ceil(state.step_calls / state.steps_measured)
+        """Calls a step may spend: the most a step has spent so far, or a first guess."""
+        if state.steps_measured:  # the costliest step so far: a step must not eat the reserve
+            return state.max_step_calls
         return self._step_cost_guess()
 
     def _step_cost_guess(self) -> int:
@@ -407,8 +408,10 @@ class GradientText(Optimizer):
             state.pending_lrs.append(lr_t)
         if passed or added:
             state.survived_this_epoch = True
-        state.step_calls += view.usage().calls - before  # the gate's calls are not a step's
+        spent = view.usage().calls - before  # the gate's calls are not a step's
+        state.step_calls += spent
         state.steps_measured += 1
+        state.max_step_calls = max(state.max_step_calls, spent)
         idle = not groups and not state.trials  # nothing left to try on this working candidate
         if self._ready(view, state) or (idle and state.pending):
             self._submit_working(view, state, kind=kind, step=step)
