@@ -35,6 +35,7 @@ from skillopt_dsl.lm import (
 )
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.optimizers.proposers import RejectedCandidate
 from skillopt_dsl.reachability import require_an_answer
 from skillopt_dsl.runs import RunDirectory
 from skillopt_dsl.skill import Skill
@@ -54,6 +55,8 @@ class CompileResult:
     `usage` is what the search spent (under `budget`); `test_usage` what scoring the test set
     spent (under `test_budget`), counted apart. `baseline` is the best constant answer when the
     output is a label (else None); `baseline_warning` says when the skill does not beat it.
+    `rejected` is the optimizer's memory of rejected proposals at the end (screened out on
+    training data or rejected by the gate; empty for an optimizer that keeps none).
     """
 
     best_skill: Skill
@@ -71,6 +74,7 @@ class CompileResult:
     test_usage: UsageSnapshot | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
     preflight: Preflight | None = None
+    rejected: tuple[RejectedCandidate, ...] = ()
     """What the gate could certify at this validation size, said before the search."""
 
     @property
@@ -459,6 +463,13 @@ def _test_mean(
     return report.mean
 
 
+def _rejected_memory(context: CompileContext) -> tuple[RejectedCandidate, ...]:
+    """The optimizer's rejected-proposal memory at the end of the run (screened out or
+    rejected by the gate), when its state keeps one (`CheckpointedState.rejected`)."""
+    entries = context.optimizer_state.get("rejected", [])
+    return tuple(RejectedCandidate.from_dict(e) for e in entries)
+
+
 def _finish(
     context: CompileContext,
     stop_reason: str,
@@ -489,6 +500,7 @@ def _finish(
         test_usage=test.usage,
         metadata=metadata,
         preflight=check,
+        rejected=_rejected_memory(context),
     )
     if result.baseline_warning is not None:
         logger.warning("%s: %s", context.module.name, result.baseline_warning)

@@ -288,6 +288,10 @@ class GradientText(Optimizer):
         saved = view.optimizer_state
         state = GradientTextState.from_dict(saved) if saved else GradientTextState()
         stop = self._search(view, state)
+        # The search is over: proposals still on trial with enough gain join the last candidate.
+        for trial in [t for t in state.trials if t["net"] >= self.min_net]:
+            state.trials.remove(trial)
+            self._join(state, trial)
         if state.pending:
             self._submit_working(view, state, kind="final")
         calls_left = view.calls_left()

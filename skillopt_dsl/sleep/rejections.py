@@ -56,7 +56,9 @@ MAX_REMEMBERED = 50
 
 
 def rejected_in(result: CompileResult) -> list[RejectedCandidate]:
-    """The candidates `result`'s gate judged and rejected, with the edits they applied."""
+    """The proposals `result`'s run rejected: the candidates its gate judged and rejected, with
+    the edits they applied, and the optimizer's memory of proposals screened out on training
+    data (`CompileResult.rejected`), each edit set once."""
     found: list[RejectedCandidate] = []
     for step in result.history:
         if step.accepted or step.candidate_hash is None or step.val_score is None:
@@ -66,6 +68,12 @@ def rejected_in(result: CompileResult) -> list[RejectedCandidate]:
             continue
         delta = step.val_score - (step.incumbent_score or 0.0)
         found.append(RejectedCandidate(tuple(parse_edits(applied)), delta, step.step, step.epoch))
+    seen = {tuple(edit_key(e) for e in c.edits) for c in found}
+    for memory in result.rejected:
+        key = tuple(edit_key(e) for e in memory.edits)
+        if key not in seen:
+            seen.add(key)
+            found.append(memory)
     return found
 
 
