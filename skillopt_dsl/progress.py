@@ -45,6 +45,9 @@ class ProgressState:
     gate_decisions: int = 0
     accepted: int = 0
     last_gate: str = "none yet"
+    screened: int = 0
+    screen_passed: int = 0
+    screen_calls: int = 0
 
     def update(self, event: str, payload: Mapping[str, Any]) -> str | None:
         """Fold one event in; returns a log line when the event is worth one, else None."""
@@ -73,9 +76,19 @@ class ProgressState:
             ("cost", _money(self.cost_usd)),
             ("best val", _score(self.best_val) + f"  (seed {_score(self.seed_val)})"),
             ("constant", self.constant or "none (the output has no fixed label set)"),
+            ("screen", self.screen_line()),
             ("gate", f"{self.accepted} accepted / {self.gate_decisions} decided"),
             ("last gate", self.last_gate),
         ]
+
+    def screen_line(self) -> str:
+        """What screening on training data did: proposals tried, passed, calls spent."""
+        if not self.screened:
+            return "none yet"
+        return (
+            f"{self.screen_passed} passed / {self.screened} tried on training data "
+            f"({self.screen_calls} calls, no validation)"
+        )
 
 
 def _score(value: float | None) -> str:
@@ -150,9 +163,18 @@ def _on_step(state: ProgressState, payload: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _on_screen(state: ProgressState, payload: Mapping[str, Any]) -> None:
+    state.screened += 1
+    state.screen_passed += int(bool(payload.get("passed")))
+    state.screen_calls += int(payload.get("calls", 0))
+
+
 def _on_stop(state: ProgressState, payload: Mapping[str, Any]) -> str:
     state.phase = f"stopping: {payload.get('reason')}"
-    return f"stopping early: {payload.get('reason')} {payload.get('detail', '')}".rstrip()
+    left = payload.get("calls_left")
+    calls_left = "" if left is None else f" ({left} calls left)"
+    line = f"search stopped: {payload.get('reason')}{calls_left} {payload.get('detail', '')}"
+    return line.rstrip()
 
 
 def _on_finish(state: ProgressState, payload: Mapping[str, Any]) -> str:
@@ -180,6 +202,7 @@ _HANDLERS = {
     "proposal": _on_proposal,
     "gate": _on_gate,
     "step": _on_step,
+    "screen": _on_screen,
     "stop": _on_stop,
     "finish": _on_finish,
     "test_skipped": _on_test_skipped,

@@ -103,6 +103,7 @@ class RunRecord:
     best_text: str
     sweep_trials: list[Any] | None = None
     baseline: Baseline | None = None
+    screens: ScreenSummary | None = None
 
     @property
     def finished(self) -> bool:
@@ -133,7 +134,49 @@ def load_run(run_dir: str | Path) -> RunRecord:
         best_text=load_skill(path / "best_skill.md").text,
         sweep_trials=_last_sweep(events),
         baseline=_baseline(events),
+        screens=ScreenSummary.of(events),
     )
+
+
+@dataclass(frozen=True)
+class ScreenSummary:
+    """What screening on training data did in a run: proposals tried on their own mini-batch
+    and passed, confirmations tried and passed, the calls it spent, and the calls left when
+    the search stopped."""
+
+    tried: int
+    passed: int
+    confirmations: int
+    confirmed: int
+    calls: int
+    calls_left: int | None
+
+    @classmethod
+    def of(cls, events: Sequence[Mapping[str, Any]]) -> ScreenSummary | None:
+        """Read the `screen` and `stop` events (None: the run screened nothing)."""
+        screens = [e for e in events if e.get("event") == "screen"]
+        if not screens:
+            return None
+        batch = [e for e in screens if e.get("stage") == "batch"]
+        confirm = [e for e in screens if e.get("stage") == "confirm"]
+        stops = [e for e in events if e.get("event") == "stop"]
+        return cls(
+            tried=len(batch),
+            passed=sum(bool(e.get("passed")) for e in batch),
+            confirmations=len(confirm),
+            confirmed=sum(bool(e.get("passed")) for e in confirm),
+            calls=sum(int(e.get("calls", 0)) for e in screens),
+            calls_left=stops[-1].get("calls_left") if stops else None,
+        )
+
+    def line(self) -> str:
+        """One line for the report's summary."""
+        left = "" if self.calls_left is None else f"; {self.calls_left} calls left at the stop"
+        return (
+            f"{self.passed} of {self.tried} proposals passed their mini-batch, "
+            f"{self.confirmed} of {self.confirmations} confirmations passed; "
+            f"{self.calls} calls, no validation example, no significance{left}"
+        )
 
 
 def _optimizer_settings(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -562,6 +605,8 @@ def scores_markdown(record: RunRecord) -> str:
     small = _preflight_warning(record.summary or {})
     if small is not None:
         lines += ["", f"**Warning (pre-flight):** {small}"]
+    if record.screens is not None:
+        lines += ["", f"Screened on training data: {record.screens.line()}."]
     test_usage = (record.summary or {}).get("test_usage")
     if test_usage:
         lines += [
@@ -670,6 +715,10 @@ def _summary_rows(record: RunRecord) -> list[tuple[str, Any]]:
             if record.baseline is None
             else f"{record.baseline.label!r}: {_cell(record.baseline.val_score)} / "
             f"{_cell(record.baseline.test_score)}",
+        ),
+        (
+            "screened on training data",
+            record.screens.line() if record.screens else "nothing (this optimizer does not screen)",
         ),
         (
             "accepted / gate decisions",

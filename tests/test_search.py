@@ -172,3 +172,32 @@ def test_beam_spends_its_call_budget_past_its_depth(tmp_path: Path) -> None:
     result = compile_with(tmp_path, optimizer, budget=sd.Budget(max_calls=budget))
     assert result.stop_reason == "budget"
     assert result.usage.calls >= budget - (len(VAL) + 4 * optimizer.batch_size), result.usage
+
+
+def test_the_screen_shows_on_the_progress_screen_and_in_the_report(tmp_path: Path) -> None:
+    """Kills: screening that only the events know about (a user reading the live panel or
+    the report cannot tell where the calls went nor that validation was spared)."""
+    from skillopt_dsl.progress import ProgressState
+    from skillopt_dsl.report import write_report
+
+    optimizer = GradientText(proposers=[FixedProposer(texts=[HEDGE, GOOD])], epochs=1)
+    compile_with(tmp_path / "run", optimizer, budget=sd.Budget(max_calls=400))
+    progress = ProgressState()
+    lines = (tmp_path / "run" / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    for event in map(json.loads, lines):
+        progress.update(event.pop("event"), event)
+    screens = events(tmp_path / "run", "screen")
+    calls = sum(s["calls"] for s in screens)
+    assert dict(progress.rows())["screen"] == (
+        f"{sum(s['passed'] for s in screens)} passed / {len(screens)} tried on training data "
+        f"({calls} calls, no validation)"
+    )
+    written = write_report(tmp_path / "run", out_dir=tmp_path / "report")
+    markdown = next(p for p in written if p.suffix == ".md").read_text(encoding="utf-8")
+    html = next(p for p in written if p.suffix == ".html").read_text(encoding="utf-8")
+    batch = [s for s in screens if s["stage"] == "batch"]
+    told = f"{sum(s['passed'] for s in batch)} of {len(batch)} proposals passed their mini-batch"
+    assert "screened on training data" in html and told in html
+    assert f"Screened on training data: {told}" in markdown
+    left = events(tmp_path / "run", "stop")[-1]["calls_left"]
+    assert f"{left} calls left at the stop" in markdown
