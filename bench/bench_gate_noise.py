@@ -119,7 +119,8 @@ def driver_run(gate_name: str, n_val: int, effect: float, run_seed: int) -> tupl
             batch_size=len(TRAIN) // STEPS,
             slow_update=False,
             proposers=[UsefulLineProposer()],
-            aggregate_with_model_above=None,
+            screen=False,  # every proposal to the gate: this bench measures the gate alone
+            compose=1,
         ),
         lm=ScriptedLM(NoisyTarget(Outcomes(run_seed, effect))),
         optimizer_lm=ScriptedLM(lambda messages: '{"edits": []}'),

@@ -201,3 +201,14 @@ def test_the_screen_shows_on_the_progress_screen_and_in_the_report(tmp_path: Pat
     assert f"Screened on training data: {told}" in markdown
     left = events(tmp_path / "run", "stop")[-1]["calls_left"]
     assert f"{left} calls left at the stop" in markdown
+
+
+def test_screen_false_sends_every_proposal_to_the_gate(tmp_path: Path) -> None:
+    """Kills: `screen=False` ignored (the gate-noise bench would measure the screen, not the
+    gate: it needs one gate decision per proposal)."""
+    optimizer = GradientText(
+        proposers=[NoiseProposer()], screen=False, compose=1, epochs=1, slow_update=False
+    )
+    result = compile_with(tmp_path, optimizer)
+    steps = len(TRAIN) // optimizer.batch_size
+    assert len(result.gate_log) == steps and not events(tmp_path, "screen")

@@ -48,17 +48,15 @@ from skillopt_dsl.optimizers.screening import ScreenResult, screen
 from skillopt_dsl.optimizers.state import CheckpointedState
 from skillopt_dsl.skill import (
     ApplyReport,
-    Delete,
     Edit,
     EditOutcome,
-    Replace,
     Skill,
     parse_edits,
     token_distance,
 )
 from skillopt_dsl.types import Example
 
-__all__ = ["GradientText", "GradientTextState", "clip_to_budget", "rank_edits"]
+__all__ = ["GradientText", "GradientTextState", "clip_to_budget"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,52 +88,6 @@ class GradientTextState(CheckpointedState):
     trials: list[dict[str, Any]] = field(default_factory=list)
     step_outcomes: list[dict[str, Any]] = field(default_factory=list)
     epoch_start_calls: int = 0
-
-
-@dataclass(frozen=True)
-class _Ranked:
-    edit: Edit
-    failure_driven: bool
-    support: int
-    order: int
-
-
-def rank_edits(groups: Sequence[EditGroup], rejected_keys: set[str]) -> list[_Ranked]:
-    """Merge duplicate edits, drop rejected ones, resolve conflicts, and rank the rest.
-
-    Rank: failure-driven first, then by how many groups proposed the edit, then proposal order.
-    Two edits that rewrite or delete overlapping text conflict; the higher-ranked one wins.
-    """
-    merged: dict[str, _Ranked] = {}
-    for group in groups:
-        for edit in group.edits:
-            key = edit_key(edit)
-            if key in rejected_keys:
-                continue
-            seen = merged.get(key)
-            if seen is None:
-                merged[key] = _Ranked(edit, group.failure_driven, 1, len(merged))
-            else:
-                merged[key] = _Ranked(
-                    seen.edit,
-                    seen.failure_driven or group.failure_driven,
-                    seen.support + 1,
-                    seen.order,
-                )
-    ranked = sorted(merged.values(), key=lambda r: (not r.failure_driven, -r.support, r.order))
-    kept: list[_Ranked] = []
-    for item in ranked:
-        if not any(_conflict(item.edit, other.edit) for other in kept):
-            kept.append(item)
-    return kept
-
-
-def _conflict(a: Edit, b: Edit) -> bool:
-    targets = [e.old for e in (a, b) if isinstance(e, (Replace, Delete))]
-    if len(targets) < 2:
-        return False
-    x, y = (" ".join(t.split()) for t in targets)
-    return x in y or y in x
 
 
 def clip_to_budget(
@@ -189,6 +141,9 @@ class GradientText(Optimizer):
             own mini-batch with `min_net`.
         min_net: the net gain (examples fixed minus broken, its own mini-batch and the
             confirmations together) a proposal needs to join the working candidate.
+        screen: False sends every proposal to the working candidate untried (with
+            `compose=1`, every proposal to the gate: SkillOpt's loop, for measuring the gate
+            alone); the default screens.
         compose: submit the working candidate once it holds this many confirmed proposals.
         submit_at_net: ... or once the net gain its proposals showed on training data,
             scaled to the validation set, reaches this many examples.
@@ -216,6 +171,7 @@ class GradientText(Optimizer):
     batch_size: int = 8
     confirm_steps: int = 2
     min_net: float = 2.0
+    screen: bool = True
     compose: int = 3
     submit_at_net: float = 14.0
     patience: int | None = None
@@ -270,6 +226,7 @@ class GradientText(Optimizer):
             "batch_size": self.batch_size,
             "confirm_steps": self.confirm_steps,
             "min_net": self.min_net,
+            "screen": self.screen,
             "compose": self.compose,
             "submit_at_net": self.submit_at_net,
             "patience": self.patience,
@@ -466,6 +423,9 @@ class GradientText(Optimizer):
             if not kept or key in blocked or candidate.text == working.text:
                 continue
             blocked.add(key)
+            if not self.screen:  # every proposal goes to the gate (measuring the gate alone)
+                self._join(state, _group_json(group, edits=kept, key=key, net=0.0, scored=0))
+                continue
             result = screen(view, candidate, batch, rollouts)
             self._record_screen(view, state, group, result)
             if not result.passed:
