@@ -245,10 +245,7 @@ class GradientText(Optimizer):
         saved = view.optimizer_state
         state = GradientTextState.from_dict(saved) if saved else GradientTextState()
         stop = self._search(view, state)
-        # The search is over: proposals still on trial with enough gain join the last candidate.
-        for trial in [t for t in state.trials if t["net"] >= self.min_net]:
-            state.trials.remove(trial)
-            self._join(state, trial)
+        self._last_chance(state)
         if state.pending:
             self._submit_working(view, state, kind="final")
         calls_left = view.calls_left()
@@ -316,6 +313,8 @@ class GradientText(Optimizer):
             return True
         if left >= view.validation_size + self._step_cost(state):
             return True
+        if left >= view.validation_size:
+            self._last_chance(state)
         if state.pending and left >= view.validation_size:
             self._submit_working(view, state, kind="step")
             left = view.calls_left() or 0
@@ -476,6 +475,14 @@ class GradientText(Optimizer):
             self._remember(state, edits, net / max(scored, 1))
         else:
             state.trials.append({**trial, "net": net, "scored": scored, "screens": screens})
+
+    def _last_chance(self, state: GradientTextState) -> None:
+        """No step is left to confirm them: proposals on trial that gained on training data
+        join the working candidate, so that the last gate decision the budget pays for is not
+        left unused."""
+        for trial in [t for t in state.trials if t["net"] > 0]:
+            state.trials.remove(trial)
+            self._join(state, trial)
 
     @staticmethod
     def _join(state: GradientTextState, trial: dict[str, Any]) -> None:
