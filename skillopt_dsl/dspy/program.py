@@ -473,13 +473,15 @@ class PredictorModule(SkillModule):
         )
 
     def labelled_answer(self, example: Example) -> str | None:
-        """The example's label for this predictor's one output field, as text, for rules
+        """The example's label for this predictor's one labelled output field (a
+        ChainOfThought's `answer`, not its `reasoning`), as text, for rules
         mined from labels (an answer's shape); None when the labels do not give this
         predictor's field (an intermediate predictor: the program's final labels are not its
         outputs) or the field is structured (a pydantic model, a list)."""
-        if len(self.output_fields) != 1:
-            return None
-        (name,) = self.output_fields
+        labelled = [name for name in self.output_fields if name in example.labels]
+        if len(labelled) != 1:
+            return None  # no field of this predictor's is labelled, or several are
+        (name,) = labelled
         value = example.labels.get(name)
         if value is None or isinstance(value, Mapping | list | tuple):
             return None  # a pydantic model's label is its JSON object here

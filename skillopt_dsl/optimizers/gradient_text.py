@@ -82,7 +82,7 @@ class GradientTextState(CheckpointedState):
     epochs_without_survivor: int = 0
     step_calls: int = 0
     steps_measured: int = 0
-    max_step_calls: int = 0
+    max_step_rate: float = 0.0
     screen_stats: dict[str, int] = field(default_factory=dict)
     retried: list[str] = field(default_factory=list)
     trials: list[dict[str, Any]] = field(default_factory=list)
@@ -264,9 +264,10 @@ class GradientText(Optimizer):
                 state.epoch_start_calls = view.usage().calls
                 state.accepted_this_epoch = state.survived_this_epoch = False
             while state.cursor < len(state.order):
-                if not self._affordable(view, state):
+                size = self._affordable(view, state)
+                if not size:
                     return "budget"
-                ids = state.order[state.cursor : state.cursor + self.batch_size]
+                ids = state.order[state.cursor : state.cursor + size]
                 state.cursor += len(ids)
                 self._step(view, state, [by_id[i] for i in ids], total, self.proposers, "step")
                 if (
@@ -274,9 +275,10 @@ class GradientText(Optimizer):
                     and state.steps_since_accept >= self.patience_steps
                 ):
                     return "patience_steps"
-            if self.slow_update and not state.slow_done and self._affordable(view, state):
+            size = self._affordable(view, state) if self.slow_update and not state.slow_done else 0
+            if size:
                 state.slow_done = True
-                batch = _draw(view, view.trainset, self.batch_size)
+                batch = _draw(view, view.trainset, size)
                 self._step(view, state, batch, total, [self.consolidation], "slow_update")
             spent = view.usage().calls - state.epoch_start_calls
             reason = self._end_epoch(state)
@@ -305,26 +307,30 @@ class GradientText(Optimizer):
         """Whether the search may go on past its epochs: a call budget, still room in it."""
         return self.until_budget and view.calls_left() is not None
 
-    def _affordable(self, view: RunView, state: GradientTextState) -> bool:
-        """Whether the calls left pay for one more step and a gate decision after it. When
-        they do not, the working candidate (if any) goes to the gate now, while it can."""
+    def _affordable(self, view: RunView, state: GradientTextState) -> int:
+        """How many training examples the next step may take so that the calls left still
+        pay for it and for a gate decision after it (`batch_size` without a call budget; a
+        smaller batch when the budget is tight; 0: no step is affordable). Before 0 is
+        returned, the working candidate (if any) goes to the gate, while it can."""
         left = view.calls_left()
         if left is None:
-            return True
-        if left >= view.validation_size + self._step_cost(state):
-            return True
+            return self.batch_size
+        size = self._batch_within(state, left - view.validation_size)
+        if size:
+            return size
         if left >= view.validation_size:
             self._last_chance(state)
         if state.pending and left >= view.validation_size:
             self._submit_working(view, state, kind="step")
             left = view.calls_left() or 0
-        return left >= view.validation_size + self._step_cost(state)
+        return self._batch_within(state, left - view.validation_size)
 
-    def _step_cost(self, state: GradientTextState) -> int:
-        """Calls a step may spend: the most a step has spent so far, or a first guess."""
-        if state.steps_measured:  # the costliest step so far: a step must not eat the reserve
-            return state.max_step_calls
-        return self._step_cost_guess()
+    def _batch_within(self, state: GradientTextState, calls: int) -> int:
+        """The largest batch (at most `batch_size`, at least 2) whose step costs at most
+        `calls`, at the costliest rate per example a step has shown (or a first guess)."""
+        per_example = state.max_step_rate or self._step_cost_guess() / self.batch_size
+        size = min(self.batch_size, math.floor(calls / per_example))
+        return size if size >= min(2, self.batch_size) else 0
 
     def _step_cost_guess(self) -> int:
         """A first guess of a step's calls: its rollouts, a proposer call, about three
@@ -371,7 +377,7 @@ class GradientText(Optimizer):
         spent = view.usage().calls - before  # the gate's calls are not a step's
         state.step_calls += spent
         state.steps_measured += 1
-        state.max_step_calls = max(state.max_step_calls, spent)
+        state.max_step_rate = max(state.max_step_rate, spent / max(len(batch), 1))
         idle = not groups and not state.trials  # nothing left to try on this working candidate
         if self._ready(view, state) or (idle and state.pending):
             self._submit_working(view, state, kind=kind, step=step)

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from skillopt_dsl.baselines import label_set
+from skillopt_dsl.evaluate import Rollout
+from skillopt_dsl.module import SkillModule
 from skillopt_dsl.optimizers.proposers import (
     FORMAT_HEADING,
     EditGroup,
@@ -33,6 +35,7 @@ from skillopt_dsl.optimizers.proposers import (
     module_gold_answer,
     states,
 )
+from skillopt_dsl.types import Example
 
 __all__ = ["AnswerShape", "AnswerShapeProposer", "answer_shape", "shape_of"]
 
@@ -152,20 +155,17 @@ class AnswerShapeProposer(Proposer):
 
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
         module = request.module
-        if len(module.output_fields) != 1 or label_set(module) is not None:
+        field = _answer_field(module, request.trainset)
+        if field is None or label_set(module) is not None:
             return []
         golds = [module_gold_answer(module, e) for e in request.trainset]
         shape = answer_shape([g for g in golds if g is not None])
         if shape is None:
             return []
-        broken = [
-            (r.prediction.raw or r.output)
-            for _, r in request.failures()
-            if shape.broken_by(r.prediction.raw or r.output)
-        ]
+        outputs = [_answer_text(module, field, r) for _, r in request.failures()]
+        broken = [text for text in outputs if shape.broken_by(text)]
         if len(broken) < self.min_broken:
             return []
-        (field,) = module.output_fields
         rule = shape.rule(field)
         if states(request.skill, rule):
             return []
@@ -178,3 +178,22 @@ class AnswerShapeProposer(Proposer):
                 why,
             )
         ]
+
+
+def _answer_field(module: SkillModule, trainset: Sequence[Example]) -> str | None:
+    """The output field whose shape the labels give: the module's one output field, or the
+    one output field the training labels hold (a ChainOfThought's `answer`, not its
+    `reasoning`); None when there is no such single field."""
+    if len(module.output_fields) == 1:
+        return next(iter(module.output_fields))
+    labelled = [f for f in module.output_fields if any(f in e.labels for e in trainset)]
+    return labelled[0] if len(labelled) == 1 else None
+
+
+def _answer_text(module: SkillModule, field: str, rollout: Rollout) -> str:
+    """What the model wrote for `field`: the whole output for a one-field module (a value
+    hidden in a sentence breaks the shape), else the parsed field's text."""
+    if len(module.output_fields) == 1:
+        return rollout.prediction.raw or rollout.output
+    value = rollout.prediction.outputs.get(field)
+    return "" if value is None else str(value)
