@@ -18,7 +18,9 @@ import pytest
 import skillopt_dsl as sd
 from skillopt_dsl.optimizers import GradientText, OptunaLR, ReflectiveProposer
 from skillopt_dsl.optimizers.optuna_lr import fail_orphaned_trials, open_storage
+from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.report import write_sweep_plots
+from skillopt_dsl.skill import Add
 from skillopt_dsl.sweeps import load_sweep
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.testing.contract import (
@@ -306,3 +308,35 @@ def test_workers_opening_one_study_together_enqueue_its_first_trial_once(
     trials = optuna.load_study(study_name="race", storage=open_storage(storage)).get_trials()
     assert not errors, errors
     assert [t.system_attrs.get("fixed_params") for t in trials] == [{"lr": 0.3}]
+
+
+class FreshNotes(Proposer):
+    """A FAKE proposer: a new useless note at every step."""
+
+    name = "fresh-notes"
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        text = f"Note {request.step}: be calm."
+        return [EditGroup((Add(after=None, text=text),), self.name, True, text)]
+
+
+def test_a_trial_runs_its_epochs_not_the_whole_call_budget(tmp_path: Path) -> None:
+    """Kills: a trial's inner optimizer searching until the sweep's call budget is spent
+    (`until_budget`): the first trial would take every call and the others none."""
+    db = tmp_path / "sweep.db"
+    kwargs: dict[str, Any] = {"n_trials": 3, "storage": f"sqlite:///{db}", "study_name": "s"}
+    # a fresh useless note every step: nothing ends a trial but its epochs (or the budget)
+    searcher = GradientText(proposers=[FreshNotes()], epochs=1, plateau=None)
+    result = sd.compile(
+        ContractParity(),
+        TRAIN,
+        VAL,
+        optimizer=OptunaLR(inner=searcher, plots=False, selection_fraction=0.5, **kwargs),
+        lm=ScriptedLM(contract_target),
+        optimizer_lm=contract_reflector(),
+        budget=sd.Budget(max_calls=5_000),
+        threads=1,
+    )
+    trials = study_of(db).trials
+    assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 3, result.stop_reason
+    assert result.usage.calls < 2_000

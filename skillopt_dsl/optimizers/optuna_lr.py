@@ -628,6 +628,8 @@ class _Sweep:
         if self.run_owner is not None:
             trial.set_user_attr("owner", self.run_owner)
         params = {n: _suggest(trial, n, s) for n, s in self.owner.search_space.items()}
+        if "until_budget" in {f.name for f in dataclasses.fields(self.owner.inner)}:  # type: ignore[arg-type]
+            params["until_budget"] = False  # a trial runs its epochs, not the whole sweep's budget
         inner = dataclasses.replace(self.owner.inner, **params)  # type: ignore[type-var]
         reporter = _Reporter(trial, self.owner.pruner, [e.id for e in self.split.select])
         child = self.view.trial_driver(
