@@ -19,7 +19,9 @@ def _answer_by_endpoint(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]
     def fake_completion(**request: Any) -> Any:
         requests.append(request)
         return litellm.ModelResponse(
-            choices=[{"index": 0, "message": {"role": "assistant", "content": request["api_base"]}}],
+            choices=[
+                {"index": 0, "message": {"role": "assistant", "content": request["api_base"]}}
+            ],
             usage={"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
         )
 

@@ -96,7 +96,14 @@ def test_every_signature_form_is_read_once(metric: Callable[..., Any], form: str
 
 @pytest.mark.parametrize(
     "metric",
-    [plain, own_third_parameter, trace_keyword, trace_keyword_only, trace_by_position, Unreadable()],
+    [
+        plain,
+        own_third_parameter,
+        trace_keyword,
+        trace_keyword_only,
+        trace_by_position,
+        Unreadable(),
+    ],
 )
 def test_each_caller_scores_each_form_alike_and_passes_the_trace(
     metric: Callable[..., Any],

@@ -124,4 +124,3 @@ def _supports_tools(model: str) -> bool:
         return bool(litellm.supports_function_calling(model=model))
     except Exception:  # litellm raises for models it has never heard of
         return False
-
