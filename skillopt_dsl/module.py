@@ -42,7 +42,7 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import pydantic
 
@@ -81,6 +81,39 @@ class RunOutcome:
     cached: bool = False
     calls: int = 1
     trace: Any = None
+
+
+class ModelReply(Protocol):
+    """What one model call (or one agent-harness run) reports: its text and its usage.
+
+    `skillopt_dsl.lm.LMResponse` is one; `SkillModule.outcome` turns any of them into a
+    `RunOutcome`.
+    """
+
+    @property
+    def text(self) -> str:
+        """The final text the target produced."""
+        ...
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Prompt tokens of the call."""
+        ...
+
+    @property
+    def completion_tokens(self) -> int:
+        """Completion tokens of the call."""
+        ...
+
+    @property
+    def latency_s(self) -> float:
+        """Wall time of the call."""
+        ...
+
+    @property
+    def cached(self) -> bool:
+        """True when the response cache answered."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -233,14 +266,19 @@ class SkillModule:
 
         Raises `ModelError` when the call failed for good; `BudgetExceeded` propagates.
         """
-        response = lm.complete(self.render(skill, example), seed=seed)
+        return self.outcome(lm.complete(self.render(skill, example), seed=seed))
+
+    def outcome(self, reply: ModelReply, *, trace: Any = None) -> RunOutcome:
+        """The outcome of a run that made one call: `reply`'s text parsed into the prediction,
+        its usage kept (the one completion -> `RunOutcome` conversion)."""
         return RunOutcome(
-            prediction=self.parse(response.text),
-            output=response.text,
-            prompt_tokens=response.prompt_tokens,
-            completion_tokens=response.completion_tokens,
-            latency_s=response.latency_s,
-            cached=response.cached,
+            prediction=self.parse(reply.text),
+            output=reply.text,
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            latency_s=reply.latency_s,
+            cached=reply.cached,
+            trace=trace,
         )
 
     def score(self, example: Example, outcome: RunOutcome) -> Score:

@@ -170,3 +170,58 @@ def test_licence_and_notice_ship_with_the_data() -> None:
     for name in EXPECTED:
         assert data.joinpath(f"{name}.json").is_file()
         assert f"{name}.json" in notice
+
+
+# -- one registry ------------------------------------------------------------------------------
+
+
+def test_the_benchmark_name_literal_is_the_registry() -> None:
+    """Kills: a benchmark registered without its name in `BenchmarkName` (or a name left in
+    the Literal after its benchmark is gone): the type and the registry drift apart."""
+    from typing import get_args
+
+    from skillopt_dsl.benchmarks import BenchmarkName
+
+    assert sorted(get_args(BenchmarkName)) == list_benchmarks()
+
+
+def test_a_benchmark_registered_once_appears_in_every_list_and_message() -> None:
+    """Kills: a second list of benchmark names (a module table, a CLI list, a message) that a
+    new benchmark registered in the registry alone would be missing from."""
+    from typer.testing import CliRunner
+
+    from skillopt_dsl import benchmarks
+    from skillopt_dsl.benchmarks import registry
+    from skillopt_dsl.benchmarks.tasks import Navigate, module_for
+    from skillopt_dsl.cli import app
+
+    rows = [{"id": f"r{i}", "question": f"q{i}", "answer": "True"} for i in range(9)]
+    new = Benchmark(
+        "new_task", "A new task.", ("question",), ("answer",), lambda: rows, None, Navigate
+    )
+    benchmarks.register_benchmark(new)
+    try:
+        assert "new_task" in list_benchmarks() and get_benchmark("new_task") is new
+        assert len(load_benchmark("new_task", sizes=(3, 3, 3)).train) == 3
+        with pytest.raises(UserInputError, match=r"unknown benchmark 'x'.*'new_task'"):
+            get_benchmark("x")
+        assert isinstance(module_for("new_task"), Navigate)
+        with pytest.raises(UserInputError, match=r"no module for benchmark 'x'.*'new_task'"):
+            module_for("x")
+        listed = CliRunner().invoke(app, ["benchmarks", "list"], env={"COLUMNS": "200"})
+        assert listed.exit_code == 0 and "new_task" in listed.output
+        with pytest.raises(UserInputError, match="already registered"):
+            benchmarks.register_benchmark(Benchmark("new_task", "", (), (), lambda: []))
+    finally:
+        registry._REGISTRY.pop("new_task", None)
+
+
+def test_every_benchmark_but_the_agent_one_names_its_module() -> None:
+    """Kills: a shipped benchmark losing its module (`module_for` then refuses it)."""
+    from skillopt_dsl.benchmarks.tasks import module_for
+
+    without = [n for n in list_benchmarks() if get_benchmark(n).module is None]
+    assert without == ["table_lookup"]
+    for name in list_benchmarks():
+        if name != "table_lookup":
+            assert module_for(name).seed_skill.text

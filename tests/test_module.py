@@ -160,3 +160,23 @@ def test_declared_field_descriptions_reach_the_model() -> None:
 def test_undescribed_single_input_renders_bare_value() -> None:
     """Kills: labelling every input (changes every existing prompt and cache key)."""
     assert Parity().render(sd.Skill("x"), {"number": 4})[-1]["content"] == "4"
+
+
+def test_one_reply_becomes_one_outcome_with_its_usage_and_cache_flag() -> None:
+    """Kills: the completion -> outcome conversion dropping the cache flag, the tokens or the
+    latency (a cached rerun billed as a fresh call, usage lost from the run record)."""
+    from skillopt_dsl.agents.command import HarnessRun
+    from skillopt_dsl.lm import LM, ResponseCache
+    from skillopt_dsl.testing import ScriptedLM
+
+    module = Parity()
+    example = Example("e1", {"number": "4"}, {"answer": "even"})
+    lm = LM(ScriptedLM(lambda messages: "even"), cache=ResponseCache())
+    fresh, again = (module.run(module.seed_skill, example, lm, seed=0) for _ in range(2))
+    assert (fresh.cached, again.cached) == (False, True)
+    assert fresh.prediction.answer == again.output == "even" and fresh.calls == 1
+    assert fresh.prompt_tokens > 0 and fresh.completion_tokens > 0 and fresh.latency_s >= 0
+    run = HarnessRun(("agent",), 0, "", "", "odd", 7, 3, duration_s=2.5)
+    outcome = module.outcome(run, trace=run)
+    assert (outcome.output, outcome.prompt_tokens, outcome.completion_tokens) == ("odd", 7, 3)
+    assert (outcome.latency_s, outcome.cached, outcome.trace) == (2.5, False, run)

@@ -122,6 +122,21 @@ class HarnessRun:
     diff: WorkspaceDiff = field(default_factory=WorkspaceDiff)
     check: CheckResult | None = None
 
+    @property
+    def text(self) -> str:
+        """The answer (what `SkillModule.outcome` parses)."""
+        return self.answer
+
+    @property
+    def latency_s(self) -> float:
+        """The run's wall time."""
+        return self.duration_s
+
+    @property
+    def cached(self) -> bool:
+        """Always False: a harness run is never answered from a cache."""
+        return False
+
     def render_for_reflection(self) -> str:
         """A compact account for the optimizer model: the answer, the diff and the check."""
         lines = [f"   answer: {self.answer[:300]!r}"]
@@ -217,16 +232,7 @@ class CommandAgent(SkillModule):
             ledger.settle(reservation, None, error_type="interrupted")
             raise
         _settle(ledger, reservation, harness_run, self.max_usd_per_run)
-        return RunOutcome(
-            prediction=self.parse(harness_run.answer),
-            output=harness_run.answer,
-            prompt_tokens=harness_run.prompt_tokens,
-            completion_tokens=harness_run.completion_tokens,
-            latency_s=harness_run.duration_s,
-            cached=False,
-            calls=1,
-            trace=harness_run,
-        )
+        return self.outcome(harness_run, trace=harness_run)
 
     def score(self, example: Example, outcome: RunOutcome) -> Score:
         """The metric when given (with `trace=` the `HarnessRun`), else the check's verdict."""

@@ -61,7 +61,7 @@ from skillopt_dsl.agents.tools import Tool, ToolResult, as_tools
 from skillopt_dsl.agents.trajectory import StopReason, ToolCall, Trajectory, Turn
 from skillopt_dsl.errors import BudgetExceeded, MetricError, ModelError, UserInputError
 from skillopt_dsl.lm.base import Message
-from skillopt_dsl.metrics.score import Score, call_metric, metric_name, to_score
+from skillopt_dsl.metrics.score import Score, call_metric, to_score
 from skillopt_dsl.module import RunOutcome, SkillModule
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
@@ -306,32 +306,9 @@ def _cut_for_model(text: str, limit: int) -> str:
 def call_agent_metric(
     metric: Callable[..., Any], example: Example, outcome: RunOutcome, trace: Any
 ) -> Score:
-    """Run a metric on an agent run: with `trace=<trajectory>` when it takes a `trace`
-    parameter, else as `(example, prediction)`. A metric that raises is a `MetricError`."""
-    if not _takes_trace(metric):
-        return call_metric(metric, example, outcome.prediction)
-    name = metric_name(metric)
-    try:
-        result = metric(example, outcome.prediction, trace=trace)
-    except (MetricError, BudgetExceeded, ModelError):
-        raise
-    except Exception as exc:
-        raise MetricError(
-            f"metric {name!r} raised {type(exc).__name__}: {exc} on example {example.id!r}; "
-            "fix the metric (it must handle runs without a final answer)",
-            example_id=example.id,
-            metric=name,
-        ) from exc
-    return to_score(result, metric=name, example_id=example.id)
-
-
-def _takes_trace(metric: Callable[..., Any]) -> bool:
-    import inspect
-
-    try:
-        return "trace" in inspect.signature(metric).parameters
-    except (TypeError, ValueError):
-        return False
+    """Run a metric on an agent run: `call_metric` with the run's record (a trajectory, a
+    harness run) as what a `trace` form receives. A metric that raises is a `MetricError`."""
+    return call_metric(metric, example, outcome.prediction, trace=trace)
 
 
 def _check_state(env: Environment[Any], example: Example, trajectory: Trajectory) -> Score:

@@ -21,18 +21,24 @@ supporting function calling is refused at construction (use the text protocol in
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from skillopt_dsl.agents.protocol import ToolRequest, render_call
 from skillopt_dsl.errors import UserInputError
-from skillopt_dsl.lm.base import Completion, Message, SamplingParams
+from skillopt_dsl.lm.base import SamplingParams
+from skillopt_dsl.lm.litellm_backend import LiteLLMBackend
 
 __all__ = ["NativeToolBackend"]
 
 
-class NativeToolBackend:
+class NativeToolBackend(LiteLLMBackend):
     """A `Backend` calling `litellm.completion` with `tools=` (see the module docstring).
+
+    Built on `LiteLLMBackend`: the request, the price, the cost lookup and `identity()` (the
+    endpoint included, so two servers with one model name never share a cache entry) are
+    that backend's; this one only turns the transcript into native messages and `tools=`, and
+    the reply's native tool calls back into fenced calls.
 
     Args:
         model: a litellm model string with native tool calling.
@@ -54,55 +60,31 @@ class NativeToolBackend:
                 f"NativeToolBackend needs a provider model string with tool calling, got "
                 f"{model!r}; the embedded local models use the text protocol (protocol='text')"
             )
-        if timeout_s <= 0:
-            raise UserInputError(f"timeout_s must be > 0, got {timeout_s!r}.")
+        super().__init__(model, api_base=api_base, timeout_s=timeout_s)
         if check_support and not _supports_tools(model):
             raise UserInputError(
                 f"litellm does not list {model!r} as supporting function calling; use the "
                 "text protocol (a plain model string), or pass check_support=False if it does"
             )
-        self._model, self._api_base, self._timeout_s = model, api_base, timeout_s
 
-    @property
-    def model(self) -> str:
-        """The litellm model string."""
-        return self._model
-
-    def generate(self, messages: list[Message], params: SamplingParams) -> Completion:
-        """One completion with native tools; tool calls come back as fenced JSON calls."""
-        from skillopt_dsl.lm._litellm import litellm
-
-        request: dict[str, Any] = {
-            "model": self._model,
-            "messages": [to_native(m) for m in messages],
-            "temperature": params.temperature,
-            "max_tokens": params.max_tokens,
-            "seed": params.seed,
-            "timeout": self._timeout_s,
-            "max_retries": 0,
-            "num_retries": 0,
-            "drop_params": True,
-            **params.provider_kwargs(),  # top_p, stop, response_format, reasoning effort
-        }
+    def _request(
+        self, messages: Sequence[Mapping[str, Any]], params: SamplingParams
+    ) -> dict[str, Any]:
+        """`LiteLLMBackend`'s request, with native messages and the transcript's `tools`."""
+        request = super()._request([to_native(m) for m in messages], params)
         tools = _tools_of(messages)
         if tools:
             request["tools"] = tools
-        if self._api_base is not None:
-            request["api_base"] = self._api_base
-        response = litellm.completion(**request)
-        usage = getattr(response, "usage", None)
-        return Completion(
-            text=reply_text(response.choices[0].message),
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            cost_usd=_cost(response, self._model),
-        )
+        return request
+
+    def _reply_text(self, message: Any) -> str:
+        return reply_text(message)
 
     def __repr__(self) -> str:
-        return f"NativeToolBackend({self._model!r})"
+        return f"NativeToolBackend({self.model!r})"
 
 
-def to_native(message: Mapping[str, str]) -> dict[str, Any]:
+def to_native(message: Mapping[str, Any]) -> dict[str, Any]:
     """A transcript message as the provider expects it (the `tools` key removed)."""
     native: dict[str, Any] = {k: v for k, v in message.items() if k != "tools"}
     if "tool_calls" in native:
@@ -127,7 +109,7 @@ def reply_text(message: Any) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def _tools_of(messages: list[Message]) -> list[Any]:
+def _tools_of(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
     for message in messages:
         if "tools" in message:
             tools = json.loads(message["tools"])
@@ -142,16 +124,3 @@ def _supports_tools(model: str) -> bool:
         return bool(litellm.supports_function_calling(model=model))
     except Exception:  # litellm raises for models it has never heard of
         return False
-
-
-def _cost(response: Any, model: str) -> float | None:
-    hidden = getattr(response, "_hidden_params", None)
-    stamped = hidden.get("response_cost") if isinstance(hidden, Mapping) else None
-    if isinstance(stamped, int | float) and not isinstance(stamped, bool):
-        return float(stamped)
-    from skillopt_dsl.lm._litellm import litellm
-
-    try:
-        return float(litellm.completion_cost(completion_response=response, model=model))
-    except Exception:  # litellm has no price for this model: unpriced, never a made-up 0
-        return None

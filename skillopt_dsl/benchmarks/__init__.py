@@ -15,9 +15,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from skillopt_dsl.benchmarks import (
     bigbench,
@@ -25,9 +23,16 @@ from skillopt_dsl.benchmarks import (
     customer_feedback,
     iso_dates,
     table_lookup,
+    tasks,
+)
+from skillopt_dsl.benchmarks.registry import (
+    Benchmark,
+    get_benchmark,
+    list_benchmarks,
+    module_for,
+    register_benchmark,
 )
 from skillopt_dsl.data import Splits, load_splits
-from skillopt_dsl.errors import UserInputError
 
 __all__ = [
     "DEFAULT_SIZES",
@@ -36,8 +41,11 @@ __all__ = [
     "get_benchmark",
     "list_benchmarks",
     "load_benchmark",
+    "module_for",
+    "register_benchmark",
 ]
 
+# For type checkers and editors; `test_benchmarks.py` keeps it equal to the registry's names.
 BenchmarkName = Literal[
     "arithmetic_2_digit_addition",
     "arithmetic_2_digit_multiplication",
@@ -57,27 +65,6 @@ DEFAULT_SIZES: tuple[int, int, int] = (30, 30, 50)
 """Default (train, val, test) counts of `load_benchmark`: small enough for a laptop run."""
 
 
-@dataclass(frozen=True)
-class Benchmark:
-    """One registered task.
-
-    Attributes:
-        name: registry key.
-        description: what the task asks, in one or two sentences.
-        input_fields: row columns that become `Example.inputs`.
-        label_fields: row columns that become `Example.labels`.
-        loader: returns every row (with an `id` column) in file order.
-        answer_choices: the closed label set of a classification task, else `None`.
-    """
-
-    name: str
-    description: str
-    input_fields: tuple[str, ...]
-    label_fields: tuple[str, ...]
-    loader: Callable[[], list[dict[str, Any]]]
-    answer_choices: tuple[str, ...] | None = None
-
-
 def _arithmetic(operation: str, word: str) -> Benchmark:
     return Benchmark(
         name=f"arithmetic_2_digit_{operation}",
@@ -85,6 +72,7 @@ def _arithmetic(operation: str, word: str) -> Benchmark:
         input_fields=("question",),
         label_fields=("answer",),
         loader=bigbench.arithmetic(operation),
+        module=tasks.Arithmetic,
     )
 
 
@@ -97,6 +85,7 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
         label_fields=("answer",),
         loader=bigbench.sports_understanding,
         answer_choices=("plausible", "implausible"),
+        module=tasks.SportsUnderstanding,
     ),
     Benchmark(
         name="navigate",
@@ -106,6 +95,7 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
         label_fields=("answer",),
         loader=bigbench.navigate,
         answer_choices=("True", "False"),
+        module=tasks.Navigate,
     ),
     Benchmark(
         name="causal_judgment",
@@ -115,6 +105,7 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
         label_fields=("answer",),
         loader=bigbench.causal_judgment,
         answer_choices=("Yes", "No"),
+        module=tasks.CausalJudgment,
     ),
     Benchmark(
         name="date_understanding",
@@ -123,6 +114,7 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
         input_fields=("question", "choices"),
         label_fields=("answer",),
         loader=bigbench.date_understanding,
+        module=tasks.DateUnderstanding,
     ),
     _arithmetic("addition", "plus"),
     _arithmetic("subtraction", "minus"),
@@ -134,6 +126,7 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
         input_fields=("words",),
         label_fields=("answer",),
         loader=bigbench.word_sorting,
+        module=tasks.WordSorting,
     ),
     Benchmark(
         name="customer_feedback",
@@ -143,6 +136,7 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
         label_fields=("answer",),
         loader=customer_feedback.rows,
         answer_choices=customer_feedback.LABELS,
+        module=tasks.CustomerFeedback,
     ),
     Benchmark(
         name="citation_keys",
@@ -152,6 +146,7 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
         input_fields=("reference",),
         label_fields=("answer",),
         loader=citation_keys.rows,
+        module=tasks.CitationKey,
     ),
     Benchmark(
         name="iso_dates",
@@ -161,6 +156,7 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
         input_fields=("text",),
         label_fields=("answer",),
         loader=iso_dates.rows,
+        module=tasks.IsoDate,
     ),
     Benchmark(
         name="table_lookup",
@@ -172,22 +168,8 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
     ),
 )
 
-_REGISTRY: dict[str, Benchmark] = {b.name: b for b in _BENCHMARKS}
-
-
-def list_benchmarks() -> list[str]:
-    """Names of every registered benchmark, sorted."""
-    return sorted(_REGISTRY)
-
-
-def get_benchmark(name: BenchmarkName | str) -> Benchmark:
-    """The registered `Benchmark` called `name`; an unknown name lists the valid ones."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UserInputError(
-            f"unknown benchmark {name!r}; choose one of {list_benchmarks()}"
-        ) from None
+for _benchmark in _BENCHMARKS:
+    register_benchmark(_benchmark)
 
 
 def load_benchmark(

@@ -6,7 +6,7 @@ from typing import Literal
 
 from skillopt_dsl import metrics
 from skillopt_dsl.benchmarks.customer_feedback import CustomerFeedback
-from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.benchmarks.registry import module_for
 from skillopt_dsl.module import InputField, OutputField, SkillModule
 
 __all__ = [
@@ -104,28 +104,3 @@ class IsoDate(SkillModule):
     skill = "Write the date the sentence mentions."
     # unnormalised: the house format is the convention, so "2021-3-5" must not pass
     metric = metrics.exact_match("answer", normalize=False)
-
-
-_MODULES: dict[str, type[SkillModule]] = {
-    "sports_understanding": SportsUnderstanding,
-    "navigate": Navigate,
-    "causal_judgment": CausalJudgment,
-    "date_understanding": DateUnderstanding,
-    "arithmetic_2_digit_addition": Arithmetic,
-    "arithmetic_2_digit_subtraction": Arithmetic,
-    "arithmetic_2_digit_multiplication": Arithmetic,
-    "word_sorting": WordSorting,
-    "customer_feedback": CustomerFeedback,
-    "citation_keys": CitationKey,
-    "iso_dates": IsoDate,
-}
-
-
-def module_for(benchmark: str) -> SkillModule:
-    """A fresh module (with its seed skill) for a registered benchmark."""
-    try:
-        return _MODULES[benchmark]()
-    except KeyError:
-        raise UserInputError(
-            f"no module for benchmark {benchmark!r}; choose one of {sorted(_MODULES)}"
-        ) from None

@@ -2,45 +2,23 @@
 
 DSPy metrics come in two forms: `metric(gold, pred, trace=None)` (also `(gold, pred)`) and GEPA's
 feedback form `metric(gold, pred, trace, pred_name, pred_trace)`. They return a float, a bool or
-`dspy.Prediction(score=..., feedback=...)`. `dspy_score` calls either form and turns any of those
-into a `Score`; `dspy_metric` wraps a DSPy metric for `skillopt_dsl.compile` (our `Example` and
+`dspy.Prediction(score=..., feedback=...)`. `dspy_score` calls either form through
+`skillopt_dsl.metrics.calling.invoke_metric` (the one reading of a metric's signature, shared
+with the core and the agents) and turns any of those into a `Score`; `dspy_metric` wraps a DSPy metric for `skillopt_dsl.compile` (our `Example` and
 `Prediction` answer attribute access as DSPy's do, so the metric sees what it expects).
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from skillopt_dsl.errors import BudgetExceeded, MetricError, ModelError
+from skillopt_dsl.metrics.calling import invoke_metric, metric_form
 from skillopt_dsl.metrics.score import Score, metric_name, to_score
 
 __all__ = ["dspy_metric", "dspy_score", "metric_form"]
-
-MetricForm = Literal["feedback", "trace", "plain"]
-
-
-def metric_form(metric: Callable[..., Any]) -> MetricForm:
-    """How to call `metric`: GEPA's five-argument `"feedback"` form, `"trace"` (three
-    arguments) or `"plain"` `(gold, pred)`, judged from its signature."""
-    try:
-        params = list(inspect.signature(metric).parameters.values())
-    except (TypeError, ValueError):
-        return "trace"
-    positional = [
-        p
-        for p in params
-        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    ]
-    varargs = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
-    names = {p.name for p in params}
-    if varargs or len(positional) >= 5 or {"pred_name", "pred_trace"} <= names:
-        return "feedback"
-    if len(positional) >= 3 or "trace" in names:
-        return "trace"
-    return "plain"
 
 
 def dspy_score(
@@ -61,14 +39,10 @@ def dspy_score(
     judge model's `BudgetExceeded` / `ModelError` passes through.
     """
     name = metric_name(metric)
-    form = metric_form(metric)
     try:
-        if form == "feedback":
-            result = metric(gold, pred, trace, pred_name, pred_trace)
-        elif form == "trace":
-            result = metric(gold, pred, trace)
-        else:
-            result = metric(gold, pred)
+        result = invoke_metric(
+            metric, gold, pred, trace=trace, pred_name=pred_name, pred_trace=pred_trace
+        )
     except (MetricError, BudgetExceeded, ModelError):
         raise
     except Exception as exc:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -125,13 +125,20 @@ class LiteLLMBackend:
         response = litellm.completion(**self._request(messages, params))
         usage = getattr(response, "usage", None)
         return Completion(
-            text=response.choices[0].message.content or "",
+            text=self._reply_text(response.choices[0].message),
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             cost_usd=self._cost(response),
         )
 
-    def _request(self, messages: list[Message], params: SamplingParams) -> dict[str, Any]:
+    def _reply_text(self, message: Any) -> str:
+        """The completion's text from litellm's reply message (a subclass may add to it)."""
+        return str(message.content or "")
+
+    def _request(
+        self, messages: Sequence[Mapping[str, Any]], params: SamplingParams
+    ) -> dict[str, Any]:
+        """The keywords of one `litellm.completion` call: the one place they are built."""
         optional = params.provider_kwargs()
         clash = sorted(set(optional) & set(self._extra))
         if clash:
@@ -141,7 +148,7 @@ class LiteLLMBackend:
             )
         request: dict[str, Any] = {
             "model": self._model,
-            "messages": messages,
+            "messages": list(messages),
             "temperature": params.temperature,
             "max_tokens": params.max_tokens,
             "seed": params.seed,

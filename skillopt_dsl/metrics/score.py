@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from skillopt_dsl.errors import BudgetExceeded, MetricError, ModelError
+from skillopt_dsl.metrics.calling import invoke_metric
 
 if TYPE_CHECKING:
     from skillopt_dsl.types import Example, Prediction
@@ -48,23 +48,6 @@ def metric_name(metric: Callable[..., Any]) -> str:
     return str(name)
 
 
-def _takes_trace(metric: Callable[..., Any]) -> bool:
-    try:
-        params = inspect.signature(metric).parameters
-    except (TypeError, ValueError):
-        return False
-    return "trace" in params
-
-
-def _takes_feedback_args(metric: Callable[..., Any]) -> bool:
-    """GEPA's feedback form: `(gold, pred, trace, pred_name, pred_trace)`."""
-    try:
-        params = inspect.signature(metric).parameters
-    except (TypeError, ValueError):
-        return False
-    return "pred_name" in params and "pred_trace" in params
-
-
 def to_score(result: object, *, metric: str = "metric", example_id: str | None = None) -> Score:
     """Convert a metric's return value into a `Score`: a `Score`, a bool, an int or float in
     [0, 1], or an object with a numeric `score` and an optional `feedback` attribute (DSPy's
@@ -90,25 +73,25 @@ def to_score(result: object, *, metric: str = "metric", example_id: str | None =
     )
 
 
-def call_metric(metric: Callable[..., Any], example: Example, prediction: Prediction) -> Score:
-    """Run a metric on one prediction; an exception becomes a `MetricError` naming the example.
+def call_metric(
+    metric: Callable[..., Any], example: Example, prediction: Prediction, *, trace: Any = None
+) -> Score:
+    """Run a metric on one prediction in the form it declares (`invoke_metric`; `trace` is
+    what a `trace` form receives, such as an agent's trajectory); an exception becomes a
+    `MetricError` naming the example.
 
     A judge model's `BudgetExceeded` or `ModelError` passes through unchanged.
     """
     name = metric_name(metric)
     try:
-        if _takes_feedback_args(metric):
-            result = metric(example, prediction, None, None, None)
-        elif _takes_trace(metric):
-            result = metric(example, prediction, trace=None)
-        else:
-            result = metric(example, prediction)
+        result = invoke_metric(metric, example, prediction, trace=trace)
     except (MetricError, BudgetExceeded, ModelError):
         raise
     except Exception as exc:
         raise MetricError(
             f"metric {name!r} raised {type(exc).__name__}: {exc} on example {example.id!r}; "
-            "fix the metric (it must handle predictions that carry a parse error)",
+            "fix the metric (it must handle predictions that carry a parse error, and runs "
+            "without a final answer)",
             example_id=example.id,
             metric=name,
         ) from exc

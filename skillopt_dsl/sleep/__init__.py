@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from skillopt_dsl.sleep.adopt import Receipt, adopt, recover, rollback
 from skillopt_dsl.sleep.errors import MemoryFileError, SleepError, SleepLocked, StageMismatch
-from skillopt_dsl.sleep.harvest import HarvestResult, HarvestStats, Session, Source, Turn, harvest
+from skillopt_dsl.sleep.harvest import HarvestResult, HarvestStats, Session, Turn, harvest
 from skillopt_dsl.sleep.memory import LEARNED_END, LEARNED_START, MemoryFile
 from skillopt_dsl.sleep.night import NightResult, SleepConfig, run_night
 from skillopt_dsl.sleep.project import ProjectConfig, SleepProject
 from skillopt_dsl.sleep.redact import Redactor
 from skillopt_dsl.sleep.review import ReviewFolder
-from skillopt_dsl.sleep.sources import ClaudeCodeSource, CodexSource, GenericJsonlSource
+from skillopt_dsl.sleep.sources import ClaudeCodeSource, CodexSource, GenericJsonlSource, Source
 from skillopt_dsl.sleep.stage import Manifest, NightReport
 from skillopt_dsl.sleep.tasks import Check, Task
 

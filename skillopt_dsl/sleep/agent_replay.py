@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -190,16 +190,8 @@ class AgentReplay(Replay):
         task = _request(example)
         inputs = {"task": f"{REPLAY_MARKER}\n{task}", "files": files}
         outcome = self.agent.run(memory, Example(example.id, inputs, example.labels), lm, seed=seed)
-        return RunOutcome(
-            prediction=self.parse(outcome.output),
-            output=outcome.output,
-            prompt_tokens=outcome.prompt_tokens,
-            completion_tokens=outcome.completion_tokens,
-            latency_s=outcome.latency_s,
-            cached=False,
-            calls=1,
-            trace={"skill_hash": skill.hash},
-        )
+        prediction, trace = self.parse(outcome.output), {"skill_hash": skill.hash}
+        return replace(outcome, prediction=prediction, cached=False, calls=1, trace=trace)
 
 
 def _request(example: Example) -> str:

@@ -229,15 +229,7 @@ class Replay(SkillModule):
         messages = self.render(skill, example)
         messages[-1]["content"] = f"{REPLAY_MARKER}\n{messages[-1]['content']}"
         response = lm.complete(messages, seed=seed)
-        return RunOutcome(
-            prediction=self.parse(response.text),
-            output=response.text,
-            prompt_tokens=response.prompt_tokens,
-            completion_tokens=response.completion_tokens,
-            latency_s=response.latency_s,
-            cached=response.cached,
-            trace={"skill_hash": skill.hash},
-        )
+        return self.outcome(response, trace={"skill_hash": skill.hash})
 
     def score(self, example: Example, outcome: RunOutcome) -> Score:
         """The judge's score, also kept in the score book under the skill that ran; with

@@ -31,13 +31,13 @@ from typing import Any, Literal
 
 from skillopt_dsl.sleep.harvest import Session
 from skillopt_dsl.sleep.redact import Redactor
-from skillopt_dsl.sleep.sources import (
+from skillopt_dsl.sleep.sources.claude_code import (
     _CLAUDE_COMMAND_PREFIXES,
     _CLAUDE_META_PREFIXES,
     _CLAUDE_NOTICE_PREFIXES,
-    _CODEX_INJECTED,
     slash_command,
 )
+from skillopt_dsl.sleep.sources.codex import _CODEX_INJECTED
 
 __all__ = ["Step", "StepKind", "Timeline", "read_timeline"]
 

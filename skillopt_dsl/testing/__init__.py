@@ -1,8 +1,11 @@
 """Fakes and reusable test helpers shipped with the library (no real model is ever called).
 
 `ScriptedLM` is the fake model, `FaultyBackend` injects provider faults, `FakeOpenAIServer`
-serves an OpenAI-compatible endpoint locally; `OptimizerContract` (in
-`skillopt_dsl.testing.contract`, loaded on first use) is the contract suite every optimizer can run.
+serves an OpenAI-compatible endpoint locally. The contract suites, one per swappable piece,
+each a class to subclass in a test module: `OptimizerContract` (`skillopt_dsl.testing.contract`,
+loaded on first use), `ProposerContract` (`.proposer_contract`), `SourceContract`
+(`.source_contract`), `BackendContract` (`.backend_contract`) and `BenchmarkContract`
+(`.benchmark_contract`). CONTRIBUTING.md maps each piece to its folder, base and suite.
 """
 
 from __future__ import annotations

@@ -1,0 +1,67 @@
+"""Every shipped backend passes the shipped `BackendContract` (offline: fakes only)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from skillopt_dsl.agents import NativeToolBackend
+from skillopt_dsl.lm import LiteLLMBackend
+from skillopt_dsl.lm.base import Backend
+from skillopt_dsl.lm.openai_compat import OpenAICompatBackend
+from skillopt_dsl.testing import FakeOpenAIServer, FaultyBackend, ScriptedLM
+from skillopt_dsl.testing.backend_contract import REPLY, BackendContract
+
+Cleanup = Callable[[Callable[[], None]], None]
+
+
+def _fake_litellm(monkeypatch: Any) -> None:
+    import litellm
+
+    def fake_completion(**request: Any) -> Any:
+        return litellm.ModelResponse(
+            choices=[{"index": 0, "message": {"role": "assistant", "content": REPLY}}],
+            usage={"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3},
+        )
+
+    monkeypatch.setattr(litellm, "completion", fake_completion)
+
+
+class TestLiteLLMBackendContract(BackendContract):
+    secret = "sk-contract-secret-0000"
+
+    def make_backend(self, api_base: str, monkeypatch: Any, cleanup: Cleanup) -> Backend:
+        _fake_litellm(monkeypatch)
+        return LiteLLMBackend(
+            "openai/gpt-4o-mini", api_base=api_base, extra={"api_key": self.secret}
+        )
+
+
+class TestNativeToolBackendContract(BackendContract):
+    def make_backend(self, api_base: str, monkeypatch: Any, cleanup: Cleanup) -> Backend:
+        _fake_litellm(monkeypatch)
+        return NativeToolBackend("openai/gpt-4o-mini", api_base=api_base)
+
+
+class TestOpenAICompatBackendContract(BackendContract):
+    secret = "sk-contract-secret-1111"
+
+    def make_backend(self, api_base: str, monkeypatch: Any, cleanup: Cleanup) -> Backend:
+        server = FakeOpenAIServer(lambda messages: REPLY, latency_s=0.0).__enter__()
+        cleanup(lambda: server.__exit__(None, None, None))
+        # each call builds its own fake server: two backends, one model name, two endpoints
+        return OpenAICompatBackend("openai/same", api_base=server.url, api_key=self.secret)
+
+
+class TestScriptedLMContract(BackendContract):
+    has_endpoints = False
+
+    def make_backend(self, api_base: str, monkeypatch: Any, cleanup: Cleanup) -> Backend:
+        return ScriptedLM(lambda messages: REPLY)
+
+
+class TestFaultyBackendContract(BackendContract):
+    has_endpoints = False
+
+    def make_backend(self, api_base: str, monkeypatch: Any, cleanup: Cleanup) -> Backend:
+        return FaultyBackend(ScriptedLM(lambda messages: REPLY), rate=0.0, seed=0)
