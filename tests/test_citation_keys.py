@@ -14,7 +14,7 @@ import pytest
 
 from skillopt_dsl.benchmarks import citation_keys, get_benchmark, list_benchmarks, load_benchmark
 from skillopt_dsl.benchmarks.tasks import CitationKey, module_for
-from skillopt_dsl.optimizers.shape_rules import answer_shape
+from skillopt_dsl.optimizers.proposers.answer_shape import answer_shape
 from skillopt_dsl.types import Example, Prediction
 
 KEY = re.compile(r"[a-z]+[0-9]{4}")

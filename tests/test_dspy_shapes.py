@@ -366,7 +366,7 @@ def test_no_answer_shape_rule_is_mined_from_a_pydantic_label() -> None:
     """Kills: a Python-repr shape rule ("... (like {'name': 'Alice', 'age': 20})") mined from
     the labels of a pydantic output field; and labels reaching the metric as dicts when the
     program is run through `DSPyProgram` directly (rebuilt into the field's model)."""
-    from skillopt_dsl.optimizers.shape_rules import AnswerShapeProposer
+    from skillopt_dsl.optimizers.proposers.answer_shape import AnswerShapeProposer
 
     def same_name(gold: Any, pred: Any, trace: Any = None) -> float:
         return float(pred.person.name == gold.person.name)

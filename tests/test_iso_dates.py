@@ -16,7 +16,7 @@ import pytest
 
 from skillopt_dsl.benchmarks import get_benchmark, iso_dates, list_benchmarks, load_benchmark
 from skillopt_dsl.benchmarks.tasks import IsoDate, module_for
-from skillopt_dsl.optimizers.shape_rules import answer_shape
+from skillopt_dsl.optimizers.proposers.answer_shape import answer_shape
 from skillopt_dsl.types import Example, Prediction
 
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}$")

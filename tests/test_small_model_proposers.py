@@ -30,7 +30,11 @@ from skillopt_dsl.optimizers import (
     ReflectiveProposer,
 )
 from skillopt_dsl.optimizers.proposers import ProposalRequest
-from skillopt_dsl.optimizers.shape_rules import AnswerShapeProposer, answer_shape, shape_of
+from skillopt_dsl.optimizers.proposers.answer_shape import (
+    AnswerShapeProposer,
+    answer_shape,
+    shape_of,
+)
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.types import Example, Prediction

@@ -7,19 +7,19 @@ from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.beam import Beam
 from skillopt_dsl.optimizers.gradient_text import GradientText
 from skillopt_dsl.optimizers.optuna_lr import OptunaLR, SweepResult, TrialRecord
-from skillopt_dsl.optimizers.plain_rules import PlainRuleProposer
 from skillopt_dsl.optimizers.proposers import (
+    AnswerShapeProposer,
     ConsolidationProposer,
     DemonstrationsProposer,
     EditGroup,
     FormatRuleProposer,
+    PlainRuleProposer,
     ProposalRequest,
     Proposer,
     ReflectiveProposer,
     RejectedCandidate,
 )
 from skillopt_dsl.optimizers.schedules import SCHEDULES, lr_at
-from skillopt_dsl.optimizers.shape_rules import AnswerShapeProposer
 
 __all__ = [
     "SCHEDULES",

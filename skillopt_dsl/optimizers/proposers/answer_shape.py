@@ -26,11 +26,9 @@ from dataclasses import dataclass
 from skillopt_dsl.baselines import label_set
 from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.module import SkillModule
-from skillopt_dsl.optimizers.proposers import (
+from skillopt_dsl.optimizers.proposers.base import EditGroup, ProposalRequest, Proposer
+from skillopt_dsl.optimizers.proposers.common import (
     FORMAT_HEADING,
-    EditGroup,
-    ProposalRequest,
-    Proposer,
     bullet_under_heading,
     module_gold_answer,
     states,

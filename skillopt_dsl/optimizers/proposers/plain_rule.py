@@ -22,10 +22,8 @@ from dataclasses import dataclass
 from skillopt_dsl.baselines import label_set
 from skillopt_dsl.errors import ModelError
 from skillopt_dsl.evaluate import Rollout
-from skillopt_dsl.optimizers.proposers import (
-    EditGroup,
-    ProposalRequest,
-    Proposer,
+from skillopt_dsl.optimizers.proposers.base import EditGroup, ProposalRequest, Proposer
+from skillopt_dsl.optimizers.proposers.common import (
     bullet_under_heading,
     gold_answer,
     module_gold_answer,

@@ -1,0 +1,119 @@
+"""Proposers: small plug-ins that turn a mini-batch of rollouts into typed edits.
+
+Contract (`Proposer`): implement `propose(request) -> list[EditGroup]`. Read anything from the
+`ProposalRequest`; never raise for one bad group (log it with `request.note(...)` and skip it);
+draw randomness only from `request.rng`. Proposers never apply edits or touch the incumbent:
+the optimizer clips their edits to the learning rate and the driver's gate decides.
+
+One module per proposer; the contract lives in `base.py`, the helpers the shipped proposers share
+in `common.py`. Shipped proposers (each passes `skillopt_dsl.testing.proposer_contract`):
+
+- `ReflectiveProposer`: the optimizer model reads groups of failures (and, separately,
+  successes) and proposes edits as JSON, validated by pydantic, retried once on invalid output.
+- `DemonstrationsProposer`: adds or swaps worked examples from the training set in an
+  `## Examples` section; needs no optimizer model (small models copy examples well).
+- `FormatRuleProposer`: derives an output-format rule from the declared output types when
+  rollouts fail to parse or the metric's feedback says the format is wrong; no model needed.
+- `AnswerShapeProposer`: states the shape every gold answer shares; no model needed.
+- `PlainRuleProposer`: one plain-language rule from a small optimizer model.
+- `ConsolidationProposer`: the slow update (repeated paragraphs, concision edits).
+
+Module hooks: a module whose calls are not rendered by our renderer (a DSPy predictor, which
+DSPy's adapter formats and whose labels belong to the whole program) may define
+`worked_example(example, rollout) -> str | None`, `output_format_rule() -> str | None`,
+`reflection_case(example, rollout) -> str`, `labelled_answer(example) -> str | None` and
+`output_broke_format(rollout) -> bool`; the proposers then use them (None: nothing to add)
+instead of `render_demo`, `format_rule`, the default reflection case, `gold_answer` (rules
+mined from labels) and the default format-failure signals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from skillopt_dsl.optimizers.proposers.answer_shape import (
+    AnswerShape,
+    AnswerShapeProposer,
+    answer_shape,
+    shape_of,
+)
+from skillopt_dsl.optimizers.proposers.base import (
+    EditGroup,
+    ProposalRequest,
+    Proposer,
+    RejectedCandidate,
+    edit_key,
+)
+from skillopt_dsl.optimizers.proposers.common import (
+    EXAMPLES_HEADING,
+    FORMAT_HEADING,
+    bullet_under_heading,
+    gold_answer,
+    module_demo,
+    module_gold_answer,
+    render_demo,
+    states,
+)
+from skillopt_dsl.optimizers.proposers.consolidation import (
+    ConsolidationProposer,
+    repeated_paragraph_deletes,
+    repeated_paragraphs,
+)
+from skillopt_dsl.optimizers.proposers.demonstrations import DemonstrationsProposer
+from skillopt_dsl.optimizers.proposers.format_rule import (
+    FormatRuleProposer,
+    format_rule,
+    mentions_format,
+    module_broke_format,
+    module_format_rule,
+)
+from skillopt_dsl.optimizers.proposers.plain_rule import PlainRuleProposer
+from skillopt_dsl.optimizers.proposers.reflective import ReflectiveProposer, ask_for_edits
+
+__all__ = [
+    "EXAMPLES_HEADING",
+    "FORMAT_HEADING",
+    "AnswerShape",
+    "AnswerShapeProposer",
+    "ConsolidationProposer",
+    "DemonstrationsProposer",
+    "EditGroup",
+    "FormatRuleProposer",
+    "PlainRuleProposer",
+    "ProposalRequest",
+    "Proposer",
+    "ProposerFactory",
+    "ReflectiveProposer",
+    "RejectedCandidate",
+    "answer_shape",
+    "ask_for_edits",
+    "bullet_under_heading",
+    "default_proposers",
+    "edit_key",
+    "format_rule",
+    "gold_answer",
+    "mentions_format",
+    "module_broke_format",
+    "module_demo",
+    "module_format_rule",
+    "module_gold_answer",
+    "render_demo",
+    "repeated_paragraph_deletes",
+    "repeated_paragraphs",
+    "shape_of",
+    "states",
+]
+
+
+def default_proposers() -> list[Proposer]:
+    """The proposers GradientText and Beam use unless told otherwise: the format rule and the
+    answer-shape rule (no model call), worked examples from failures, then reflection."""
+    return [
+        FormatRuleProposer(),
+        AnswerShapeProposer(),
+        DemonstrationsProposer(),
+        ReflectiveProposer(),
+    ]
+
+
+ProposerFactory = Callable[[], Proposer]

@@ -1,0 +1,111 @@
+"""The proposer contract: `Proposer`, the `ProposalRequest` it reads, the `EditGroup`s it
+returns, and the rejected-proposal memory (`RejectedCandidate`, `edit_key`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from skillopt_dsl.evaluate import Rollout
+from skillopt_dsl.lm import LM
+from skillopt_dsl.module import SkillModule
+from skillopt_dsl.skill import Edit, Skill
+from skillopt_dsl.types import Example
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RejectedCandidate:
+    """A candidate the gate turned down: its edits and its validation delta (the memory)."""
+
+    edits: tuple[Edit, ...]
+    delta: float
+    step: int
+    epoch: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, as kept in checkpoints."""
+        return {
+            "edits": [e.model_dump() for e in self.edits],
+            "delta": self.delta,
+            "step": self.step,
+            "epoch": self.epoch,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RejectedCandidate:
+        """Rebuild from `to_dict` output."""
+        from skillopt_dsl.skill import parse_edits
+
+        return cls(tuple(parse_edits(data["edits"])), data["delta"], data["step"], data["epoch"])
+
+
+@dataclass(frozen=True)
+class EditGroup:
+    """Edits one proposer drew from one group of rollouts."""
+
+    edits: tuple[Edit, ...]
+    source: str
+    failure_driven: bool
+    rationale: str = ""
+
+
+@dataclass
+class ProposalRequest:
+    """Everything a proposer may read for one step (one context object, not a parameter list)."""
+
+    module: SkillModule
+    skill: Skill
+    batch: Sequence[Example]
+    rollouts: Sequence[Rollout]
+    trainset: Sequence[Example]
+    rejected: Sequence[RejectedCandidate]
+    optimizer_lm: LM
+    rng: random.Random
+    budget_tokens: int
+    step: int = 0
+    epoch: int = 0
+    notes: list[dict[str, Any]] = field(default_factory=list)
+
+    def note(self, kind: str, **payload: Any) -> None:
+        """Record something worth keeping in the run's events (a dropped group, say)."""
+        self.notes.append({"kind": kind, **payload})
+
+    def failures(self, threshold: float = 1.0) -> list[tuple[Example, Rollout]]:
+        """The batch's (example, rollout) pairs scoring below `threshold`."""
+        return [
+            (e, r) for e, r in zip(self.batch, self.rollouts, strict=True) if r.score < threshold
+        ]
+
+    def successes(self, threshold: float = 1.0) -> list[tuple[Example, Rollout]]:
+        """The batch's pairs scoring at least `threshold`."""
+        return [
+            (e, r) for e, r in zip(self.batch, self.rollouts, strict=True) if r.score >= threshold
+        ]
+
+
+class Proposer(ABC):
+    """Turns a `ProposalRequest` into edit groups. See the module docstring for the contract."""
+
+    name: str = "proposer"
+
+    @abstractmethod
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        """Return zero or more edit groups; never raise for one bad group."""
+
+
+def edit_key(edit: Edit) -> str:
+    """A normalised identity for an edit (whitespace-collapsed, case-folded), for dedup and memory."""
+    fields = edit.model_dump(exclude={"rationale"})
+    return json.dumps(
+        {k: " ".join(str(v).split()).casefold() for k, v in fields.items()}, sort_keys=True
+    )
+
+
+# -- demonstrations --------------------------------------------------------------------------

@@ -1,0 +1,167 @@
+"""`ReflectiveProposer`: the optimizer model reads failures and proposes edits as JSON."""
+
+from __future__ import annotations
+
+import json
+import logging
+import typing
+from dataclasses import dataclass
+
+import pydantic
+
+from skillopt_dsl.errors import ModelError
+from skillopt_dsl.evaluate import Rollout
+from skillopt_dsl.lm import LM
+from skillopt_dsl.optimizers.proposers.base import (
+    EditGroup,
+    ProposalRequest,
+    Proposer,
+)
+from skillopt_dsl.optimizers.proposers.common import (
+    gold_answer,
+)
+from skillopt_dsl.skill import Add, Delete, Edit, Replace
+from skillopt_dsl.types import Example
+
+logger = logging.getLogger(__name__)
+
+
+class _EditBatch(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+    edits: list[typing.Annotated[Add | Replace | Delete, pydantic.Field(discriminator="kind")]]
+
+
+_SYSTEM = """You improve a skill document: the instructions a model reads before doing a task.
+You are shown the document and examples of the model's work with the expected answers and the
+metric's feedback. Propose small, general edits to the document that would fix the failures
+without breaking the successes. Do not copy example answers; state rules.
+Reply with JSON only, in this form:
+{"edits": [{"kind": "add", "after": "<heading or exact text, or null for the end>", "text": "<new text>", "rationale": "<why>"},
+           {"kind": "replace", "old": "<exact text in the document>", "new": "<replacement>", "rationale": "<why>"},
+           {"kind": "delete", "old": "<exact text in the document>", "rationale": "<why>"}]}"""
+
+
+@dataclass(kw_only=True)
+class ReflectiveProposer(Proposer):
+    """The optimizer model reads groups of rollouts and proposes typed edits (JSON).
+
+    Failures are read in groups of `group_size`; successes (at most one group) separately, to
+    learn what to keep. Invalid output is retried once with the validation error; a group
+    still invalid is dropped and recorded, never a crash.
+    """
+
+    group_size: int = 4
+    max_failure_groups: int = 2
+    read_successes: bool = True
+    max_edits_per_group: int = 3
+    name: str = "reflective"
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        failures = request.failures()
+        groups: list[tuple[bool, list[tuple[Example, Rollout]]]] = [
+            (True, failures[i : i + self.group_size])
+            for i in range(0, len(failures), self.group_size)
+        ][: self.max_failure_groups]
+        successes = request.successes()
+        if self.read_successes and successes:
+            groups.append((False, successes[: self.group_size]))
+        result: list[EditGroup] = []
+        for index, (failure_driven, group) in enumerate(groups):
+            edits = self._reflect(request, group, failure_driven, index)
+            if edits:
+                result.append(
+                    EditGroup(tuple(edits[: self.max_edits_per_group]), self.name, failure_driven)
+                )
+        return result
+
+    def _reflect(
+        self,
+        request: ProposalRequest,
+        group: list[tuple[Example, Rollout]],
+        failure_driven: bool,
+        index: int,
+    ) -> list[Edit]:
+        messages = [
+            {"role": "system", "content": _SYSTEM},
+            {"role": "user", "content": _reflection_prompt(request, group, failure_driven)},
+        ]
+        edits = ask_for_edits(request.optimizer_lm, messages, seed=request.step * 100 + index)
+        if isinstance(edits, str):
+            reason, _, reply = edits.partition("\n")
+            request.note("reflection_dropped", group=index, reason=reason, reply=reply[:500])
+            return []
+        return edits
+
+
+def ask_for_edits(lm: LM, messages: list[dict[str, str]], *, seed: int) -> list[Edit] | str:
+    """Ask the optimizer model for `{"edits": [...]}`; validate with pydantic; retry once with
+    the validation error. Returns the edits, or a string saying why the reply was dropped
+    (first line: the reason; then the last reply). Never raises for bad output."""
+    for attempt in range(2):
+        try:
+            reply = lm.complete(messages, seed=seed).text
+        except ModelError as exc:
+            return f"model error: {exc}"
+        try:
+            return list(_EditBatch.model_validate_json(_json_block(reply)).edits)
+        except (pydantic.ValidationError, ValueError) as exc:
+            if attempt == 1:
+                return f"{_brief(exc)}\n{reply}"
+            retry = f"That reply was invalid: {_brief(exc)}. Reply with the JSON only."
+            messages = [
+                *messages,
+                {"role": "assistant", "content": reply},
+                {"role": "user", "content": retry},
+            ]
+    return "no valid reply"
+
+
+def _json_block(text: str) -> str:
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        raise ValueError("the reply contains no JSON object")
+    return text[start : end + 1]
+
+
+def _brief(exc: Exception) -> str:
+    if isinstance(exc, pydantic.ValidationError):
+        return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
+    return str(exc)[:300]
+
+
+def _reflection_prompt(
+    request: ProposalRequest, group: list[tuple[Example, Rollout]], failure_driven: bool
+) -> str:
+    what = "FAILED" if failure_driven else "SUCCEEDED (keep what made these work)"
+    parts = [
+        f"# Task\n{request.module.description or request.module.name}",
+        f"# Document\n{request.skill.text or '(empty)'}",
+    ]
+    cases = [f"# Examples the model {what}"]
+    hook = getattr(request.module, "reflection_case", None)
+    for example, rollout in group:
+        if callable(hook):
+            cases.append(hook(example, rollout))
+            continue
+        cases.append(
+            f"- input: {json.dumps(dict(example.inputs), ensure_ascii=False, default=str)[:600]}\n"
+            f"  output: {rollout.output[:300]!r}\n"
+            # an agent's trace (Trajectory, HarnessRun) renders itself compactly
+            + (
+                f"  trajectory:\n{rollout.trace.render_for_reflection()}\n"
+                if callable(getattr(rollout.trace, "render_for_reflection", None))
+                else ""
+            )
+            + f"  expected: {gold_answer(request.module, example)}\n"
+            f"  feedback: {rollout.feedback or rollout.prediction.error or ''}"
+        )
+    parts.append("\n".join(cases))
+    if request.rejected:
+        tried = [
+            f"- {e.model_dump_json(exclude={'rationale'})} (delta {c.delta:+.3f})"
+            for c in request.rejected[-5:]
+            for e in c.edits[:3]
+        ]
+        parts.append("# Already tried and rejected (do not propose again)\n" + "\n".join(tried))
+    parts.append(f"# Limit\nYour edits together may change at most {request.budget_tokens} tokens.")
+    return "\n\n".join(parts)
