@@ -202,7 +202,7 @@ def compile(
         if baseline is not None:
             context.emit("baseline", **baseline.to_dict())
         stop_reason = chosen.compile(module, trainset, valset, context=context)
-        _draw_sweep_plots(chosen, context)
+        _after_compile(chosen, context)
         test = _TestScores.measure(context, testset, UsageLedger(test_budget))
         return _finish(context, stop_reason, test, baseline, check)
     finally:
@@ -364,7 +364,7 @@ def _start(context: CompileContext, cache: ResponseCache, resume: bool) -> None:
     # Every reservation is journaled in the run directory before its call is sent, so a resume
     # counts the calls a kill left in flight (`UsageLedger.open_journal`).
     replayed = context.run.path is not None and context.ledger.open_journal(
-        context.run.path / "ledger.jsonl", replay=resume
+        context.run.files.ledger, replay=resume
     )
     if resume and not replayed:
         # A run directory without a journal (an older run): calls paid after the last
@@ -386,9 +386,19 @@ def _start(context: CompileContext, cache: ResponseCache, resume: bool) -> None:
     _ = context.incumbent_report
 
 
-def _draw_sweep_plots(optimizer: Optimizer, context: CompileContext) -> None:
-    """Draw the plots an optimizer asked for (optimizers plot nothing themselves): an OptunaLR
-    sweep's study plots, next to the study (`plot_folder`)."""
+def _after_compile(optimizer: Optimizer, context: CompileContext) -> None:
+    """Ask the optimizer for what it leaves after the search (an OptunaLR sweep: its study
+    plots) through its `after_compile(context)` hook; compile knows no optimizer by type."""
+    hook = getattr(optimizer, "after_compile", None)
+    if callable(hook):
+        hook(context)
+    else:
+        _sweep_plots_until_the_hook_lands(optimizer, context)
+
+
+def _sweep_plots_until_the_hook_lands(optimizer: Optimizer, context: CompileContext) -> None:
+    """TRANSITIONAL (issue 28): `OptunaLR.after_compile` does this once the optimizer side
+    lands; delete this function then. Draws an OptunaLR sweep's study plots next to the study."""
     from skillopt_dsl.optimizers.optuna_lr import OptunaLR, plot_folder
 
     if not isinstance(optimizer, OptunaLR) or not optimizer.plots:
@@ -399,7 +409,7 @@ def _draw_sweep_plots(optimizer: Optimizer, context: CompileContext) -> None:
     folder = plot_folder(optimizer.storage, study.study_name, context.run.path)
     if folder is None:
         return
-    from skillopt_dsl.report import write_sweep_plots
+    from skillopt_dsl.report.study_plots import write_sweep_plots
 
     plots = write_sweep_plots(study, folder)
     context.emit("sweep_plots", folder=str(folder), plots=[str(p) for p in plots])
