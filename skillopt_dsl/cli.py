@@ -42,6 +42,7 @@ from skillopt_dsl.lm.endpoint import API_BASE_ENV, OPTIMIZER_API_BASE_ENV, at_ap
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.progress import CompileProgress
 from skillopt_dsl.recipes import Recipe, load_recipe
+from skillopt_dsl.settings import DEFAULT_THREADS
 from skillopt_dsl.types import Example
 
 __all__ = ["app", "main"]
@@ -413,7 +414,7 @@ def compile_command(
         bool, typer.Option("--resume", help="Continue the run in --run-dir.")
     ] = False,
     seed: SeedOpt = 0,
-    threads: ThreadsOpt = 4,
+    threads: ThreadsOpt = DEFAULT_THREADS,
     max_errors: MaxErrorsOpt = 10,
     debug: DebugOpt = False,
 ) -> None:
@@ -730,7 +731,7 @@ def eval_command(
             help="Also score the recipe's seed skill on the split (twice the calls).",
         ),
     ] = True,
-    threads: ThreadsOpt = 4,
+    threads: ThreadsOpt = DEFAULT_THREADS,
     seed: SeedOpt = 0,
     max_errors: MaxErrorsOpt = 10,
     debug: DebugOpt = False,
@@ -803,7 +804,7 @@ def transfer_command(
             "(local/... models run in-process).",
         ),
     ] = None,
-    threads: ThreadsOpt = 4,
+    threads: ThreadsOpt = DEFAULT_THREADS,
     seed: SeedOpt = 0,
     max_errors: MaxErrorsOpt = 10,
     debug: DebugOpt = False,

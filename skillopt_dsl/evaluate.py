@@ -28,6 +28,7 @@ from skillopt_dsl.errors import (
 from skillopt_dsl.lm import LM, Backend, resolve_lm
 from skillopt_dsl.metrics.score import call_metric
 from skillopt_dsl.module import SkillModule
+from skillopt_dsl.settings import DEFAULT_THREADS
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example, Prediction
 
@@ -146,7 +147,7 @@ def evaluate(
     *,
     skill: Skill | str | None = None,
     lm: str | Backend | LM | None = None,
-    threads: int = 8,
+    threads: int = DEFAULT_THREADS,
     max_errors: int | None = None,
     cache: EvaluationCache | None = None,
     seed: int = 0,

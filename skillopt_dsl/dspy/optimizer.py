@@ -45,6 +45,7 @@ from skillopt_dsl.export import export_skill
 from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import LM, Backend, Budget, UsageSnapshot
 from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.settings import DEFAULT_THREADS
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
@@ -367,7 +368,7 @@ def evaluate_program(
     *,
     lm: ModelSpec = None,
     adapter: Any = None,
-    threads: int = 4,
+    threads: int = DEFAULT_THREADS,
     seed: int = 0,
     max_errors: int | None = None,
 ) -> EvaluationReport:

@@ -25,6 +25,7 @@ from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import Budget, UsageSnapshot
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.settings import DEFAULT_THREADS
 from skillopt_dsl.types import Example, Prediction
 
 __all__ = ["Consolidation", "consolidate", "gate_minimum_val", "readiness", "remaining_budget"]
@@ -128,7 +129,7 @@ def consolidate(
     optimizer_lm: ModelSpec,
     run_dir: Path,
     seed: int = 0,
-    threads: int = 4,
+    threads: int = DEFAULT_THREADS,
     on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
 ) -> Consolidation:
     """Compile the live document on the tasks; `blocked` says why nothing could be accepted."""

@@ -30,6 +30,7 @@ from skillopt_dsl.lm import (
     resolve_lm,
 )
 from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.settings import DEFAULT_THREADS
 from skillopt_dsl.sleep.adopt import adopt, recover
 from skillopt_dsl.sleep.agent_replay import AgentReplay, AgentRunsOnly, AgentSettings, settings_from
 from skillopt_dsl.sleep.consolidate import (
@@ -127,7 +128,7 @@ class SleepConfig:
     tasks: Path | None = None
     reviewed_only: bool = False
     seed: int = 0
-    threads: int = 4
+    threads: int = DEFAULT_THREADS
     dream_variants: int = 0
     contrastive: bool = False
     remember_rejected: bool = False
