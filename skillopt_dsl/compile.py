@@ -172,7 +172,6 @@ def compile(
             `optimizer.planned_decisions(len(trainset), max_calls=..., validation_size=...)`.
     """
     settings = CompileSettings(
-        optimizer=optimizer,
         lm=lm,
         optimizer_lm=optimizer_lm,
         gate=gate,
@@ -187,7 +186,7 @@ def compile(
         on_event=on_event,
         significance=significance,
     )
-    return compile_with(module, trainset, valset, settings)
+    return compile_with(module, trainset, valset, settings, optimizer)
 
 
 def compile_with(
@@ -195,14 +194,15 @@ def compile_with(
     trainset: Sequence[Example],
     valset: Sequence[Example],
     settings: CompileSettings,
+    optimizer: Optimizer | None = None,
 ) -> CompileResult:
-    """`compile(module, trainset, valset, **keywords)` with the keywords already packed in one
-    `CompileSettings` (what code that passes a run's settings on calls)."""
+    """`compile(module, trainset, valset, optimizer=..., **keywords)` with the keywords already
+    packed in one `CompileSettings` (what code that passes a run's settings on calls)."""
     resume = settings.resume
     trainset, valset, testset = _checked_splits(
         module, trainset, valset, settings.testset, resume=resume, run_dir=settings.run_dir
     )
-    chosen = settings.optimizer if settings.optimizer is not None else _default_optimizer()
+    chosen = optimizer if optimizer is not None else _default_optimizer()
     run = RunDirectory(settings.run_dir)
     models = RunModels.resolve(settings, run.cache_path)
     context = CompileContext(

@@ -28,13 +28,16 @@ from skillopt_dsl.errors import (
 from skillopt_dsl.lm import LM, Backend, resolve_lm
 from skillopt_dsl.metrics.score import call_metric
 from skillopt_dsl.module import SkillModule
-from skillopt_dsl.settings import DEFAULT_THREADS
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example, Prediction
 
 __all__ = ["EvaluationCache", "EvaluationReport", "Rollout", "evaluate"]
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_THREADS = 4
+"""Parallel model calls during evaluation, unless a caller says otherwise (every front door:
+`compile`, `evaluate`, the DSPy optimizer, Sleep, the command line)."""
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 `compile(...)` keeps its keyword front door; it packs its keywords into one frozen
 `CompileSettings`, and everything below it (the driver, a sweep's trial runs, the DSPy
 optimizer, Sleep, the CLI) reads that object instead of taking the same dozen parameters
-again. Defaults live here only (`DEFAULT_THREADS` is the one default of `threads`).
+again. Defaults live here only (`DEFAULT_THREADS`, the one default of `threads`, is
+`skillopt_dsl.evaluate`'s, re-exported here).
 
 `RunModels` is the other half a run needs: the target and reflection models, resolved once,
 sharing one ledger (the search budget) and the run's response cache.
@@ -16,18 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from skillopt_dsl.evaluate import DEFAULT_THREADS
 from skillopt_dsl.lm import LM, Backend, Budget, ResponseCache, UsageLedger, resolve_lm
 from skillopt_dsl.types import Example
 
 if TYPE_CHECKING:
     from skillopt_dsl.evidence import SignificanceBudget
     from skillopt_dsl.gate import Gate
-    from skillopt_dsl.optimizers.base import Optimizer
 
 __all__ = ["DEFAULT_THREADS", "CompileSettings", "EventListener", "ModelSpec", "RunModels"]
 
-DEFAULT_THREADS = 4
-"""Parallel model calls during evaluation, unless a caller says otherwise (every front door)."""
 
 ModelSpec = str | Backend | LM | None
 """A model as a caller may name it: a model string, a backend, an `LM`, or None (the default)."""
@@ -38,9 +37,11 @@ EventListener = Callable[[str, Mapping[str, Any]], None]
 
 @dataclass(frozen=True, kw_only=True)
 class CompileSettings:
-    """Every keyword of `compile(...)`, with its default (see `compile` for each one)."""
+    """Every keyword of `compile(...)` but the optimizer, with its default (see `compile` for
+    each one). The optimizer is a plug-in object, passed beside the settings
+    (`compile_with(module, trainset, valset, settings, optimizer)`); the driver reads the
+    settings and never the optimizer."""
 
-    optimizer: Optimizer | None = None
     lm: ModelSpec = None
     optimizer_lm: ModelSpec = None
     gate: Gate | None = None

@@ -99,14 +99,13 @@ def run_sweep_worker(
         grace_period=grace_period,
     )
     settings = CompileSettings(
-        optimizer=optimizer,
         lm=lm,
         optimizer_lm=optimizer_lm,
         budget=budget,
         run_dir=run_dir,
         seed=seed,
     )
-    compiled = compile_with(module, splits.train, splits.val, settings)
+    compiled = compile_with(module, splits.train, splits.val, settings, optimizer)
     logger.info(
         "worker done: best val %.4f (seed %.4f)", compiled.val_score, compiled.seed_val_score
     )

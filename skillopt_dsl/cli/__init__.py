@@ -50,14 +50,13 @@ from skillopt_dsl.cli.tables import fmt_score, print_compile, print_eval, print_
 from skillopt_dsl.cli_harness import EXIT_INTERRUPTED, handled
 from skillopt_dsl.compile import compile as compile_skill
 from skillopt_dsl.errors import ModelError, UserInputError
-from skillopt_dsl.evaluate import EvaluationReport, evaluate
+from skillopt_dsl.evaluate import DEFAULT_THREADS, EvaluationReport, evaluate
 from skillopt_dsl.export import export_agent_skill, export_skill, load_skill, split_front_matter
 from skillopt_dsl.lm import LM, Budget, SamplingParams
 from skillopt_dsl.lm.endpoint import API_BASE_ENV, OPTIMIZER_API_BASE_ENV, at_api_base
 from skillopt_dsl.progress import CompileProgress
 from skillopt_dsl.recipes import Recipe, load_recipe
 from skillopt_dsl.runs import RunFiles
-from skillopt_dsl.settings import DEFAULT_THREADS
 from skillopt_dsl.sleep.cli import sleep_app
 from skillopt_dsl.types import Example
 

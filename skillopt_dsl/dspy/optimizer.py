@@ -39,13 +39,12 @@ from skillopt_dsl.dspy.bridge import from_dspy_lm
 from skillopt_dsl.dspy.program import DSPyProgram, normalize_instructions
 from skillopt_dsl.dspy.proposals import plain_value
 from skillopt_dsl.errors import BudgetExceeded, DataError, UserInputError
-from skillopt_dsl.evaluate import EvaluationReport, evaluate
+from skillopt_dsl.evaluate import DEFAULT_THREADS, EvaluationReport, evaluate
 from skillopt_dsl.evidence import SignificanceBudget, preflight
 from skillopt_dsl.export import export_skill
 from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import LM, Backend, Budget, UsageSnapshot
 from skillopt_dsl.optimizers.base import Optimizer
-from skillopt_dsl.settings import DEFAULT_THREADS
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 

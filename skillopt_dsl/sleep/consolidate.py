@@ -20,12 +20,11 @@ from skillopt_dsl.compile import CompileResult, ModelSpec
 from skillopt_dsl.compile import compile as compile_skill
 from skillopt_dsl.data import Splits
 from skillopt_dsl.errors import BudgetExceeded, SkillOptError
-from skillopt_dsl.evaluate import EvaluationReport, Rollout
+from skillopt_dsl.evaluate import DEFAULT_THREADS, EvaluationReport, Rollout
 from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import Budget, UsageSnapshot
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.optimizers.base import Optimizer
-from skillopt_dsl.settings import DEFAULT_THREADS
 from skillopt_dsl.types import Example, Prediction
 
 __all__ = ["Consolidation", "consolidate", "gate_minimum_val", "readiness", "remaining_budget"]

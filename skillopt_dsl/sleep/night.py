@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from skillopt_dsl.compile import ModelSpec
 from skillopt_dsl.data import Splits
+from skillopt_dsl.evaluate import DEFAULT_THREADS
 from skillopt_dsl.evidence import Preflight, preflight
 from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import (
@@ -30,7 +31,6 @@ from skillopt_dsl.lm import (
     resolve_lm,
 )
 from skillopt_dsl.optimizers.base import Optimizer
-from skillopt_dsl.settings import DEFAULT_THREADS
 from skillopt_dsl.sleep.adopt import adopt, recover
 from skillopt_dsl.sleep.agent_replay import AgentReplay, AgentRunsOnly, AgentSettings, settings_from
 from skillopt_dsl.sleep.consolidate import (
