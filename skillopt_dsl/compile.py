@@ -26,26 +26,23 @@ from skillopt_dsl.export import AgentKind, export_agent_skill, export_skill
 from skillopt_dsl.gate import Gate, GateDecision
 from skillopt_dsl.lm import (
     LM,
-    Backend,
     Budget,
     ResponseCache,
     UsageLedger,
     UsageSnapshot,
-    resolve_lm,
 )
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.proposers import RejectedCandidate
 from skillopt_dsl.reachability import require_an_answer
 from skillopt_dsl.runs import RunDirectory
+from skillopt_dsl.settings import DEFAULT_THREADS, CompileSettings, ModelSpec, RunModels
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
-__all__ = ["Baseline", "CompileResult", "compile"]
+__all__ = ["Baseline", "CompileResult", "CompileSettings", "ModelSpec", "compile", "compile_with"]
 
 logger = logging.getLogger(__name__)
-
-ModelSpec = str | Backend | LM | None
 
 
 @dataclass(frozen=True)
@@ -147,7 +144,7 @@ def compile(
     testset: Sequence[Example] | None = None,
     test_budget: Budget | None = None,
     seed: int = 0,
-    threads: int = 4,
+    threads: int = DEFAULT_THREADS,
     max_errors: int | None = None,
     on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
     significance: SignificanceBudget | None = None,
@@ -178,36 +175,61 @@ def compile(
             them (`budget.plan(...)`). Default: the run's own, of `gate.alpha`, planned over
             `optimizer.planned_decisions(len(trainset), max_calls=..., validation_size=...)`.
     """
-    trainset, valset, testset = _checked_splits(
-        module, trainset, valset, testset, resume=resume, run_dir=run_dir
-    )
-    chosen = optimizer if optimizer is not None else _default_optimizer()
-    run = RunDirectory(run_dir)
-    models = _Models.resolve(lm, optimizer_lm, run, budget)
-    context = models.context(
-        module,
-        trainset,
-        valset,
-        run,
-        gate=gate if gate is not None else Gate(),
+    settings = CompileSettings(
+        lm=lm,
+        optimizer_lm=optimizer_lm,
+        gate=gate,
+        budget=budget,
+        run_dir=run_dir,
+        resume=resume,
+        testset=testset,
+        test_budget=test_budget,
         seed=seed,
         threads=threads,
         max_errors=max_errors,
         on_event=on_event,
         significance=significance,
     )
-    run.write_config(_config(context, chosen, budget), resume=resume)
+    return compile_with(module, trainset, valset, settings, optimizer)
+
+
+def compile_with(
+    module: SkillModule,
+    trainset: Sequence[Example],
+    valset: Sequence[Example],
+    settings: CompileSettings,
+    optimizer: Optimizer | None = None,
+) -> CompileResult:
+    """`compile(module, trainset, valset, optimizer=..., **keywords)` with the keywords already
+    packed in one `CompileSettings` (what code that passes a run's settings on calls)."""
+    resume = settings.resume
+    trainset, valset, testset = _checked_splits(
+        module, trainset, valset, settings.testset, resume=resume, run_dir=settings.run_dir
+    )
+    chosen = optimizer if optimizer is not None else _default_optimizer()
+    run = RunDirectory(settings.run_dir)
+    models = RunModels.resolve(settings, run.cache_path)
+    context = CompileContext(
+        module=module,
+        trainset=trainset,
+        valset=valset,
+        models=models,
+        gate=settings.gate if settings.gate is not None else Gate(),
+        run=run,
+        settings=settings,
+    )
+    run.write_config(_config(context, chosen, settings.budget), resume=resume)
     baseline = constant_baseline(module, valset, testset)  # no model call
     if resume:
         run.load_events()  # cut a torn last line before this run appends its first event
-    check = _plan(context, chosen, own_budget=significance is None)
+    check = _plan(context, chosen, own_budget=settings.significance is None)
     try:
         _start(context, models.cache, resume)
         if baseline is not None:
             context.emit("baseline", **baseline.to_dict())
         stop_reason = chosen.compile(module, trainset, valset, context=context)
-        _draw_sweep_plots(chosen, context)
-        test = _TestScores.measure(context, testset, UsageLedger(test_budget))
+        chosen.after_compile(context)  # what the optimizer leaves (an OptunaLR sweep's plots)
+        test = _TestScores.measure(context, testset, UsageLedger(settings.test_budget))
         return _finish(context, stop_reason, test, baseline, check)
     finally:
         models.cache.flush()
@@ -257,62 +279,6 @@ def _checked_splits(
     trainset, valset, testset = coerce_splits(module, trainset, valset, testset)
     _check_inputs(module, trainset, valset, testset, resume, run_dir)
     return trainset, valset, testset
-
-
-@dataclass(frozen=True)
-class _Models:
-    """The target and reflection models of a run, sharing one ledger (the search budget) and
-    the run's response cache."""
-
-    target: LM
-    reflector: LM
-    ledger: UsageLedger
-    cache: ResponseCache
-
-    @classmethod
-    def resolve(
-        cls, lm: ModelSpec, optimizer_lm: ModelSpec, run: RunDirectory, budget: Budget | None
-    ) -> _Models:
-        ledger = UsageLedger(budget)
-        cache = ResponseCache(run.cache_path)
-        return cls(
-            target=resolve_lm(lm, cache=cache, ledger=ledger),
-            reflector=resolve_lm(optimizer_lm, cache=cache, ledger=ledger),
-            ledger=ledger,
-            cache=cache,
-        )
-
-    def context(
-        self,
-        module: SkillModule,
-        trainset: Sequence[Example],
-        valset: Sequence[Example],
-        run: RunDirectory,
-        *,
-        gate: Gate,
-        seed: int,
-        threads: int,
-        max_errors: int | None,
-        on_event: Callable[[str, Mapping[str, Any]], None] | None,
-        significance: SignificanceBudget | None = None,
-    ) -> CompileContext:
-        """The driver of a run on these models."""
-        return CompileContext(
-            module=module,
-            trainset=trainset,
-            valset=valset,
-            target_lm=self.target,
-            optimizer_lm=self.reflector,
-            gate=gate,
-            ledger=self.ledger,
-            run=run,
-            seed=seed,
-            threads=threads,
-            max_errors=max_errors,
-            on_event=on_event,
-            response_cache=self.cache,
-            significance=significance,
-        )
 
 
 def _check_inputs(
@@ -368,7 +334,7 @@ def _start(context: CompileContext, cache: ResponseCache, resume: bool) -> None:
     # Every reservation is journaled in the run directory before its call is sent, so a resume
     # counts the calls a kill left in flight (`UsageLedger.open_journal`).
     replayed = context.run.path is not None and context.ledger.open_journal(
-        context.run.path / "ledger.jsonl", replay=resume
+        context.run.files.ledger, replay=resume
     )
     if resume and not replayed:
         # A run directory without a journal (an older run): calls paid after the last
@@ -388,25 +354,6 @@ def _start(context: CompileContext, cache: ResponseCache, resume: bool) -> None:
         context.run.save_best(seed, context.export_metadata())
         context.emit("seed", skill_hash=seed.hash, val_score=context.seed_report.mean)
     _ = context.incumbent_report
-
-
-def _draw_sweep_plots(optimizer: Optimizer, context: CompileContext) -> None:
-    """Draw the plots an optimizer asked for (optimizers plot nothing themselves): an OptunaLR
-    sweep's study plots, next to the study (`plot_folder`)."""
-    from skillopt_dsl.optimizers.optuna_lr import OptunaLR, plot_folder
-
-    if not isinstance(optimizer, OptunaLR) or not optimizer.plots:
-        return
-    study = optimizer.last_study
-    if study is None:  # a resumed run whose sweep had already ended
-        return
-    folder = plot_folder(optimizer.storage, study.study_name, context.run.path)
-    if folder is None:
-        return
-    from skillopt_dsl.report import write_sweep_plots
-
-    plots = write_sweep_plots(study, folder)
-    context.emit("sweep_plots", folder=str(folder), plots=[str(p) for p in plots])
 
 
 @dataclass(frozen=True)

@@ -28,17 +28,17 @@ import logging
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import EvaluationCache, EvaluationReport, evaluate
-from skillopt_dsl.evidence import SignificanceBudget
 from skillopt_dsl.gate import Gate, GateDecision
-from skillopt_dsl.lm import LM, ResponseCache, UsageLedger, UsageSnapshot
+from skillopt_dsl.lm import LM, UsageSnapshot
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.runs import RunDirectory
+from skillopt_dsl.settings import CompileSettings, RunModels
 from skillopt_dsl.skill import ApplyReport, Skill, token_distance
 from skillopt_dsl.types import Example
 
@@ -202,28 +202,31 @@ class CompileContext:
         module: SkillModule,
         trainset: Sequence[Example],
         valset: Sequence[Example],
-        target_lm: LM,
-        optimizer_lm: LM,
+        models: RunModels,
         gate: Gate,
-        ledger: UsageLedger,
         run: RunDirectory,
-        seed: int = 0,
-        threads: int = 8,
-        max_errors: int | None = None,
-        on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
-        response_cache: ResponseCache | None = None,
-        significance: SignificanceBudget | None = None,
+        settings: CompileSettings,
     ) -> None:
         self.module, self.trainset, self.valset = module, tuple(trainset), tuple(valset)
-        self.significance = significance if significance is not None else gate.significance_budget()
-        self._val_order = _look_order(self.valset, seed)
-        self.target_lm, self.optimizer_lm, self.gate = target_lm, optimizer_lm, gate
-        self.ledger, self.run, self.seed, self.threads = ledger, run, seed, threads
-        self.max_errors = max_errors
-        self.rng = random.Random(seed)
+        self.settings, self.models = settings, models
+        self.significance = (
+            settings.significance
+            if settings.significance is not None
+            else gate.significance_budget()
+        )
+        self._val_order = _look_order(self.valset, settings.seed)
+        self.target_lm, self.optimizer_lm, self.gate = models.target, models.reflector, gate
+        self.ledger, self.run, self.seed, self.threads = (
+            models.ledger,
+            run,
+            settings.seed,
+            settings.threads,
+        )
+        self.max_errors = settings.max_errors
+        self.rng = random.Random(settings.seed)
         self.eval_cache = EvaluationCache()
-        self._on_event = on_event
-        self._response_cache = response_cache
+        self._on_event = settings.on_event
+        self._response_cache = models.cache
         self._state = _RunState(incumbent=module.seed_skill)
         self.seed_report: EvaluationReport | None = None
 
@@ -244,16 +247,10 @@ class CompileContext:
             module=self.module,
             trainset=trainset,
             valset=valset,
-            target_lm=self.target_lm,
-            optimizer_lm=self.optimizer_lm,
+            models=self.models,
             gate=self.gate,
-            ledger=self.ledger,
             run=run,
-            seed=self.seed,
-            threads=self.threads,
-            max_errors=self.max_errors,
-            on_event=on_event,
-            response_cache=self._response_cache,
+            settings=replace(self.settings, on_event=on_event, significance=None),
         )
         child.eval_cache = self.eval_cache
         return child

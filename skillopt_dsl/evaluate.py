@@ -35,6 +35,10 @@ __all__ = ["EvaluationCache", "EvaluationReport", "Rollout", "evaluate"]
 
 logger = logging.getLogger(__name__)
 
+DEFAULT_THREADS = 4
+"""Parallel model calls during evaluation, unless a caller says otherwise (every front door:
+`compile`, `evaluate`, the DSPy optimizer, Sleep, the command line)."""
+
 
 @dataclass(frozen=True)
 class Rollout:
@@ -146,7 +150,7 @@ def evaluate(
     *,
     skill: Skill | str | None = None,
     lm: str | Backend | LM | None = None,
-    threads: int = 8,
+    threads: int = DEFAULT_THREADS,
     max_errors: int | None = None,
     cache: EvaluationCache | None = None,
     seed: int = 0,

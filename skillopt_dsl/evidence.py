@@ -32,14 +32,12 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from skillopt_dsl.errors import UserInputError
 
-if TYPE_CHECKING:
-    from skillopt_dsl.gate import Gate
-
 __all__ = [
+    "GateLevels",
     "Preflight",
     "SignificanceBudget",
     "binomial_upper_tail",
@@ -237,8 +235,23 @@ class Preflight:
         return cls(**data)
 
 
+class GateLevels(Protocol):
+    """What `preflight` reads of a gate (`skillopt_dsl.Gate` has it): its test (None: the
+    mean-only gate, which tests nothing), its run-level `alpha` and the share of alpha the
+    first planned decision may use. Evidence sits below the gate and never imports it."""
+
+    @property
+    def test(self) -> str | None: ...
+
+    @property
+    def alpha(self) -> float: ...
+
+    @property
+    def first_share(self) -> float: ...
+
+
 def preflight(
-    gate: Gate, n_val: int, planned: int | None, *, first_level: float | None = None
+    gate: GateLevels, n_val: int, planned: int | None, *, first_level: float | None = None
 ) -> Preflight:
     """What `gate` can certify on `n_val` validation examples in a run of `planned` decisions.
 
@@ -248,7 +261,7 @@ def preflight(
     if gate.test is None:
         return Preflight(n_val, planned, gate.alpha, None, None, None, _mean_only_warning())
     if first_level is None:
-        budget = gate.significance_budget()
+        budget = SignificanceBudget(alpha=gate.alpha, first_share=gate.first_share)
         budget.plan(planned)
         first_level = budget.level()
     clean = _clean_fix(n_val, first_level)

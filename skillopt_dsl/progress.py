@@ -15,7 +15,7 @@ Example::
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -23,6 +23,22 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+
+from skillopt_dsl.events import (
+    BaselineEvent,
+    EvaluationEvent,
+    FinishEvent,
+    GateEvent,
+    PreflightEvent,
+    ProposalEvent,
+    ResumeEvent,
+    ScreenEvent,
+    SeedEvent,
+    StepEvent,
+    StopEvent,
+    TestSkippedEvent,
+    as_event,
+)
 
 __all__ = ["CompileProgress", "ProgressState"]
 
@@ -52,7 +68,9 @@ class ProgressState:
     def update(self, event: str, payload: Mapping[str, Any]) -> str | None:
         """Fold one event in; returns a log line when the event is worth one, else None."""
         handler = _HANDLERS.get(event)
-        return handler(self, payload) if handler is not None else None
+        if handler is None:
+            return None
+        return handler(self, as_event(event, payload))
 
     def table(self) -> Table:
         """The state as a two-column rich table."""
@@ -99,42 +117,43 @@ def _money(value: float | None) -> str:
     return "unknown (unpriced model)" if value is None else f"${value:.4f}"
 
 
-def _on_preflight(state: ProgressState, payload: Mapping[str, Any]) -> str:
+def _on_preflight(state: ProgressState, payload: PreflightEvent) -> str:
     from skillopt_dsl.evidence import Preflight
 
-    return Preflight.from_dict(payload).statement()
+    fields = {k: v for k, v in payload.items() if k != "event"}
+    return Preflight.from_dict(fields).statement()
 
 
-def _on_seed(state: ProgressState, payload: Mapping[str, Any]) -> str:
+def _on_seed(state: ProgressState, payload: SeedEvent) -> str:
     state.seed_val = state.best_val = float(payload["val_score"])
     state.phase = "optimizing"
     return f"seed skill: val {state.seed_val:.4f}"
 
 
-def _on_baseline(state: ProgressState, payload: Mapping[str, Any]) -> str:
+def _on_baseline(state: ProgressState, payload: BaselineEvent) -> str:
     state.constant = f"{payload['label']!r}: val {_score(payload.get('val_score'))}"
     if payload.get("test_score") is not None:
         state.constant += f", test {_score(payload['test_score'])}"
     return f"constant answer {state.constant} (to beat; no model call)"
 
 
-def _on_resume(state: ProgressState, payload: Mapping[str, Any]) -> str:
+def _on_resume(state: ProgressState, payload: ResumeEvent) -> str:
     state.phase = "resumed"
     return f"resumed at version {payload.get('version')} after {payload.get('steps')} steps"
 
 
-def _on_evaluation(state: ProgressState, payload: Mapping[str, Any]) -> None:
+def _on_evaluation(state: ProgressState, payload: EvaluationEvent) -> None:
     state.phase = f"evaluating on {payload.get('split', '?')} ({payload.get('n', '?')} examples)"
     return None
 
 
-def _on_proposal(state: ProgressState, payload: Mapping[str, Any]) -> None:
+def _on_proposal(state: ProgressState, payload: ProposalEvent) -> None:
     state.step = int(payload["step"])
     state.phase = f"proposing ({payload.get('kind', 'step')})"
     return None
 
 
-def _on_gate(state: ProgressState, payload: Mapping[str, Any]) -> str:
+def _on_gate(state: ProgressState, payload: GateEvent) -> str:
     state.gate_decisions += 1
     state.step = int(payload["step"])
     state.epoch = int(payload["epoch"])
@@ -151,25 +170,26 @@ def _on_gate(state: ProgressState, payload: Mapping[str, Any]) -> str:
     return f"gate {state.last_gate} ({payload.get('reason', '')}{evidence})"
 
 
-def _on_step(state: ProgressState, payload: Mapping[str, Any]) -> str | None:
+def _on_step(state: ProgressState, payload: StepEvent) -> str | None:
     state.step, state.epoch = int(payload["step"]), int(payload["epoch"])
     state.calls = int(payload.get("calls", state.calls))
     state.cost_usd = payload.get("cost_usd")
-    if payload.get("incumbent_score") is not None:
-        state.best_val = float(payload["incumbent_score"])
+    incumbent = payload.get("incumbent_score")
+    if incumbent is not None:
+        state.best_val = float(incumbent)
     note = payload.get("note") or ""
     if payload.get("candidate_hash") is None:
         return f"step {state.step} (epoch {state.epoch + 1}): {note or 'no candidate'}"
     return None
 
 
-def _on_screen(state: ProgressState, payload: Mapping[str, Any]) -> None:
+def _on_screen(state: ProgressState, payload: ScreenEvent) -> None:
     state.screened += 1
-    state.screen_passed += int(bool(payload.get("passed")))
-    state.screen_calls += int(payload.get("calls", 0))
+    state.screen_passed += int(bool(payload["passed"]))
+    state.screen_calls += int(payload["calls"])
 
 
-def _on_stop(state: ProgressState, payload: Mapping[str, Any]) -> str:
+def _on_stop(state: ProgressState, payload: StopEvent) -> str:
     state.phase = f"stopping: {payload.get('reason')}"
     left = payload.get("calls_left")
     calls_left = "" if left is None else f" ({left} calls left)"
@@ -177,10 +197,11 @@ def _on_stop(state: ProgressState, payload: Mapping[str, Any]) -> str:
     return line.rstrip()
 
 
-def _on_finish(state: ProgressState, payload: Mapping[str, Any]) -> str:
+def _on_finish(state: ProgressState, payload: FinishEvent) -> str:
     usage = payload.get("usage") or {}
-    state.calls = int(usage.get("calls", state.calls))
-    state.cost_usd = usage.get("cost_usd", state.cost_usd)
+    calls, cost = usage.get("calls", state.calls), usage.get("cost_usd", state.cost_usd)
+    state.calls = calls if isinstance(calls, int) else state.calls
+    state.cost_usd = float(cost) if isinstance(cost, int | float) else None
     state.best_val = float(payload["val_score"])
     state.phase = f"finished ({payload.get('stop_reason')})"
     test = payload.get("test_score")
@@ -188,12 +209,12 @@ def _on_finish(state: ProgressState, payload: Mapping[str, Any]) -> str:
     return f"finished: val {state.best_val:.4f}{tested}, {state.calls} search calls"
 
 
-def _on_test_skipped(state: ProgressState, payload: Mapping[str, Any]) -> None:
+def _on_test_skipped(state: ProgressState, payload: TestSkippedEvent) -> None:
     state.phase = "test set not scored (test budget)"  # compile() already logs the warning
     return None
 
 
-_HANDLERS = {
+_HANDLERS: dict[str, Callable[[ProgressState, Any], str | None]] = {
     "preflight": _on_preflight,
     "seed": _on_seed,
     "baseline": _on_baseline,

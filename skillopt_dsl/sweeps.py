@@ -17,7 +17,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from skillopt_dsl.compile import ModelSpec, compile
+from skillopt_dsl.compile import compile_with
 from skillopt_dsl.data import Splits
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.lm import Budget
@@ -32,6 +32,7 @@ from skillopt_dsl.optimizers.optuna_lr import (
     SweepResult,
     open_storage,
 )
+from skillopt_dsl.settings import CompileSettings, ModelSpec
 
 if TYPE_CHECKING:
     import optuna
@@ -97,17 +98,14 @@ def run_sweep_worker(
         heartbeat_interval=heartbeat_interval,
         grace_period=grace_period,
     )
-    compiled = compile(
-        module,
-        splits.train,
-        splits.val,
-        optimizer=optimizer,
+    settings = CompileSettings(
         lm=lm,
         optimizer_lm=optimizer_lm,
         budget=budget,
         run_dir=run_dir,
         seed=seed,
     )
+    compiled = compile_with(module, splits.train, splits.val, settings, optimizer)
     logger.info(
         "worker done: best val %.4f (seed %.4f)", compiled.val_score, compiled.seed_val_score
     )

@@ -39,7 +39,7 @@ from skillopt_dsl.dspy.bridge import from_dspy_lm
 from skillopt_dsl.dspy.program import DSPyProgram, normalize_instructions
 from skillopt_dsl.dspy.proposals import plain_value
 from skillopt_dsl.errors import BudgetExceeded, DataError, UserInputError
-from skillopt_dsl.evaluate import EvaluationReport, evaluate
+from skillopt_dsl.evaluate import DEFAULT_THREADS, EvaluationReport, evaluate
 from skillopt_dsl.evidence import SignificanceBudget, preflight
 from skillopt_dsl.export import export_skill
 from skillopt_dsl.gate import Gate
@@ -367,7 +367,7 @@ def evaluate_program(
     *,
     lm: ModelSpec = None,
     adapter: Any = None,
-    threads: int = 4,
+    threads: int = DEFAULT_THREADS,
     seed: int = 0,
     max_errors: int | None = None,
 ) -> EvaluationReport:

@@ -14,7 +14,8 @@ To write an optimizer, subclass `Optimizer` and implement two methods:
   is checkpointed), not on `self`; on resume `view.optimizer_state` holds the last one.
 - `config()`: the optimizer's settings as a JSON-ready dict (written to config.json).
 
-Optionally `planned_decisions(n_train)`: the most gate decisions a run will ask for, over which
+Optionally `after_compile(context)`, called once the search has ended (OptunaLR draws its
+study's plots there), and `planned_decisions(n_train)`: the most gate decisions a run will ask for, over which
 the run's significance is planned (default None: the open-ended schedule).
 
 The door's bound comes from `lr_bound()`: by default the optimizer's `lr` (the most a step may
@@ -103,6 +104,11 @@ class Optimizer(ABC):
         The run's significance is planned over them (`SignificanceBudget`): a smaller, honest
         plan gives each decision more evidence to work with."""
         return None
+
+    def after_compile(self, context: CompileContext) -> None:
+        """Called by `compile` once the search has ended, before the test set is scored: what
+        the optimizer leaves beside the run (OptunaLR: its study's plots). Default: nothing."""
+        del context
 
     @abstractmethod
     def config(self) -> dict[str, Any]:

@@ -397,6 +397,19 @@ class OptunaLR(Optimizer):
         for name, spec in self.search_space.items():
             _distribution(name, spec)
 
+    def after_compile(self, context: CompileContext) -> None:
+        """Draw the sweep's study plots next to the study (`plots=True`)."""
+        study = self.last_study
+        if not self.plots or study is None:  # None: a resumed run whose sweep had already ended
+            return
+        folder = plot_folder(self.storage, study.study_name, context.run.path)
+        if folder is None:
+            return
+        from skillopt_dsl.report.study_plots import write_sweep_plots
+
+        plots = write_sweep_plots(study, folder)
+        context.emit("sweep_plots", folder=str(folder), plots=[str(p) for p in plots])
+
     def planned_decisions(
         self, n_train: int, *, max_calls: int | None = None, validation_size: int | None = None
     ) -> int | None:

@@ -11,16 +11,15 @@ import json
 import logging
 import shlex
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import click
 import typer
 
-from skillopt_dsl.errors import SkillOptError
+from skillopt_dsl.cli_harness import handled
 from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import Budget, UsageLedger
 from skillopt_dsl.lm.endpoint import API_BASE_ENV, OPTIMIZER_API_BASE_ENV, at_api_base
@@ -87,33 +86,14 @@ HeuristicOpt = Annotated[
 ]
 
 
-@contextmanager
-def _handled(debug: bool) -> Iterator[None]:
-    """One-line errors and exit code 1 (a traceback with `--debug`)."""
-    _logging(debug)
-    try:
-        yield
-    except (typer.Exit, click.exceptions.Exit, click.ClickException):
-        raise
-    except KeyboardInterrupt:
-        typer.echo("Interrupted; the next Sleep command cleans up.", err=True)
-        raise typer.Exit(130) from None
-    except (SkillOptError, OSError) as exc:
-        if debug:
-            raise
-        typer.echo(f"Error: {exc}", err=True)
-        raise typer.Exit(1) from None
-
-
-def _logging(debug: bool) -> None:
-    package = logging.getLogger("skillopt_dsl")
-    if not any(getattr(h, "_sleep_cli", False) for h in package.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        handler._sleep_cli = True  # type: ignore[attr-defined]
-        package.addHandler(handler)
-    package.setLevel(logging.DEBUG if debug else logging.WARNING)
-    logger.setLevel(logging.INFO)
+def _handled(debug: bool) -> AbstractContextManager[None]:
+    """The command-line error harness (`skillopt_dsl.cli_harness`), with Sleep's progress
+    logger and its Ctrl-C line."""
+    return handled(
+        debug,
+        progress_logger="skillopt_dsl.sleep.progress",
+        interrupted="Interrupted; the next Sleep command cleans up.",
+    )
 
 
 def _emit(data: Mapping[str, Any]) -> None:

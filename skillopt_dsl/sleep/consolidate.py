@@ -20,7 +20,7 @@ from skillopt_dsl.compile import CompileResult, ModelSpec
 from skillopt_dsl.compile import compile as compile_skill
 from skillopt_dsl.data import Splits
 from skillopt_dsl.errors import BudgetExceeded, SkillOptError
-from skillopt_dsl.evaluate import EvaluationReport, Rollout
+from skillopt_dsl.evaluate import DEFAULT_THREADS, EvaluationReport, Rollout
 from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import Budget, UsageSnapshot
 from skillopt_dsl.module import SkillModule
@@ -128,7 +128,7 @@ def consolidate(
     optimizer_lm: ModelSpec,
     run_dir: Path,
     seed: int = 0,
-    threads: int = 4,
+    threads: int = DEFAULT_THREADS,
     on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
 ) -> Consolidation:
     """Compile the live document on the tasks; `blocked` says why nothing could be accepted."""

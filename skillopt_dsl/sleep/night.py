@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from skillopt_dsl.compile import ModelSpec
 from skillopt_dsl.data import Splits
+from skillopt_dsl.evaluate import DEFAULT_THREADS
 from skillopt_dsl.evidence import Preflight, preflight
 from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import (
@@ -127,7 +128,7 @@ class SleepConfig:
     tasks: Path | None = None
     reviewed_only: bool = False
     seed: int = 0
-    threads: int = 4
+    threads: int = DEFAULT_THREADS
     dream_variants: int = 0
     contrastive: bool = False
     remember_rejected: bool = False

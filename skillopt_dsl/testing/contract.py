@@ -48,6 +48,7 @@ from typing import Any, Literal
 from skillopt_dsl.compile import CompileResult, compile
 from skillopt_dsl.driver import RunView
 from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.events import as_event
 from skillopt_dsl.export import load_skill
 from skillopt_dsl.lm import Budget
 from skillopt_dsl.metrics import exact_match
@@ -195,9 +196,10 @@ class OptimizerContract:
             log.append(("call", Skill(system).hash, messages[-1]["content"].split()[-1]))
             return target(messages)
 
-        def on_event(event: str, payload: Mapping[str, Any]) -> None:
-            if event == "gate":
-                log.append(("gate", str(payload["candidate_hash"]), ""))
+        def on_event(kind: str, payload: Mapping[str, Any]) -> None:
+            event = as_event(kind, payload)
+            if event is not None and event["event"] == "gate":
+                log.append(("gate", str(event["candidate_hash"]), ""))
 
         fake = ScriptedLM(logged, model="scripted/contract-target")
         result = compile(

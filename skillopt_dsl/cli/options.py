@@ -1,0 +1,105 @@
+"""The command line's flags and choices, declared once and shared by its commands."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from skillopt_dsl.lm.endpoint import API_BASE_ENV, OPTIMIZER_API_BASE_ENV
+
+
+class OptimizerChoice(StrEnum):
+    """The optimizers `--optimizer` can name."""
+
+    gradient_text = "gradient-text"
+    beam = "beam"
+    optuna = "optuna"
+
+
+class SplitChoice(StrEnum):
+    """The recipe split a command scores."""
+
+    train = "train"
+    val = "val"
+    test = "test"
+
+
+class ExportFormat(StrEnum):
+    """What `export` writes."""
+
+    md = "md"
+    agent_skill = "agent-skill"
+
+
+RecipeArg = Annotated[Path, typer.Argument(help="A recipe file, e.g. recipes/navigate_local.py.")]
+
+
+RecipeOpt = Annotated[
+    Path, typer.Option("--recipe", help="The recipe whose module and data to use.")
+]
+
+
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="Target model (litellm string, e.g. openai/gpt-4o-mini); overrides the recipe.",
+    ),
+]
+
+
+OptimizerModelOpt = Annotated[
+    str | None,
+    typer.Option("--optimizer-model", help="Model that proposes edits; overrides the recipe."),
+]
+
+
+ApiBaseOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--api-base",
+        envvar=API_BASE_ENV,
+        help="URL of the server the target model runs on (e.g. http://localhost:8080/v1 for "
+        "llama.cpp, vLLM or Ollama, with --model openai/<name>).",
+    ),
+]
+
+
+OptimizerApiBaseOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--optimizer-api-base",
+        envvar=OPTIMIZER_API_BASE_ENV,
+        help="URL of the server the optimizer model runs on (with --optimizer-model).",
+    ),
+]
+
+
+MaxCallsOpt = Annotated[
+    int | None, typer.Option("--max-calls", min=0, help="Hard limit on model calls.")
+]
+
+
+MaxUsdOpt = Annotated[
+    float | None, typer.Option("--max-usd", min=0.0, help="Hard limit on spend in USD.")
+]
+
+
+SeedOpt = Annotated[int, typer.Option("--seed", help="The one seed for every random choice.")]
+
+
+ThreadsOpt = Annotated[int, typer.Option("--threads", min=1, help="Parallel model calls.")]
+
+
+MaxErrorsOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-errors", min=0, help="Failed model calls tolerated per evaluation before stopping."
+    ),
+]
+
+
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks and debug logs.")]
