@@ -228,7 +228,7 @@ def compile_with(
         if baseline is not None:
             context.emit("baseline", **baseline.to_dict())
         stop_reason = chosen.compile(module, trainset, valset, context=context)
-        chosen.after_compile(context)  # what the optimizer leaves (an OptunaLR sweep's plots)
+        _draw_study_plots(chosen, context)
         test = _TestScores.measure(context, testset, UsageLedger(settings.test_budget))
         return _finish(context, stop_reason, test, baseline, check)
     finally:
@@ -354,6 +354,17 @@ def _start(context: CompileContext, cache: ResponseCache, resume: bool) -> None:
         context.run.save_best(seed, context.export_metadata())
         context.emit("seed", skill_hash=seed.hash, val_score=context.seed_report.mean)
     _ = context.incumbent_report
+
+
+def _draw_study_plots(optimizer: Optimizer, context: CompileContext) -> None:
+    """Draw the study an optimizer names (`Optimizer.study_plots`: an OptunaLR sweep)."""
+    request = optimizer.study_plots(context)
+    if request is None:
+        return
+    from skillopt_dsl.report.study_plots import write_sweep_plots
+
+    plots = write_sweep_plots(request.study, request.folder)
+    context.emit("sweep_plots", folder=str(request.folder), plots=[str(p) for p in plots])
 
 
 @dataclass(frozen=True)

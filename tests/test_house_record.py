@@ -20,6 +20,7 @@ from skillopt_dsl.errors import RunDirError
 from skillopt_dsl.evaluate import DEFAULT_THREADS, evaluate
 from skillopt_dsl.events import as_event, event_kinds, read_event
 from skillopt_dsl.evidence import preflight
+from skillopt_dsl.optimizers.base import StudyPlots
 from skillopt_dsl.optimizers.gradient_text import GradientText
 from skillopt_dsl.report import read_events
 from skillopt_dsl.runs import RunDirectory, RunFiles
@@ -116,8 +117,9 @@ def test_one_default_for_threads() -> None:
 class _HookedGradientText(GradientText):
     seen: list[CompileContext] = field(default_factory=list)
 
-    def after_compile(self, context: CompileContext) -> None:
+    def study_plots(self, context: CompileContext) -> StudyPlots | None:
         self.seen.append(context)
+        return None
 
 
 # Kills: compile not asking the optimizer's hook (or asking it with another run's context),

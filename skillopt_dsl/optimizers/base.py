@@ -14,8 +14,8 @@ To write an optimizer, subclass `Optimizer` and implement two methods:
   is checkpointed), not on `self`; on resume `view.optimizer_state` holds the last one.
 - `config()`: the optimizer's settings as a JSON-ready dict (written to config.json).
 
-Optionally `after_compile(context)`, called once the search has ended (OptunaLR draws its
-study's plots there), and `planned_decisions(n_train)`: the most gate decisions a run will ask for, over which
+Optionally `study_plots(context)`, asked once the search has ended (OptunaLR names its study, and
+`compile` draws it: optimizers never plot), and `planned_decisions(n_train)`: the most gate decisions a run will ask for, over which
 the run's significance is planned (default None: the open-ended schedule).
 
 The door's bound comes from `lr_bound()`: by default the optimizer's `lr` (the most a step may
@@ -30,6 +30,8 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skillopt_dsl.driver import LearningRateBound
@@ -40,9 +42,17 @@ if TYPE_CHECKING:
     from skillopt_dsl.module import SkillModule
     from skillopt_dsl.types import Example
 
-__all__ = ["Optimizer", "check_step_settings"]
+__all__ = ["Optimizer", "StudyPlots", "check_step_settings"]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StudyPlots:
+    """An optimizer's request that its caller draw an Optuna `study`'s plots into `folder`."""
+
+    study: Any
+    folder: Path
 
 
 class Optimizer(ABC):
@@ -105,10 +115,11 @@ class Optimizer(ABC):
         plan gives each decision more evidence to work with."""
         return None
 
-    def after_compile(self, context: CompileContext) -> None:
-        """Called by `compile` once the search has ended, before the test set is scored: what
-        the optimizer leaves beside the run (OptunaLR: its study's plots). Default: nothing."""
+    def study_plots(self, context: CompileContext) -> StudyPlots | None:
+        """Asked by `compile` once the search has ended: a study whose plots the caller should
+        draw (OptunaLR: its sweep). Optimizers never draw themselves. Default: None."""
         del context
+        return None
 
     @abstractmethod
     def config(self) -> dict[str, Any]:

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from skillopt_dsl.driver import CompileContext, LearningRateBound, RunView, SelectionSplit
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
-from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.optimizers.base import Optimizer, StudyPlots
 from skillopt_dsl.optimizers.gradient_text import GradientText
 from skillopt_dsl.runs import RunDirectory
 from skillopt_dsl.skill import Skill
@@ -397,18 +397,13 @@ class OptunaLR(Optimizer):
         for name, spec in self.search_space.items():
             _distribution(name, spec)
 
-    def after_compile(self, context: CompileContext) -> None:
-        """Draw the sweep's study plots next to the study (`plots=True`)."""
+    def study_plots(self, context: CompileContext) -> StudyPlots | None:
+        """The sweep's study and the folder next to it, for the caller to plot (`plots=True`)."""
         study = self.last_study
         if not self.plots or study is None:  # None: a resumed run whose sweep had already ended
-            return
+            return None
         folder = plot_folder(self.storage, study.study_name, context.run.path)
-        if folder is None:
-            return
-        from skillopt_dsl.report.study_plots import write_sweep_plots
-
-        plots = write_sweep_plots(study, folder)
-        context.emit("sweep_plots", folder=str(folder), plots=[str(p) for p in plots])
+        return None if folder is None else StudyPlots(study, folder)
 
     def planned_decisions(
         self, n_train: int, *, max_calls: int | None = None, validation_size: int | None = None
