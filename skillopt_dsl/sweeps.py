@@ -9,6 +9,8 @@ runs its share of trials of the one study::
 
 The CLI equivalent is `skillopt-dsl sweep RECIPE --storage URL --study NAME --n-trials N`.
 Give every worker its own `run_dir` (the trials' run directories are kept inside it).
+The study they share (storages, the creation lock, trial claims, orphans) is
+`skillopt_dsl.studies`; each worker runs `OptunaLR`.
 """
 
 from __future__ import annotations
@@ -24,15 +26,10 @@ from skillopt_dsl.lm import Budget
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.gradient_text import GradientText
-from skillopt_dsl.optimizers.optuna_lr import (
-    GRACE_PERIOD_S,
-    HEARTBEAT_INTERVAL_S,
-    OptunaLR,
-    SearchSpace,
-    SweepResult,
-    open_storage,
-)
+from skillopt_dsl.optimizers.optuna_lr import OptunaLR, SearchSpace
 from skillopt_dsl.settings import CompileSettings, ModelSpec
+from skillopt_dsl.studies.records import SweepResult
+from skillopt_dsl.studies.storage import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S, open_storage
 
 if TYPE_CHECKING:
     import optuna

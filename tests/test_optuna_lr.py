@@ -253,7 +253,8 @@ def test_racing_workers_never_run_more_than_n_trials(tmp_path: Path) -> None:
     in other workers (the study then ends with n+1 COMPLETE trials): a trial created after
     `n_trials` lower-numbered trials are finished, running or queued is surplus, and a worker
     whose remaining trials are all running elsewhere waits instead of starting one."""
-    from skillopt_dsl.optimizers.optuna_lr import _all_claimed, _is_surplus
+    from skillopt_dsl.studies.claims import all_claimed as _all_claimed
+    from skillopt_dsl.studies.claims import is_surplus as _is_surplus
 
     study = optuna.create_study(
         storage=open_storage(f"sqlite:///{tmp_path / 'race.db'}"), study_name="race"

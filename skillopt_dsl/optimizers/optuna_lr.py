@@ -30,20 +30,19 @@ the same settings: RDB storages (SQLite, PostgreSQL, MySQL) record a heartbeat a
 whose heartbeat stopped (`RetryFailedTrialCallback` re-enqueues them); on every storage a
 resumed run also fails the trials its own run directory left RUNNING. Workers started at the
 same moment create the storage's tables, the study and its first trial once, under a lock
-(`creation_lock`: a PostgreSQL advisory lock, a lock file beside an SQLite database).
+(`creation_lock`: a PostgreSQL advisory lock, a lock file beside an SQLite database). The
+study's storage, locks, trial claims and records live in `skillopt_dsl.studies` (their names
+are re-exported here).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import shutil
 import time
-import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from skillopt_dsl.driver import CompileContext, LearningRateBound, RunView, SelectionSplit
@@ -52,16 +51,44 @@ from skillopt_dsl.optimizers.base import Optimizer, StudyPlots
 from skillopt_dsl.optimizers.gradient_text import GradientText
 from skillopt_dsl.runs import RunDirectory
 from skillopt_dsl.skill import Skill
+from skillopt_dsl.studies.claims import (
+    CLAIM_POLL_S,
+    FINISHED,
+    SurplusTrial,
+    all_claimed,
+    fail_orphaned_trials,
+    finished_trials,
+    is_surplus,
+)
+from skillopt_dsl.studies.records import SweepResult, TrialRecord
+from skillopt_dsl.studies.storage import (
+    GRACE_PERIOD_S,
+    HEARTBEAT_INTERVAL_S,
+    POSTGRES_LOCK_KEY,
+    creation_lock,
+    open_storage,
+    open_study,
+    optuna_module,
+    plot_folder,
+)
 
 if TYPE_CHECKING:
     import optuna
 
-__all__ = [
+__all__ = [  # the study's storage, claims and records live in skillopt_dsl.studies (re-exported)
+    "CLAIM_POLL_S",
+    "FINISHED",
+    "GRACE_PERIOD_S",
+    "HEARTBEAT_INTERVAL_S",
+    "POSTGRES_LOCK_KEY",
     "OptunaLR",
     "SearchSpace",
+    "SurplusTrial",
     "SweepResult",
     "TrialRecord",
     "creation_lock",
+    "fail_orphaned_trials",
+    "finished_trials",
     "open_storage",
     "open_study",
     "plot_folder",
@@ -69,269 +96,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-HEARTBEAT_INTERVAL_S = 20
-"""Seconds between a running trial's heartbeats in an RDB storage."""
-
-GRACE_PERIOD_S = 120
-"""A RUNNING trial whose last heartbeat is older than this is failed and re-run."""
-
-FINISHED = ("COMPLETE", "PRUNED")
-"""Trial states that count towards `n_trials`."""
-
 FloatRange = tuple[float, float, Literal["log", "linear"]]
 IntRange = tuple[int, int, Literal["int"]]
 Choices = Sequence[str | int | float | bool | None]
 SearchSpace = Mapping[str, FloatRange | IntRange | Choices]
 """`{"lr": (0.02, 0.5, "log"), "batch_size": (4, 16, "int"), "schedule": ["constant", "cosine"]}`."""
-
-
-def _optuna() -> Any:
-    try:
-        import optuna
-    except ImportError as exc:  # pragma: no cover - optuna is a declared dependency
-        raise UserInputError("OptunaLR needs optuna: pip install 'optuna>=4'") from exc
-    return optuna
-
-
-@dataclass(frozen=True)
-class TrialRecord:
-    """One trial of a sweep: its settings, score, state and cost (JSON-ready via `to_dict`)."""
-
-    number: int
-    state: optuna.trial.TrialState
-    params: dict[str, Any]
-    value: float | None
-    skill_hash: str | None
-    run_dir: str | None
-    calls: int
-    cost_usd: float | None
-    stop_reason: str | None
-
-    @classmethod
-    def from_trial(cls, trial: optuna.trial.FrozenTrial) -> TrialRecord:
-        """Read a finished (or running) trial back from the study."""
-        attrs = trial.user_attrs
-        text = attrs.get("skill_text")
-        return cls(
-            number=trial.number,
-            state=trial.state,
-            params=dict(trial.params),
-            value=trial.value if trial.values is not None else None,
-            skill_hash=Skill(text).hash if isinstance(text, str) else None,
-            run_dir=attrs.get("run_dir"),
-            calls=int(attrs.get("calls", 0)),
-            cost_usd=attrs.get("cost_usd"),
-            stop_reason=attrs.get("stop_reason"),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready copy (the state by name)."""
-        return dataclasses.asdict(self) | {"state": self.state.name}
-
-
-@dataclass(frozen=True)
-class SweepResult:
-    """Every trial of a study, the best one, and the plots written for it."""
-
-    study_name: str
-    storage: str | None
-    trials: tuple[TrialRecord, ...]
-    best_number: int | None
-    plots: tuple[Path, ...] = ()
-
-    @property
-    def best(self) -> TrialRecord | None:
-        """The best complete trial, or None when no trial completed."""
-        return next((t for t in self.trials if t.number == self.best_number), None)
-
-    @classmethod
-    def from_study(
-        cls, study: optuna.study.Study, storage: str | None, plots: Sequence[Path] = ()
-    ) -> SweepResult:
-        """Summarise a study (loaded from its storage, or in memory)."""
-        trials = tuple(TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False))
-        complete = [t for t in trials if t.state.name == "COMPLETE"]
-        best = study.best_trial.number if complete else None
-        return cls(study.study_name, storage, trials, best, tuple(plots))
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready copy."""
-        return {
-            "study_name": self.study_name,
-            "storage": self.storage,
-            "best_number": self.best_number,
-            "trials": [t.to_dict() for t in self.trials],
-            "plots": [str(p) for p in self.plots],
-        }
-
-
-def open_storage(
-    storage: str | None,
-    *,
-    heartbeat_interval: int = HEARTBEAT_INTERVAL_S,
-    grace_period: int = GRACE_PERIOD_S,
-) -> optuna.storages.BaseStorage | None:
-    """An Optuna storage for `storage`: None (in memory), an RDB URL, or a JournalFile path.
-
-    The one place sweep storages are built. RDB storages record a heartbeat every
-    `heartbeat_interval` seconds for each running trial; a trial silent for `grace_period`
-    seconds is failed and re-enqueued with the same settings (`RetryFailedTrialCallback`).
-    JournalFile storages have no heartbeat in Optuna (see `OptunaLR` for how their orphans
-    are failed).
-    """
-    if storage is None:
-        return None
-    optuna = _optuna()
-    if storage.endswith((".log", ".journal")) and "://" not in storage:
-        from optuna.storages.journal import JournalFileBackend
-
-        Path(storage).parent.mkdir(parents=True, exist_ok=True)
-        return optuna.storages.JournalStorage(JournalFileBackend(storage))  # type: ignore[no-any-return]
-    heartbeat = {
-        "heartbeat_interval": heartbeat_interval,
-        "grace_period": grace_period,
-        _retry_kwarg(): _retry_callback(),
-    }
-    with warnings.catch_warnings():  # Optuna marks the heartbeat arguments experimental
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        if storage.startswith("sqlite:"):
-            return _sqlite_storage(storage, heartbeat)
-        if storage.startswith(("postgresql", "mysql")):
-            with creation_lock(storage):  # workers starting together race to create the tables
-                return optuna.storages.RDBStorage(storage, **heartbeat)  # type: ignore[no-any-return]
-    raise UserInputError(
-        f"unknown storage {storage!r}; use 'sqlite:///sweep.db', 'postgresql://user@host/db', "
-        "or a JournalFile path ending in .log or .journal"
-    )
-
-
-def _retry_callback() -> Any:
-    """Optuna's callback that re-enqueues a failed trial's settings (renamed in Optuna 4.9;
-    marked experimental there, a warning this library does not pass on to its users)."""
-    optuna = _optuna()
-    retry = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return (retry or optuna.storages.RetryFailedTrialCallback)()
-
-
-def _retry_kwarg() -> str:
-    import optuna.storages
-
-    renamed = hasattr(optuna.storages, "RetryHeartbeatStaleTrialCallback")
-    return "heartbeat_stale_trial_callback" if renamed else "failed_trial_callback"
-
-
-def _sqlite_storage(
-    url: str, heartbeat: Mapping[str, Any], attempts: int = 5
-) -> optuna.storages.BaseStorage:
-    """An SQLite RDBStorage. Workers starting together would race to create the schema, so
-    creation holds a lock file next to the database (POSIX), and is retried on that race."""
-    import sqlalchemy.exc
-
-    optuna = _optuna()
-    path = Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
-    for attempt in range(attempts):
-        try:
-            with _schema_lock(path):
-                return optuna.storages.RDBStorage(  # type: ignore[no-any-return]
-                    url, engine_kwargs={"connect_args": {"timeout": 60}}, **heartbeat
-                )
-        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as exc:
-            racing = "already exists" in str(exc) or "UNIQUE constraint" in str(exc)
-            if not racing or attempt == attempts - 1:
-                raise
-            logger.info("another worker is creating the tables of %s; retrying", url)
-            time.sleep(0.2 * (attempt + 1))
-    raise AssertionError("unreachable")
-
-
-def open_study(
-    storage: str | None,
-    study_name: str,
-    *,
-    sampler: optuna.samplers.BaseSampler,
-    pruner: optuna.pruners.BasePruner,
-    first_trial: Mapping[str, Any] | None = None,
-    heartbeat_interval: int = HEARTBEAT_INTERVAL_S,
-    grace_period: int = GRACE_PERIOD_S,
-) -> optuna.study.Study:
-    """Create the study `study_name` in `storage` (maximising), or load it when it exists,
-    with `first_trial`'s settings enqueued when it has no trial yet. Workers started at the
-    same moment create the storage's tables, the study and its first trial once
-    (`creation_lock`); the others load them."""
-    optuna = _optuna()
-    opened = open_storage(storage, heartbeat_interval=heartbeat_interval, grace_period=grace_period)
-    with creation_lock(storage):
-        study = optuna.create_study(
-            storage=opened,
-            sampler=sampler,
-            pruner=pruner,
-            study_name=study_name,
-            direction="maximize",
-            load_if_exists=True,
-        )
-        if first_trial and not study.get_trials(deepcopy=False):
-            study.enqueue_trial(dict(first_trial), skip_if_exists=True)
-    return study
-
-
-POSTGRES_LOCK_KEY = 0x736B696C6C6F7074
-"""The PostgreSQL advisory lock ("skillopt" in ASCII, a bigint) under which sweep workers
-create a storage's tables and a study (`creation_lock`)."""
-
-
-@contextlib.contextmanager
-def creation_lock(storage: str | None) -> Iterator[None]:
-    """Hold the lock under which the workers of one storage create its tables and studies, so
-    that workers started at the same moment create them once: a PostgreSQL advisory lock (on
-    a connection of its own, released when the block ends or the process dies), a lock file
-    next to an SQLite database, nothing for other storages (MySQL, JournalFile, in memory)."""
-    if storage is not None and storage.startswith("postgresql"):
-        with _postgres_lock(storage):
-            yield
-    elif storage is not None and storage.startswith("sqlite:///"):
-        with _schema_lock(Path(storage.removeprefix("sqlite:///"))):
-            yield
-    else:
-        yield
-
-
-@contextlib.contextmanager
-def _postgres_lock(url: str) -> Iterator[None]:
-    import sqlalchemy
-    from sqlalchemy.pool import NullPool
-
-    engine = sqlalchemy.create_engine(url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
-    key = {"key": POSTGRES_LOCK_KEY}
-    try:
-        with engine.connect() as connection:
-            connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), key)
-            try:
-                yield
-            finally:
-                connection.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:key)"), key)
-    finally:
-        engine.dispose()
-
-
-@contextlib.contextmanager
-def _schema_lock(db: Path | None) -> Iterator[None]:
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: the retry above handles the race
-        yield
-        return
-    if db is None:
-        yield
-        return
-    db.parent.mkdir(parents=True, exist_ok=True)
-    with open(db.with_name(db.name + ".lock"), "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @dataclass(kw_only=True)
@@ -439,7 +208,7 @@ class OptunaLR(Optimizer):
     # -- the sweep -------------------------------------------------------------------------
     def create_study(self, view: RunView) -> optuna.study.Study:
         """Create (or load, when it exists in `storage`) this sweep's study."""
-        optuna = _optuna()
+        optuna = optuna_module()
         return open_study(
             self.storage,
             self.study_name or f"skillopt-{view.module.name}",
@@ -459,7 +228,7 @@ class OptunaLR(Optimizer):
         fail_orphaned_trials(study, owner)
         sweep = _Sweep(self, view, view.selection_split(self.selection_fraction), owner)
         while not sweep.budget_hit and (finished := finished_trials(study)) < self.n_trials:
-            if _all_claimed(study, finished, self.n_trials):
+            if all_claimed(study, finished, self.n_trials):
                 # Every remaining trial is running in another worker: wait for them (a killed
                 # worker's trial is failed by its heartbeat and re-queued, then run here).
                 fail_orphaned_trials(study, None)
@@ -510,83 +279,6 @@ class OptunaLR(Optimizer):
         view.submit(candidate, lr=lrs, step=0, epoch=0, kind="sweep", state_after=lambda _v: state)
 
 
-CLAIM_POLL_S = 0.5
-"""Seconds a worker waits between looks at a study whose remaining trials all run elsewhere."""
-
-_CLAIMING = ("COMPLETE", "PRUNED", "RUNNING", "WAITING")
-
-
-class SurplusTrial(Exception):
-    """A trial created after `n_trials` earlier trials were already claimed; it is failed
-    unrun, so a study shared by racing workers ends with exactly `n_trials` finished trials."""
-
-
-def _heartbeat(study: optuna.study.Study) -> bool:
-    """Whether the study's storage fails trials whose worker died (RDB storages)."""
-    interval = getattr(study._storage, "get_heartbeat_interval", lambda: None)()
-    return interval is not None
-
-
-def _all_claimed(study: optuna.study.Study, finished: int, n_trials: int) -> bool:
-    """True when running trials fill every remaining slot and none is queued; only on storages
-    with a heartbeat, where a dead worker's trial cannot stay RUNNING forever."""
-    if not _heartbeat(study):
-        return False
-    states = [t.state.name for t in study.get_trials(deepcopy=False)]
-    return "WAITING" not in states and finished + states.count("RUNNING") >= n_trials
-
-
-def _is_surplus(trial: optuna.trial.Trial, n_trials: int) -> bool:
-    """True when `n_trials` lower-numbered trials are finished, running or queued (trial
-    numbers are assigned atomically by the storage, so racing workers agree on the order)."""
-    if not _heartbeat(trial.study):
-        return False
-    earlier = [
-        t
-        for t in trial.study.get_trials(deepcopy=False)
-        if t.number < trial.number and t.state.name in _CLAIMING
-    ]
-    return len(earlier) >= n_trials
-
-
-def finished_trials(study: optuna.study.Study) -> int:
-    """How many trials of `study` count towards `n_trials` (COMPLETE or PRUNED)."""
-    return sum(1 for t in study.get_trials(deepcopy=False) if t.state.name in FINISHED)
-
-
-def fail_orphaned_trials(study: optuna.study.Study, owner: str | None) -> list[int]:
-    """Fail the RUNNING trials no live process will finish, and re-enqueue their settings.
-
-    Those whose heartbeat stopped (RDB storages, after the grace period), and those `owner`
-    (this run directory) left RUNNING when it was killed: a run directory belongs to one
-    worker, so its RUNNING trials are orphans as soon as it starts again. Returns their numbers.
-    """
-    optuna = _optuna()
-    from optuna.storages import fail_stale_trials
-
-    before = {t.number for t in study.get_trials(deepcopy=False) if t.state.name == "FAIL"}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        fail_stale_trials(study)  # a no-op on storages without a heartbeat
-    failed = [
-        t.number
-        for t in study.get_trials(deepcopy=False)
-        if t.state.name == "FAIL" and t.number not in before
-    ]
-    running = optuna.trial.TrialState.RUNNING
-    for trial in study.get_trials(deepcopy=False, states=(running,)):
-        if owner is None or trial.user_attrs.get("owner") != owner:
-            continue
-        # Optuna's storages address trials by their internal id (as fail_stale_trials does).
-        storage = study._storage
-        storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
-        _retry_callback()(study, storage.get_trial(trial._trial_id))
-        failed.append(trial.number)
-    if failed:
-        logger.info("failed orphaned trials %s; their settings run again", failed)
-    return failed
-
-
 def _owner(view: RunView) -> str | None:
     """This run's identity in a shared study: its run directory (None without one)."""
     return None if view.run_path is None else str(view.run_path.resolve())
@@ -606,18 +298,6 @@ def _attrs(study: optuna.study.Study, number: int) -> dict[str, Any]:
     return dict(trial.user_attrs)
 
 
-def plot_folder(storage: str | None, study_name: str, run_path: Path | None) -> Path | None:
-    """Where a sweep's plots go, next to the study: `<study name>-plots/` beside the storage
-    file, else `<run_path>/sweep-plots/` for an in-memory study; None without either."""
-    if storage is not None and storage.startswith("sqlite:///"):
-        return Path(storage.removeprefix("sqlite:///")).parent / f"{study_name}-plots"
-    if storage is not None and "://" not in storage:
-        return Path(storage).parent / f"{study_name}-plots"
-    if run_path is not None:
-        return run_path / "sweep-plots"
-    return None
-
-
 class _Sweep:
     """One process's share of a sweep: runs trials as separate trial runs of the outer view."""
 
@@ -631,7 +311,7 @@ class _Sweep:
         """Run the inner optimizer with the trial's settings; the value is its gated score on
         the selection split. A trial started after `n_trials` others were already claimed (two
         workers starting at once) is failed as surplus before it runs anything."""
-        if _is_surplus(trial, self.owner.n_trials):
+        if is_surplus(trial, self.owner.n_trials):
             raise SurplusTrial(f"trial {trial.number}: {self.owner.n_trials} trials are claimed")
         if self.run_owner is not None:
             trial.set_user_attr("owner", self.run_owner)
@@ -739,7 +419,7 @@ class _Reporter:
 
     def _maybe_prune(self, check: bool) -> None:
         if check and self.trial.should_prune():
-            raise _optuna().TrialPruned(f"pruned after epoch {self.epoch}")
+            raise optuna_module().TrialPruned(f"pruned after epoch {self.epoch}")
 
 
 def _distribution(name: str, spec: Any) -> None:

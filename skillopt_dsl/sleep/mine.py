@@ -234,7 +234,11 @@ def _ask_model(
         stats.reasons.append(f"{session.id}: {_brief(exc)}")
         return None
     return [
-        _task(project, p.intent, p.context, list(p.checks), p.rubric, p.outcome, session, "model")
+        _task(
+            project,
+            session,
+            _Draft(p.intent, p.context, list(p.checks), p.outcome, "model", rubric=p.rubric),
+        )
         for p in proposal.tasks
         if p.checks or p.rubric
     ] or None
@@ -253,30 +257,33 @@ def _brief(exc: Exception) -> str:
     return str(exc)[:200]
 
 
-def _task(
-    project: str,
-    intent: str,
-    context: str,
-    checks: list[Check],
-    rubric: str | None,
-    outcome: Literal["resolved", "unresolved", "unknown"],
-    session: Session,
-    origin: Literal["model", "heuristic"],
-    reference: str | None = None,
-    evidence: list[Evidence] | None = None,
-) -> Task:
+@dataclass(frozen=True)
+class _Draft:
+    """What a miner found for one task; `_task` adds its id, project and session."""
+
+    intent: str
+    context: str
+    checks: list[Check]
+    outcome: Literal["resolved", "unresolved", "unknown"]
+    origin: Literal["model", "heuristic"]
+    rubric: str | None = None
+    reference: str | None = None
+    evidence: list[Evidence] = field(default_factory=list)
+
+
+def _task(project: str, session: Session, draft: _Draft) -> Task:
     return Task(
-        id=task_id(project, intent),
+        id=task_id(project, draft.intent),
         project=project,
-        intent=intent.strip(),
-        context=context.strip(),
-        checks=checks,
-        rubric=rubric,
-        outcome=outcome,
-        reference=reference,
+        intent=draft.intent.strip(),
+        context=draft.context.strip(),
+        checks=draft.checks,
+        rubric=draft.rubric,
+        outcome=draft.outcome,
+        reference=draft.reference,
         source_sessions=[session.id],
-        origin=origin,
-        evidence=evidence or [],
+        origin=draft.origin,
+        evidence=draft.evidence,
     )
 
 
@@ -346,35 +353,24 @@ def heuristic_task(session: Session, project: str, request: Request | None = Non
     outcome = _outcome(prompts[1:])
     reference = _final_reply(session) if outcome == "resolved" else None
     evidence = list(request.evidence) if request else []
-    return _task(
-        project,
-        intent,
-        _context(project, session),
-        checks[:8],
-        None,
-        outcome,
-        session,
-        "heuristic",
-        reference,
-        evidence,
-    )
+    context = _context(project, session)
+    draft = _Draft(intent, context, checks[:8], outcome, "heuristic", None, reference, evidence)
+    return _task(project, session, draft)
 
 
 def _request_task(session: Session, project: str, request: Request) -> Task:
     outcome = _outcome(request.followups)
     reference = request.final_reply if outcome == "resolved" else None
-    return _task(
-        project,
+    draft = _Draft(
         request.prompt.text[:1500],
         _context(project, session),
         list(request.checks),
-        None,
         outcome,
-        session,
         "heuristic",
-        reference,
-        list(request.evidence),
+        reference=reference,
+        evidence=list(request.evidence),
     )
+    return _task(project, session, draft)
 
 
 def _context(project: str, session: Session) -> str:

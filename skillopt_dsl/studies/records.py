@@ -1,0 +1,88 @@
+"""A sweep's result as records: every trial's settings, score, state and cost, and the best."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from skillopt_dsl.skill import Skill
+
+if TYPE_CHECKING:
+    import optuna
+
+__all__ = ["SweepResult", "TrialRecord"]
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial of a sweep: its settings, score, state and cost (JSON-ready via `to_dict`)."""
+
+    number: int
+    state: optuna.trial.TrialState
+    params: dict[str, Any]
+    value: float | None
+    skill_hash: str | None
+    run_dir: str | None
+    calls: int
+    cost_usd: float | None
+    stop_reason: str | None
+
+    @classmethod
+    def from_trial(cls, trial: optuna.trial.FrozenTrial) -> TrialRecord:
+        """Read a finished (or running) trial back from the study."""
+        attrs = trial.user_attrs
+        text = attrs.get("skill_text")
+        return cls(
+            number=trial.number,
+            state=trial.state,
+            params=dict(trial.params),
+            value=trial.value if trial.values is not None else None,
+            skill_hash=Skill(text).hash if isinstance(text, str) else None,
+            run_dir=attrs.get("run_dir"),
+            calls=int(attrs.get("calls", 0)),
+            cost_usd=attrs.get("cost_usd"),
+            stop_reason=attrs.get("stop_reason"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready copy (the state by name)."""
+        return dataclasses.asdict(self) | {"state": self.state.name}
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """Every trial of a study, the best one, and the plots written for it."""
+
+    study_name: str
+    storage: str | None
+    trials: tuple[TrialRecord, ...]
+    best_number: int | None
+    plots: tuple[Path, ...] = ()
+
+    @property
+    def best(self) -> TrialRecord | None:
+        """The best complete trial, or None when no trial completed."""
+        return next((t for t in self.trials if t.number == self.best_number), None)
+
+    @classmethod
+    def from_study(
+        cls, study: optuna.study.Study, storage: str | None, plots: Sequence[Path] = ()
+    ) -> SweepResult:
+        """Summarise a study (loaded from its storage, or in memory)."""
+        trials = tuple(TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False))
+        complete = [t for t in trials if t.state.name == "COMPLETE"]
+        best = study.best_trial.number if complete else None
+        return cls(study.study_name, storage, trials, best, tuple(plots))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready copy."""
+        return {
+            "study_name": self.study_name,
+            "storage": self.storage,
+            "best_number": self.best_number,
+            "trials": [t.to_dict() for t in self.trials],
+            "plots": [str(p) for p in self.plots],
+        }
