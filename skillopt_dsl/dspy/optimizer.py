@@ -13,8 +13,10 @@ One budget spans every predictor (each run gets what the earlier ones left). The
 never modified: the result is a deep copy with the best instructions, `_compiled = True`, and a
 `SkillOptimizerResult` on `.skillopt` (the per-predictor `CompileResult`s). With `run_dir`, each
 predictor's run lives in `run_dir/<predictor>/` (its `best_skill.md` holds exactly the
-instructions the program runs with) and the program is saved to `run_dir/program.json`;
-`resume=True` continues every predictor's run as `compile` does.
+instructions the program runs with; with `demos=True`, followed by its `## Examples` section of
+demos) and the program is saved to `run_dir/program.json`; `resume=True` continues every
+predictor's run as `compile` does. With `demos=True`, each predictor's demos are trained with
+its instructions, in the same skill (see `skillopt_dsl.dspy.demos`).
 """
 
 from __future__ import annotations
@@ -143,6 +145,11 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         log_dir: DSPy's (GEPA's) name for `run_dir` (give one of the two).
         auto: refused with a hint: DSPy's `auto="light"` sizes MIPROv2's and GEPA's search;
             ours is sized by `budget=` (and the optimizer's epochs).
+        demos: train each predictor's demos too (`skillopt_dsl.dspy.demos`): its skill is
+            its instructions plus an `## Examples` section of demos (its own demos first),
+            worked examples from real traces are proposed there and gated like any edit, and
+            the compiled program holds them in `predictor.demos`, never in the instructions.
+            False (default): only instructions are trained; the student's demos are kept.
     """
 
     def __init__(
@@ -164,6 +171,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         num_threads: int | None = None,
         log_dir: str | Path | None = None,
         auto: str | None = None,
+        demos: bool = False,
     ) -> None:
         super().__init__()
         if not callable(metric):
@@ -187,6 +195,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         self.seed = seed
         self.threads = threads
         self.max_errors = max_errors
+        self.demos = demos
 
     def compile(
         self,
@@ -229,6 +238,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
             inputs=_input_names([*train, *val], positions, accepted),
             adapter=self.adapter,
             context=contextvars.copy_context(),
+            demos=self.demos,
         )
         program.positions.update(positions)
         program.golds.update(_golds([*train_rows, *val_rows]))

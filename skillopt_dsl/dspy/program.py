@@ -41,6 +41,7 @@ from dspy.utils.exceptions import AdapterParseError
 
 from skillopt_dsl.dspy.adapter import signature_fields, signature_module
 from skillopt_dsl.dspy.bridge import RunRecord, bridge_lm
+from skillopt_dsl.dspy.demos import render_demo, split_demos, with_demos
 from skillopt_dsl.dspy.metrics import dspy_score, metric_form
 from skillopt_dsl.dspy.proposals import (
     adapter_format,
@@ -48,6 +49,7 @@ from skillopt_dsl.dspy.proposals import (
     format_rule_for,
     reflection_case,
     worked_example,
+    worked_values,
 )
 from skillopt_dsl.errors import SkillOptError, UserInputError
 from skillopt_dsl.lm import LM, UsageSnapshot
@@ -125,6 +127,11 @@ class DSPyProgram:
         adapter: a DSPy adapter for every call (None: whatever the caller's settings say).
         context: the caller's `contextvars` context (default: the current one); every run
             enters a copy of it, so worker threads see the caller's `dspy.context` settings.
+        demos: each predictor's demos are part of its skill (`skillopt_dsl.dspy.demos`): its
+            own demos are written into its seed skill under `## Examples`, the proposers'
+            worked examples are written there as demos, and `built` turns that section's
+            demos into `predictor.demos`, never into the instructions. False: demos are left
+            as the student has them and worked examples stay in the instructions.
 
     Attributes:
         style: the output format of the adapter the program runs with (`adapter`, else the
@@ -145,6 +152,7 @@ class DSPyProgram:
         inputs: Sequence[str],
         adapter: Any = None,
         context: contextvars.Context | None = None,
+        demos: bool = False,
     ) -> None:
         if not isinstance(student, dspy.Module):
             raise UserInputError(f"expected a dspy.Module program, got {type(student).__name__}")
@@ -155,6 +163,7 @@ class DSPyProgram:
         self.metric = metric
         self.inputs = tuple(inputs)
         self.adapter = adapter
+        self.demos = demos
         self.context = context if context is not None else contextvars.copy_context()
         chosen = adapter if adapter is not None else self.context.run(_configured_adapter)
         self.style = adapter_style(chosen)
@@ -170,11 +179,20 @@ class DSPyProgram:
         }
         _refuse_own_lms(predictors)
         self.instructions: dict[str, str] = {
-            name: normalize_instructions(p.signature.instructions) for name, p in predictors.items()
+            name: self._seed_skill(p) for name, p in predictors.items()
         }
         self._copies: OrderedDict[tuple[str, ...], dspy.Module] = OrderedDict()
         self._lock = threading.Lock()
         self._sent = RunRecord()
+
+    def _seed_skill(self, predictor: Any) -> str:
+        """A predictor's seed skill: its instructions (and, with demos on, its own demos)."""
+        instructions = normalize_instructions(predictor.signature.instructions)
+        if not self.demos:
+            return instructions
+        return normalize_instructions(
+            with_demos(instructions, predictor.signature, list(predictor.demos or []))
+        )
 
     def describe(self, example_id: str) -> str:
         """An example as a user can find it: its position in their list and its id."""
@@ -209,11 +227,15 @@ class DSPyProgram:
         return _predictor_module_class(self, name)(program=self, predictor=name)
 
     def built(self, instructions: Mapping[str, str] | None = None) -> dspy.Module:
-        """A fresh deep copy of the program with `instructions` (default: the current ones)."""
+        """A fresh deep copy of the program with `instructions` (default: the current ones);
+        with demos on, each skill's demos become the predictor's `demos`."""
         chosen = {**self.instructions, **(instructions or {})}
         program = self._base.deepcopy()
         for name, predictor in program.named_predictors():
-            predictor.signature = predictor.signature.with_instructions(chosen[name])
+            text = chosen[name]
+            if self.demos:
+                text, predictor.demos = split_demos(text, predictor.signature)
+            predictor.signature = predictor.signature.with_instructions(text)
         return program
 
     def account(self, record: RunRecord) -> None:
@@ -464,13 +486,14 @@ class PredictorModule(SkillModule):
             and not run.failure
             and not run.unparsed
         )
-        return worked_example(
-            self.program.signature(self.predictor),
-            self.program.style,
-            example,
-            run.pred_trace if run is not None else (),
-            succeeded,
-        )
+        signature = self.program.signature(self.predictor)
+        calls = run.pred_trace if run is not None else ()
+        if not self.program.demos:
+            return worked_example(signature, self.program.style, example, calls, succeeded)
+        values = worked_values(signature, example, calls, succeeded)
+        if values is None or set(values[0]) != set(signature.input_fields):
+            return None  # a demo needs every input field too
+        return render_demo(*values)
 
     def labelled_answer(self, example: Example) -> str | None:
         """The example's label for this predictor's one labelled output field (a

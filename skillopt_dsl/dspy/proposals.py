@@ -46,6 +46,7 @@ __all__ = [
     "plain_value",
     "reflection_case",
     "worked_example",
+    "worked_values",
 ]
 
 AdapterStyle = Literal["chat", "json", "xml", "raw", "other"]
@@ -132,12 +133,21 @@ def worked_example(
         succeeded: the metric scored the run that made `calls` as a success, and none of the
             run's outputs failed to parse.
     """
+    values = worked_values(signature, example, calls, succeeded)
+    return None if values is None else _render(signature, style, *values)
+
+
+def worked_values(
+    signature: Any, example: Example, calls: tuple[Any, ...], succeeded: bool
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The inputs and outputs of `worked_example` (same arguments, same rules), unrendered:
+    every input and output field of the signature with a real value, or None."""
     outputs_wanted = list(signature.output_fields)
     if succeeded and calls:
         traced = [{k: _get(prediction, k) for k in outputs_wanted} for _, _, prediction in calls]
         if all(v is not None for outputs in traced for v in outputs.values()):
             first = min(range(len(calls)), key=lambda i: _order(signature, calls[i][1]))
-            return _render(signature, style, _own_inputs(signature, calls[first][1]), traced[first])
+            return _own_inputs(signature, calls[first][1]), traced[first]
     if any(example.labels.get(k) is None for k in outputs_wanted):
         return None  # the labels do not give every output field (reasoning, other outputs)
     labelled = {k: example.labels[k] for k in outputs_wanted}
@@ -147,7 +157,7 @@ def worked_example(
         given = _own_inputs(signature, calls[0][1])
     else:
         return None
-    return _render(signature, style, given, labelled)
+    return given, labelled
 
 
 def _order(signature: Any, inputs: Mapping[str, Any]) -> tuple[int, str]:
