@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from types import SimpleNamespace
+from typing import Any, Literal, cast
 
 import pytest
 
@@ -18,9 +19,11 @@ dspy = pytest.importorskip("dspy", reason="needs the [dspy] extra: pip install -
 
 from skillopt_dsl.dspy import DSPyProgram, SkillOptimizer  # noqa: E402
 from skillopt_dsl.dspy.demos import render_demo, split_demos, with_demos  # noqa: E402
+from skillopt_dsl.dspy.program import ProgramTrace  # noqa: E402
 from skillopt_dsl.lm import LM, Budget  # noqa: E402
 from skillopt_dsl.optimizers import DemonstrationsProposer, GradientText  # noqa: E402
 from skillopt_dsl.testing.fake_server import FakeOpenAIServer  # noqa: E402
+from skillopt_dsl.types import Example  # noqa: E402
 
 _WORD = re.compile(r"\b(zorp|blick)\b")
 _ANSWER = re.compile(r"\[\[ ## answer ## \]\]\s*(\w+)")
@@ -69,16 +72,18 @@ def no_global_dspy_lm() -> Any:
         yield
 
 
-def train(server: FakeOpenAIServer, student: Any, *, demos: bool, calls: int = 150) -> Any:
+def train(server: FakeOpenAIServer, student: Any, *, demos: bool | None) -> Any:
+    """`SkillOptimizer` over the fake server; `demos=None` leaves the setting at its default."""
+    chosen = {} if demos is None else {"demos": demos}
     tele = SkillOptimizer(
         exact,
         optimizer=GradientText(
             lr=1.0, epochs=1, batch_size=8, proposers=[DemonstrationsProposer(per_step=2)]
         ),
         lm=LM("openai/fake-target", api_base=server.url, max_retries=0),
-        budget=Budget(max_calls=calls),
+        budget=Budget(max_calls=150),
         threads=2,
-        demos=demos,
+        **chosen,
     )
     return tele.compile(student, trainset=reviews(0, 8), valset=reviews(8, 30))
 
@@ -115,11 +120,12 @@ def test_demos_are_learned_through_the_gate_and_compiled_into_predictor_demos(
     assert loaded.signature.instructions == predictor.signature.instructions
 
 
-def test_without_demos_worked_examples_stay_in_the_instructions() -> None:
+@pytest.mark.parametrize("demos", [None, False], ids=["default", "off"])
+def test_without_demos_worked_examples_stay_in_the_instructions(demos: bool | None) -> None:
     """Kills: demos turned on by default (the student's instructions would lose their worked
     examples to `predictor.demos` without being asked)."""
     with FakeOpenAIServer(demo_follower, latency_s=0.0) as server:
-        compiled = train(server, dspy.Predict(CodedSentiment), demos=False)
+        compiled = train(server, dspy.Predict(CodedSentiment), demos=demos)
         assert server.requests == compiled.skillopt.usage.calls <= 150
     (predictor,) = [p for _, p in compiled.named_predictors()]
     assert predictor.demos == []
@@ -161,4 +167,21 @@ def test_only_demo_paragraphs_of_the_examples_section_leave_the_instructions() -
     assert [d.toDict() for d in demos] == [{"review": "r", "answer": "negative"}]
     assert (
         instructions == f"Be brief.\n\n## Rules\n\n{mine}\n\n## Examples\n\nShort ones.\n\n{other}"
+    )
+
+
+def test_a_traced_call_missing_an_input_field_gives_no_demo() -> None:
+    """Kills: a demo written from a traced call that lacks one of the predictor's input
+    fields (a wrapper's call with other keys): DSPy would show it as "Not supplied"."""
+    program = DSPyProgram(dspy.Predict(CodedSentiment), exact, inputs=("doc",), demos=True)
+    module = program.module("self")
+    example = Example(id="x", inputs={"doc": "d"}, labels={"answer": "positive"})
+    call = (None, {"hint_": "h"}, dspy.Prediction(answer="positive"))
+    trace = ProgramTrace(gold=None, prediction=None, trace=(call,), pred_trace=(call,))
+    rollout = SimpleNamespace(score=1.0, trace=trace)
+    assert module.worked_example(example, cast(Any, rollout)) is None
+    full = (None, {"review": "r"}, dspy.Prediction(answer="positive"))
+    rollout.trace = ProgramTrace(gold=None, prediction=None, trace=(full,), pred_trace=(full,))
+    assert module.worked_example(example, cast(Any, rollout)) == render_demo(
+        {"review": "r"}, {"answer": "positive"}
     )
