@@ -20,6 +20,8 @@ in front of the server, so the calls each method made are counted AT the server.
 - `student`: the untouched program (no search);
 - `SkillOptimizer`: `SkillOptimizer(metric, optimizer=GradientText(), budget=Budget(max_calls=B),
   threads=1)`, reflection by the same model, the program's own ChatAdapter;
+- `SkillOptimizer+demos`: the same with `demos=True` (each predictor's demos trained and gated
+  with its instructions, compiled into `predictor.demos`);
 - `dspy.GEPA`: `max_metric_calls` = share x B / (server calls per rollout, measured on the
   student's test run), reflection_lm = the same model, seed 0; its actual calls are reported;
 - `dspy.MIPROv2`: auto=None, num_candidates=2, num_trials=2, 1 bootstrapped + 2 labelled demos,
@@ -240,12 +242,13 @@ def run_student(ctx: Context) -> Row:
     return {"program": ctx.shape.make(), "ledger_calls": 0}
 
 
-def run_ours(ctx: Context) -> Row:
+def run_ours(ctx: Context, *, demos: bool = False) -> Row:
     metric, _ = make_metric(ctx.shape.field_metric)
-    run_dir = None if RUN_DIR is None else f"{RUN_DIR}/{ctx.shape.name}"
+    suffix = "-demos" if demos else ""
+    run_dir = None if RUN_DIR is None else f"{RUN_DIR}/{ctx.shape.name}{suffix}"
     tele = SkillOptimizer(metric, optimizer=GradientText(), lm=target_lm(),
                           optimizer_lm=reflection_lm(), budget=Budget(max_calls=ctx.budget),
-                          threads=1, run_dir=run_dir)  # fmt: skip
+                          threads=1, run_dir=run_dir, demos=demos)  # fmt: skip
     compiled = tele.compile(ctx.shape.make(), trainset=ctx.train, valset=ctx.val)
     out = compiled.skillopt
     per = {name: {"seed_val": p.result.seed_val_score, "val": p.result.val_score,
@@ -259,7 +262,8 @@ def run_ours(ctx: Context) -> Row:
             "ledger_calls": out.usage.calls, "tokens": out.usage.total_tokens,
             "stop": out.stop_reason, "untrained": list(out.untrained), "predictors": per,
             "accepted": accepted, "decisions": decisions,
-            "note": f"GradientText() defaults; gate {accepted}/{decisions}; stop {out.stop_reason}"
+            "note": f"GradientText() defaults{'; demos=True' if demos else ''}; "
+                    f"gate {accepted}/{decisions}; stop {out.stop_reason}"
                     + (f"; untrained {', '.join(out.untrained)}" if out.untrained else "")}  # fmt: skip
 
 
@@ -313,6 +317,7 @@ def run_mipro(ctx: Context) -> Row:
 METHODS: dict[str, Callable[[Context], Row]] = {
     "student": run_student,
     "SkillOptimizer": run_ours,
+    "SkillOptimizer+demos": lambda ctx: run_ours(ctx, demos=True),
     "dspy.GEPA": run_gepa,
     "dspy.MIPROv2": run_mipro,
 }
