@@ -1,11 +1,20 @@
-"""The two records that flow through every part of the library: `Example` and `Prediction`."""
+"""The two records that flow through every part of the library, `Example` and `Prediction`,
+and the JSON aliases used where a value is genuinely arbitrary JSON (`JSONValue`, `JSONObject`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeAlias
+
+JSONValue: TypeAlias = (
+    None | bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"]
+)
+"""Any value `json.loads` can return: the type of arbitrary JSON, which is not `Any`."""
+
+JSONObject: TypeAlias = dict[str, JSONValue]
+"""A JSON object with arbitrary values (a JSON-ready record whose shape is open)."""
 
 
 def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
