@@ -69,7 +69,7 @@ class CompileResult:
     seed_test_score: float | None = None
     baseline: Baseline | None = None
     test_usage: UsageSnapshot | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, object] = field(default_factory=dict)
     preflight: Preflight | None = None
     rejected: tuple[RejectedCandidate, ...] = ()
     """What the gate could certify at this validation size, said before the search."""
@@ -146,7 +146,7 @@ def compile(
     seed: int = 0,
     threads: int = DEFAULT_THREADS,
     max_errors: int | None = None,
-    on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
+    on_event: Callable[[str, Mapping[str, object]], None] | None = None,
     significance: SignificanceBudget | None = None,
 ) -> CompileResult:
     """Train `module`'s skill document on `trainset`, gated on `valset`; see the package docs.

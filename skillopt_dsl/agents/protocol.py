@@ -47,7 +47,7 @@ class ToolRequest:
     """One tool call the model asked for (before it runs)."""
 
     name: str
-    arguments: Mapping[str, Any] = field(default_factory=dict)
+    arguments: Mapping[str, object] = field(default_factory=dict)
     call_id: str = ""
     problem: str | None = None
     """Why the call cannot run as written (arguments that are not an object), or None."""
@@ -166,7 +166,7 @@ def _loads_tolerant(raw: str) -> Any:
         return None
 
 
-def _call_from_object(obj: Mapping[str, Any], tool_names: Collection[str]) -> ToolRequest | None:
+def _call_from_object(obj: Mapping[str, object], tool_names: Collection[str]) -> ToolRequest | None:
     name_key = next((k for k in _NAME_KEYS if isinstance(obj.get(k), str)), None)
     if name_key is None:
         return None
@@ -224,13 +224,14 @@ POSITIONAL = "_positional"
 """Key under which a Python-style call's positional values travel until the agent binds them."""
 
 
-def bind_positional(tool: Tool, arguments: Mapping[str, Any]) -> dict[str, Any]:
+def bind_positional(tool: Tool, arguments: Mapping[str, object]) -> dict[str, Any]:
     """Give a Python-style call's positional values to the tool's parameters, in order.
 
     Extra positional values are left under `_positional`, so validation rejects them by name.
     """
     bound = {k: v for k, v in arguments.items() if k != POSITIONAL}
-    values = list(arguments.get(POSITIONAL, []))
+    positional = arguments.get(POSITIONAL, [])
+    values = list(positional) if isinstance(positional, list | tuple) else [positional]
     free = [name for name in tool.arguments.model_fields if name not in bound]
     for name, value in zip(free, values, strict=False):
         bound[name] = value

@@ -123,7 +123,7 @@ class Tool:
             parts.append(f"{field_name}{optional}: {kind}")
         return f"{self.name}({', '.join(parts)})"
 
-    def invoke(self, arguments: Mapping[str, Any]) -> ToolResult:
+    def invoke(self, arguments: Mapping[str, object]) -> ToolResult:
         """Validate `arguments`, run the tool with its time limit; never raises."""
         started = time.perf_counter()
         try:
@@ -233,8 +233,11 @@ def _arguments_model(
     return pydantic.create_model(f"{tool_name}_arguments", __config__=config, **fields)
 
 
-def _any_of_types(schema: Mapping[str, Any]) -> str:
-    kinds = [str(s.get("type")) for s in schema.get("anyOf", []) if s.get("type")]
+def _any_of_types(schema: Mapping[str, object]) -> str:
+    options = schema.get("anyOf", [])
+    if not isinstance(options, list):
+        return ""
+    kinds = [str(s.get("type")) for s in options if isinstance(s, dict) and s.get("type")]
     return " | ".join(kinds)
 
 

@@ -37,7 +37,7 @@ class ToolCall:
     """One tool call: what the model asked for and what it got back."""
 
     name: str
-    arguments: Mapping[str, Any]
+    arguments: Mapping[str, object]
     result: str
     error: str | None = None
     duration_s: float = 0.0

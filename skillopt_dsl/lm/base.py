@@ -38,7 +38,7 @@ class SamplingParams:
     seed: int = 0
     top_p: float | None = None
     stop: tuple[str, ...] | None = None
-    response_format: Mapping[str, Any] | None = None
+    response_format: Mapping[str, object] | None = None
     reasoning_effort: ReasoningEffort | None = None
 
     def __post_init__(self) -> None:
@@ -101,7 +101,7 @@ class Backend(Protocol):
 
     - `price() -> Price | None`: the model's price (None: unknown), used to reserve the worst
       case cost of a call under `Budget(max_usd=...)`.
-    - `identity() -> Mapping[str, Any]`: a JSON-ready record of everything besides the
+    - `identity() -> Mapping[str, object]`: a JSON-ready record of everything besides the
       sampling parameters that changes an answer: `{"model", "api_base", "provider_params"}`
       (never an API key). It enters the response cache key and the run's config.json.
     """

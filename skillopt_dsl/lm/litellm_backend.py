@@ -136,7 +136,7 @@ class LiteLLMBackend:
         return str(message.content or "")
 
     def _request(
-        self, messages: Sequence[Mapping[str, Any]], params: SamplingParams
+        self, messages: Sequence[Mapping[str, object]], params: SamplingParams
     ) -> dict[str, Any]:
         """The keywords of one `litellm.completion` call: the one place they are built."""
         optional = params.provider_kwargs()

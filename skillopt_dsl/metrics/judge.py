@@ -47,7 +47,7 @@ class CompletesChat(Protocol):
         ...
 
 
-def _render(title: str, values: Mapping[str, Any]) -> str:
+def _render(title: str, values: Mapping[str, object]) -> str:
     lines = [f"- {key}: {value}" for key, value in values.items()] or ["(none)"]
     return f"## {title}\n" + "\n".join(lines)
 
@@ -132,7 +132,7 @@ class LLMJudge:
             check_output_field(example, prediction, field, self.name)
         return {field: prediction.outputs.get(field) for field in names}
 
-    def messages(self, example: Example, outputs: Mapping[str, Any]) -> list[dict[str, str]]:
+    def messages(self, example: Example, outputs: Mapping[str, object]) -> list[dict[str, str]]:
         """The chat sent to the judge: instructions, then rubric, inputs, reference and output."""
         user = "\n\n".join(
             [

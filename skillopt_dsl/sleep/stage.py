@@ -257,7 +257,7 @@ def write_stage(
     return final
 
 
-def write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
+def write_jsonl(path: Path, rows: Sequence[Mapping[str, object]]) -> Path:
     """One JSON object a line (UTF-8, not ASCII-escaped)."""
     with path.open("w", encoding="utf-8") as handle:
         for row in rows:

@@ -44,7 +44,7 @@ def json_lines(path: Path, counts: ReadCounts) -> Iterator[tuple[int, dict[str, 
 
 
 def record_time(
-    record: Mapping[str, Any], path: Path, line_no: int, counts: ReadCounts
+    record: Mapping[str, object], path: Path, line_no: int, counts: ReadCounts
 ) -> datetime | None:
     try:
         return parse_timestamp(record.get("timestamp"))
