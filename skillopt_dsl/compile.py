@@ -15,7 +15,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from skillopt_dsl.baselines import Baseline, baseline_warning, constant_baseline
 from skillopt_dsl.driver import CompileContext, StepRecord
@@ -106,7 +105,7 @@ class CompileResult:
             )
         raise UserInputError(f"unknown export format {format!r}; choose 'md' or 'agent-skill'")
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         """The JSON written to summary.json."""
         return {
             "stop_reason": self.stop_reason,
@@ -303,7 +302,9 @@ def _check_inputs(
         raise UserInputError(f"train, val and test must not share examples; shared ids: {leaked}")
 
 
-def _config(context: CompileContext, optimizer: Optimizer, budget: Budget | None) -> dict[str, Any]:
+def _config(
+    context: CompileContext, optimizer: Optimizer, budget: Budget | None
+) -> dict[str, object]:
     """The run's config.json: the settings a resume must match."""
     gate = context.gate
     return {

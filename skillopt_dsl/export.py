@@ -15,7 +15,7 @@ import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import yaml
 
@@ -53,7 +53,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def _front_matter(skill: Skill, metadata: Mapping[str, object]) -> str:
-    fields: dict[str, Any] = {"name": "skill", "description": ""}
+    fields: dict[str, object] = {"name": "skill", "description": ""}
     fields.update({k: v for k, v in metadata.items() if v is not None})
     fields.setdefault("date", _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat())
     fields["skill_hash"] = skill.hash
@@ -83,7 +83,7 @@ def load_skill(path: str | Path) -> Skill:
     return Skill(split_front_matter(text)[1])
 
 
-def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
+def split_front_matter(text: str) -> tuple[dict[str, object], str]:
     """Split `---` YAML front matter from the body; a file without it is all body."""
     if not text.startswith(_FRONT):
         return {}, text

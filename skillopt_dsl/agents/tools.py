@@ -97,7 +97,7 @@ class Tool:
         model = _arguments_model(tool_name, function, arg_docs)
         return cls(tool_name, description or summary, function, model, timeout_s)
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> dict[str, object]:
         """The JSON schema of the tool in the OpenAI function-calling form."""
         parameters = self.arguments.model_json_schema()
         parameters.pop("title", None)
@@ -173,9 +173,9 @@ def render_output(value: Any) -> str:
 
 
 def _run_with_timeout(
-    function: Callable[..., Any], kwargs: dict[str, Any], timeout_s: float, name: str
+    function: Callable[..., Any], kwargs: dict[str, object], timeout_s: float, name: str
 ) -> tuple[str, str | None]:
-    box: dict[str, Any] = {}
+    box: dict[str, object] = {}
 
     def target() -> None:
         try:

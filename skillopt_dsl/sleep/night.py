@@ -520,7 +520,7 @@ def _nothing_passed(result: Any) -> str | None:
     return f"no candidate passed the gate ({len(result.gate_log)} decision(s))"
 
 
-def _spend(mining: UsageSnapshot, compiled: UsageSnapshot | None) -> dict[str, Any]:
+def _spend(mining: UsageSnapshot, compiled: UsageSnapshot | None) -> dict[str, object]:
     parts = [mining] + ([compiled] if compiled is not None else [])
     usd = [p.cost_usd for p in parts if p.cost_usd is not None]
     return {

@@ -265,7 +265,7 @@ class ReviewFolder:
                 enable_progress_bars()
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+def _read_jsonl(path: Path) -> list[dict[str, object]]:
     if not path.exists():
         return []
     rows = []
