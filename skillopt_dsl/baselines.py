@@ -48,7 +48,7 @@ class Baseline:
     val_score: float
     test_score: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict of every field."""
         return asdict(self)
 

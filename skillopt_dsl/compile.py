@@ -15,7 +15,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from skillopt_dsl.baselines import Baseline, baseline_warning, constant_baseline
 from skillopt_dsl.driver import CompileContext, StepRecord
@@ -69,7 +68,7 @@ class CompileResult:
     seed_test_score: float | None = None
     baseline: Baseline | None = None
     test_usage: UsageSnapshot | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, object] = field(default_factory=dict)
     preflight: Preflight | None = None
     rejected: tuple[RejectedCandidate, ...] = ()
     """What the gate could certify at this validation size, said before the search."""
@@ -106,7 +105,7 @@ class CompileResult:
             )
         raise UserInputError(f"unknown export format {format!r}; choose 'md' or 'agent-skill'")
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         """The JSON written to summary.json."""
         return {
             "stop_reason": self.stop_reason,
@@ -146,7 +145,7 @@ def compile(
     seed: int = 0,
     threads: int = DEFAULT_THREADS,
     max_errors: int | None = None,
-    on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
+    on_event: Callable[[str, Mapping[str, object]], None] | None = None,
     significance: SignificanceBudget | None = None,
 ) -> CompileResult:
     """Train `module`'s skill document on `trainset`, gated on `valset`; see the package docs.
@@ -303,7 +302,9 @@ def _check_inputs(
         raise UserInputError(f"train, val and test must not share examples; shared ids: {leaked}")
 
 
-def _config(context: CompileContext, optimizer: Optimizer, budget: Budget | None) -> dict[str, Any]:
+def _config(
+    context: CompileContext, optimizer: Optimizer, budget: Budget | None
+) -> dict[str, object]:
     """The run's config.json: the settings a resume must match."""
     gate = context.gate
     return {

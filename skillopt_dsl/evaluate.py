@@ -57,7 +57,7 @@ class Rollout:
     extra_scores: Mapping[str, float] = field(default_factory=dict)
     trace: Any = field(default=None, compare=False, repr=False)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """A JSON-ready summary (the parsed prediction as its outputs and error)."""
         return {
             "example_id": self.example_id,
@@ -102,7 +102,7 @@ class EvaluationReport:
         """How many rollouts failed at the model call (not parse failures)."""
         return sum(1 for r in self.records if r.error is not None)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         """Mean, counts and token totals, for logs and run files."""
         return {
             "skill_hash": self.skill_hash,

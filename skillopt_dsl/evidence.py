@@ -32,7 +32,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Protocol, TypedDict, cast
 
 from skillopt_dsl.errors import UserInputError
 
@@ -46,6 +46,28 @@ __all__ = [
 ]
 
 _TOLERANCE = 1e-12
+
+
+class BudgetState(TypedDict):
+    """`SignificanceBudget.to_dict()`: the budget's state as a checkpoint stores it."""
+
+    alpha: float
+    first_share: float
+    planned: int | None
+    spent: float
+    decisions: int
+
+
+class PreflightRecord(TypedDict):
+    """`Preflight.to_dict()`: every field, as the `preflight` event and summary.json hold it."""
+
+    n_val: int
+    planned: int | None
+    alpha: float
+    first_level: float | None
+    clean_fix: int | None
+    even_chance_gain: float | None
+    warning: str | None
 
 
 @dataclass
@@ -109,11 +131,17 @@ class SignificanceBudget:
         self.spent = min(self.alpha, self.spent + max(spent, 0.0))
         self.decisions += 1
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> BudgetState:
         """A JSON-ready dict of the budget's state."""
-        return asdict(self)
+        return BudgetState(
+            alpha=self.alpha,
+            first_share=self.first_share,
+            planned=self.planned,
+            spent=self.spent,
+            decisions=self.decisions,
+        )
 
-    def restore(self, data: dict[str, Any]) -> None:
+    def restore(self, data: BudgetState) -> None:
         """Load the state written by `to_dict` (a resumed run continues where it stopped)."""
         self.alpha = float(data["alpha"])
         self.first_share = float(data["first_share"])
@@ -225,14 +253,15 @@ class Preflight:
         if self.warning is not None:
             log.warning("%s: %s", subject, self.warning)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PreflightRecord:
         """A JSON-ready dict of every field."""
-        return asdict(self)
+        return cast(PreflightRecord, asdict(self))
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Preflight:
-        """Rebuild a pre-flight written by `to_dict` (an event, summary.json)."""
-        return cls(**data)
+    def from_dict(cls, data: Mapping[str, object]) -> Preflight:
+        """Rebuild a pre-flight written by `to_dict` (an event, summary.json); a missing or
+        unknown key raises `TypeError`, as the constructor does."""
+        return cls(**cast(PreflightRecord, data))
 
 
 class GateLevels(Protocol):

@@ -15,7 +15,7 @@ import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import yaml
 
@@ -52,8 +52,8 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
-def _front_matter(skill: Skill, metadata: Mapping[str, Any]) -> str:
-    fields: dict[str, Any] = {"name": "skill", "description": ""}
+def _front_matter(skill: Skill, metadata: Mapping[str, object]) -> str:
+    fields: dict[str, object] = {"name": "skill", "description": ""}
     fields.update({k: v for k, v in metadata.items() if v is not None})
     fields.setdefault("date", _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat())
     fields["skill_hash"] = skill.hash
@@ -61,7 +61,9 @@ def _front_matter(skill: Skill, metadata: Mapping[str, Any]) -> str:
     return _FRONT + dumped + "---\n"
 
 
-def export_skill(skill: Skill, path: str | Path, metadata: Mapping[str, Any] | None = None) -> Path:
+def export_skill(
+    skill: Skill, path: str | Path, metadata: Mapping[str, object] | None = None
+) -> Path:
     """Write `skill` to `path` with YAML front matter; returns the path written.
 
     `metadata` may hold name, description, scores, models, run id; values must be YAML-safe.
@@ -81,7 +83,7 @@ def load_skill(path: str | Path) -> Skill:
     return Skill(split_front_matter(text)[1])
 
 
-def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
+def split_front_matter(text: str) -> tuple[dict[str, object], str]:
     """Split `---` YAML front matter from the body; a file without it is all body."""
     if not text.startswith(_FRONT):
         return {}, text
@@ -119,7 +121,7 @@ def export_agent_skill(
     *,
     name: str,
     description: str,
-    metadata: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, object] | None = None,
     agent: AgentKind = "claude",
 ) -> Path:
     """Write the skill where `agent` reads it, with the front matter that agent expects.

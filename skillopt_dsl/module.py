@@ -213,7 +213,7 @@ class SkillModule:
         return self._metric
 
     # -- rendering --------------------------------------------------------------------------
-    def render(self, skill: Skill, inputs: Example | Mapping[str, Any]) -> list[Message]:
+    def render(self, skill: Skill, inputs: Example | Mapping[str, object]) -> list[Message]:
         """The exact messages sent to the target model for these inputs under `skill`."""
         values = inputs.inputs if isinstance(inputs, Example) else inputs
         missing = [name for name in self.input_fields if name not in values]
@@ -225,7 +225,7 @@ class SkillModule:
         messages.append({"role": "user", "content": self._render_user(values)})
         return messages
 
-    def _render_user(self, values: Mapping[str, Any]) -> str:
+    def _render_user(self, values: Mapping[str, object]) -> str:
         described = any(spec.desc for spec in self.input_fields.values())
         if len(self.input_fields) == 1 and not described:
             (name,) = self.input_fields
@@ -293,8 +293,8 @@ class SkillModule:
         cls,
         *,
         name: str,
-        inputs: Mapping[str, Any],
-        outputs: Mapping[str, Any],
+        inputs: Mapping[str, object],
+        outputs: Mapping[str, object],
         skill: str | Path | Skill | None = None,
         metric: Callable[..., Any] | None = None,
         description: str = "",

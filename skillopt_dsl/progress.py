@@ -65,7 +65,7 @@ class ProgressState:
     screen_passed: int = 0
     screen_calls: int = 0
 
-    def update(self, event: str, payload: Mapping[str, Any]) -> str | None:
+    def update(self, event: str, payload: Mapping[str, object]) -> str | None:
         """Fold one event in; returns a log line when the event is worth one, else None."""
         handler = _HANDLERS.get(event)
         if handler is None:
@@ -251,7 +251,7 @@ class CompileProgress:
             else None
         )
 
-    def __call__(self, event: str, payload: Mapping[str, Any]) -> None:
+    def __call__(self, event: str, payload: Mapping[str, object]) -> None:
         """Take one compile event."""
         line = self.state.update(event, payload)
         if self._live is not None:

@@ -22,7 +22,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from skillopt_dsl.data import Splits
 from skillopt_dsl.errors import UserInputError
@@ -86,7 +85,7 @@ def _import(path: Path) -> ModuleType:
     return module
 
 
-def _check_unknown(path: Path, public: dict[str, Any]) -> None:
+def _check_unknown(path: Path, public: dict[str, object]) -> None:
     """Refuse a setting-like object under a name the loader does not read (a typo)."""
     setting_types = (SkillModule, Splits, LM, Optimizer, Budget)
     for key, value in public.items():
@@ -100,7 +99,7 @@ def _check_unknown(path: Path, public: dict[str, Any]) -> None:
         )
 
 
-def _check_types(path: Path, values: dict[str, Any]) -> None:
+def _check_types(path: Path, values: dict[str, object]) -> None:
     expected: dict[str, tuple[type, ...]] = {
         "module": (SkillModule,),
         "splits": (Splits,),

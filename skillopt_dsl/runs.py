@@ -149,7 +149,7 @@ class RunDirectory:
         return RunFiles(self.path)
 
     # -- config ------------------------------------------------------------------------------
-    def write_config(self, config: Mapping[str, Any], *, resume: bool) -> None:
+    def write_config(self, config: Mapping[str, object], *, resume: bool) -> None:
         """Write config.json; on resume, refuse a config that differs from the one on disk."""
         if self.path is None:
             return
@@ -244,14 +244,14 @@ class RunDirectory:
         if self.path is not None:
             atomic_write_text(self.files.version(version), skill.text)
 
-    def save_best(self, skill: Skill, metadata: Mapping[str, Any]) -> Path | None:
+    def save_best(self, skill: Skill, metadata: Mapping[str, object]) -> Path | None:
         """Export best_skill.md."""
         if self.path is None:
             return None
         return export_skill(skill, self.files.best, metadata)
 
     # -- checkpoint and summary ---------------------------------------------------------------
-    def save_checkpoint(self, state: Mapping[str, Any]) -> None:
+    def save_checkpoint(self, state: Mapping[str, object]) -> None:
         """Write checkpoint.json atomically."""
         if self.path is not None:
             atomic_write_text(self.files.checkpoint, _dumps(state))
@@ -272,7 +272,7 @@ class RunDirectory:
             raise RunDirError(f"{target} is not a skillopt-dsl checkpoint")
         return data
 
-    def save_summary(self, summary: Mapping[str, Any]) -> None:
+    def save_summary(self, summary: Mapping[str, object]) -> None:
         """Write summary.json."""
         if self.path is not None:
             atomic_write_text(

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skillopt_dsl.evaluate import DEFAULT_THREADS
 from skillopt_dsl.lm import LM, Backend, Budget, ResponseCache, UsageLedger, resolve_lm
@@ -31,7 +31,7 @@ __all__ = ["DEFAULT_THREADS", "CompileSettings", "EventListener", "ModelSpec", "
 ModelSpec = str | Backend | LM | None
 """A model as a caller may name it: a model string, a backend, an `LM`, or None (the default)."""
 
-EventListener = Callable[[str, Mapping[str, Any]], None]
+EventListener = Callable[[str, Mapping[str, object]], None]
 """Called with every run event: its kind and its fields (`skillopt_dsl.events`)."""
 
 

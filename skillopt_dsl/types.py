@@ -1,11 +1,34 @@
-"""The two records that flow through every part of the library: `Example` and `Prediction`."""
+"""The two records that flow through every part of the library, `Example` and `Prediction`,
+and the JSON aliases used where a value is genuinely arbitrary JSON (`JSONValue`, `JSONObject`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeAlias
+
+JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"] | None
+"""Any value `json.loads` can return: the type of arbitrary JSON, which is not `Any`."""
+
+JSONObject: TypeAlias = dict[str, JSONValue]
+"""A JSON object with arbitrary values (a JSON-ready record whose shape is open)."""
+
+
+def json_int(value: object) -> int:
+    """A field read from JSON as an int (a number or a numeric string, as `int()` takes it);
+    anything else raises `TypeError`, as `int()` does."""
+    if isinstance(value, int | float | str):
+        return int(value)
+    raise TypeError(f"expected a number, got {value!r}")
+
+
+def json_float(value: object) -> float:
+    """A field read from JSON as a float (a number or a numeric string, as `float()` takes
+    it); anything else raises `TypeError`, as `float()` does."""
+    if isinstance(value, int | float | str):
+        return float(value)
+    raise TypeError(f"expected a number, got {value!r}")
 
 
 def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -54,7 +54,7 @@ from skillopt_dsl.lm.base import Completion
 from skillopt_dsl.metrics.score import Score
 from skillopt_dsl.module import InputField, OutputField, RunOutcome, SkillModule
 from skillopt_dsl.skill import Skill
-from skillopt_dsl.types import Example
+from skillopt_dsl.types import Example, json_float, json_int
 
 if TYPE_CHECKING:
     from skillopt_dsl.lm import LM, UsageLedger
@@ -423,7 +423,7 @@ def _read_jsonl(stdout: str) -> tuple[str, ReportedUsage]:
     return answer, ReportedUsage(prompt, completion, cost)
 
 
-def _event_text(event: Mapping[str, Any]) -> str | None:
+def _event_text(event: Mapping[str, object]) -> str | None:
     item = event.get("item")
     if isinstance(item, dict) and item.get("type") in ("agent_message", "assistant_message"):
         text = item.get("text")
@@ -432,19 +432,20 @@ def _event_text(event: Mapping[str, Any]) -> str | None:
     return result if isinstance(result, str) else None
 
 
-def _usage_of(data: Mapping[str, Any]) -> ReportedUsage:
+def _usage_of(data: Mapping[str, object]) -> ReportedUsage:
     usage = data.get("usage")
     usage = usage if isinstance(usage, dict) else {}
     prompt = _first_int(usage, ("input_tokens", "prompt_tokens"))
     completion = _first_int(usage, ("output_tokens", "completion_tokens"))
     cost = next(
-        (float(data[k]) for k in ("total_cost_usd", "cost_usd") if _is_number(data.get(k))), None
+        (json_float(data[k]) for k in ("total_cost_usd", "cost_usd") if _is_number(data.get(k))),
+        None,
     )
     return ReportedUsage(prompt, completion, cost)
 
 
-def _first_int(data: Mapping[str, Any], keys: Sequence[str]) -> int:
-    return next((int(data[k]) for k in keys if _is_number(data.get(k))), 0)
+def _first_int(data: Mapping[str, object], keys: Sequence[str]) -> int:
+    return next((json_int(data[k]) for k in keys if _is_number(data.get(k))), 0)
 
 
 def _is_number(value: Any) -> bool:

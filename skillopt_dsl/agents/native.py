@@ -68,8 +68,8 @@ class NativeToolBackend(LiteLLMBackend):
             )
 
     def _request(
-        self, messages: Sequence[Mapping[str, Any]], params: SamplingParams
-    ) -> dict[str, Any]:
+        self, messages: Sequence[Mapping[str, object]], params: SamplingParams
+    ) -> dict[str, object]:
         """`LiteLLMBackend`'s request, with native messages and the transcript's `tools`."""
         request = super()._request([to_native(m) for m in messages], params)
         tools = _tools_of(messages)
@@ -84,11 +84,12 @@ class NativeToolBackend(LiteLLMBackend):
         return f"NativeToolBackend({self.model!r})"
 
 
-def to_native(message: Mapping[str, Any]) -> dict[str, Any]:
+def to_native(message: Mapping[str, object]) -> dict[str, object]:
     """A transcript message as the provider expects it (the `tools` key removed)."""
-    native: dict[str, Any] = {k: v for k, v in message.items() if k != "tools"}
+    native: dict[str, object] = {k: v for k, v in message.items() if k != "tools"}
     if "tool_calls" in native:
-        native["tool_calls"] = json.loads(native["tool_calls"])
+        calls = native["tool_calls"]
+        native["tool_calls"] = json.loads(calls) if isinstance(calls, str | bytes) else calls
         native["content"] = native.get("content") or None
     return native
 
@@ -109,10 +110,11 @@ def reply_text(message: Any) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def _tools_of(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
+def _tools_of(messages: Sequence[Mapping[str, object]]) -> list[Any]:
     for message in messages:
         if "tools" in message:
-            tools = json.loads(message["tools"])
+            raw = message["tools"]
+            tools = json.loads(raw) if isinstance(raw, str | bytes | bytearray) else raw
             return tools if isinstance(tools, list) else []
     return []
 

@@ -47,7 +47,7 @@ class ToolRequest:
     """One tool call the model asked for (before it runs)."""
 
     name: str
-    arguments: Mapping[str, Any] = field(default_factory=dict)
+    arguments: Mapping[str, object] = field(default_factory=dict)
     call_id: str = ""
     problem: str | None = None
     """Why the call cannot run as written (arguments that are not an object), or None."""
@@ -72,7 +72,7 @@ def parse_tool_calls(text: str, tool_names: Collection[str]) -> list[ToolRequest
 
 def render_call(request: ToolRequest) -> str:
     """The canonical text form of a call (a fenced JSON block), as native calls are recorded."""
-    payload: dict[str, Any] = {"tool": request.name, "arguments": dict(request.arguments)}
+    payload: dict[str, object] = {"tool": request.name, "arguments": dict(request.arguments)}
     if request.call_id:
         payload["id"] = request.call_id
     return "```json\n" + json.dumps(payload, ensure_ascii=False) + "\n```"
@@ -116,7 +116,7 @@ def _calls_in_fences(text: str, tool_names: Collection[str]) -> list[ToolRequest
     return calls
 
 
-def _bare_objects(text: str) -> Iterator[dict[str, Any]]:
+def _bare_objects(text: str) -> Iterator[dict[str, object]]:
     """Top-level `{...}` spans of `text` that parse (tolerantly) as JSON objects."""
     index = 0
     while (start := text.find("{", index)) >= 0:
@@ -166,7 +166,7 @@ def _loads_tolerant(raw: str) -> Any:
         return None
 
 
-def _call_from_object(obj: Mapping[str, Any], tool_names: Collection[str]) -> ToolRequest | None:
+def _call_from_object(obj: Mapping[str, object], tool_names: Collection[str]) -> ToolRequest | None:
     name_key = next((k for k in _NAME_KEYS if isinstance(obj.get(k), str)), None)
     if name_key is None:
         return None
@@ -202,7 +202,7 @@ def _python_style_calls(text: str, tool_names: Collection[str]) -> list[ToolRequ
     return calls
 
 
-def _python_arguments(inner: str) -> dict[str, Any] | None:
+def _python_arguments(inner: str) -> dict[str, object] | None:
     """`city="X", n=2` -> {"city": "X", "n": 2}; one positional value -> {"_positional": [v]}."""
     try:
         call = ast.parse(f"f({inner})", mode="eval").body
@@ -224,13 +224,14 @@ POSITIONAL = "_positional"
 """Key under which a Python-style call's positional values travel until the agent binds them."""
 
 
-def bind_positional(tool: Tool, arguments: Mapping[str, Any]) -> dict[str, Any]:
+def bind_positional(tool: Tool, arguments: Mapping[str, object]) -> dict[str, object]:
     """Give a Python-style call's positional values to the tool's parameters, in order.
 
     Extra positional values are left under `_positional`, so validation rejects them by name.
     """
     bound = {k: v for k, v in arguments.items() if k != POSITIONAL}
-    values = list(arguments.get(POSITIONAL, []))
+    positional = arguments.get(POSITIONAL, [])
+    values = list(positional) if isinstance(positional, list | tuple) else [positional]
     free = [name for name in tool.arguments.model_fields if name not in bound]
     for name, value in zip(free, values, strict=False):
         bound[name] = value

@@ -97,7 +97,7 @@ class Tool:
         model = _arguments_model(tool_name, function, arg_docs)
         return cls(tool_name, description or summary, function, model, timeout_s)
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> dict[str, object]:
         """The JSON schema of the tool in the OpenAI function-calling form."""
         parameters = self.arguments.model_json_schema()
         parameters.pop("title", None)
@@ -123,7 +123,7 @@ class Tool:
             parts.append(f"{field_name}{optional}: {kind}")
         return f"{self.name}({', '.join(parts)})"
 
-    def invoke(self, arguments: Mapping[str, Any]) -> ToolResult:
+    def invoke(self, arguments: Mapping[str, object]) -> ToolResult:
         """Validate `arguments`, run the tool with its time limit; never raises."""
         started = time.perf_counter()
         try:
@@ -173,9 +173,9 @@ def render_output(value: Any) -> str:
 
 
 def _run_with_timeout(
-    function: Callable[..., Any], kwargs: dict[str, Any], timeout_s: float, name: str
+    function: Callable[..., Any], kwargs: dict[str, object], timeout_s: float, name: str
 ) -> tuple[str, str | None]:
-    box: dict[str, Any] = {}
+    box: dict[str, object] = {}
 
     def target() -> None:
         try:
@@ -233,8 +233,11 @@ def _arguments_model(
     return pydantic.create_model(f"{tool_name}_arguments", __config__=config, **fields)
 
 
-def _any_of_types(schema: Mapping[str, Any]) -> str:
-    kinds = [str(s.get("type")) for s in schema.get("anyOf", []) if s.get("type")]
+def _any_of_types(schema: Mapping[str, object]) -> str:
+    options = schema.get("anyOf", [])
+    if not isinstance(options, list):
+        return ""
+    kinds = [str(s.get("type")) for s in options if isinstance(s, dict) and s.get("type")]
     return " | ".join(kinds)
 
 

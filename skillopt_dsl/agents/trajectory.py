@@ -37,7 +37,7 @@ class ToolCall:
     """One tool call: what the model asked for and what it got back."""
 
     name: str
-    arguments: Mapping[str, Any]
+    arguments: Mapping[str, object]
     result: str
     error: str | None = None
     duration_s: float = 0.0
@@ -48,7 +48,7 @@ class ToolCall:
         """True when the tool ran and returned."""
         return self.error is None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict."""
         return {
             "name": self.name,
@@ -69,7 +69,7 @@ class Turn:
     calls: tuple[ToolCall, ...] = ()
     cached: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict."""
         return {
             "index": self.index,
@@ -101,7 +101,7 @@ class Trajectory:
         """How many model calls the run made."""
         return len(self.turns)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict (the final state as JSON where it can be, else its repr)."""
         return {
             "messages": [dict(m) for m in self.messages],

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import random
 from functools import cache
-from typing import Any
 
 __all__ = ["N_ROWS", "STYLES", "rows"]
 
@@ -185,7 +184,7 @@ def _rows() -> tuple[tuple[str, str, str], ...]:
     return tuple(made)
 
 
-def rows() -> list[dict[str, Any]]:
+def rows() -> list[dict[str, object]]:
     """Every entry as a row `{id, reference, answer}`, ids `citation_keys-<n>` in generation
     order."""
     return [

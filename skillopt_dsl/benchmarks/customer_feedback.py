@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 from functools import cache
-from typing import Any, Literal
+from typing import Literal
 
 from skillopt_dsl import metrics
 from skillopt_dsl.module import InputField, OutputField, SkillModule
@@ -99,7 +99,7 @@ def _rows() -> tuple[tuple[str, str], ...]:
     return tuple(made)
 
 
-def rows() -> list[dict[str, Any]]:
+def rows() -> list[dict[str, object]]:
     """Every review as a row `{id, question, answer}`, ids `customer_feedback-<n>` in
     generation order."""
     return [

@@ -29,7 +29,6 @@ from __future__ import annotations
 import random
 from datetime import date
 from functools import cache
-from typing import Any
 
 __all__ = ["FIRST_DAY", "LAST_DAY", "N_ROWS", "STYLES", "rows"]
 
@@ -154,7 +153,7 @@ def _rows() -> tuple[tuple[str, str, str, str], ...]:
     return tuple(made)
 
 
-def rows() -> list[dict[str, Any]]:
+def rows() -> list[dict[str, object]]:
     """Every sentence as a row `{id, text, answer}`, ids `iso_dates-<n>` in generation order."""
     return [
         {"id": f"iso_dates-{i}", "text": text, "answer": answer}

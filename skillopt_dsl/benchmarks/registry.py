@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.module import SkillModule
@@ -36,7 +35,7 @@ class Benchmark:
     description: str
     input_fields: tuple[str, ...]
     label_fields: tuple[str, ...]
-    loader: Callable[[], list[dict[str, Any]]]
+    loader: Callable[[], list[dict[str, object]]]
     answer_choices: tuple[str, ...] | None = None
     module: type[SkillModule] | None = None
 

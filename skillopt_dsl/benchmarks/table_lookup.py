@@ -19,7 +19,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
 from skillopt_dsl import metrics
 from skillopt_dsl.agents.module import AgentModule
@@ -67,7 +66,7 @@ CITIES: tuple[str, ...] = tuple(_cities())
 """The city names, in table order."""
 
 
-def lookup(city: str) -> dict[str, Any]:
+def lookup(city: str) -> dict[str, object]:
     """Look up a city in the table and return its country, population and founding year.
 
     Args:
@@ -84,9 +83,9 @@ def lookup(city: str) -> dict[str, Any]:
     }
 
 
-def rows() -> list[dict[str, Any]]:
+def rows() -> list[dict[str, object]]:
     """Every question (one per city and attribute), with ids `table_lookup-<n>`."""
-    result: list[dict[str, Any]] = []
+    result: list[dict[str, object]] = []
     for city in CITIES:
         for attribute, template in _QUESTIONS.items():
             result.append(

@@ -25,7 +25,7 @@ def lazy(module: str, name: str, what: str) -> Any:
 
 
 def optimizer_from_flags(
-    base: Optimizer | None, choice: OptimizerChoice | None, overrides: Mapping[str, Any]
+    base: Optimizer | None, choice: OptimizerChoice | None, overrides: Mapping[str, object]
 ) -> Optimizer | None:
     """The recipe's optimizer, or the one `--optimizer` names, with flag overrides applied."""
     from skillopt_dsl.optimizers.gradient_text import GradientText

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from skillopt_dsl.errors import UserInputError
 
@@ -38,7 +38,7 @@ class SamplingParams:
     seed: int = 0
     top_p: float | None = None
     stop: tuple[str, ...] | None = None
-    response_format: Mapping[str, Any] | None = None
+    response_format: Mapping[str, object] | None = None
     reasoning_effort: ReasoningEffort | None = None
 
     def __post_init__(self) -> None:
@@ -57,7 +57,7 @@ class SamplingParams:
                 ) from None
             object.__setattr__(self, "response_format", copied)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """A JSON-ready record of every field (what the cache key and config.json hold)."""
         record = {f.name: getattr(self, f.name) for f in fields(self)}
         record["stop"] = None if self.stop is None else list(self.stop)
@@ -66,7 +66,7 @@ class SamplingParams:
         )
         return record
 
-    def provider_kwargs(self) -> dict[str, Any]:
+    def provider_kwargs(self) -> dict[str, object]:
         """The optional fields that are set, as litellm / OpenAI request keywords."""
         optional = {
             "top_p": self.top_p,
@@ -101,7 +101,7 @@ class Backend(Protocol):
 
     - `price() -> Price | None`: the model's price (None: unknown), used to reserve the worst
       case cost of a call under `Budget(max_usd=...)`.
-    - `identity() -> Mapping[str, Any]`: a JSON-ready record of everything besides the
+    - `identity() -> Mapping[str, object]`: a JSON-ready record of everything besides the
       sampling parameters that changes an answer: `{"model", "api_base", "provider_params"}`
       (never an API key). It enters the response cache key and the run's config.json.
     """

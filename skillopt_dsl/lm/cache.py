@@ -28,7 +28,7 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def cache_key(identity: Mapping[str, Any], messages: Sequence[Message]) -> str:
+def cache_key(identity: Mapping[str, object], messages: Sequence[Message]) -> str:
     """The hex SHA-256 identifying one request: its identity (see `LM.request_identity`) and
     messages."""
     material = {"identity": identity, "messages": list(messages)}

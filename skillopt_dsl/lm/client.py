@@ -140,7 +140,7 @@ class LM:
         """Default sampling parameters."""
         return self._params
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> dict[str, object]:
         """A JSON-ready record of everything that changes this client's answers (no API keys).
 
         `{"model", "api_base", "provider_params", "sampling"}`: the backend's model string and
@@ -151,7 +151,7 @@ class LM:
         """
         return self.request_identity(self._params)
 
-    def request_identity(self, params: SamplingParams) -> dict[str, Any]:
+    def request_identity(self, params: SamplingParams) -> dict[str, object]:
         """`identity()` with the sampling parameters of one request (its seed included)."""
         return {**backend_identity(self._backend), "sampling": params.to_dict()}
 
@@ -347,7 +347,7 @@ def resolve_lm(
     )
 
 
-def backend_identity(backend: Backend) -> dict[str, Any]:
+def backend_identity(backend: Backend) -> dict[str, object]:
     """The backend's part of `LM.identity()`: its own `identity()` when it has one, else its
     model string and `api_base` attribute (if any), with no provider parameters."""
     describe = getattr(backend, "identity", None)

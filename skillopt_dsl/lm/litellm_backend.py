@@ -94,7 +94,7 @@ class LiteLLMBackend:
         """The endpoint given, or None for litellm's default (or its environment setting)."""
         return self._api_base
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> dict[str, object]:
         """What besides sampling parameters changes an answer (no secrets): see `Backend`."""
         return {
             "model": self._model,
@@ -136,8 +136,8 @@ class LiteLLMBackend:
         return str(message.content or "")
 
     def _request(
-        self, messages: Sequence[Mapping[str, Any]], params: SamplingParams
-    ) -> dict[str, Any]:
+        self, messages: Sequence[Mapping[str, object]], params: SamplingParams
+    ) -> dict[str, object]:
         """The keywords of one `litellm.completion` call: the one place they are built."""
         optional = params.provider_kwargs()
         clash = sorted(set(optional) & set(self._extra))
@@ -146,7 +146,7 @@ class LiteLLMBackend:
                 f"{clash} set both in SamplingParams and in LiteLLMBackend(extra=...); "
                 "set each in one place only."
             )
-        request: dict[str, Any] = {
+        request: dict[str, object] = {
             "model": self._model,
             "messages": list(messages),
             "temperature": params.temperature,

@@ -12,7 +12,6 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from skillopt_dsl.errors import UserInputError
 
@@ -70,7 +69,7 @@ def table_price(model: str) -> Price | None:
     from skillopt_dsl.lm._litellm import litellm
 
     try:
-        info: Mapping[str, Any] = litellm.get_model_info(model)
+        info: Mapping[str, object] = litellm.get_model_info(model)
     except Exception:  # litellm raises ModelNotMappedError, or a bare Exception for odd names
         return None
     prompt, completion = (
@@ -82,7 +81,7 @@ def table_price(model: str) -> Price | None:
     return Price(prompt, completion)
 
 
-def _highest(info: Mapping[str, Any], base: str) -> float | None:
+def _highest(info: Mapping[str, object], base: str) -> float | None:
     """The base price or its highest long-prompt tier (`base_above_200k_tokens`).
 
     Opt-in service tiers (`_priority`, `_flex`, `_batches`) are not what a plain call pays.

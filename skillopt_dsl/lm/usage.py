@@ -32,10 +32,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypedDict
 
 from skillopt_dsl.errors import BudgetExceeded, RunDirError, UserInputError
 from skillopt_dsl.lm.base import Completion
+from skillopt_dsl.types import JSONObject, JSONValue, json_float, json_int
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,25 @@ class Reservation:
     prompt_tokens: int = 0
 
 
+class UsageRecord(TypedDict):
+    """`UsageSnapshot.to_dict()`: the counters as a checkpoint, summary.json and the journal
+    hold them, with the derived `cost_usd` and `total_tokens`."""
+
+    calls: int
+    cache_hits: int
+    prompt_tokens: int
+    completion_tokens: int
+    priced_cost_usd: float
+    unpriced_calls: int
+    errors: int
+    retries: int
+    estimated_usage_calls: int
+    lost_calls: int
+    error_types: dict[str, int]
+    cost_usd: float | None
+    total_tokens: int
+
+
 @dataclass(frozen=True)
 class UsageSnapshot:
     """An immutable copy of a ledger's counters (what a checkpoint stores).
@@ -114,16 +134,26 @@ class UsageSnapshot:
             return None
         return self.priced_cost_usd
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> UsageRecord:
         """A JSON-ready dict (derived `cost_usd` and `total_tokens` included)."""
-        data: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
-        data["error_types"] = dict(self.error_types)
-        data["cost_usd"] = self.cost_usd
-        data["total_tokens"] = self.total_tokens
-        return data
+        return UsageRecord(
+            calls=self.calls,
+            cache_hits=self.cache_hits,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            priced_cost_usd=self.priced_cost_usd,
+            unpriced_calls=self.unpriced_calls,
+            errors=self.errors,
+            retries=self.retries,
+            estimated_usage_calls=self.estimated_usage_calls,
+            lost_calls=self.lost_calls,
+            error_types=dict(self.error_types),
+            cost_usd=self.cost_usd,
+            total_tokens=self.total_tokens,
+        )
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> UsageSnapshot:
+    def from_dict(cls, data: Mapping[str, object]) -> UsageSnapshot:
         """Rebuild a snapshot written by `to_dict`; unknown keys are an error."""
         names = {f.name for f in fields(cls)}
         unknown = set(data) - names - {"cost_usd", "total_tokens"}
@@ -131,9 +161,26 @@ class UsageSnapshot:
             raise UserInputError(
                 f"Unknown usage snapshot keys {sorted(unknown)}; expected {sorted(names)}."
             )
-        values = {k: v for k, v in data.items() if k in names}
-        values["error_types"] = MappingProxyType(dict(values.get("error_types", {})))
-        return cls(**values)
+        error_types = data.get("error_types", {})
+        if not isinstance(error_types, Mapping):
+            raise UserInputError(f"usage snapshot error_types should be an object: {error_types!r}")
+
+        def count(name: str) -> int:
+            return json_int(data.get(name, 0))
+
+        return cls(
+            calls=count("calls"),
+            cache_hits=count("cache_hits"),
+            prompt_tokens=count("prompt_tokens"),
+            completion_tokens=count("completion_tokens"),
+            priced_cost_usd=json_float(data.get("priced_cost_usd", 0.0)),
+            unpriced_calls=count("unpriced_calls"),
+            errors=count("errors"),
+            retries=count("retries"),
+            estimated_usage_calls=count("estimated_usage_calls"),
+            lost_calls=count("lost_calls"),
+            error_types=MappingProxyType({str(k): json_int(v) for k, v in error_types.items()}),
+        )
 
 
 class UsageLedger:
@@ -298,7 +345,7 @@ class UsageLedger:
         with self._lock:
             return len(self._open)
 
-    def _write(self, record: Mapping[str, Any]) -> None:
+    def _write(self, record: Mapping[str, object]) -> None:
         """Append one journal line (caller holds the lock). The file is opened per line (no
         descriptor outlives the call); once this returns the line survives a kill."""
         if self._journal_path is None:
@@ -311,16 +358,16 @@ class UsageLedger:
         finally:
             os.close(handle)
 
-    def _replay(self, lines: list[dict[str, Any]]) -> None:
+    def _replay(self, lines: list[JSONObject]) -> None:
         """Fold journal records into the counters (caller holds the lock)."""
-        pending: dict[int, dict[str, Any]] = {}
+        pending: dict[int, JSONObject] = {}
         for record in lines:
             op = record.get("op")
             if op == "reserve":
-                pending[int(record["id"])] = record
-                self._next_id = max(self._next_id, int(record["id"]))
+                pending[json_int(record["id"])] = record
+                self._next_id = max(self._next_id, json_int(record["id"]))
             elif op == "settle":
-                reserved = pending.pop(int(record["id"]), None)
+                reserved = pending.pop(json_int(record["id"]), None)
                 if record.get("error") == INTERRUPTED:
                     self._record_lost(reserved or {}, INTERRUPTED)
                 elif "error" in record:
@@ -334,16 +381,16 @@ class UsageLedger:
             elif op == "cache_hit":
                 self._replace(cache_hits=self._state.cache_hits + 1)
             elif op == "restore":
-                self._restore(UsageSnapshot.from_dict(record["snapshot"]))
+                self._restore(UsageSnapshot.from_dict(_json_object(record["snapshot"])))
         for record in pending.values():
             self._record_lost(record, "lost")
 
-    def _record_lost(self, record: Mapping[str, Any], kind: str) -> None:
+    def _record_lost(self, record: Mapping[str, object], kind: str) -> None:
         """A call in flight when its process was killed (`"lost"`: never settled) or
         interrupted (`"interrupted"`): it may have been served, so count its worst case."""
         s = self._state
-        prompt = int(record.get("prompt", 0))
-        completion = max(0, int(record.get("tokens", 0)) - prompt)
+        prompt = json_int(record.get("prompt", 0))
+        completion = max(0, json_int(record.get("tokens", 0)) - prompt)
         usd = record.get("usd")
         self._error_types[kind] = self._error_types.get(kind, 0) + 1
         self._replace(
@@ -352,7 +399,7 @@ class UsageLedger:
             lost_calls=s.lost_calls + 1,
             prompt_tokens=s.prompt_tokens + prompt,
             completion_tokens=s.completion_tokens + completion,
-            priced_cost_usd=s.priced_cost_usd + (float(usd) if usd is not None else 0.0),
+            priced_cost_usd=s.priced_cost_usd + (json_float(usd) if usd is not None else 0.0),
         )
 
     def _record_retry(self, error_type: str) -> None:
@@ -464,7 +511,7 @@ class UsageLedger:
         return self._state
 
 
-def _reserved(reservation: Reservation) -> dict[str, Any]:
+def _reserved(reservation: Reservation) -> JSONObject:
     return {
         "prompt": reservation.prompt_tokens,
         "tokens": reservation.tokens,
@@ -472,7 +519,7 @@ def _reserved(reservation: Reservation) -> dict[str, Any]:
     }
 
 
-def _completion_dict(completion: Completion) -> dict[str, Any]:
+def _completion_dict(completion: Completion) -> JSONObject:
     return {
         "prompt_tokens": completion.prompt_tokens,
         "completion_tokens": completion.completion_tokens,
@@ -481,17 +528,17 @@ def _completion_dict(completion: Completion) -> dict[str, Any]:
     }
 
 
-def _completion_from(record: Mapping[str, Any]) -> Completion:
+def _completion_from(record: Mapping[str, object]) -> Completion:
     return Completion(
         text="",
-        prompt_tokens=int(record["prompt_tokens"]),
-        completion_tokens=int(record["completion_tokens"]),
-        cost_usd=None if record.get("cost_usd") is None else float(record["cost_usd"]),
+        prompt_tokens=json_int(record["prompt_tokens"]),
+        completion_tokens=json_int(record["completion_tokens"]),
+        cost_usd=None if record.get("cost_usd") is None else json_float(record["cost_usd"]),
         usage_estimated=bool(record.get("estimated", False)),
     )
 
 
-def _read_journal(path: Path) -> list[dict[str, Any]]:
+def _read_journal(path: Path) -> list[JSONObject]:
     """The journal's records. A torn last line (a kill mid-write) is cut from the file, so new
     lines start clean; a damaged line before it is an error."""
     raw = path.read_bytes()
@@ -500,7 +547,7 @@ def _read_journal(path: Path) -> list[dict[str, Any]]:
         logger.warning("usage journal %s: cutting a torn last line (%d bytes)", path, len(torn))
         with path.open("r+b") as handle:
             handle.truncate(len(complete) + 1 if complete or raw.startswith(b"\n") else 0)
-    records: list[dict[str, Any]] = []
+    records: list[JSONObject] = []
     for number, line in enumerate(complete.split(b"\n") if complete else [], start=1):
         if not line.strip():
             continue
@@ -512,3 +559,10 @@ def _read_journal(path: Path) -> list[dict[str, Any]]:
                 "cannot be known, so the run cannot resume: start a new run_dir"
             ) from exc
     return records
+
+
+def _json_object(value: JSONValue) -> JSONObject:
+    """A nested journal object (a restored snapshot); anything else is a damaged journal."""
+    if not isinstance(value, dict):
+        raise RunDirError(f"usage journal: expected an object, got {value!r}")
+    return value

@@ -451,7 +451,7 @@ def multiple_choice(
 class JsonSchema(FieldMetric):
     """1 when the output (a dict, a pydantic model or a JSON string) validates against `schema`."""
 
-    schema: Mapping[str, Any] | None = None
+    schema: Mapping[str, object] | None = None
     kind: ClassVar[str] = "json_schema"
 
     def __post_init__(self) -> None:
@@ -485,7 +485,7 @@ class JsonSchema(FieldMetric):
         )
 
 
-def json_schema(field: str, schema: Mapping[str, Any]) -> JsonSchema:
+def json_schema(field: str, schema: Mapping[str, object]) -> JsonSchema:
     """1 when output `field` validates against the JSON schema `schema`, else 0 with the reasons.
 
     An invalid schema raises `UserInputError` here, not at scoring time.

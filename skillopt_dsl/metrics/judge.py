@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from skillopt_dsl.errors import MetricError, UserInputError
 from skillopt_dsl.lm.base import Backend
@@ -47,12 +47,12 @@ class CompletesChat(Protocol):
         ...
 
 
-def _render(title: str, values: Mapping[str, Any]) -> str:
+def _render(title: str, values: Mapping[str, object]) -> str:
     lines = [f"- {key}: {value}" for key, value in values.items()] or ["(none)"]
     return f"## {title}\n" + "\n".join(lines)
 
 
-def _first_json_object(text: str) -> dict[str, Any] | None:
+def _first_json_object(text: str) -> dict[str, object] | None:
     decoder = json.JSONDecoder()
     for match in re.finditer(r"\{", text):
         try:
@@ -126,13 +126,13 @@ class LLMJudge:
         feedback = f"Judge score {score}/{self.scale}: {reason or '(no reason given)'}"
         return Score((score - 1) / (self.scale - 1), feedback)
 
-    def _shown_outputs(self, example: Example, prediction: Prediction) -> dict[str, Any]:
+    def _shown_outputs(self, example: Example, prediction: Prediction) -> dict[str, object]:
         names = self.fields if self.fields is not None else tuple(prediction.outputs)
         for field in names:
             check_output_field(example, prediction, field, self.name)
         return {field: prediction.outputs.get(field) for field in names}
 
-    def messages(self, example: Example, outputs: Mapping[str, Any]) -> list[dict[str, str]]:
+    def messages(self, example: Example, outputs: Mapping[str, object]) -> list[dict[str, str]]:
         """The chat sent to the judge: instructions, then rubric, inputs, reference and output."""
         user = "\n\n".join(
             [

@@ -71,6 +71,7 @@ from skillopt_dsl.studies.storage import (
     optuna_module,
     plot_folder,
 )
+from skillopt_dsl.types import json_int
 
 if TYPE_CHECKING:
     import optuna
@@ -389,11 +390,11 @@ class _Reporter:
         self.epoch = 0
         self.scores: dict[str, float] = {}
 
-    def on_event(self, event: str, payload: Mapping[str, Any]) -> None:
+    def on_event(self, event: str, payload: Mapping[str, object]) -> None:
         """Listener for the child's events: an epoch ends when a later epoch's step appears."""
         if event != "step" or self.context is None:
             return
-        epoch = int(payload["epoch"])
+        epoch = json_int(payload["epoch"])
         if epoch > self.epoch:
             self._report(self.epoch, check=True)
             self.epoch = epoch

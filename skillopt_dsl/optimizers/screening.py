@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from skillopt_dsl.driver import RunView
 from skillopt_dsl.evaluate import Rollout
@@ -51,7 +51,7 @@ class ScreenResult:
     calls: int
     passed: bool
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready copy."""
         return asdict(self)
 

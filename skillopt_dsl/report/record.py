@@ -119,7 +119,7 @@ class ScreenSummary:
         )
 
 
-def optimizer_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+def optimizer_settings(config: Mapping[str, object]) -> dict[str, Any]:
     """The optimizer's settings from config.json (empty when it recorded none)."""
     settings = config.get("optimizer")
     return dict(settings) if isinstance(settings, dict) else {}

@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     import optuna
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +48,11 @@ def write_sweep_plots(study: optuna.study.Study, folder: str | Path) -> list[Pat
 
 def _study_plots(
     study: optuna.study.Study, complete: list[Any], optuna_plots: Any
-) -> Mapping[str, Any]:
+) -> Mapping[str, Callable[[], Any]]:
     """The drawable plots of a study by file name (each a zero-argument callable)."""
-    plots: dict[str, Any] = {"history": lambda: optuna_plots.plot_optimization_history(study)}
+    plots: dict[str, Callable[[], Any]] = {
+        "history": lambda: optuna_plots.plot_optimization_history(study)
+    }
     if any("lr" in t.params for t in complete):
         plots["score_vs_lr"] = lambda: optuna_plots.plot_slice(study, params=["lr"])
     else:

@@ -14,7 +14,6 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from skillopt_dsl.compile import CompileResult, ModelSpec
 from skillopt_dsl.compile import compile as compile_skill
@@ -129,7 +128,7 @@ def consolidate(
     run_dir: Path,
     seed: int = 0,
     threads: int = DEFAULT_THREADS,
-    on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
+    on_event: Callable[[str, Mapping[str, object]], None] | None = None,
 ) -> Consolidation:
     """Compile the live document on the tasks; `blocked` says why nothing could be accepted."""
     blocked = readiness(splits, gate_minimum_val(gate))

@@ -167,7 +167,7 @@ def harvest_tasks(
     config: SleepConfig,
     ledger: UsageLedger,
     *,
-    on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
+    on_event: Callable[[str, Mapping[str, object]], None] | None = None,
     since: datetime | None = None,
     read_all: bool = False,
 ) -> tuple[HarvestResult, list[Task], MineStats]:
@@ -198,9 +198,9 @@ def harvest_tasks(
 
 
 def _emit(
-    on_event: Callable[[str, Mapping[str, Any]], None] | None,
+    on_event: Callable[[str, Mapping[str, object]], None] | None,
     event: str,
-    payload: Mapping[str, Any],
+    payload: Mapping[str, object],
 ) -> None:
     if on_event is not None:
         on_event(event, payload)
@@ -238,7 +238,7 @@ def replay_target(config: SleepConfig, settings: ProjectConfig) -> AgentSettings
 def run_night(
     config: SleepConfig,
     *,
-    on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
+    on_event: Callable[[str, Mapping[str, object]], None] | None = None,
 ) -> NightResult:
     """Run one night on `config.project` and stage it (see the module docstring)."""
     project = SleepProject.open(config.project)
@@ -261,7 +261,7 @@ class _Night:
         self,
         project: SleepProject,
         config: SleepConfig,
-        on_event: Callable[[str, Mapping[str, Any]], None] | None,
+        on_event: Callable[[str, Mapping[str, object]], None] | None,
     ) -> None:
         self.project, self.config, self.on_event = project, config, on_event
         self.started = time.perf_counter()
@@ -520,7 +520,7 @@ def _nothing_passed(result: Any) -> str | None:
     return f"no candidate passed the gate ({len(result.gate_log)} decision(s))"
 
 
-def _spend(mining: UsageSnapshot, compiled: UsageSnapshot | None) -> dict[str, Any]:
+def _spend(mining: UsageSnapshot, compiled: UsageSnapshot | None) -> dict[str, object]:
     parts = [mining] + ([compiled] if compiled is not None else [])
     usd = [p.cost_usd for p in parts if p.cost_usd is not None]
     return {

@@ -24,6 +24,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from skillopt_dsl.types import json_float, json_int
+
 __all__ = ["NightProgress"]
 
 logger = logging.getLogger("skillopt_dsl.sleep.progress")
@@ -72,60 +74,60 @@ class NightProgress:
         if self._progress is not None:
             self._progress.stop()
 
-    def __call__(self, event: str, payload: Mapping[str, Any]) -> None:
+    def __call__(self, event: str, payload: Mapping[str, object]) -> None:
         """Take one night or compile event."""
         handler = getattr(self, f"_on_{event}", None)
         if handler is not None:
             handler(payload)
 
     # -- events --------------------------------------------------------------------------------
-    def _on_harvest(self, payload: Mapping[str, Any]) -> None:
-        sessions = int(payload.get("sessions", 0))
+    def _on_harvest(self, payload: Mapping[str, object]) -> None:
+        sessions = json_int(payload.get("sessions", 0))
         self._log(
             "harvested %d session(s) of this project (%d redaction(s))",
             sessions,
-            int(payload.get("redactions_total", 0)),
+            json_int(payload.get("redactions_total", 0)),
         )
         if self._progress is not None:
             self._mine = self._progress.add_task("mining", total=max(sessions, 1), note="")
 
-    def _on_mine(self, payload: Mapping[str, Any]) -> None:
+    def _on_mine(self, payload: Mapping[str, object]) -> None:
         if self._progress is not None and self._mine is not None:
-            self._progress.update(self._mine, completed=int(payload["done"]))
+            self._progress.update(self._mine, completed=json_int(payload["done"]))
 
-    def _on_consolidate(self, payload: Mapping[str, Any]) -> None:
+    def _on_consolidate(self, payload: Mapping[str, object]) -> None:
         self._log("replaying %d task(s) under the live files, then proposing", payload["tasks"])
         if self._progress is not None:
             self._replay = self._progress.add_task(
                 "replays", total=self._max_calls, note="scoring the live files"
             )
 
-    def _on_preflight(self, payload: Mapping[str, Any]) -> None:
+    def _on_preflight(self, payload: Mapping[str, object]) -> None:
         """What the night's gate can certify, said before the replays are paid for."""
         from skillopt_dsl.evidence import Preflight
 
         # The summary only: compile logs the warning itself (once).
         logger.info("the night's %s", Preflight.from_dict(payload).summary())
 
-    def _on_seed(self, payload: Mapping[str, Any]) -> None:
-        self._log("live files on val: %.3f", float(payload.get("val_score", 0.0)))
-        self._note(f"live files on val {float(payload.get('val_score', 0.0)):.3f}")
+    def _on_seed(self, payload: Mapping[str, object]) -> None:
+        self._log("live files on val: %.3f", json_float(payload.get("val_score", 0.0)))
+        self._note(f"live files on val {json_float(payload.get('val_score', 0.0)):.3f}")
 
-    def _on_step(self, payload: Mapping[str, Any]) -> None:
-        calls = int(payload.get("calls", 0))
+    def _on_step(self, payload: Mapping[str, object]) -> None:
+        calls = json_int(payload.get("calls", 0))
         if self._progress is not None and self._replay is not None:
             self._progress.update(self._replay, completed=calls)
         self._log("step %s done (%d calls so far)", payload.get("step"), calls)
 
-    def _on_gate(self, payload: Mapping[str, Any]) -> None:
+    def _on_gate(self, payload: Mapping[str, object]) -> None:
         verdict = "accepted" if payload.get("accepted") else "rejected"
         self._log("gate %s: %s", verdict, payload.get("reason"))
         self._note(f"gate {verdict}")
 
-    def _on_finish(self, payload: Mapping[str, Any]) -> None:
+    def _on_finish(self, payload: Mapping[str, object]) -> None:
         usage = payload.get("usage") or {}
         if self._progress is not None and self._replay is not None:
-            calls = int(usage.get("calls", 0))
+            calls = json_int(usage.get("calls", 0)) if isinstance(usage, Mapping) else 0
             self._progress.update(self._replay, completed=calls, total=self._max_calls or calls)
 
     # -- helpers -------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
@@ -242,7 +242,7 @@ class SleepProject:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.lock_path)
 
-    def _acquire(self, holder: dict[str, Any]) -> None:
+    def _acquire(self, holder: dict[str, object]) -> None:
         for _ in range(2):
             try:
                 fd = os.open(self.lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -259,7 +259,7 @@ class SleepProject:
             return
         raise SleepLocked(f"could not take the lock {self.lock_path}; try again")
 
-    def _holder(self) -> dict[str, Any] | None:
+    def _holder(self) -> dict[str, object] | None:
         try:
             data = json.loads(self.lock_path.read_text(encoding="utf-8"))
         except (FileNotFoundError, json.JSONDecodeError):
@@ -267,7 +267,7 @@ class SleepProject:
         return data if isinstance(data, dict) else None
 
 
-def _alive(holder: dict[str, Any]) -> bool:
+def _alive(holder: dict[str, object]) -> bool:
     if holder.get("host") != socket.gethostname():
         return True  # another machine's process: assume it is alive
     pid = holder.get("pid")
@@ -282,7 +282,7 @@ def _alive(holder: dict[str, Any]) -> bool:
     return True
 
 
-def _locked_message(path: Path, holder: dict[str, Any]) -> str:
+def _locked_message(path: Path, holder: dict[str, object]) -> str:
     return (
         f"another Sleep command holds this project's lock: `{holder.get('command')}` "
         f"(pid {holder.get('pid')} on {holder.get('host')}, since {holder.get('started')}). "

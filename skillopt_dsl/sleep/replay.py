@@ -269,6 +269,6 @@ def no_regression_guard(book: ScoreBook, seed_hash: str) -> Guard:
     return Guard(name="no_regression", measure=measure, tolerance=0.0, higher_is_better=False)
 
 
-def checks_of(example: Example) -> list[dict[str, Any]]:
+def checks_of(example: Example) -> list[dict[str, object]]:
     """The example's checks as plain dicts (for reports)."""
     return list(json.loads(example.labels.get("checks") or "[]"))

@@ -172,7 +172,7 @@ class ReviewFolder:
         """Ids of the tasks the user dropped."""
         return {str(row["id"]) for row in _read_jsonl(self.dropped_path)}
 
-    def merge(self, mined: Sequence[Task], sessions: Sequence[Mapping[str, Any]]) -> MergeReport:
+    def merge(self, mined: Sequence[Task], sessions: Sequence[Mapping[str, object]]) -> MergeReport:
         """Add newly mined tasks and sessions; keep every existing row as it is."""
         existing = self.tasks()
         known = {t.id for t in existing}
@@ -265,7 +265,7 @@ class ReviewFolder:
                 enable_progress_bars()
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+def _read_jsonl(path: Path) -> list[dict[str, object]]:
     if not path.exists():
         return []
     rows = []
@@ -281,7 +281,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+def _write_jsonl(path: Path, rows: Sequence[Mapping[str, object]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     path.write_text(text, encoding="utf-8")

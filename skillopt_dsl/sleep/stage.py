@@ -29,6 +29,7 @@ from skillopt_dsl.sleep.advice import cli_advice
 from skillopt_dsl.sleep.project import SleepProject, atomic_write, sha256_of
 from skillopt_dsl.sleep.replay import ScoreBook
 from skillopt_dsl.sleep.tasks import Task, save_tasks
+from skillopt_dsl.types import json_int
 
 __all__ = [
     "Manifest",
@@ -71,7 +72,7 @@ class NightReport(BaseModel):
     watermark_before: str | None
     watermark_after: str | None
     harvest: dict[str, Any]
-    mining: dict[str, Any]
+    mining: dict[str, object]
     tasks: dict[str, int]
     blocked: str | None = None
     stop_reason: str | None = None
@@ -82,12 +83,12 @@ class NightReport(BaseModel):
     gate_minimum_val: int | None = None
     gate_statement: str | None = None
     replay: str | None = None
-    gate_decisions: list[dict[str, Any]] = Field(default_factory=list)
+    gate_decisions: list[dict[str, object]] = Field(default_factory=list)
     accepted: bool = False
     proposed_files: list[str] = Field(default_factory=list)
     no_regression: bool = False
-    budget: dict[str, Any] | None = None
-    spend: dict[str, Any] = Field(default_factory=dict)
+    budget: dict[str, object] | None = None
+    spend: dict[str, object] = Field(default_factory=dict)
     wall_s: float = 0.0
     auto_adopt: bool = False
     adopted: bool = False
@@ -96,7 +97,7 @@ class NightReport(BaseModel):
     @property
     def redactions(self) -> int:
         """Secrets redacted while harvesting."""
-        return int(self.harvest.get("redactions_total", 0))
+        return json_int(self.harvest.get("redactions_total", 0))
 
 
 def _fmt(value: float | None) -> str:
@@ -196,7 +197,7 @@ def _diff(rel: str, old: bytes | None, new: bytes) -> str:
 
 def evidence_rows(
     tasks: Sequence[Task], book: ScoreBook, seed_hash: str, best_hash: str
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """One row per val/test task: seed and candidate scores, feedback and the candidate's reply."""
     rows = []
     for task in tasks:
@@ -227,8 +228,8 @@ def write_stage(
     live: Mapping[str, bytes | None],
     proposals: Mapping[str, bytes],
     tasks: Sequence[Task],
-    evidence: Sequence[dict[str, Any]],
-    sessions: Sequence[dict[str, Any]] = (),
+    evidence: Sequence[dict[str, object]],
+    sessions: Sequence[dict[str, object]] = (),
 ) -> Path:
     """Fill `partial` with the night's files and rename it to the night's folder."""
     proposed_dir = partial / "proposed"
@@ -257,7 +258,7 @@ def write_stage(
     return final
 
 
-def write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
+def write_jsonl(path: Path, rows: Sequence[Mapping[str, object]]) -> Path:
     """One JSON object a line (UTF-8, not ASCII-escaped)."""
     with path.open("w", encoding="utf-8") as handle:
         for row in rows:

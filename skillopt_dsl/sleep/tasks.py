@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
@@ -207,7 +207,7 @@ class Task(BaseModel):
             raise ValueError("a task needs at least one rule check or a rubric")
         return self
 
-    def to_row(self) -> dict[str, Any]:
+    def to_row(self) -> dict[str, object]:
         """A flat row for the dataset (checks as a JSON string, so every row has one schema)."""
         row = self.model_dump(mode="json")
         row["checks"] = json.dumps(row["checks"], ensure_ascii=False)
@@ -215,12 +215,13 @@ class Task(BaseModel):
         return row
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Task:
+    def from_row(cls, row: dict[str, object]) -> Task:
         """Rebuild a task from `to_row` output (or a hand-edited tasks.jsonl line)."""
         data = dict(row)
         for name in ("checks", "evidence"):
-            if isinstance(data.get(name), str):
-                data[name] = json.loads(data[name])
+            value = data.get(name)
+            if isinstance(value, str):
+                data[name] = json.loads(value)
         return cls.model_validate(data)
 
 
@@ -314,7 +315,7 @@ def load_tasks(path: Path, *, reviewed_only: bool = False) -> list[Task]:
     return [t for t in tasks if t.reviewed] if reviewed_only else tasks
 
 
-def _rows(path: Path) -> list[dict[str, Any]]:
+def _rows(path: Path) -> list[dict[str, object]]:
     if path.is_file():
         lines = path.read_text(encoding="utf-8").splitlines()
         try:

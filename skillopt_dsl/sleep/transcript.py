@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 __all__ = [
     "TOOL_INPUT_CHARS",
@@ -189,9 +189,9 @@ class ReadCounts:
         """Records of unknown types."""
         return sum(self.unknown.values())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready counts."""
-        data: dict[str, Any] = {name: getattr(self, name) for name in _INT_COUNTS}
+        data: dict[str, object] = {name: getattr(self, name) for name in _INT_COUNTS}
         data.update(
             {
                 "malformed_examples": list(self.malformed_examples),
@@ -264,7 +264,7 @@ class Session:
         """How many characters of reply text the agent wrote."""
         return sum(len(t.text) for t in self.turns if t.role == "assistant")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """A JSON-ready summary (ids and times, no text)."""
         return {
             "id": self.id,
@@ -277,7 +277,7 @@ class Session:
             "turns": len(self.turns),
         }
 
-    def review_row(self) -> dict[str, Any]:
+    def review_row(self) -> dict[str, object]:
         """One line of `sessions.jsonl`: what was read, prompts redacted and in order."""
         return {
             "id": self.id,
@@ -303,7 +303,7 @@ class HarvestStats:
     home_skipped: Counter[str] = field(default_factory=Counter)
     home: ReadCounts = field(default_factory=ReadCounts)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready figures: the project's at the top level, the home's under `home_wide`."""
         return {
             "sessions": self.sessions,

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skillopt_dsl.skill import Skill
 
@@ -22,7 +22,7 @@ class TrialRecord:
 
     number: int
     state: optuna.trial.TrialState
-    params: dict[str, Any]
+    params: dict[str, object]
     value: float | None
     skill_hash: str | None
     run_dir: str | None
@@ -47,7 +47,7 @@ class TrialRecord:
             stop_reason=attrs.get("stop_reason"),
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready copy (the state by name)."""
         return dataclasses.asdict(self) | {"state": self.state.name}
 
@@ -77,7 +77,7 @@ class SweepResult:
         best = study.best_trial.number if complete else None
         return cls(study.study_name, storage, trials, best, tuple(plots))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready copy."""
         return {
             "study_name": self.study_name,

@@ -110,7 +110,7 @@ def _retry_kwarg() -> str:
 
 
 def _sqlite_storage(
-    url: str, heartbeat: Mapping[str, Any], attempts: int = 5
+    url: str, heartbeat: Mapping[str, object], attempts: int = 5
 ) -> optuna.storages.BaseStorage:
     """An SQLite RDBStorage. Workers starting together would race to create the schema, so
     creation holds a lock file next to the database (POSIX), and is retried on that race."""
@@ -139,7 +139,7 @@ def open_study(
     *,
     sampler: optuna.samplers.BaseSampler,
     pruner: optuna.pruners.BasePruner,
-    first_trial: Mapping[str, Any] | None = None,
+    first_trial: Mapping[str, object] | None = None,
     heartbeat_interval: int = HEARTBEAT_INTERVAL_S,
     grace_period: int = GRACE_PERIOD_S,
 ) -> optuna.study.Study:

@@ -196,7 +196,7 @@ class OptimizerContract:
             log.append(("call", Skill(system).hash, messages[-1]["content"].split()[-1]))
             return target(messages)
 
-        def on_event(kind: str, payload: Mapping[str, Any]) -> None:
+        def on_event(kind: str, payload: Mapping[str, object]) -> None:
             event = as_event(kind, payload)
             if event is not None and event["event"] == "gate":
                 log.append(("gate", str(event["candidate_hash"]), ""))

@@ -27,7 +27,6 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from skillopt_dsl.sleep.redact import Redactor
 from skillopt_dsl.sleep.sources.base import Source
@@ -188,7 +187,7 @@ class CodexSource(Source):
         return tuple(t for t in merged if t.text or t.calls)
 
     def _record(
-        self, rollout: _CodexRollout, record: dict[str, Any], path: Path, line_no: int
+        self, rollout: _CodexRollout, record: dict[str, object], path: Path, line_no: int
     ) -> None:
         counts = rollout.counts
         if "payload" not in record:
@@ -225,7 +224,7 @@ class CodexSource(Source):
             self._item(rollout, payload, when)
 
     @staticmethod
-    def _meta(rollout: _CodexRollout, payload: dict[str, Any]) -> None:
+    def _meta(rollout: _CodexRollout, payload: dict[str, object]) -> None:
         """The first `session_meta` is this rollout's (a fork copies its parent's after it)."""
         if rollout.meta_seen:
             return
@@ -238,7 +237,7 @@ class CodexSource(Source):
             rollout.branch = str(git["branch"])
 
     def _legacy(
-        self, rollout: _CodexRollout, record: dict[str, Any], path: Path, line_no: int
+        self, rollout: _CodexRollout, record: dict[str, object], path: Path, line_no: int
     ) -> None:
         """The mid-2025 format: a bare header, `record_type` state lines, bare items."""
         counts = rollout.counts
@@ -273,7 +272,7 @@ class CodexSource(Source):
         self._item(rollout, record, when)
 
     @staticmethod
-    def _event(rollout: _CodexRollout, payload: dict[str, Any], when: datetime) -> None:
+    def _event(rollout: _CodexRollout, payload: dict[str, object], when: datetime) -> None:
         sub = payload.get("type")
         if sub not in ("user_message", "agent_message"):
             return
@@ -286,7 +285,7 @@ class CodexSource(Source):
         rollout.events.append(Turn(role, rollout.event_redactor.redact(text), when))
 
     @staticmethod
-    def _item(rollout: _CodexRollout, payload: dict[str, Any], when: datetime) -> None:
+    def _item(rollout: _CodexRollout, payload: dict[str, object], when: datetime) -> None:
         sub = payload.get("type")
         counts = rollout.counts
         if sub in _CODEX_CALLS:
@@ -322,7 +321,7 @@ class CodexSource(Source):
         rollout.items.append(Turn(role, rollout.item_redactor.redact(text), when))
 
 
-def _codex_input(payload: dict[str, Any], redactor: Redactor) -> str:
+def _codex_input(payload: dict[str, object], redactor: Redactor) -> str:
     """The input of a Codex tool call: arguments, input, a shell command or a search query."""
     kind = payload.get("type")
     if kind == "function_call":

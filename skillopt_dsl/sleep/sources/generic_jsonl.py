@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from skillopt_dsl.sleep.redact import Redactor
 from skillopt_dsl.sleep.sources.base import Source
@@ -57,7 +56,7 @@ class GenericJsonlSource(Source):
     @staticmethod
     def _line(
         grouped: dict[str, _GenericSession],
-        record: dict[str, Any],
+        record: dict[str, object],
         path: Path,
         line_no: int,
         counts: ReadCounts,
