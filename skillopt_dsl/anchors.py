@@ -1,4 +1,6 @@
-"""Anchor matching: where an edit's anchor text lies in a document (exact, whitespace-insensitive, then bounded fuzzy; see `skillopt_dsl.skill`)."""
+"""Anchor matching: where an edit's anchor text lies in a document (exact, whitespace-insensitive,
+then bounded fuzzy; see `skillopt_dsl.skill`).
+"""
 
 from __future__ import annotations
 

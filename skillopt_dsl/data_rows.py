@@ -1,4 +1,6 @@
-"""Rows to examples: which columns are inputs and labels, each row as an `Example`, and the content-hash ids."""
+"""Rows to examples: which columns are inputs and labels, each row as an `Example`, and the
+content-hash ids.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Where rows come from: a dataset name or builder, a `Dataset`, a mapping of splits, a list, or a `.skillopt` folder of split files."""
+"""Where rows come from: a dataset name or builder, a `Dataset`, a mapping of splits, a list, or a
+`.skillopt` folder of split files.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Splitting: one pool cut by `sizes` (seeded), or the dataset's own splits by `split_names`, checked disjoint."""
+"""Splitting: one pool cut by `sizes` (seeded), or the dataset's own splits by `split_names`,
+checked disjoint.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The typed edits an optimizer proposes to a `Skill` (`Add`, `Replace`, `Delete`) and the report of applying them (`EditOutcome`, `ApplyReport`)."""
+"""The typed edits an optimizer proposes to a `Skill` (`Add`, `Replace`, `Delete`) and the report
+of applying them (`EditOutcome`, `ApplyReport`).
+"""
 
 from __future__ import annotations
 

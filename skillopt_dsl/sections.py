@@ -1,4 +1,6 @@
-"""A skill document's markdown structure: its sections (ATX headings outside code fences) and its protected regions."""
+"""A skill document's markdown structure: its sections (ATX headings outside code fences) and its
+protected regions.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""`clip_to_budget`: apply ranked edits greedily within a step's learning-rate budget (GradientText and Beam)."""
+"""`clip_to_budget`: apply ranked edits greedily within a step's learning-rate budget (GradientText
+and Beam).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""`skillopt-dsl sleep status`, `diff`, `adopt` and `rollback`: the staged nights and the live files."""
+"""`skillopt-dsl sleep status`, `diff`, `adopt` and `rollback`: the staged nights and the live
+files.
+"""
 
 from __future__ import annotations
 
