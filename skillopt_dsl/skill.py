@@ -43,42 +43,73 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Annotated, Any, Final, Literal
 
-import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-from rapidfuzz.distance import Indel, Levenshtein
+from rapidfuzz.distance import Levenshtein
 
+from skillopt_dsl.anchors import (
+    FUZZY_LENGTH_TOLERANCE,
+    FUZZY_MAX_CHARS,
+    FUZZY_MAX_RATIO_CALLS,
+    FUZZY_THRESHOLD,
+    FUZZY_WORD_UNITS_MAX_CHARS,
+    _locate,
+    _Miss,
+    _Span,
+)
+from skillopt_dsl.edits import (
+    Add,
+    ApplyReport,
+    Delete,
+    Edit,
+    EditList,
+    EditOutcome,
+    MatchKind,
+    Replace,
+    Status,
+    parse_edits,
+)
 from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.sections import (
+    PROTECTED_CLOSE,
+    PROTECTED_OPEN,
+    Section,
+    _Heading,
+    _headings,
+    _protected_regions,
+    _protected_texts,
+    _sections,
+)
+
+__all__ = [
+    "FUZZY_LENGTH_TOLERANCE",
+    "FUZZY_MAX_CHARS",
+    "FUZZY_MAX_RATIO_CALLS",
+    "FUZZY_THRESHOLD",
+    "FUZZY_WORD_UNITS_MAX_CHARS",
+    "PROTECTED_CLOSE",
+    "PROTECTED_OPEN",
+    "Add",
+    "ApplyReport",
+    "Delete",
+    "Edit",
+    "EditList",
+    "EditOutcome",
+    "MatchKind",
+    "Replace",
+    "Section",
+    "Skill",
+    "Status",
+    "diff",
+    "measure_change",
+    "parse_edits",
+    "token_distance",
+    "tokenize",
+]
 
 logger = logging.getLogger(__name__)
 
-FUZZY_THRESHOLD: Final[float] = 0.9
-"""Minimum similarity (rapidfuzz `Indel.normalized_similarity`) for a fuzzy anchor match."""
-
-FUZZY_LENGTH_TOLERANCE: Final[float] = 0.2
-"""Fuzzy candidate windows have a length within this fraction of the anchor's length."""
-
-FUZZY_MAX_RATIO_CALLS: Final[int] = 16
-"""At most this many candidate windows (the best by a cheap upper bound) get a full ratio."""
-
-FUZZY_MAX_CHARS: Final[int] = 2000
-"""Longer anchors are matched exactly or ignoring whitespace only (fuzzy would be too slow)."""
-
-FUZZY_WORD_UNITS_MAX_CHARS: Final[int] = 240
-"""Anchors up to this length are matched on word boundaries; longer ones on line boundaries."""
-
-PROTECTED_OPEN: Final[str] = "<!-- protected -->"
-PROTECTED_CLOSE: Final[str] = "<!-- /protected -->"
-
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
-_HEADING_RE = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
-_CLOSING_HASHES_RE = re.compile(r"(?:^|[ \t]+)#+$")
-_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _LIST_ITEM_RE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
-
-Status = Literal["applied", "not_matched", "refused"]
-MatchKind = Literal["exact", "whitespace", "fuzzy", "heading", "end"]
 
 
 # --------------------------------------------------------------------------- tokens and change
@@ -135,245 +166,6 @@ def diff(before: Skill | str, after: Skill | str) -> str:
     return "".join(
         line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
     )
-
-
-# --------------------------------------------------------------------------- edits
-
-
-class _EditBase(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    rationale: str = ""
-    """Why the proposer wants this edit; kept in the run log, never applied to the text."""
-
-
-class Add(_EditBase):
-    """Insert `text` as new lines.
-
-    `after` is a heading (its title ``"Rules"`` or its full line ``"## Rules"``: the text goes at
-    the end of that section, before the next heading of the same or a higher level) or else an
-    anchor text (the text goes on a new line after the line where the anchor ends). `None`
-    appends at the end of the document.
-    """
-
-    kind: Literal["add"] = "add"
-    text: str
-    after: str | None = None
-
-
-class Replace(_EditBase):
-    """Replace the text matching `old` with `new`."""
-
-    kind: Literal["replace"] = "replace"
-    old: str
-    new: str
-
-
-class Delete(_EditBase):
-    """Delete the text matching `old` (with its line break when it is a whole line)."""
-
-    kind: Literal["delete"] = "delete"
-    old: str
-
-
-Edit = Annotated[Add | Replace | Delete, Field(discriminator="kind")]
-EditList: TypeAdapter[list[Edit]] = TypeAdapter(list[Edit])
-
-
-def parse_edits(data: object) -> list[Edit]:
-    """Validate a list of edits from JSON text/bytes or from Python objects (dicts or edits).
-
-    Raises:
-        pydantic.ValidationError: an item has an unknown ``kind``, a missing or extra field.
-    """
-    if isinstance(data, str | bytes | bytearray):
-        return EditList.validate_json(data)
-    return EditList.validate_python(data)
-
-
-# --------------------------------------------------------------------------- reports
-
-
-@dataclass(frozen=True)
-class EditOutcome:
-    """What happened to one edit.
-
-    Attributes:
-        edit: the edit as proposed.
-        status: ``applied``, ``not_matched`` (its anchor was not found or was ambiguous) or
-            ``refused`` (found, but not allowed: protected region, no-op, empty anchor).
-        reason: a human-readable explanation (empty only for a plain exact application).
-        match: how the anchor was located, or `None` when it was not.
-        similarity: the fuzzy similarity (for fuzzy matches and fuzzy misses), else `None`.
-    """
-
-    edit: Edit
-    status: Status
-    reason: str
-    match: MatchKind | None = None
-    similarity: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of this outcome."""
-        return {
-            "edit": self.edit.model_dump(mode="json"),
-            "status": self.status,
-            "reason": self.reason,
-            "match": self.match,
-            "similarity": self.similarity,
-        }
-
-
-@dataclass(frozen=True)
-class ApplyReport:
-    """The outcomes of `Skill.apply`, one per edit, in the order the edits were given."""
-
-    outcomes: tuple[EditOutcome, ...]
-
-    def _with(self, status: Status) -> list[EditOutcome]:
-        return [outcome for outcome in self.outcomes if outcome.status == status]
-
-    @property
-    def applied(self) -> list[EditOutcome]:
-        """Outcomes of edits that changed the text."""
-        return self._with("applied")
-
-    @property
-    def not_matched(self) -> list[EditOutcome]:
-        """Outcomes of edits whose anchor was not found (or was ambiguous)."""
-        return self._with("not_matched")
-
-    @property
-    def refused(self) -> list[EditOutcome]:
-        """Outcomes of edits that were found but not allowed."""
-        return self._with("refused")
-
-    @property
-    def all_applied(self) -> bool:
-        """True when every edit was applied (vacuously true for no edits)."""
-        return all(outcome.status == "applied" for outcome in self.outcomes)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict: counts and every outcome."""
-        return {
-            "applied": len(self.applied),
-            "not_matched": len(self.not_matched),
-            "refused": len(self.refused),
-            "outcomes": [outcome.to_dict() for outcome in self.outcomes],
-        }
-
-
-# --------------------------------------------------------------------------- structure
-
-
-@dataclass(frozen=True)
-class Section:
-    """A slice of the document from one ATX heading to the next (of any level).
-
-    Attributes:
-        heading: the heading's title without the ``#`` marks, or `None` for the text before
-            the first heading.
-        level: 1..6 for a heading, 0 for the text before the first heading.
-        start: offset of the section's first character (the heading line) in the text.
-        end: offset one past its last character.
-        text: ``skill.text[start:end]``.
-    """
-
-    heading: str | None
-    level: int
-    start: int
-    end: int
-    text: str
-
-
-@dataclass(frozen=True)
-class _Heading:
-    level: int
-    title: str
-    line: str
-    start: int
-    line_end: int
-
-
-def _lines_with_offsets(text: str) -> list[tuple[int, str]]:
-    """Each line (split on "\\n", without its line break or a trailing "\\r") and its offset."""
-    offsets, start = [], 0
-    for line in text.split("\n"):
-        offsets.append((start, line.rstrip("\r")))
-        start += len(line) + 1
-    return offsets
-
-
-def _fence_state(line: str, fence: str | None) -> tuple[str | None, bool]:
-    """Return the fence open after `line` and whether `line` is a fence line."""
-    found = _FENCE_RE.match(line)
-    if found is None:
-        return fence, False
-    marker = found.group(1)
-    if fence is None:
-        return marker, True
-    if marker[0] == fence[0] and len(marker) >= len(fence) and not line.strip()[len(marker) :]:
-        return None, True
-    return fence, False
-
-
-def _headings(text: str) -> list[_Heading]:
-    headings, fence = [], None
-    for start, line in _lines_with_offsets(text):
-        fence, is_fence = _fence_state(line, fence)
-        if is_fence or fence is not None:
-            continue
-        found = _HEADING_RE.match(line)
-        if found is None:
-            continue
-        title = _CLOSING_HASHES_RE.sub("", found.group(2) or "").strip()
-        level = len(found.group(1))
-        headings.append(_Heading(level, title, line.strip(), start, start + len(line)))
-    return headings
-
-
-def _sections(text: str) -> list[Section]:
-    headings = _headings(text)
-    sections = []
-    first = headings[0].start if headings else len(text)
-    if text[:first].strip():
-        sections.append(Section(None, 0, 0, first, text[:first]))
-    for index, heading in enumerate(headings):
-        end = headings[index + 1].start if index + 1 < len(headings) else len(text)
-        sections.append(
-            Section(heading.title, heading.level, heading.start, end, text[heading.start : end])
-        )
-    return sections
-
-
-@dataclass(frozen=True)
-class _Region:
-    start: int
-    end: int
-    terminated: bool
-
-    def contains_point(self, pos: int) -> bool:
-        return self.start < pos < self.end or (not self.terminated and pos > self.start)
-
-    def overlaps(self, start: int, end: int) -> bool:
-        return start < self.end and self.start < end
-
-
-def _protected_regions(text: str) -> list[_Region]:
-    regions, pos = [], 0
-    while (start := text.find(PROTECTED_OPEN, pos)) != -1:
-        close = text.find(PROTECTED_CLOSE, start + len(PROTECTED_OPEN))
-        if close == -1:
-            regions.append(_Region(start, len(text), terminated=False))
-            break
-        end = close + len(PROTECTED_CLOSE)
-        regions.append(_Region(start, end, terminated=True))
-        pos = end
-    return regions
-
-
-def _protected_texts(text: str) -> list[str]:
-    return [text[region.start : region.end] for region in _protected_regions(text)]
 
 
 # --------------------------------------------------------------------------- the skill
@@ -445,193 +237,6 @@ class Skill:
             logger.debug("edit %s: %s (%s)", edit.kind, outcome.status, outcome.reason)
             outcomes.append(outcome)
         return Skill(text), ApplyReport(tuple(outcomes))
-
-
-# --------------------------------------------------------------------------- anchor matching
-
-
-@dataclass(frozen=True)
-class _Span:
-    start: int
-    end: int
-    match: MatchKind
-    similarity: float | None = None
-
-
-@dataclass(frozen=True)
-class _Miss:
-    reason: str
-    similarity: float | None = None
-
-
-def _occurrences(haystack: str, needle: str) -> list[int]:
-    found, pos = [], haystack.find(needle)
-    while pos != -1:
-        found.append(pos)
-        pos = haystack.find(needle, pos + 1)
-    return found
-
-
-def _exact(text: str, target: str) -> _Span | _Miss | None:
-    found = _occurrences(text, target)
-    if len(found) > 1:
-        return _Miss(f"ambiguous: {len(found)} occurrences")
-    if found:
-        return _Span(found[0], found[0] + len(target), "exact")
-    return None
-
-
-def _collapse(text: str) -> tuple[str, list[int]]:
-    """Collapse whitespace runs to one space; map each output index to its input offset."""
-    chars, offsets, in_space = [], [], False
-    for index, char in enumerate(text):
-        if char.isspace():
-            if not in_space:
-                chars.append(" ")
-                offsets.append(index)
-            in_space = True
-        else:
-            chars.append(char)
-            offsets.append(index)
-            in_space = False
-    return "".join(chars), offsets
-
-
-def _whitespace(text: str, target: str) -> _Span | _Miss | None:
-    needle = " ".join(target.split())
-    collapsed, offsets = _collapse(text)
-    found = _occurrences(collapsed, needle)
-    if len(found) > 1:
-        return _Miss(f"ambiguous: {len(found)} occurrences (whitespace-insensitive)")
-    if found:
-        start, last = found[0], found[0] + len(needle) - 1
-        return _Span(offsets[start], offsets[last] + 1, "whitespace")
-    return None
-
-
-@dataclass(frozen=True)
-class _Unit:
-    start: int
-    end: int
-    norm: str
-
-
-def _units(text: str, by_line: bool) -> list[_Unit]:
-    units = []
-    for found in re.finditer(r"[^\n]*\S[^\n]*" if by_line else r"\S+", text):
-        raw = found.group()
-        start = found.start() + len(raw) - len(raw.lstrip())
-        end = found.end() - (len(raw) - len(raw.rstrip()))
-        units.append(_Unit(start, end, " ".join(raw.split())))
-    return units
-
-
-def _window_pairs(
-    starts: np.ndarray, ends: np.ndarray, low: float, high: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """All (first, last) unit index pairs whose joined length lies in [low, high]."""
-    first_last = np.searchsorted(ends, starts + low, side="left")
-    first_last = np.maximum(first_last, np.arange(len(starts)))
-    stop = np.searchsorted(ends, starts + high, side="right")
-    counts = np.maximum(stop - first_last, 0)
-    first = np.repeat(np.arange(len(starts)), counts)
-    step = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-    return first, np.repeat(first_last, counts) + step
-
-
-def _upper_bounds(joined: str, needle: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """An upper bound of each window's similarity to the needle, vectorised.
-
-    It counts the characters the window shares with the needle (as multisets; difflib calls
-    this `quick_ratio`), which bounds the LCS and so the real similarity from above, so windows below the threshold never need a full ratio.
-    """
-    alphabet = {char: index for index, char in enumerate(sorted(set(needle)))}
-    codes = np.fromiter((alphabet.get(c, -1) for c in joined), dtype=np.int64, count=len(joined))
-    hits = np.nonzero(codes >= 0)[0]
-    cumulative = np.zeros((len(alphabet), len(joined) + 1), dtype=np.int32)
-    cumulative[codes[hits], hits + 1] = 1
-    cumulative = cumulative.cumsum(axis=1)
-    wanted = np.array([needle.count(char) for char in alphabet])[:, None]
-    bounds = np.empty(len(lo))
-    chunk = max(1, 4_000_000 // len(alphabet))
-    for at in range(0, len(lo), chunk):
-        window_lo, window_hi = lo[at : at + chunk], hi[at : at + chunk]
-        shared = cumulative[:, window_hi] - cumulative[:, window_lo]
-        common = np.minimum(shared, wanted).sum(axis=0)
-        bounds[at : at + chunk] = 2 * common / (window_hi - window_lo + len(needle))
-    return bounds
-
-
-def _best_windows(units: list[_Unit], needle: str) -> tuple[float, list[tuple[int, int]]]:
-    """The best similarity found and every window reaching it, as (first, last) unit indexes.
-
-    Windows are tried best upper bound first, only while their bound can still reach both the
-    threshold and the best ratio so far, and never more than `FUZZY_MAX_RATIO_CALLS` of them.
-    When no window's bound reaches the threshold, no ratio is computed: the similarity
-    returned is then the best upper bound (the real similarity is at most that) and no window.
-    """
-    joined = " ".join(unit.norm for unit in units)
-    lengths = np.array([len(unit.norm) for unit in units], dtype=np.int64)
-    starts = np.cumsum(lengths + 1) - lengths - 1
-    ends = starts + lengths
-    low = len(needle) * (1 - FUZZY_LENGTH_TOLERANCE)
-    first, last = _window_pairs(starts, ends, low, len(needle) * (1 + FUZZY_LENGTH_TOLERANCE))
-    if not len(first):
-        return 0.0, []
-    bounds = _upper_bounds(joined, needle, starts[first], ends[last])
-    order = np.lexsort((last, first, -bounds))
-    if bounds[order[0]] < FUZZY_THRESHOLD:
-        return float(bounds[order[0]]), []
-    best, ties = 0.0, []
-    for k in order[:FUZZY_MAX_RATIO_CALLS]:
-        if bounds[k] < max(best, FUZZY_THRESHOLD):
-            break
-        window_text = joined[starts[first[k]] : ends[last[k]]]
-        ratio = Indel.normalized_similarity(window_text, needle)
-        window = (int(first[k]), int(last[k]))
-        if ratio > best:
-            best, ties = ratio, [window]
-        elif ratio == best:
-            ties.append(window)
-    return best, ties
-
-
-def _disjoint_count(units: list[_Unit], windows: list[tuple[int, int]]) -> int:
-    """The largest number of pairwise non-overlapping windows (greedy by end offset)."""
-    spans = sorted(((units[a].start, units[b].end) for a, b in windows), key=lambda s: s[1])
-    count, reach = 0, -1
-    for start, end in spans:
-        if start >= reach:
-            count, reach = count + 1, end
-    return count
-
-
-def _fuzzy(text: str, target: str) -> _Span | _Miss:
-    needle = " ".join(target.split())
-    if len(needle) > FUZZY_MAX_CHARS:
-        return _Miss(
-            f"no match: not found exactly or ignoring whitespace, and anchors longer than "
-            f"{FUZZY_MAX_CHARS} characters are not fuzzy-matched; quote the text exactly"
-        )
-    units = _units(text, by_line=len(needle) > FUZZY_WORD_UNITS_MAX_CHARS)
-    best, ties = _best_windows(units, needle)
-    if not ties:
-        return _Miss(f"no match: fuzzy similarity at most {best:.3f} < {FUZZY_THRESHOLD}", best)
-    if best < FUZZY_THRESHOLD:
-        return _Miss(f"no match: best fuzzy similarity {best:.3f} < {FUZZY_THRESHOLD}", best)
-    if (count := _disjoint_count(units, ties)) > 1:
-        return _Miss(f"ambiguous: {count} fuzzy matches with similarity {best:.3f}", best)
-    first, last = ties[0]
-    return _Span(units[first].start, units[last].end, "fuzzy", best)
-
-
-def _locate(text: str, target: str) -> _Span | _Miss:
-    """Find `target` in `text`: exact, then whitespace-insensitive, then fuzzy."""
-    for stage in (_exact, _whitespace):
-        found = stage(text, target)
-        if found is not None:
-            return found
-    return _fuzzy(text, target)
 
 
 # --------------------------------------------------------------------------- applying

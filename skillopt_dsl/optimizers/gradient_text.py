@@ -34,6 +34,16 @@ from skillopt_dsl.driver import RunView, Verdict
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
+from skillopt_dsl.optimizers.clipping import clip_to_budget
+from skillopt_dsl.optimizers.gradient_text_state import (
+    GradientTextState,
+    _draw,
+    _group_json,
+    _group_key,
+    _new_stats,
+    _outcome,
+    _retried,
+)
 from skillopt_dsl.optimizers.proposers import (
     ConsolidationProposer,
     EditGroup,
@@ -41,15 +51,12 @@ from skillopt_dsl.optimizers.proposers import (
     Proposer,
     RejectedCandidate,
     default_proposers,
-    edit_key,
 )
 from skillopt_dsl.optimizers.schedules import SCHEDULES, ScheduleName, lr_at
 from skillopt_dsl.optimizers.screening import ScreenResult, screen
-from skillopt_dsl.optimizers.state import CheckpointedState
 from skillopt_dsl.skill import (
     ApplyReport,
     Edit,
-    EditOutcome,
     Skill,
     parse_edits,
     token_distance,
@@ -59,67 +66,6 @@ from skillopt_dsl.types import Example
 __all__ = ["GradientText", "GradientTextState", "clip_to_budget"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class GradientTextState(CheckpointedState):
-    """Checkpointed run state of GradientText (JSON-serialisable)."""
-
-    epoch: int = 0
-    step: int = 0
-    order: list[str] = field(default_factory=list)
-    cursor: int = 0
-    slow_done: bool = False
-    rejected: list[dict[str, Any]] = field(default_factory=list)
-    steps_since_accept: int = 0
-    epochs_since_accept: int = 0
-    accepted_this_epoch: bool = False
-    proposer_stats: dict[str, dict[str, int]] = field(default_factory=dict)
-    pending: list[dict[str, Any]] = field(default_factory=list)
-    pending_lrs: list[float] = field(default_factory=list)
-    retry: list[dict[str, Any]] = field(default_factory=list)
-    survived_this_epoch: bool = False
-    epochs_without_survivor: int = 0
-    step_calls: int = 0
-    steps_measured: int = 0
-    max_step_rate: float = 0.0
-    screen_stats: dict[str, int] = field(default_factory=dict)
-    retried: list[str] = field(default_factory=list)
-    trials: list[dict[str, Any]] = field(default_factory=list)
-    step_outcomes: list[dict[str, Any]] = field(default_factory=list)
-    epoch_start_calls: int = 0
-
-
-def clip_to_budget(
-    skill: Skill, ranked: Sequence[Edit], budget_tokens: int, max_edits: int | None
-) -> tuple[Skill, list[Edit], ApplyReport]:
-    """Apply edits greedily, keeping each only if the total change stays within `budget_tokens`.
-
-    Returns the candidate, the edits kept, and a report of every edit (clipped ones are reported
-    as refused with the reason "over the learning-rate budget").
-    """
-    current: Skill = skill
-    kept: list[Edit] = []
-    outcomes: list[EditOutcome] = []
-    for edit in ranked:
-        if max_edits is not None and len(kept) >= max_edits:
-            outcomes.append(
-                EditOutcome(edit, "refused", f"max_edits={max_edits} reached", None, None)
-            )
-            continue
-        trial, report = current.apply([edit])
-        outcome = report.outcomes[0]
-        if outcome.status != "applied":
-            outcomes.append(outcome)
-            continue
-        change = token_distance(skill.text, trial.text)
-        if change > budget_tokens:
-            reason = f"over the learning-rate budget ({change} > {budget_tokens} tokens)"
-            outcomes.append(EditOutcome(edit, "refused", reason, outcome.match, outcome.similarity))
-            continue
-        current, kept = trial, [*kept, edit]
-        outcomes.append(outcome)
-    return current, kept, ApplyReport(tuple(outcomes))
 
 
 @dataclass(kw_only=True)
@@ -641,52 +587,3 @@ class GradientText(Optimizer):
     def _emit_notes(view: RunView, request: ProposalRequest, step: int) -> None:
         for note in request.notes:
             view.emit(note.pop("kind"), step=step, **note)
-
-
-def _new_stats() -> dict[str, int]:
-    """A proposer's counters: runs, steps benched, model calls, steps that paid for calls,
-    edits proposed, proposals that passed the screen, candidates its proposals were submitted
-    in, and accepted ones."""
-    keys = ("runs", "skipped", "calls", "paid_runs", "edits", "survived", "submitted", "accepted")
-    return dict.fromkeys(keys, 0)
-
-
-def _outcome(data: dict[str, Any]) -> EditOutcome:
-    """An edit outcome from its `to_dict()` form."""
-    (edit,) = parse_edits([data["edit"]])
-    return EditOutcome(
-        edit, data["status"], data["reason"], data.get("match"), data.get("similarity")
-    )
-
-
-def _group_key(edits: Sequence[Edit]) -> str:
-    """A proposal's identity for the memory: its edits' keys, in order."""
-    return "\n".join(edit_key(e) for e in edits)
-
-
-def _retried(state: GradientTextState) -> list[EditGroup]:
-    """The proposals of rejected bundles, to be screened alone again (taken from the state)."""
-    groups = [
-        EditGroup(tuple(parse_edits(g["edits"])), g["source"], g["failure_driven"], g["rationale"])
-        for g in state.retry
-    ]
-    state.retry = []
-    return groups
-
-
-def _draw(view: RunView, pool: Sequence[Example], size: int) -> list[Example]:
-    """A seeded sample of `size` examples of `pool` (all of them when it is smaller)."""
-    ordered = sorted(pool, key=lambda e: e.id)
-    return view.rng.sample(ordered, min(size, len(ordered)))
-
-
-def _group_json(
-    group: EditGroup, *, edits: Sequence[Edit] | None = None, **extra: Any
-) -> dict[str, Any]:
-    return {
-        "source": group.source,
-        "failure_driven": group.failure_driven,
-        "rationale": group.rationale,
-        "edits": [e.model_dump() for e in (group.edits if edits is None else edits)],
-        **extra,
-    }

@@ -9,32 +9,50 @@ from __future__ import annotations
 
 import json
 import logging
-import shlex
-import sys
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
 
-from skillopt_dsl.cli_harness import handled
 from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import Budget, UsageLedger
 from skillopt_dsl.lm.endpoint import API_BASE_ENV, OPTIMIZER_API_BASE_ENV, at_api_base
 from skillopt_dsl.sleep import advice
-from skillopt_dsl.sleep.adopt import adopt, journal_pending, night_status, recover, rollback
 from skillopt_dsl.sleep.advice import cli_advice
 from skillopt_dsl.sleep.agent_replay import settings_from
+from skillopt_dsl.sleep.cli_nights import (
+    adopt_command,
+    diff_command,
+    rollback_command,
+    status_command,
+)
+from skillopt_dsl.sleep.cli_options import (
+    AllOpt,
+    DebugOpt,
+    HeuristicOpt,
+    HomeOpt,
+    JsonOpt,
+    MaxCallsOpt,
+    MaxTokensOpt,
+    MaxUsdOpt,
+    OptimizerApiBaseOpt,
+    OptimizerModelOpt,
+    ProjectOpt,
+    SinceOpt,
+    SourceOpt,
+    _emit,
+    _handled,
+)
+from skillopt_dsl.sleep.cli_review import review_command
+from skillopt_dsl.sleep.cli_schedule import schedule_command, unschedule_command
 from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.sleep.night import NightResult, SleepConfig, harvest_tasks, run_night
 from skillopt_dsl.sleep.progress import NightProgress
 from skillopt_dsl.sleep.project import SleepProject
-from skillopt_dsl.sleep.review import ReviewFolder, parse_checks, validate_task_rows
-from skillopt_dsl.sleep.schedule import SystemCrontab, schedule, systemd_units, unschedule
-from skillopt_dsl.sleep.stage import NightReport, describe_partial
-from skillopt_dsl.sleep.tasks import Check, Task, load_tasks
+from skillopt_dsl.sleep.review import ReviewFolder, validate_task_rows
+from skillopt_dsl.sleep.stage import NightReport
 
 __all__ = ["sleep_app"]
 
@@ -44,60 +62,6 @@ sleep_app = typer.Typer(
     help="Improve an agent's skill and memory files from its own session history, behind the gate.",
     no_args_is_help=True,
 )
-
-ProjectOpt = Annotated[
-    Path, typer.Option("--project", help="The project folder (its sessions, its memory file).")
-]
-SourceOpt = Annotated[
-    str, typer.Option("--source", help="claude, codex, jsonl or auto (every source found).")
-]
-HomeOpt = Annotated[
-    Path | None, typer.Option("--home", help="Where the agents keep transcripts (default: ~).")
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (for scripts).")]
-DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks and debug logs.")]
-OptimizerModelOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--optimizer-model", help="Model that mines tasks, proposes edits, judges rubrics."
-    ),
-]
-OptimizerApiBaseOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--optimizer-api-base",
-        envvar=OPTIMIZER_API_BASE_ENV,
-        help="URL of the server the optimizer model runs on (with --optimizer-model).",
-    ),
-]
-MaxCallsOpt = Annotated[int | None, typer.Option("--max-calls", min=0, help="Night's call limit.")]
-MaxTokensOpt = Annotated[
-    int | None, typer.Option("--max-tokens", min=0, help="Night's token limit.")
-]
-MaxUsdOpt = Annotated[float | None, typer.Option("--max-usd", min=0.0, help="Night's USD limit.")]
-HeuristicOpt = Annotated[
-    bool,
-    typer.Option(
-        "--heuristic-only",
-        help="Mine tasks without a model: each session's first request, the corrections you "
-        'gave ("use X, not Y") and your feedback. No mining calls. Without it, the optimizer '
-        "model proposes tasks and is dropped at once if its first reply holds no valid task.",
-    ),
-]
-
-
-def _handled(debug: bool) -> AbstractContextManager[None]:
-    """The command-line error harness (`skillopt_dsl.cli_harness`), with Sleep's progress
-    logger and its Ctrl-C line."""
-    return handled(
-        debug,
-        progress_logger="skillopt_dsl.sleep.progress",
-        interrupted="Interrupted; the next Sleep command cleans up.",
-    )
-
-
-def _emit(data: Mapping[str, Any]) -> None:
-    typer.echo(json.dumps(data, indent=2, default=str))
 
 
 def _budget(calls: int | None, tokens: int | None, usd: float | None) -> Budget | None:
@@ -337,21 +301,6 @@ def _judge(value: str) -> Literal["soft", "hard"]:
     raise SleepError(f"--judge must be soft or hard, got {value!r}")
 
 
-SinceOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--since",
-        help="Read sessions that ended after this time (ISO-8601, e.g. 2026-01-20 or "
-        "2026-01-20T08:00:00+01:00; a date or a time without a zone is UTC) instead of "
-        "after the watermark.",
-    ),
-]
-AllOpt = Annotated[
-    bool,
-    typer.Option("--all", help="Read every session, ignoring the watermark."),
-]
-
-
 @sleep_app.command("harvest")
 def harvest_command(
     project: ProjectOpt = Path("."),
@@ -468,342 +417,11 @@ def _harvest_advice(data: Mapping[str, Any], home_dir: str) -> list[str]:
     return []
 
 
-@sleep_app.command("review")
-def review_command(
-    project: ProjectOpt = Path("."),
-    tasks_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--tasks", help="The tasks file (default .skillopt/sleep/review/tasks.jsonl)."
-        ),
-    ] = None,
-    accept: Annotated[
-        str | None, typer.Option("--accept", help="Mark this task (id or id prefix) reviewed.")
-    ] = None,
-    drop: Annotated[
-        str | None,
-        typer.Option("--drop", help="Remove this task; later harvests do not add it again."),
-    ] = None,
-    edit: Annotated[
-        str | None,
-        typer.Option(
-            "--edit",
-            help="Change this task (with --intent, --rubric, --checks, "
-            "--add-check); an edited task is marked reviewed.",
-        ),
-    ] = None,
-    intent: Annotated[str | None, typer.Option("--intent", help="New request text.")] = None,
-    rubric: Annotated[
-        str | None, typer.Option("--rubric", help='New rubric ("" removes it).')
-    ] = None,
-    checks: Annotated[
-        str | None,
-        typer.Option(
-            "--checks",
-            help='Replace the checks: a JSON list, e.g. \'[{"kind": "max_chars", "limit": 400}]\'.',
-        ),
-    ] = None,
-    add_check: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--add-check",
-            help="Add one check (JSON object), e.g. "
-            '\'{"kind": "contains", "value": "Decimal"}\'; repeatable.',
-        ),
-    ] = None,
-    as_json: JsonOpt = False,
-    debug: DebugOpt = False,
-) -> None:
-    """List the tasks to review with their checks, or accept, drop or edit one. Check kinds
-    and their fields: contains/not_contains (value, case_sensitive), regex (pattern),
-    max_chars (limit), section_present (heading), no_refusal; see docs/sleep.md."""
-    with _handled(debug):
-        opened = SleepProject.open(project)
-        review = ReviewFolder(
-            tasks_file.parent if tasks_file is not None else opened.sleep_dir / "review"
-        )
-        if tasks_file is not None and tasks_file.name != "tasks.jsonl":
-            raise SleepError(f"--tasks must name a tasks.jsonl file, got {tasks_file}")
-        actions = [a for a in (accept, drop, edit) if a is not None]
-        if len(actions) > 1:
-            raise SleepError("pass one of --accept, --drop or --edit at a time")
-        if edit is None and any(v is not None for v in (intent, rubric, checks, add_check)):
-            raise SleepError("--intent, --rubric, --checks and --add-check need --edit ID")
-        with opened.lock("sleep review"):
-            changed = _review_action(review, accept, drop, edit, intent, rubric, checks, add_check)
-            tasks = review.tasks()
-        if as_json:
-            _emit(
-                {
-                    "tasks_path": str(review.tasks_path),
-                    "changed": None if changed is None else changed[1].model_dump(mode="json"),
-                    "action": None if changed is None else changed[0],
-                    "tasks": [t.model_dump(mode="json") for t in tasks],
-                }
-            )
-            return
-        if changed is not None:
-            typer.echo(f"{changed[0]} {changed[1].id}: {_short(changed[1].intent)}")
-        typer.echo(_review_listing(review, tasks))
-
-
-def _review_action(
-    review: ReviewFolder,
-    accept: str | None,
-    drop: str | None,
-    edit: str | None,
-    intent: str | None,
-    rubric: str | None,
-    checks: str | None,
-    add_check: list[str] | None,
-) -> tuple[str, Task] | None:
-    """Apply the one action asked for; None when only listing."""
-    if accept is not None:
-        return "accepted", review.accept(accept)
-    if drop is not None:
-        return "dropped", review.drop(drop)
-    if edit is None:
-        return None
-    added = [c for text in add_check or [] for c in parse_checks(text)]
-    replaced = parse_checks(checks) if checks is not None else None
-    if replaced is None and not added and intent is None and rubric is None:
-        raise SleepError("--edit needs at least one of --intent, --rubric, --checks, --add-check")
-    return "edited", review.edit(
-        edit, intent=intent, rubric=rubric, checks=replaced, add_checks=added
-    )
-
-
-def _short(text: str, limit: int = 90) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
-def _check_line(check: Check) -> str:
-    """A check as the listing shows it: what it tests, and where it was mined from."""
-    source = getattr(check, "source", None)
-    return check.describe() + (f" [{Path(source).name}]" if source else "")
-
-
-def _review_listing(review: ReviewFolder, tasks: list[Task]) -> str:
-    """Each task with its split, origin and checks; then what to do next."""
-    if not tasks:
-        return (
-            f"no tasks in {review.tasks_path}; mine some with `skillopt-dsl sleep harvest` "
-            "(`--all` re-reads sessions a night already read)"
-        )
-    reviewed = sum(1 for t in tasks if t.reviewed)
-    lines = [f"{len(tasks)} task(s) in {review.tasks_path}, {reviewed} reviewed"]
-    for task in tasks:
-        mark = "x" if task.reviewed else " "
-        lines.append(f"[{mark}] {task.id}  {task.split:<5} {task.origin:<9} {_short(task.intent)}")
-        described = "; ".join(_check_line(c) for c in task.checks) or "none"
-        lines.append(f"      checks: {described}")
-        if task.rubric:
-            lines.append(f"      rubric: {_short(task.rubric)}")
-    if all(not t.rubric and all(c.kind == "no_refusal" for c in t.checks) for t in tasks):
-        lines.append(f"next: {advice.only_no_refusal('this review', len(tasks))}")
-    else:
-        lines.append(f"next: {advice.train_on_review(str(review.tasks_path))}")
-    return "\n".join(lines)
-
-
-@sleep_app.command("status")
-def status_command(
-    project: ProjectOpt = Path("."), as_json: JsonOpt = False, debug: DebugOpt = False
-) -> None:
-    """Staged nights, the watermark, the lock holder and any interrupted adoption."""
-    with _handled(debug):
-        opened = SleepProject.open(project)
-        watermark = opened.watermark()
-        data: dict[str, Any] = {
-            "project": str(opened.path),
-            "watermark": watermark.isoformat() if watermark else None,
-            "locked_by": json.loads(opened.lock_path.read_text())
-            if opened.lock_path.exists()
-            else None,
-            "interrupted_adopt": journal_pending(opened),
-            "nights": night_status(opened),
-        }
-        if as_json:
-            _emit(data)
-            return
-        typer.echo(f"{opened.path}: watermark {data['watermark'] or 'none'}")
-        if data["locked_by"]:
-            typer.echo(f"  locked by {data['locked_by']}")
-        if data["interrupted_adopt"]:
-            typer.echo("  an adoption was interrupted; the next sleep command undoes it")
-        if not data["nights"]:
-            typer.echo("  no staged night yet; run `skillopt-dsl sleep run`")
-        for row in data["nights"]:
-            typer.echo(_status_row(row))
-        for line in _status_advice(opened, bool(data["locked_by"])):
-            typer.echo(f"  {line}")
-
-
-def _status_advice(opened: SleepProject, locked: bool) -> list[str]:
-    """Leftover unfinished stages (what each is) and tasks that cannot teach anything."""
-    lines = []
-    for partial in opened.partial_nights():
-        what = describe_partial(partial)
-        lines.append(
-            f"{what} (the night running now)"
-            if locked
-            else f"leftover {what}; the next `skillopt-dsl sleep run` removes it"
-        )
-    nights = opened.nights()
-    if nights and (nights[-1] / "tasks.jsonl").exists():
-        tasks = load_tasks(nights[-1] / "tasks.jsonl")
-        if tasks and all(
-            not t.rubric and t.checks and all(c.kind == "no_refusal" for c in t.checks)
-            for t in tasks
-        ):
-            lines.append(advice.only_no_refusal(f"night {nights[-1].name}", len(tasks)))
-    return lines
-
-
-def _status_row(row: Mapping[str, Any]) -> str:
-    """One night in `sleep status`: its figures, or why it has none."""
-    head = f"  {row['night']}: {row['sessions']} session(s), {row['tasks']} task(s)"
-    seed, candidate = row["seed_val"], row["candidate_val"]
-    if seed is not None:
-        scores = (
-            f"val {seed:.3f} -> {candidate:.3f}" if candidate is not None else f"val {seed:.3f}"
-        )
-    elif row.get("blocked"):
-        scores = f"no val scores: {row['blocked']}"
-    else:
-        scores = "no val scores (nothing was replayed)"
-    verdict = "proposal staged" if row["proposal"] else "no proposal"
-    if row["adopted"]:
-        verdict += " (adopted)"
-    return f"{head}, {scores}; {verdict}"
-
-
-@sleep_app.command("diff")
-def diff_command(
-    night: Annotated[str | None, typer.Argument(help="Night id (default: newest).")] = None,
-    project: ProjectOpt = Path("."),
-    debug: DebugOpt = False,
-) -> None:
-    """Print a night's unified diff against the live files as staged."""
-    with _handled(debug):
-        opened = SleepProject.open(project)
-        nights = opened.nights()
-        if not nights:
-            raise SleepError(f"no staged night in {opened.sleep_dir}; run `sleep run` first")
-        folder = opened.night_dir(night) if night else nights[-1]
-        patch = folder / "diff.patch"
-        if not patch.exists():
-            raise SleepError(f"no staged night {folder.name!r}; see `sleep status`")
-        text = patch.read_text(encoding="utf-8")
-        typer.echo(text if text else f"night {folder.name} staged no proposal", nl=not text)
-
-
-@sleep_app.command("adopt")
-def adopt_command(
-    night: Annotated[
-        str | None, typer.Argument(help="Night id (default: newest proposal).")
-    ] = None,
-    project: ProjectOpt = Path("."),
-    as_json: JsonOpt = False,
-    debug: DebugOpt = False,
-) -> None:
-    """Replace the live files with a night's proposal (refuses changed live files)."""
-    with _handled(debug):
-        opened = SleepProject.open(project)
-        with opened.lock("sleep adopt"):
-            receipt = adopt(opened, night)
-        if as_json:
-            _emit(receipt.model_dump())
-        else:
-            files = ", ".join(c.path for c in receipt.files)
-            typer.echo(
-                f"adopted night {receipt.night_id}: {files} (undo: skillopt-dsl sleep rollback)"
-            )
-
-
-@sleep_app.command("rollback")
-def rollback_command(
-    project: ProjectOpt = Path("."),
-    force: Annotated[
-        bool, typer.Option("--force", help="Roll back even over edits made since adopting.")
-    ] = False,
-    as_json: JsonOpt = False,
-    debug: DebugOpt = False,
-) -> None:
-    """Restore the files the last adoption replaced, byte for byte."""
-    with _handled(debug):
-        opened = SleepProject.open(project)
-        with opened.lock("sleep rollback"):
-            recover(opened)
-            receipt = rollback(opened, force=force)
-        if as_json:
-            _emit(receipt.model_dump())
-        else:
-            typer.echo(
-                f"rolled back night {receipt.night_id}: {', '.join(c.path for c in receipt.files)}"
-            )
-
-
-def _executable() -> list[str]:
-    return [sys.executable, "-m", "skillopt_dsl.cli"]
-
-
-def _at(value: str) -> tuple[int, int]:
-    try:
-        hour, minute = (int(part) for part in value.split(":"))
-    except ValueError:
-        raise SleepError(f"--at takes HH:MM, got {value!r}") from None
-    return hour, minute
-
-
-@sleep_app.command("schedule")
-def schedule_command(
-    project: ProjectOpt = Path("."),
-    at: Annotated[str, typer.Option("--at", help="Time of day, HH:MM.")] = "03:30",
-    run_args: Annotated[
-        str, typer.Option("--run-args", help="Extra `sleep run` flags, e.g. '--max-calls 500'.")
-    ] = "",
-    systemd: Annotated[
-        bool, typer.Option("--systemd", help="Print a systemd user timer instead.")
-    ] = False,
-    crontab_command: Annotated[str, typer.Option("--crontab-command", hidden=True)] = "crontab",
-    debug: DebugOpt = False,
-) -> None:
-    """Run `sleep run` nightly: a managed crontab block (or print a systemd user timer)."""
-    with _handled(debug):
-        opened = SleepProject.open(project)
-        hour, minute = _at(at)
-        extra = shlex.split(run_args)
-        if systemd:
-            units = systemd_units(
-                opened.path, hour=hour, minute=minute, executable=_executable(), extra=extra
-            )
-            for name, text in units.items():
-                typer.echo(f"# ~/.config/systemd/user/{name}\n{text}")
-            typer.echo(
-                f"# then: systemctl --user enable --now {next(iter(units)).replace('.service', '.timer')}"
-            )
-            return
-        line = schedule(
-            SystemCrontab(crontab_command),
-            opened.path,
-            hour=hour,
-            minute=minute,
-            executable=_executable(),
-            extra=extra,
-        )
-        typer.echo(f"scheduled: {line}")
-
-
-@sleep_app.command("unschedule")
-def unschedule_command(
-    project: ProjectOpt = Path("."),
-    crontab_command: Annotated[str, typer.Option("--crontab-command", hidden=True)] = "crontab",
-    debug: DebugOpt = False,
-) -> None:
-    """Remove exactly this project's crontab block."""
-    with _handled(debug):
-        opened = SleepProject.open(project)
-        removed = unschedule(SystemCrontab(crontab_command), opened.path)
-        typer.echo("unscheduled" if removed else f"no Sleep block for {opened.path} in the crontab")
+# The commands of their own rooms, registered in the order `--help` lists them.
+sleep_app.command("review")(review_command)
+sleep_app.command("status")(status_command)
+sleep_app.command("diff")(diff_command)
+sleep_app.command("adopt")(adopt_command)
+sleep_app.command("rollback")(rollback_command)
+sleep_app.command("schedule")(schedule_command)
+sleep_app.command("unschedule")(unschedule_command)

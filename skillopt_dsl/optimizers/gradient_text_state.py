@@ -1,0 +1,98 @@
+"""The checkpointed run state of `GradientText` and the helpers that read and write it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from skillopt_dsl.driver import RunView
+from skillopt_dsl.optimizers.proposers import (
+    EditGroup,
+    edit_key,
+)
+from skillopt_dsl.optimizers.state import CheckpointedState
+from skillopt_dsl.skill import (
+    Edit,
+    EditOutcome,
+    parse_edits,
+)
+from skillopt_dsl.types import Example
+
+
+@dataclass
+class GradientTextState(CheckpointedState):
+    """Checkpointed run state of GradientText (JSON-serialisable)."""
+
+    epoch: int = 0
+    step: int = 0
+    order: list[str] = field(default_factory=list)
+    cursor: int = 0
+    slow_done: bool = False
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    steps_since_accept: int = 0
+    epochs_since_accept: int = 0
+    accepted_this_epoch: bool = False
+    proposer_stats: dict[str, dict[str, int]] = field(default_factory=dict)
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    pending_lrs: list[float] = field(default_factory=list)
+    retry: list[dict[str, Any]] = field(default_factory=list)
+    survived_this_epoch: bool = False
+    epochs_without_survivor: int = 0
+    step_calls: int = 0
+    steps_measured: int = 0
+    max_step_rate: float = 0.0
+    screen_stats: dict[str, int] = field(default_factory=dict)
+    retried: list[str] = field(default_factory=list)
+    trials: list[dict[str, Any]] = field(default_factory=list)
+    step_outcomes: list[dict[str, Any]] = field(default_factory=list)
+    epoch_start_calls: int = 0
+
+
+def _new_stats() -> dict[str, int]:
+    """A proposer's counters: runs, steps benched, model calls, steps that paid for calls,
+    edits proposed, proposals that passed the screen, candidates its proposals were submitted
+    in, and accepted ones."""
+    keys = ("runs", "skipped", "calls", "paid_runs", "edits", "survived", "submitted", "accepted")
+    return dict.fromkeys(keys, 0)
+
+
+def _outcome(data: dict[str, Any]) -> EditOutcome:
+    """An edit outcome from its `to_dict()` form."""
+    (edit,) = parse_edits([data["edit"]])
+    return EditOutcome(
+        edit, data["status"], data["reason"], data.get("match"), data.get("similarity")
+    )
+
+
+def _group_key(edits: Sequence[Edit]) -> str:
+    """A proposal's identity for the memory: its edits' keys, in order."""
+    return "\n".join(edit_key(e) for e in edits)
+
+
+def _retried(state: GradientTextState) -> list[EditGroup]:
+    """The proposals of rejected bundles, to be screened alone again (taken from the state)."""
+    groups = [
+        EditGroup(tuple(parse_edits(g["edits"])), g["source"], g["failure_driven"], g["rationale"])
+        for g in state.retry
+    ]
+    state.retry = []
+    return groups
+
+
+def _draw(view: RunView, pool: Sequence[Example], size: int) -> list[Example]:
+    """A seeded sample of `size` examples of `pool` (all of them when it is smaller)."""
+    ordered = sorted(pool, key=lambda e: e.id)
+    return view.rng.sample(ordered, min(size, len(ordered)))
+
+
+def _group_json(
+    group: EditGroup, *, edits: Sequence[Edit] | None = None, **extra: Any
+) -> dict[str, Any]:
+    return {
+        "source": group.source,
+        "failure_driven": group.failure_driven,
+        "rationale": group.rationale,
+        "edits": [e.model_dump() for e in (group.edits if edits is None else edits)],
+        **extra,
+    }
