@@ -349,7 +349,27 @@ def _edit_span(text: str, edit: Replace | Delete, span: _Span) -> tuple[int, int
     return start, end + 1 if whole_line else end, ""
 
 
+def _section_merge(text: str, block: str) -> tuple[int, str] | None:
+    """For an end-of-document `Add` that opens a section `text` already has (one heading of
+    that title and level): where its body goes (the end of that section) and the body. Two
+    proposals composed into one candidate that each open `## Output format` give one section."""
+    first, _, body = block.strip("\n").partition("\n")
+    opened = _headings(first + "\n")
+    if len(opened) != 1 or not body.strip():
+        return None
+    wanted = opened[0]
+    headings = _headings(text)
+    hits = [i for i, h in enumerate(headings) if (h.title, h.level) == (wanted.title, wanted.level)]
+    if len(hits) != 1:
+        return None
+    return _section_insert_point(text, headings, hits[0]), body.strip("\n")
+
+
 def _locate_change(text: str, edit: Edit) -> tuple[int, int, str, _Span] | _Miss:
+    if isinstance(edit, Add) and edit.after is None:
+        merged = _section_merge(text, edit.text)
+        if merged is not None:
+            return merged[0], merged[0], merged[1], _Span(merged[0], merged[0], "heading")
     if isinstance(edit, Add):
         point = _add_point(text, edit.after)
         if isinstance(point, _Miss):

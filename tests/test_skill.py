@@ -460,3 +460,16 @@ def test_fuzzy_matching_on_a_20kb_document() -> None:
     assert [o.status for o in report.outcomes] == ["applied", "applied", "not_matched"]
     assert [o.match for o in report.outcomes[:2]] == ["fuzzy", "fuzzy"]
     assert "- replaced\n" in new.text
+
+
+def test_an_add_that_opens_an_existing_section_extends_it() -> None:
+    """Kills: two proposals composed into one candidate that each open `## Output format`
+    giving the skill two `## Output format` headings (issue 25, item 8)."""
+    first = Add(after=None, text="## Output format\n\n- Reply with one word.")
+    second = Add(after=None, text="## Output format\n\n- Write nothing else.")
+    skill, report = Skill("Tag the review.").apply([first, second])
+    assert skill.text.count("## Output format") == 1, skill.text
+    assert "- Reply with one word." in skill.text and "- Write nothing else." in skill.text
+    assert all(o.status == "applied" for o in report.outcomes)
+    other_level, _ = skill.apply([Add(after=None, text="### Output format\n\n- Deeper.")])
+    assert other_level.text.count("Output format") == 2, "a heading of another level is new"
