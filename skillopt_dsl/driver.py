@@ -47,7 +47,7 @@ from skillopt_dsl.evaluate import EvaluationCache, EvaluationReport, evaluate
 from skillopt_dsl.gate import Gate, GateDecision
 from skillopt_dsl.lm import LM, UsageSnapshot
 from skillopt_dsl.module import SkillModule
-from skillopt_dsl.runs import RunDirectory
+from skillopt_dsl.runs import RunDirectory, rng_from_json, rng_to_json
 from skillopt_dsl.settings import CompileSettings, RunModels
 from skillopt_dsl.skill import ApplyReport, Skill, token_distance
 from skillopt_dsl.types import Example
@@ -373,7 +373,7 @@ class CompileContext:
                     "gate_log": [d.to_dict() for d in state.gate_log],
                     "scored": {h: d.to_dict() for h, d in state.scored.items()},
                     "history": [r.to_dict() for r in state.history],
-                    "rng": _rng_to_json(self.rng),
+                    "rng": rng_to_json(self.rng),
                 },
                 "optimizer": state.optimizer_state,
                 "significance": self.significance.to_dict(),
@@ -394,7 +394,7 @@ class CompileContext:
             scored={h: GateDecision.from_dict(d) for h, d in driver["scored"].items()},
             optimizer_state=dict(checkpoint.get("optimizer", {})),
         )
-        self.rng.setstate(_rng_from_json(driver["rng"]))
+        self.rng.setstate(rng_from_json(driver["rng"]))
         if "significance" in checkpoint:
             self.significance.restore(checkpoint["significance"])
 
@@ -594,12 +594,3 @@ class RunView:
         if outside:
             raise UserInputError(f"a trial may only use training examples; not: {outside[:5]}")
         return self.__driver.child(run, trainset=split.fit, valset=split.select, on_event=on_event)
-
-
-def _rng_to_json(rng: random.Random) -> list[Any]:
-    version, internal, gauss = rng.getstate()
-    return [version, list(internal), gauss]
-
-
-def _rng_from_json(data: Sequence[Any]) -> tuple[Any, ...]:
-    return (data[0], tuple(data[1]), data[2])

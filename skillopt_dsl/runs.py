@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -317,3 +318,14 @@ def _event_line(target: Path, number: int, line: bytes) -> dict[str, Any]:
     if not isinstance(event, dict) or "event" not in event:
         raise RunDirError(f"{target} line {number} is not an event object")
     return event
+
+
+def rng_to_json(rng: random.Random) -> list[Any]:
+    """A `random.Random`'s state as JSON (the checkpoint's `driver.rng`)."""
+    version, internal, gauss = rng.getstate()
+    return [version, list(internal), gauss]
+
+
+def rng_from_json(data: Sequence[Any]) -> tuple[Any, ...]:
+    """The state `rng_to_json` wrote, for `random.Random.setstate`."""
+    return (data[0], tuple(data[1]), data[2])
