@@ -86,6 +86,17 @@ class RunRecord:
     parse_errors: list[tuple[str, str]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
+    def raise_recorded_failure(self) -> None:
+        """A budget stop or a failed call anywhere in the run decides the rollout, even if DSPy
+        code caught the exception: the budget stops the run, a failed call fails the rollout,
+        and any other error on our side of a call (a refused request) is raised as itself."""
+        if self.budget_stop is not None:
+            raise self.budget_stop
+        if self.model_error is not None:
+            raise self.model_error
+        if self.other_error is not None:
+            raise self.other_error
+
     def answered(self, response: LMResponse) -> None:
         """Count one answered call."""
         with self._lock:

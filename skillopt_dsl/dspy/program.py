@@ -346,11 +346,11 @@ class PredictorModule(SkillModule):
             )
             failure: tuple[str, str] | None = None
         except Exception as exc:
-            _raise_recorded_failure(record)
+            record.raise_recorded_failure()
             prediction, failure = None, self._output_failure(exc, example)
         finally:
             self.program.account(record)
-        _raise_recorded_failure(record)
+        record.raise_recorded_failure()
         return self._outcome(gold, prediction, trace, record, failure, started)
 
     def score(self, example: Example, outcome: RunOutcome) -> Score:
@@ -543,18 +543,6 @@ class PredictorModule(SkillModule):
         return self.score(
             example, RunOutcome(prediction=prediction, output=prediction.raw, calls=0)
         )
-
-
-def _raise_recorded_failure(record: RunRecord) -> None:
-    """A budget stop or a failed call anywhere in the run decides the rollout, even if DSPy
-    code caught the exception: the budget stops the run, a failed call fails the rollout, and
-    any other error on our side of a call (a refused request) is raised as itself, unwrapped."""
-    if record.budget_stop is not None:
-        raise record.budget_stop
-    if record.model_error is not None:
-        raise record.model_error
-    if record.other_error is not None:
-        raise record.other_error
 
 
 def _as_model(annotation: Any, value: Any) -> Any:
