@@ -29,7 +29,7 @@ from typing import Any, Literal
 from skillopt_dsl.driver import RunView, SelectionSplit, Verdict
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
-from skillopt_dsl.optimizers.gradient_text import clip_to_budget
+from skillopt_dsl.optimizers.clipping import clip_to_budget
 from skillopt_dsl.optimizers.proposers import (
     ProposalRequest,
     Proposer,
@@ -37,10 +37,9 @@ from skillopt_dsl.optimizers.proposers import (
     default_proposers,
     edit_key,
 )
-from skillopt_dsl.optimizers.screening import screen
+from skillopt_dsl.optimizers.screening import draw_examples, screen
 from skillopt_dsl.optimizers.state import CheckpointedState
 from skillopt_dsl.skill import Edit, Skill, parse_edits, token_distance
-from skillopt_dsl.types import Example
 
 __all__ = ["Beam", "BeamMember", "BeamState", "pareto_front"]
 
@@ -300,7 +299,7 @@ class Beam(Optimizer):
         `room` tokens; keep those that pass the screen on the expansion's mini-batch (failing
         examples first, they must fix more than they break) and score them on the selection
         split. A proposal screened out, or no better than its parent there, is remembered."""
-        batch = _draw(view, split.fit, self.batch_size)
+        batch = draw_examples(view, split.fit, self.batch_size)
         skill = parent.skill
         step = state.step
         state.step += 1
@@ -413,8 +412,3 @@ class Beam(Optimizer):
 def _top(members: Sequence[BeamMember], k: int) -> list[BeamMember]:
     """The `k` best by mean; ties keep the earlier member (stable sort)."""
     return sorted(members, key=lambda m: -m.mean)[:k]
-
-
-def _draw(view: RunView, pool: Sequence[Example], size: int) -> list[Example]:
-    ordered = sorted(pool, key=lambda e: e.id)
-    return view.rng.sample(ordered, min(size, len(ordered)))

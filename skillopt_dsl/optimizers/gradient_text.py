@@ -37,7 +37,6 @@ from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
 from skillopt_dsl.optimizers.clipping import clip_to_budget
 from skillopt_dsl.optimizers.gradient_text_state import (
     GradientTextState,
-    _draw,
     _group_json,
     _group_key,
     _new_stats,
@@ -53,7 +52,7 @@ from skillopt_dsl.optimizers.proposers import (
     default_proposers,
 )
 from skillopt_dsl.optimizers.schedules import SCHEDULES, ScheduleName, lr_at
-from skillopt_dsl.optimizers.screening import ScreenResult, screen
+from skillopt_dsl.optimizers.screening import ScreenResult, draw_examples, screen
 from skillopt_dsl.skill import (
     ApplyReport,
     Edit,
@@ -224,7 +223,7 @@ class GradientText(Optimizer):
             size = self._affordable(view, state) if self.slow_update and not state.slow_done else 0
             if size:
                 state.slow_done = True
-                batch = _draw(view, view.trainset, size)
+                batch = draw_examples(view, view.trainset, size)
                 self._step(view, state, batch, total, [self.consolidation], "slow_update")
             spent = view.usage().calls - state.epoch_start_calls
             reason = self._end_epoch(state)

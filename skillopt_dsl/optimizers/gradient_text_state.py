@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from skillopt_dsl.driver import RunView
 from skillopt_dsl.optimizers.proposers import (
     EditGroup,
     edit_key,
@@ -17,7 +16,6 @@ from skillopt_dsl.skill import (
     EditOutcome,
     parse_edits,
 )
-from skillopt_dsl.types import Example
 
 
 @dataclass
@@ -78,12 +76,6 @@ def _retried(state: GradientTextState) -> list[EditGroup]:
     ]
     state.retry = []
     return groups
-
-
-def _draw(view: RunView, pool: Sequence[Example], size: int) -> list[Example]:
-    """A seeded sample of `size` examples of `pool` (all of them when it is smaller)."""
-    ordered = sorted(pool, key=lambda e: e.id)
-    return view.rng.sample(ordered, min(size, len(ordered)))
 
 
 def _group_json(

@@ -29,7 +29,7 @@ from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
-__all__ = ["ScreenResult", "compare", "screen"]
+__all__ = ["ScreenResult", "compare", "draw_examples", "screen"]
 
 Stage = Literal["batch", "confirm"]
 
@@ -99,3 +99,10 @@ def _failing_first(
     if compare(base, records)[2] > 0 and passing:
         records += view.evaluate(candidate, passing, label="screen").records
     return records
+
+
+def draw_examples(view: RunView, pool: Sequence[Example], size: int) -> list[Example]:
+    """A sample of `size` examples of `pool` (all of them when it is smaller), drawn with the
+    run's one `view.rng` from the pool sorted by id (the same on resume)."""
+    ordered = sorted(pool, key=lambda e: e.id)
+    return view.rng.sample(ordered, min(size, len(ordered)))
