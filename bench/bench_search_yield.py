@@ -186,6 +186,15 @@ def summarise(outcomes: Sequence[Outcome]) -> dict[str, float]:
     }
 
 
+def _setting(value: str) -> Any:
+    """A `--set` value: None, true/false, an int or a float."""
+    if value in ("None", "none"):
+        return None
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return float(value) if "." in value else int(value)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20)
@@ -208,7 +217,7 @@ def main() -> None:
     logging.disable(logging.WARNING)
     for item in args.set:
         name, _, value = item.partition("=")
-        SETTINGS[name] = float(value) if "." in value else int(value)
+        SETTINGS[name] = _setting(value)
     base = RuleWorld(
         classes=args.classes, class_share=args.class_share, luck=args.luck, harm=args.harm,
         noise=args.noise, p_right=args.p_right, p_harm=args.p_harm,

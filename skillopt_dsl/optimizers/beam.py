@@ -328,7 +328,7 @@ class Beam(Optimizer):
             view.emit("edit_report", step=step, outcomes=[o.to_dict() for o in report.outcomes])
             if not kept or candidate.text == skill.text:
                 continue
-            result = screen(view, candidate, batch, rollouts)
+            result = screen(view, candidate, batch, rollouts, addresses=group.addresses)
             view.emit("screen", step=step, source=group.source, rationale=group.rationale[:200], **result.to_dict())  # fmt: skip
             if not result.passed:
                 self._remember(state, kept, result.net / max(result.scored, 1), step)

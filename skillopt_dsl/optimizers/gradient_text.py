@@ -2,17 +2,23 @@
 
 Each step: roll out the *working candidate* (the incumbent plus the proposals confirmed since the
 last gate decision) on a training mini-batch, let the proposers read the rollouts and propose
-typed edit groups, and try each group *alone* on that mini-batch (`screening.screen`: failing
-examples first; it must fix more than it breaks). Survivors are confirmed on fresh training
-examples and join the working candidate. Once it holds `compose` proposals (or shows enough net
-gain on training data, or the call budget is about to run out) it goes to the door
-(`RunView.submit`), which measures the change itself and asks the gate: one decision, one share
-of significance, for several screened proposals. Screening never touches validation.
+typed edit groups, and try each group *alone* on that mini-batch (`screening.screen`: first the
+failures it says it was written for, then the other failing examples, then the rest; it must fix
+more than it breaks). Survivors are confirmed on fresh training examples and join the working
+candidate. Once it holds `compose` proposals (or shows enough net gain on training data, or the
+call budget is about to run out) it goes to the door (`RunView.submit`), which measures the
+change itself and asks the gate: one decision, one share of significance, for several screened
+proposals. Screening never touches validation, and the calls it may spend always leave one gate
+decision's worth in the budget.
 
-Memory is per proposal (edit group): a group screened out or rejected alone is never proposed
-again; the groups of a rejected bundle are retried alone once. With a call budget the search
-goes on past `epochs` until the budget (less a gate decision's reserve), `patience` or a
-`plateau` ends it, and the stop event says which and how many calls were left.
+Memory is per proposal (edit group). A proposal that fails a screen is shown to the proposers as
+rejected and is screened again only if proposed again, until its `screen_strikes`-th failure
+(one unlucky mini-batch does not end a good edit). The groups of a rejected bundle go back on
+trial alone: confirmed again on training data, they rejoin a working candidate, which is not
+sent to the gate again until a new proposal has joined it (the gate never judges one text
+twice); a group rejected `gate_strikes` times, or alone, is remembered as rejected. With a call
+budget the search goes on past `epochs` until the budget (less a gate decision's reserve),
+`patience` or a `plateau` ends it, and the stop event says which and how many calls were left.
 
 The learning rate: a step may change at most `max(ceil(lr_t * tokens(skill)), lr_floor_tokens)`
 tokens of the document (token-level edit distance), where `lr_t` follows the schedule; the floor
@@ -41,7 +47,6 @@ from skillopt_dsl.optimizers.gradient_text_state import (
     _group_key,
     _new_stats,
     _outcome,
-    _retried,
 )
 from skillopt_dsl.optimizers.proposers import (
     ConsolidationProposer,
@@ -95,7 +100,7 @@ class GradientText(Optimizer):
         patience: stop after this many epochs without an accepted candidate (None: never).
         patience_steps: stop after this many steps without an accepted candidate (None: never).
         plateau: stop after this many consecutive epochs in which no proposal passed the
-            screen (None: never).
+            screen (None, the default: a call budget is spent to its end).
         slow_update: screen a consolidation of the document at the end of each epoch.
         lr_floor_tokens: the least a step may change, so short or empty seeds can grow.
         proposers: where edits come from (default: format rules, worked examples, reflection).
@@ -106,6 +111,10 @@ class GradientText(Optimizer):
             the screen is benched: it runs again only every `retry_every`-th step. Proposers
             that call no model are never benched; None: every proposer runs every step.
         retry_every: how often (in steps) a benched proposer is given another chance.
+        screen_strikes: the screen failures after which a proposal proposed again is no
+            longer screened (1: the first failure ends it).
+        gate_strikes: the gate rejections (in bundles) after which a proposal is remembered
+            as rejected; until then it goes back on trial after each.
     """
 
     lr: float = 0.3
@@ -121,13 +130,15 @@ class GradientText(Optimizer):
     submit_at_net: float = 14.0
     patience: int | None = None
     patience_steps: int | None = None
-    plateau: int | None = 3
+    plateau: int | None = None
     slow_update: bool = True
     lr_floor_tokens: int = 128
     proposers: Sequence[Proposer] = field(default_factory=default_proposers)
     consolidation: Proposer = field(default_factory=ConsolidationProposer)
     bench_after: int | None = 2
     retry_every: int = 4
+    screen_strikes: int = 2
+    gate_strikes: int = 2
     name: str = "gradient-text"
 
     def __post_init__(self) -> None:
@@ -135,7 +146,9 @@ class GradientText(Optimizer):
             self,
             lr=self.lr,
             max_edits=self.max_edits,
-            at_least_one=("epochs", "batch_size", "retry_every", "compose"),
+            at_least_one=(
+                "epochs", "batch_size", "retry_every", "compose", "screen_strikes", "gate_strikes",
+            ),
         )
         for name in ("bench_after", "plateau"):
             value = getattr(self, name)
@@ -183,6 +196,8 @@ class GradientText(Optimizer):
             "consolidation": self.consolidation.name,
             "bench_after": self.bench_after,
             "retry_every": self.retry_every,
+            "screen_strikes": self.screen_strikes,
+            "gate_strikes": self.gate_strikes,
         }
 
     # -- the loop --------------------------------------------------------------------------
@@ -307,9 +322,7 @@ class GradientText(Optimizer):
         room = self._room(view, state, working, lr_t)
         rollouts = view.evaluate(working, batch, label="train").records
         request = self._request(view, state, working, batch, rollouts, room)
-        groups = _retried(state) + [
-            g for p in proposers for g in self._run_proposer(view, state, p, request)
-        ]
+        groups = [g for p in proposers for g in self._run_proposer(view, state, p, request)]
         self._emit_notes(view, request, step)
         view.emit("proposal", step=step, kind=kind, groups=[_group_json(g) for g in groups])
         pending = len(state.pending)
@@ -323,8 +336,7 @@ class GradientText(Optimizer):
         state.step_calls += spent
         state.steps_measured += 1
         state.max_step_rate = max(state.max_step_rate, spent / max(len(batch), 1))
-        idle = not groups and not state.trials  # nothing left to try on this working candidate
-        if self._ready(view, state) or (idle and state.pending):
+        if self._ready(view, state):
             self._submit_working(view, state, kind=kind, step=step)
         else:
             state.steps_since_accept += 1
@@ -360,9 +372,9 @@ class GradientText(Optimizer):
         """Confirm the proposals on trial on this mini-batch, then try each new proposal alone
         on it (it produced them); returns how many passed their first screen."""
         for trial in list(state.trials):
-            self._confirm(view, state, working, batch, rollouts, trial, room)
-        blocked = {_group_key(c.edits) for c in state.memory()}
-        blocked |= {g["key"] for g in (*state.trials, *state.pending)}
+            if self._keeps_reserve(view, len(batch)):
+                self._confirm(view, state, working, batch, rollouts, trial, room)
+        blocked = set(state.blocked) | {g["key"] for g in (*state.trials, *state.pending)}
         passed = 0
         for group in groups:
             candidate, kept, report = clip_to_budget(working, group.edits, room, self.max_edits)
@@ -372,28 +384,32 @@ class GradientText(Optimizer):
             key = _group_key(kept)
             if not kept or key in blocked or candidate.text == working.text:
                 continue
+            if not self._keeps_reserve(view, len(batch)):
+                break  # the calls left are the gate's: a proposal proposed again is tried again
             blocked.add(key)
             if not self.screen:  # every proposal goes to the gate (measuring the gate alone)
                 self._join(state, _group_json(group, edits=kept, key=key, net=0.0, scored=0))
                 continue
-            result = screen(view, candidate, batch, rollouts)
+            result = screen(view, candidate, batch, rollouts, addresses=group.addresses)
             self._record_screen(view, state, group, result)
             if not result.passed:
-                self._remember(state, kept, result.net / max(result.scored, 1))
+                self._strike(state, kept, key, result.net / max(result.scored, 1))
                 continue
             passed += 1
             state.proposer_stats.setdefault(group.source, _new_stats())["survived"] += 1
             trial = _group_json(group, edits=kept, key=key, net=result.net, scored=result.scored)
-            if key in state.retried:  # rejected in a bundle: it goes to the gate alone
-                if state.pending:
-                    state.retry.append(trial)  # after the working candidate is judged
-                else:
-                    self._join(state, {**trial, "screens": 1, "alone": True})
-            elif self.confirm_steps == 0 and result.net >= self.min_net:
+            if self.confirm_steps == 0 and result.net >= self.min_net:
                 self._join(state, {**trial, "screens": 1})
             else:
                 state.trials.append({**trial, "screens": 1})
         return passed
+
+    @staticmethod
+    def _keeps_reserve(view: RunView, calls: int) -> bool:
+        """Whether `calls` more screening calls still leave a gate decision's worth (the
+        validation set) in the call budget (always, without one)."""
+        left = view.calls_left()
+        return left is None or left - calls >= view.validation_size
 
     def _confirm(
         self,
@@ -422,8 +438,8 @@ class GradientText(Optimizer):
         screens = trial["screens"] + 1
         if result.passed and net >= self.min_net:
             self._join(state, {**trial, "net": net, "scored": scored, "screens": screens})
-        elif net <= 0 or screens > self.confirm_steps:
-            self._remember(state, edits, net / max(scored, 1))
+        elif net <= 0 or screens > max(self.confirm_steps, int(trial.get("gated", 0))):
+            self._strike(state, edits, trial["key"], net / max(scored, 1))
         else:
             state.trials.append({**trial, "net": net, "scored": scored, "screens": screens})
 
@@ -443,10 +459,8 @@ class GradientText(Optimizer):
     def _ready(self, view: RunView, state: GradientTextState) -> bool:
         """Whether the working candidate goes to the gate now: enough confirmed proposals, or
         enough net gain shown on training data to expect the gate to see it."""
-        if not state.pending:
-            return False
-        if any(g.get("alone") for g in state.pending):
-            return True
+        if not state.pending or self._working(view, state)[0].hash in state.rejected_hashes:
+            return False  # the gate has judged this very candidate: it waits for a new proposal
         rate = sum(g["net"] / max(g["scored"], 1) for g in state.pending)
         return (
             len(state.pending) >= self.compose or rate * view.validation_size >= self.submit_at_net
@@ -460,10 +474,15 @@ class GradientText(Optimizer):
     def _submit_working(
         self, view: RunView, state: GradientTextState, *, kind: str, step: int | None = None
     ) -> None:
-        """Send the working candidate to the door (as `step`, default a step of its own); on a
-        rejection, a bundle's proposals are retried alone once and a lone (or already
-        retried) proposal is remembered as rejected."""
+        """Send the working candidate to the door (as `step`, default a step of its own). On a
+        rejection, each of its proposals goes back on trial (confirmed again on training data
+        before it may rejoin a candidate with new company) until the gate has rejected it
+        `gate_strikes` times; then it is remembered as rejected. A working candidate the gate
+        has already judged is not sent again: its proposals go to the gate one by one."""
         candidate, report = self._working(view, state)
+        if candidate.hash in state.rejected_hashes and len(state.pending) > 1:
+            self._submit_each(view, state, kind=kind)
+            return
         refused = tuple(_outcome(o) for o in state.step_outcomes if o["status"] != "applied")
         report = ApplyReport(report.outcomes + refused)
         state.step_outcomes = []
@@ -483,16 +502,21 @@ class GradientText(Optimizer):
             view.emit("candidate_sources", step=step, sources=sources, status=verdict.status)
             if verdict.accepted:
                 state.steps_since_accept, state.accepted_this_epoch = 0, True
+                kept = {_group_key(parse_edits(g["edits"])) for g in pending}
+                state.rejected = [
+                    r for r in state.rejected if _group_key(parse_edits(r["edits"])) not in kept
+                ]
                 return state.to_dict()
             state.steps_since_accept += 1
+            state.rejected_hashes.append(candidate.hash)
             for group in pending:
                 edits = parse_edits(group["edits"])
                 key = _group_key(edits)
-                if len(pending) > 1 and key not in state.retried:
-                    state.retry.append(group)
-                    state.retried.append(key)
-                else:
+                strikes = state.gate_strikes[key] = state.gate_strikes.get(key, 0) + 1
+                if len(pending) == 1 or not self.screen or strikes >= self.gate_strikes:
                     self._remember(state, edits, verdict.delta)
+                else:
+                    state.trials.append({**group, "screens": 0, "gated": strikes})
             return state.to_dict()
 
         view.submit(
@@ -505,10 +529,38 @@ class GradientText(Optimizer):
             state_after=state_after,
         )
 
-    def _remember(self, state: GradientTextState, edits: Sequence[Edit], delta: float) -> None:
-        """Remember one proposal (an edit group) as rejected."""
-        memory = RejectedCandidate(tuple(edits), delta, state.step, state.epoch)
-        state.rejected.append(memory.to_dict())
+    def _submit_each(self, view: RunView, state: GradientTextState, *, kind: str) -> None:
+        """The working candidate was judged already: send each of its proposals alone (while
+        the call budget pays for a decision); the rest go back on trial."""
+        pending, lrs = list(state.pending), list(state.pending_lrs)
+        state.pending, state.pending_lrs = [], []
+        for group in pending:
+            left = view.calls_left()
+            if left is not None and left < view.validation_size:
+                state.trials.append({**group, "screens": 0})
+                continue
+            state.pending, state.pending_lrs = [group], lrs
+            self._submit_working(view, state, kind=kind)  # a judged text: the door refuses it
+
+    def _strike(
+        self, state: GradientTextState, edits: Sequence[Edit], key: str, delta: float
+    ) -> None:
+        """A proposal failed a screen: remembered as rejected at its `screen_strikes`-th
+        failure (one unlucky mini-batch does not end a proposal proposed again)."""
+        strikes = state.screen_strikes[key] = state.screen_strikes.get(key, 0) + 1
+        self._remember(state, edits, delta, block=strikes >= self.screen_strikes)
+
+    def _remember(
+        self, state: GradientTextState, edits: Sequence[Edit], delta: float, *, block: bool = True
+    ) -> None:
+        """Remember one proposal (an edit group) as rejected: the proposers read it (they are
+        asked not to propose it again); a `block`ed one is never screened again."""
+        key = _group_key(edits)
+        if key not in {_group_key(c.edits) for c in state.memory()}:
+            memory = RejectedCandidate(tuple(edits), delta, state.step, state.epoch)
+            state.rejected.append(memory.to_dict())
+        if block and key not in state.blocked:
+            state.blocked.append(key)
 
     @staticmethod
     def _record_screen(
@@ -530,7 +582,7 @@ class GradientText(Optimizer):
     ) -> list[EditGroup]:
         """Run one proposer (unless benched), recording the model calls it spent and what it gave."""
         stats = state.proposer_stats.setdefault(proposer.name, _new_stats())
-        if self._benched(stats, state.step - 1):
+        if self._benched(state.proposer_stats, proposer.name, state.step - 1):
             stats["skipped"] += 1
             view.emit("proposer", step=state.step - 1, name=proposer.name, benched=True)
             return []
@@ -552,10 +604,15 @@ class GradientText(Optimizer):
         )  # fmt: skip
         return groups
 
-    def _benched(self, stats: dict[str, int], step: int) -> bool:
+    def _benched(self, all_stats: dict[str, dict[str, int]], name: str, step: int) -> bool:
         """A proposer that paid for `bench_after` steps and never had a proposal pass the
-        screen sits out, except on every `retry_every`-th step."""
+        screen sits out (except on every `retry_every`-th step) while another proposer's
+        proposals do pass: its calls go where edits survive. When none has passed, none sits
+        out (benching would leave the budget unspent, not spent better)."""
+        stats = all_stats[name]
         if self.bench_after is None or stats["survived"] > 0 or stats["accepted"] > 0:
+            return False
+        if not any(s["survived"] or s["accepted"] for n, s in all_stats.items() if n != name):
             return False
         return stats["paid_runs"] >= self.bench_after and step % self.retry_every != 0
 

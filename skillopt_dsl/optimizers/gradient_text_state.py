@@ -34,17 +34,19 @@ class GradientTextState(CheckpointedState):
     proposer_stats: dict[str, dict[str, int]] = field(default_factory=dict)
     pending: list[dict[str, Any]] = field(default_factory=list)
     pending_lrs: list[float] = field(default_factory=list)
-    retry: list[dict[str, Any]] = field(default_factory=list)
     survived_this_epoch: bool = False
     epochs_without_survivor: int = 0
     step_calls: int = 0
     steps_measured: int = 0
     max_step_rate: float = 0.0
     screen_stats: dict[str, int] = field(default_factory=dict)
-    retried: list[str] = field(default_factory=list)
+    rejected_hashes: list[str] = field(default_factory=list)
+    gate_strikes: dict[str, int] = field(default_factory=dict)
     trials: list[dict[str, Any]] = field(default_factory=list)
     step_outcomes: list[dict[str, Any]] = field(default_factory=list)
     epoch_start_calls: int = 0
+    screen_strikes: dict[str, int] = field(default_factory=dict)
+    blocked: list[str] = field(default_factory=list)
 
 
 def _new_stats() -> dict[str, int]:
@@ -66,16 +68,6 @@ def _outcome(data: dict[str, Any]) -> EditOutcome:
 def _group_key(edits: Sequence[Edit]) -> str:
     """A proposal's identity for the memory: its edits' keys, in order."""
     return "\n".join(edit_key(e) for e in edits)
-
-
-def _retried(state: GradientTextState) -> list[EditGroup]:
-    """The proposals of rejected bundles, to be screened alone again (taken from the state)."""
-    groups = [
-        EditGroup(tuple(parse_edits(g["edits"])), g["source"], g["failure_driven"], g["rationale"])
-        for g in state.retry
-    ]
-    state.retry = []
-    return groups
 
 
 def _group_json(

@@ -7,9 +7,10 @@ rollouts produced it, and passes only when it fixes more than it breaks there:
 
     net = sum over the examples of (candidate score - base score) > 0
 
-The base's failing examples are scored first: a candidate that improves none of them cannot
-fix more than it breaks, and stops there without being scored on the rest (a harmful or
-useless proposal usually costs half a batch). A survivor is then *confirmed* on training
+The failing examples the proposal says it was written for (`EditGroup.addresses`) are scored
+first, then the base's other failing examples, then the rest; the screen stops as soon as the
+candidate has gained nothing so far (it cannot fix more than it breaks: a useless proposal that
+names its failures costs a call or two, one that names none about half a batch). A survivor is then *confirmed* on training
 examples it has not been proposed from (stage "confirm": the same comparison on a fresh
 mini-batch, where it must gain again; the optimizer decides how much gain in all it needs). Screening never touches validation, so it spends no significance; only what reaches the
 gate does.
@@ -70,34 +71,52 @@ def screen(
     base: Sequence[Rollout],
     *,
     stage: Stage = "batch",
+    addresses: Sequence[str] = (),
 ) -> ScreenResult:
     """Score `candidate` on `examples` against the base's rollouts `base` there.
 
-    stage "batch" (the mini-batch that produced the proposal): failing examples first, stop
-    when none improves; passes on a positive net gain. stage "confirm" (fresh examples): all
+    stage "batch" (the mini-batch that produced the proposal): the failing examples in
+    `addresses` first, then the other failing ones, then the rest, stopping when it has gained
+    nothing so far; passes on a positive net gain. stage "confirm" (fresh examples): all
     examples at once; passes when the candidate does not lose (net >= 0).
     """
     before = view.usage().calls
     if stage == "confirm":
         records = list(view.evaluate(candidate, examples, label="screen").records)
     else:
-        records = _failing_first(view, candidate, examples, base)
+        records = _failing_first(view, candidate, examples, base, addresses)
     fixes, breaks, net = compare(base, records)
     calls = view.usage().calls - before
-    return ScreenResult(stage, len(records), fixes, breaks, net, calls, passed=net > 0)
+    passed = net >= 0 if stage == "confirm" else net > 0
+    return ScreenResult(stage, len(records), fixes, breaks, net, calls, passed=passed)
 
 
 def _failing_first(
-    view: RunView, candidate: Skill, examples: Sequence[Example], base: Sequence[Rollout]
+    view: RunView,
+    candidate: Skill,
+    examples: Sequence[Example],
+    base: Sequence[Rollout],
+    addresses: Sequence[str] = (),
 ) -> list[Rollout]:
-    """The candidate's rollouts on the base's failing examples, then (only when it gained
-    there) on the rest."""
+    """The candidate's rollouts on the failing examples it addresses, then (only when it gained
+    there) on the other failing examples, then (only when it gained there) on the rest."""
     scores = {r.example_id: r.score for r in base}
+    wanted = set(addresses)
     failing = [e for e in examples if scores[e.id] < 1.0]
-    passing = [e for e in examples if scores[e.id] >= 1.0]
-    records = list(view.evaluate(candidate, failing, label="screen").records) if failing else []
-    if compare(base, records)[2] > 0 and passing:
-        records += view.evaluate(candidate, passing, label="screen").records
+    stages = [
+        [e for e in failing if e.id in wanted],
+        [e for e in failing if e.id not in wanted],
+        [e for e in examples if scores[e.id] >= 1.0],
+    ]
+    records: list[Rollout] = []
+    for part in stages:
+        if not part:
+            continue
+        if records and compare(base, records)[2] <= 0:
+            break
+        records += view.evaluate(candidate, part, label="screen").records
+        if compare(base, records)[2] <= 0:
+            break
     return records
 
 

@@ -131,21 +131,30 @@ class RuleWorld:
             prompt = messages[-1]["content"]
             failing = re.findall(r"failing: (\S+)", prompt)
             rng = random.Random(f"{self.seed}:{prompt}")
-            return json.dumps([self.draw_rule(rng, failing) for _ in range(self.alternatives)])
+            drawn = [self.draw_proposal(rng, failing) for _ in range(self.alternatives)]
+            return json.dumps([{"rule": rule, "for": target} for rule, target in drawn])
 
         return ScriptedLM(respond, model="scripted/rule-world-reflector")
 
     def draw_rule(self, rng: random.Random, failing: Sequence[str]) -> str:
-        """One proposed rule with the world's odds, for the failing item ids `failing` (the
-        fake reflector's draw; a peer's reflection in bench/ draws with it too)."""
+        """One proposed rule with the world's odds, for the failing item ids `failing` (a
+        peer's reflection in bench/ draws with it)."""
+        return self.draw_proposal(rng, failing)[0]
+
+    def draw_proposal(self, rng: random.Random, failing: Sequence[str]) -> tuple[str, str]:
+        """One proposed rule with the world's odds and the failing item it is written for (the
+        fake reflector's draw): the right rule of that item's class with `p_right` (when one
+        of `failing` has a class), a harmful rule with `p_harm`, a neutral note otherwise; a
+        harmful rule or a note is "for" a failing item drawn at random."""
         u = rng.random()
-        classes = [c for c in (self.item_class(i) for i in failing) if c is not None]
-        if u < self.p_right and classes:
-            cls = rng.choice(classes)
-            return f"Rule R{cls}: items of kind {cls} follow rule {cls}."
+        classed = [(i, c) for i in failing if (c := self.item_class(i)) is not None]
+        if u < self.p_right and classed:
+            target, cls = rng.choice(classed)
+            return f"Rule R{cls}: items of kind {cls} follow rule {cls}.", target
+        target = rng.choice(list(failing)) if failing else ""
         if u < self.p_right + self.p_harm:
-            return f"Rule H{rng.randrange(10**6)}: always prefer the first option."
-        return f"Note N{rng.randrange(10**6)}: read the item carefully."
+            return f"Rule H{rng.randrange(10**6)}: always prefer the first option.", target
+        return f"Note N{rng.randrange(10**6)}: read the item carefully.", target
 
     def _gold(self, item_id: str) -> str:
         return LABELS[int(_unit(self.seed, "gold", item_id) * len(LABELS))]
@@ -157,6 +166,7 @@ class RuleWorldProposer(Proposer):
     edit group of one `Add` per alternative the model offers."""
 
     name: str = "rule-world"
+    use_addresses: bool = True
 
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
         failing = [e.id for e, _ in request.failures()]
@@ -166,8 +176,13 @@ class RuleWorldProposer(Proposer):
         reply = request.optimizer_lm.complete(
             [{"role": "system", "content": "Propose rules."}, {"role": "user", "content": prompt}]
         ).text
-        rules = json.loads(reply)
         return [
-            EditGroup((Add(after=None, text=rule),), self.name, failure_driven=True, rationale=rule)
-            for rule in rules
+            EditGroup(
+                (Add(after=None, text=offer["rule"]),),
+                self.name,
+                failure_driven=True,
+                rationale=offer["rule"],
+                addresses=(offer["for"],) if self.use_addresses else (),
+            )
+            for offer in json.loads(reply)
         ]

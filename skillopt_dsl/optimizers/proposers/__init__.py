@@ -3,7 +3,11 @@
 Contract (`Proposer`): implement `propose(request) -> list[EditGroup]`. Read anything from the
 `ProposalRequest`; never raise for one bad group (log it with `request.note(...)` and skip it);
 draw randomness only from `request.rng`. Proposers never apply edits or touch the incumbent:
-the optimizer clips their edits to the learning rate and the driver's gate decides.
+the optimizer clips their edits to the learning rate and the driver's gate decides. A group
+drawn from particular failures names them (`EditGroup.addresses`, example ids of the batch):
+the screen scores the proposal on those first and drops it, for a call or two, when it fixes
+none of the failures it was written for (leave it empty when the group answers no particular
+failure).
 
 One module per proposer; the contract lives in `base.py`, the helpers the shipped proposers share
 in `common.py`. Shipped proposers (each passes `skillopt_dsl.testing.proposer_contract`):

@@ -160,8 +160,11 @@ class AnswerShapeProposer(Proposer):
         shape = answer_shape([g for g in golds if g is not None])
         if shape is None:
             return []
-        outputs = [_answer_text(module, field, r) for _, r in request.failures()]
-        broken = [text for text in outputs if shape.broken_by(text)]
+        broken = [
+            e.id
+            for e, r in request.failures()
+            if shape.broken_by(_answer_text(module, field, r))
+        ]
         if len(broken) < self.min_broken:
             return []
         rule = shape.rule(field)
@@ -174,6 +177,7 @@ class AnswerShapeProposer(Proposer):
                 self.name,
                 True,
                 why,
+                addresses=tuple(broken),
             )
         ]
 

@@ -54,6 +54,9 @@ class EditGroup:
     source: str
     failure_driven: bool
     rationale: str = ""
+    addresses: tuple[str, ...] = ()
+    """Ids of the batch's failing examples this group was written to fix (empty: not said).
+    The screen scores a proposal on these first and drops it when it fixes none of them."""
 
 
 @dataclass

@@ -31,7 +31,8 @@ class FormatRuleProposer(Proposer):
 
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
         failures = request.failures()
-        signals = [r for _, r in failures if module_broke_format(request.module, r)]
+        broke = [e.id for e, r in failures if module_broke_format(request.module, r)]
+        signals = broke
         if not signals:
             return []
         rule = module_format_rule(request.module)
@@ -39,7 +40,9 @@ class FormatRuleProposer(Proposer):
             return []
         edit = bullet_under_heading(request.skill, FORMAT_HEADING, rule, "output format")
         why = f"{len(signals)} of {len(request.rollouts)} outputs broke the expected format"
-        return [EditGroup((edit,), self.name, failure_driven=True, rationale=why)]
+        return [
+            EditGroup((edit,), self.name, failure_driven=True, rationale=why, addresses=tuple(broke))
+        ]
 
 
 def module_broke_format(module: SkillModule, rollout: Rollout) -> bool:

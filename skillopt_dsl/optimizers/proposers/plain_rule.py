@@ -114,7 +114,8 @@ class PlainRuleProposer(Proposer):
             request.note("rule_dropped", reason=why, reply=reply[:300])
             return []
         edit = bullet_under_heading(request.skill, RULES_HEADING, rule, "plain rule")
-        return [EditGroup((edit,), self.name, True, f"a rule from {len(failures)} failures")]
+        why = f"a rule from {len(failures)} failures"
+        return [EditGroup((edit,), self.name, True, why, tuple(e.id for e, _ in failures))]
 
 
 def _prompt(request: ProposalRequest, failures: Sequence[tuple[Example, Rollout]]) -> str:

@@ -69,9 +69,9 @@ class ReflectiveProposer(Proposer):
         for index, (failure_driven, group) in enumerate(groups):
             edits = self._reflect(request, group, failure_driven, index)
             if edits:
-                result.append(
-                    EditGroup(tuple(edits[: self.max_edits_per_group]), self.name, failure_driven)
-                )
+                addresses = tuple(e.id for e, _ in group) if failure_driven else ()
+                kept = tuple(edits[: self.max_edits_per_group])
+                result.append(EditGroup(kept, self.name, failure_driven, addresses=addresses))
         return result
 
     def _reflect(
