@@ -147,7 +147,12 @@ class GradientText(Optimizer):
             lr=self.lr,
             max_edits=self.max_edits,
             at_least_one=(
-                "epochs", "batch_size", "retry_every", "compose", "screen_strikes", "gate_strikes",
+                "epochs",
+                "batch_size",
+                "retry_every",
+                "compose",
+                "screen_strikes",
+                "gate_strikes",
             ),
         )
         for name in ("bench_after", "plateau"):

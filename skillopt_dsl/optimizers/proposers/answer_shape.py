@@ -161,9 +161,7 @@ class AnswerShapeProposer(Proposer):
         if shape is None:
             return []
         broken = [
-            e.id
-            for e, r in request.failures()
-            if shape.broken_by(_answer_text(module, field, r))
+            e.id for e, r in request.failures() if shape.broken_by(_answer_text(module, field, r))
         ]
         if len(broken) < self.min_broken:
             return []

@@ -41,7 +41,9 @@ class FormatRuleProposer(Proposer):
         edit = bullet_under_heading(request.skill, FORMAT_HEADING, rule, "output format")
         why = f"{len(signals)} of {len(request.rollouts)} outputs broke the expected format"
         return [
-            EditGroup((edit,), self.name, failure_driven=True, rationale=why, addresses=tuple(broke))
+            EditGroup(
+                (edit,), self.name, failure_driven=True, rationale=why, addresses=tuple(broke)
+            )
         ]
 
 
