@@ -6,6 +6,7 @@ scripted proposer that offers fixed edit groups.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import skillopt_dsl as sd
+from skillopt_dsl.evaluate import EvaluationReport
 from skillopt_dsl.optimizers import Beam, GradientText
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.skill import Add
@@ -212,3 +214,167 @@ def test_screen_false_sends_every_proposal_to_the_gate(tmp_path: Path) -> None:
     result = compile_with(tmp_path, optimizer)
     steps = len(TRAIN) // optimizer.batch_size
     assert len(result.gate_log) == steps and not events(tmp_path, "screen")
+
+
+@dataclass(kw_only=True)
+class AddressedProposer(Proposer):
+    """A fake proposer: the same texts at every step, each naming the batch's first failure."""
+
+    texts: Sequence[str]
+    name: str = "addressed"
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        failing = [e.id for e, _ in request.failures()][:1]
+        return [
+            EditGroup((Add(after=None, text=t),), self.name, True, t, addresses=tuple(failing))
+            for t in self.texts
+        ]
+
+
+def test_a_proposal_is_screened_first_on_the_failures_it_names(tmp_path: Path) -> None:
+    """Kills: a screen that ignores `EditGroup.addresses` (a useless proposal naming the
+    failure it was written for then costs every failing example of the batch, not one)."""
+    useless = "Think about the number."
+    optimizer = GradientText(proposers=[AddressedProposer(texts=[useless, GOOD])], epochs=1)
+    result = compile_with(tmp_path, optimizer)
+    screens = [s for s in events(tmp_path, "screen") if s["stage"] == "batch"]
+    dropped = [s for s in screens if s["rationale"] == useless]
+    assert dropped and all(s["scored"] == 1 and not s["passed"] for s in dropped), dropped
+    kept = [s for s in screens if s["rationale"] == GOOD]
+    assert kept[0]["passed"] and kept[0]["scored"] == optimizer.batch_size
+    assert GOOD in result.best_skill.text
+
+
+def test_a_proposal_that_failed_a_screen_is_tried_again_until_its_strikes(
+    tmp_path: Path,
+) -> None:
+    """Kills: blocking a proposal after one unlucky mini-batch (a good edit whose first screen
+    saw none of the examples it fixes is never tried again) and never blocking one (a useless
+    edit proposed at every step is screened at every step)."""
+    useless = "Think about the number."
+    optimizer = GradientText(proposers=[FixedProposer(texts=[useless])], epochs=2)
+    result = compile_with(tmp_path, optimizer)
+    screened = [s for s in events(tmp_path, "screen") if s["rationale"] == useless]
+    assert len(screened) == optimizer.screen_strikes == 2, screened
+    assert any(useless in e.text for c in result.rejected for e in c.edits if isinstance(e, Add)), (
+        "the proposers are told about a screened-out proposal from its first failure"
+    )
+
+
+def test_the_only_proposer_is_not_benched_while_nothing_passes(tmp_path: Path) -> None:
+    """Kills: benching a proposer that spent calls without a survivor when no other proposer
+    does better (the search then idles and stops with the budget unspent)."""
+    from skillopt_dsl.lm import LM
+    from skillopt_dsl.testing.rule_world import RuleWorld, RuleWorldProposer, RuleWorldTask
+
+    world = RuleWorld(seed=0, p_right=0.0)
+    result = sd.compile(
+        RuleWorldTask(),
+        world.items("train", 30),
+        world.items("val", 30),
+        optimizer=GradientText(proposers=[RuleWorldProposer()]),
+        lm=LM(world.target()),
+        optimizer_lm=LM(world.reflector()),
+        budget=sd.Budget(max_calls=200),
+        run_dir=tmp_path,
+        threads=1,
+    )
+    reflections = [p for p in events(tmp_path, "proposer") if p["name"] == "rule-world"]
+    assert not any(p["benched"] for p in reflections), "the only reflection sat out"
+    assert result.usage.calls >= 200 - 2 * len(world.items("val", 30)), result.usage
+    assert not result.improved, "nothing helps in the null world"
+
+
+def three_rules_target(messages: list[dict[str, str]]) -> str:
+    """The parity target where "Rule k applies." makes the numbers n with n % 3 == k right
+    (the others are answered "odd")."""
+    system = next(m["content"] for m in messages if m["role"] == "system")
+    number = int(messages[-1]["content"].split()[-1])
+    if f"Rule {number % 3} applies." in system:
+        return "even" if number % 2 == 0 else "odd"
+    return "odd"
+
+
+class RejectFirst(sd.Gate):
+    """A fake gate: the first decision is rejected whatever the evidence, later ones decide."""
+
+    def decide(
+        self,
+        candidate: EvaluationReport,
+        incumbent: EvaluationReport,
+        *,
+        decision_index: int = 0,
+        alpha: float | None = None,
+    ) -> sd.GateDecision:
+        decision = super().decide(candidate, incumbent, decision_index=decision_index, alpha=alpha)
+        if decision_index > 0:
+            return decision
+        return dataclasses.replace(decision, accepted=False, reason="rejected by the test gate")
+
+
+@dataclass(kw_only=True)
+class LateProposer(Proposer):
+    """A fake proposer: `first` at the first step, `later` from step `at` on."""
+
+    first: Sequence[str]
+    later: Sequence[str]
+    at: int
+    name: str = "late"
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        texts = self.first if request.step == 0 else self.later if request.step >= self.at else ()
+        return [EditGroup((Add(after=None, text=t),), self.name, True, t) for t in texts]
+
+
+def test_a_rejected_bundle_waits_for_new_company_and_is_never_sent_again_unchanged(
+    tmp_path: Path,
+) -> None:
+    """Kills: re-sending a working candidate the gate has already judged, or splitting it
+    into lone proposals at once (a lone edit rarely has the power to pass): its proposals,
+    confirmed again, wait for a new one and go to the gate with it."""
+    first, late = ["Rule 0 applies.", "Rule 1 applies."], "Rule 2 applies."
+    optimizer = GradientText(
+        proposers=[LateProposer(first=first, later=[late], at=2)],
+        compose=2, confirm_steps=0, min_net=1.0, submit_at_net=1000.0, epochs=2, batch_size=24,
+    )  # fmt: skip
+    result = compile_with(tmp_path, optimizer, target=three_rules_target, gate=RejectFirst())
+    assert not events(tmp_path, "duplicate"), "a judged text came back to the door"
+    assert len(result.gate_log) == 2 and result.gate_log[1].accepted, result.gate_log
+    assert all(text in result.best_skill.text for text in [*first, late]), result.best_skill
+
+
+def test_screening_leaves_a_gate_decision_worth_of_calls(tmp_path: Path) -> None:
+    """Kills: screening that spends the calls the last gate decision needs (six proposals
+    that all pass would eat the budget, and the confirmed fixes never reach the gate)."""
+    goods = [f"{GOOD} ({k})" for k in range(6)]
+    optimizer = GradientText(proposers=[FixedProposer(texts=goods)], epochs=1, batch_size=8)
+    result = compile_with(tmp_path, optimizer, budget=sd.Budget(max_calls=100))
+    assert result.usage.calls <= 100
+    assert result.gate_log and result.gate_log[-1].accepted, result.gate_log
+    assert GOOD in result.best_skill.text
+
+
+def test_a_confirmation_that_breaks_even_keeps_the_proposal_on_trial(tmp_path: Path) -> None:
+    """Kills: a confirmation that needs a strict gain (a fresh mini-batch without a single
+    example the edit fixes would end a good edit; the stage's contract is not to lose)."""
+    from skillopt_dsl.lm import LM
+    from skillopt_dsl.testing.rule_world import RuleWorld, RuleWorldProposer, RuleWorldTask
+
+    confirms = []
+    for seed in range(3):
+        world = RuleWorld(seed=seed)
+        run_dir = tmp_path / str(seed)
+        sd.compile(
+            RuleWorldTask(),
+            world.items("train", 30),
+            world.items("val", 30),
+            optimizer=GradientText(proposers=[RuleWorldProposer()]),
+            lm=LM(world.target()),
+            optimizer_lm=LM(world.reflector()),
+            budget=sd.Budget(max_calls=200),
+            run_dir=run_dir,
+            threads=1,
+        )
+        confirms += [s for s in events(run_dir, "screen") if s["stage"] == "confirm"]
+    even = [s for s in confirms if s["net"] == 0]
+    assert even and all(s["passed"] for s in even), confirms
