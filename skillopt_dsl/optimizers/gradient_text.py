@@ -47,17 +47,18 @@ from skillopt_dsl.optimizers.gradient_text_state import (
     _group_key,
     _new_stats,
     _outcome,
+    record_screen,
 )
+from skillopt_dsl.optimizers.proposer_runs import ProposerRuns, proposal_request
 from skillopt_dsl.optimizers.proposers import (
     ConsolidationProposer,
     EditGroup,
     ProposalRequest,
     Proposer,
-    RejectedCandidate,
     default_proposers,
 )
 from skillopt_dsl.optimizers.schedules import SCHEDULES, ScheduleName, lr_at
-from skillopt_dsl.optimizers.screening import ScreenResult, draw_examples, screen
+from skillopt_dsl.optimizers.screening import draw_examples, merge_duplicates, screen
 from skillopt_dsl.skill import (
     ApplyReport,
     Edit,
@@ -326,8 +327,10 @@ class GradientText(Optimizer):
         working, _ = self._working(view, state)
         room = self._room(view, state, working, lr_t)
         rollouts = view.evaluate(working, batch, label="train").records
-        request = self._request(view, state, working, batch, rollouts, room)
-        groups = [g for p in proposers for g in self._run_proposer(view, state, p, request)]
+        request = proposal_request(view, state, working, batch, rollouts, room)
+        spend = self.until_budget and view.calls_left() is not None
+        runs = ProposerRuns(self.bench_after, self.retry_every, spend_budget=spend)
+        groups = merge_duplicates([g for p in proposers for g in runs.run(view, state, p, request)])
         self._emit_notes(view, request, step)
         view.emit("proposal", step=step, kind=kind, groups=[_group_json(g) for g in groups])
         pending = len(state.pending)
@@ -396,7 +399,7 @@ class GradientText(Optimizer):
                 self._join(state, _group_json(group, edits=kept, key=key, net=0.0, scored=0))
                 continue
             result = screen(view, candidate, batch, rollouts, addresses=group.addresses)
-            self._record_screen(view, state, group, result)
+            record_screen(view, state, group, result)
             if not result.passed:
                 self._strike(state, kept, key, result.net / max(result.scored, 1))
                 continue
@@ -438,7 +441,7 @@ class GradientText(Optimizer):
             tuple(edits), trial["source"], trial["failure_driven"], trial["rationale"]
         )
         result = screen(view, candidate, batch, rollouts, stage="confirm")
-        self._record_screen(view, state, group, result)
+        record_screen(view, state, group, result)
         net, scored = trial["net"] + result.net, trial["scored"] + result.scored
         screens = trial["screens"] + 1
         if result.passed and net >= self.min_net:
@@ -464,8 +467,10 @@ class GradientText(Optimizer):
     def _ready(self, view: RunView, state: GradientTextState) -> bool:
         """Whether the working candidate goes to the gate now: enough confirmed proposals, or
         enough net gain shown on training data to expect the gate to see it."""
-        if not state.pending or self._working(view, state)[0].hash in state.rejected_hashes:
-            return False  # the gate has judged this very candidate: it waits for a new proposal
+        if not state.pending:
+            return False
+        if len(state.pending) > 1 and self._working(view, state)[0].hash in state.rejected_hashes:
+            return False  # a bundle the gate has judged: it waits for a new proposal
         rate = sum(g["net"] / max(g["scored"], 1) for g in state.pending)
         return (
             len(state.pending) >= self.compose or rate * view.validation_size >= self.submit_at_net
@@ -519,7 +524,7 @@ class GradientText(Optimizer):
                 key = _group_key(edits)
                 strikes = state.gate_strikes[key] = state.gate_strikes.get(key, 0) + 1
                 if len(pending) == 1 or not self.screen or strikes >= self.gate_strikes:
-                    self._remember(state, edits, verdict.delta)
+                    state.remember(edits, verdict.delta)
                 else:
                     state.trials.append({**group, "screens": 0, "gated": strikes})
             return state.to_dict()
@@ -553,96 +558,7 @@ class GradientText(Optimizer):
         """A proposal failed a screen: remembered as rejected at its `screen_strikes`-th
         failure (one unlucky mini-batch does not end a proposal proposed again)."""
         strikes = state.screen_strikes[key] = state.screen_strikes.get(key, 0) + 1
-        self._remember(state, edits, delta, block=strikes >= self.screen_strikes)
-
-    def _remember(
-        self, state: GradientTextState, edits: Sequence[Edit], delta: float, *, block: bool = True
-    ) -> None:
-        """Remember one proposal (an edit group) as rejected: the proposers read it (they are
-        asked not to propose it again); a `block`ed one is never screened again."""
-        key = _group_key(edits)
-        if key not in {_group_key(c.edits) for c in state.memory()}:
-            memory = RejectedCandidate(tuple(edits), delta, state.step, state.epoch)
-            state.rejected.append(memory.to_dict())
-        if block and key not in state.blocked:
-            state.blocked.append(key)
-
-    @staticmethod
-    def _record_screen(
-        view: RunView, state: GradientTextState, group: EditGroup, result: ScreenResult
-    ) -> None:
-        counts = state.screen_stats
-        counts[f"{result.stage}_screened"] = counts.get(f"{result.stage}_screened", 0) + 1
-        counts[f"{result.stage}_passed"] = counts.get(f"{result.stage}_passed", 0) + int(
-            result.passed
-        )
-        counts["calls"] = counts.get("calls", 0) + result.calls
-        view.emit(
-            "screen", step=state.step - 1, source=group.source, rationale=group.rationale[:200],
-            **result.to_dict(),
-        )  # fmt: skip
-
-    def _run_proposer(
-        self, view: RunView, state: GradientTextState, proposer: Proposer, request: ProposalRequest
-    ) -> list[EditGroup]:
-        """Run one proposer (unless benched), recording the model calls it spent and what it gave."""
-        stats = state.proposer_stats.setdefault(proposer.name, _new_stats())
-        if self._benched(state.proposer_stats, proposer.name, state.step - 1):
-            stats["skipped"] += 1
-            view.emit("proposer", step=state.step - 1, name=proposer.name, benched=True)
-            return []
-        before = view.usage()
-        groups = proposer.propose(request)
-        after = view.usage()
-        calls = after.calls - before.calls
-        # a resumed run replays model calls from its cache: they count as asked, not paid
-        replayed = after.cache_hits - before.cache_hits
-        edits = sum(len(g.edits) for g in groups)
-        stats["runs"] += 1
-        stats["calls"] += calls
-        stats["edits"] += edits
-        if calls or replayed:
-            stats["paid_runs"] += 1
-        view.emit(
-            "proposer", step=state.step - 1, name=proposer.name, calls=calls, cache_hits=replayed,
-            groups=len(groups), edits=edits, benched=False,
-        )  # fmt: skip
-        return groups
-
-    def _benched(self, all_stats: dict[str, dict[str, int]], name: str, step: int) -> bool:
-        """A proposer that paid for `bench_after` steps and never had a proposal pass the
-        screen sits out (except on every `retry_every`-th step) while another proposer's
-        proposals do pass: its calls go where edits survive. When none has passed, none sits
-        out (benching would leave the budget unspent, not spent better)."""
-        stats = all_stats[name]
-        if self.bench_after is None or stats["survived"] > 0 or stats["accepted"] > 0:
-            return False
-        if not any(s["survived"] or s["accepted"] for n, s in all_stats.items() if n != name):
-            return False
-        return stats["paid_runs"] >= self.bench_after and step % self.retry_every != 0
-
-    @staticmethod
-    def _request(
-        view: RunView,
-        state: GradientTextState,
-        skill: Skill,
-        batch: list[Any],
-        rollouts: Sequence[Any],
-        budget: int,
-    ) -> ProposalRequest:
-        return ProposalRequest(
-            module=view.module,
-            skill=skill,
-            batch=batch,
-            rollouts=rollouts,
-            trainset=view.trainset,
-            rejected=state.memory(),
-            optimizer_lm=view.optimizer_lm,
-            rng=view.rng,
-            budget_tokens=budget,
-            step=state.step - 1,
-            epoch=state.epoch,
-        )
+        state.remember(edits, delta, block=strikes >= self.screen_strikes)
 
     @staticmethod
     def _emit_notes(view: RunView, request: ProposalRequest, step: int) -> None:

@@ -6,10 +6,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from skillopt_dsl.driver import RunView
 from skillopt_dsl.optimizers.proposers import (
     EditGroup,
+    RejectedCandidate,
     edit_key,
 )
+from skillopt_dsl.optimizers.screening import ScreenResult
 from skillopt_dsl.optimizers.state import CheckpointedState
 from skillopt_dsl.skill import (
     Edit,
@@ -47,6 +50,32 @@ class GradientTextState(CheckpointedState):
     epoch_start_calls: int = 0
     screen_strikes: dict[str, int] = field(default_factory=dict)
     blocked: list[str] = field(default_factory=list)
+
+    def remember(self, edits: Sequence[Edit], delta: float, *, block: bool = True) -> None:
+        """Remember one proposal (an edit group) as rejected: the proposers read it (they are
+        asked not to propose it again); a `block`ed one is never screened again."""
+        key = _group_key(edits)
+        if key not in {_group_key(c.edits) for c in self.memory()}:
+            memory = RejectedCandidate(tuple(edits), delta, self.step, self.epoch)
+            self.rejected.append(memory.to_dict())
+        if block and key not in self.blocked:
+            self.blocked.append(key)
+
+
+def record_screen(
+    view: RunView, state: GradientTextState, group: EditGroup, result: ScreenResult
+) -> None:
+    """Count one screen in the state's summary and emit it as a `screen` event."""
+    counts = state.screen_stats
+    counts[f"{result.stage}_screened"] = counts.get(f"{result.stage}_screened", 0) + 1
+    counts[f"{result.stage}_passed"] = counts.get(f"{result.stage}_passed", 0) + int(
+        result.passed
+    )
+    counts["calls"] = counts.get("calls", 0) + result.calls
+    view.emit(
+        "screen", step=state.step - 1, source=group.source, rationale=group.rationale[:200],
+        **result.to_dict(),
+    )  # fmt: skip
 
 
 def _new_stats() -> dict[str, int]:

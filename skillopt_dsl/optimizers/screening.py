@@ -22,15 +22,16 @@ calls spent), read by the progress screen and the report.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
 from skillopt_dsl.driver import RunView
 from skillopt_dsl.evaluate import Rollout
+from skillopt_dsl.optimizers.proposers import EditGroup, edit_key
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
-__all__ = ["ScreenResult", "compare", "draw_examples", "screen"]
+__all__ = ["ScreenResult", "compare", "draw_examples", "merge_duplicates", "screen"]
 
 Stage = Literal["batch", "confirm"]
 
@@ -118,6 +119,21 @@ def _failing_first(
         if compare(base, records)[2] <= 0:
             break
     return records
+
+
+def merge_duplicates(groups: Sequence[EditGroup]) -> list[EditGroup]:
+    """One group per distinct edit list (the first proposed), naming the failures every copy
+    named: a proposal reached from two groups of failures is screened once, first on all of
+    them (on none in particular if one copy named none)."""
+    merged: dict[str, EditGroup] = {}
+    for group in groups:
+        key = "\n".join(edit_key(e) for e in group.edits)
+        first = merged.setdefault(key, group)
+        if first is not group:
+            both = first.addresses and group.addresses
+            addresses = tuple(dict.fromkeys((*first.addresses, *group.addresses))) if both else ()
+            merged[key] = replace(first, addresses=addresses)
+    return list(merged.values())
 
 
 def draw_examples(view: RunView, pool: Sequence[Example], size: int) -> list[Example]:

@@ -1,0 +1,93 @@
+"""Running an optimizer's proposers for one step: their counters, and benching the ones whose
+proposals never survive while another's do."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from skillopt_dsl.driver import RunView
+from skillopt_dsl.evaluate import Rollout
+from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, _new_stats
+from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
+from skillopt_dsl.skill import Skill
+from skillopt_dsl.types import Example
+
+__all__ = ["ProposerRuns", "proposal_request"]
+
+
+@dataclass(frozen=True)
+class ProposerRuns:
+    """How a step runs its proposers (`GradientText.bench_after`, `retry_every`)."""
+
+    bench_after: int | None
+    retry_every: int
+    spend_budget: bool = False
+    """A call budget is to be spent: no proposer sits out while none has had a survivor."""
+
+    def run(
+        self, view: RunView, state: GradientTextState, proposer: Proposer, request: ProposalRequest
+    ) -> list[EditGroup]:
+        """Run one proposer (unless benched), recording the model calls it spent and what it
+        gave."""
+        stats = state.proposer_stats.setdefault(proposer.name, _new_stats())
+        if self.benched(state.proposer_stats, proposer.name, state.step - 1):
+            stats["skipped"] += 1
+            view.emit("proposer", step=state.step - 1, name=proposer.name, benched=True)
+            return []
+        before = view.usage()
+        groups = proposer.propose(request)
+        after = view.usage()
+        calls = after.calls - before.calls
+        # a resumed run replays model calls from its cache: they count as asked, not paid
+        replayed = after.cache_hits - before.cache_hits
+        edits = sum(len(g.edits) for g in groups)
+        stats["runs"] += 1
+        stats["calls"] += calls
+        stats["edits"] += edits
+        if calls or replayed:
+            stats["paid_runs"] += 1
+        view.emit(
+            "proposer", step=state.step - 1, name=proposer.name, calls=calls, cache_hits=replayed,
+            groups=len(groups), edits=edits, benched=False,
+        )  # fmt: skip
+        return groups
+
+    def benched(self, all_stats: dict[str, dict[str, int]], name: str, step: int) -> bool:
+        """A proposer that paid for `bench_after` steps and never had a proposal pass the
+        screen sits out (except on every `retry_every`-th step) while another proposer's
+        proposals do pass, or while none has any and there is no call budget to spend: its
+        calls go where edits survive, or are saved. Under a call budget to spend, none sits out
+        while none has passed (benching would leave the budget unspent, not spent better)."""
+        stats = all_stats[name]
+        if self.bench_after is None or stats["survived"] > 0 or stats["accepted"] > 0:
+            return False
+        others = any(s["survived"] or s["accepted"] for n, s in all_stats.items() if n != name)
+        if self.spend_budget and not others:
+            return False
+        return stats["paid_runs"] >= self.bench_after and step % self.retry_every != 0
+
+
+def proposal_request(
+    view: RunView,
+    state: GradientTextState,
+    skill: Skill,
+    batch: list[Example],
+    rollouts: Sequence[Rollout],
+    budget: int,
+) -> ProposalRequest:
+    """What the proposers read for the step just begun: the working candidate `skill`, its
+    rollouts on `batch`, the memory, and the tokens it may change."""
+    return ProposalRequest(
+        module=view.module,
+        skill=skill,
+        batch=batch,
+        rollouts=rollouts,
+        trainset=view.trainset,
+        rejected=state.memory(),
+        optimizer_lm=view.optimizer_lm,
+        rng=view.rng,
+        budget_tokens=budget,
+        step=state.step - 1,
+        epoch=state.epoch,
+    )
