@@ -22,6 +22,7 @@ its instructions, in the same skill (see `skillopt_dsl.dspy.demos`).
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
@@ -267,7 +268,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         stop_reason, aborted = "finished", UsageSnapshot()
         significance = self._significance(names, train, val)
         warnings = self._budget_warning(program, train, val)
-        for name in names:
+        for index, name in enumerate(names):
             before = program.sent()
             try:
                 result = compile_module(
@@ -279,7 +280,11 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
                     optimizer_lm=reflector,
                     gate=self.gate,
                     significance=significance,
-                    budget=_remaining(self.budget, [p.result.usage for p in done.values()]),
+                    budget=_share(
+                        _remaining(self.budget, [p.result.usage for p in done.values()]),
+                        len(names) - index,
+                        self._one_decision(program, train, val),
+                    ),
                     run_dir=self.run_dir / name if self.run_dir is not None else None,
                     resume=self.resume,
                     seed=self.seed,
@@ -294,8 +299,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
                 break
             done[name] = self._adopt(program, name, result)
             if result.stop_reason == "budget":
-                stop_reason = "budget"
-                break
+                stop_reason = "budget"  # its share is spent; the next predictor has its own
         return _summary(done, names, stop_reason, aborted, self.run_dir, warnings)
 
     def _budget_warning(
@@ -308,7 +312,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
             return ()
         per_run = len(program.predictor_names)
         batch = min(len(train), int(getattr(self.optimizer, "batch_size", 8) or 8))
-        needed = (2 * len(val) + batch) * per_run + 1
+        needed = self._one_decision(program, train, val)
         if max_calls >= needed:
             return ()
         message = (
@@ -321,6 +325,12 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         )
         logger.warning("%s", message)
         return (message,)
+
+    def _one_decision(self, program: DSPyProgram, train: list[Example], val: list[Example]) -> int:
+        """The fewest calls that pay for the seed program's validation pass and one gate
+        decision: two validation passes, a training batch and a reflection call."""
+        batch = min(len(train), int(getattr(self.optimizer, "batch_size", 8) or 8))
+        return (2 * len(val) + batch) * len(program.predictor_names) + 1
 
     def _significance(
         self, names: list[str], train: list[Example], val: list[Example]
@@ -466,6 +476,17 @@ def _remaining(budget: Budget | None, spent: Sequence[UsageSnapshot]) -> Budget 
         max_tokens=None if budget.max_tokens is None else max(0, budget.max_tokens - tokens),
         max_usd=None if budget.max_usd is None else max(0.0, budget.max_usd - usd),
     )
+
+
+def _share(budget: Budget | None, parts: int, least: int) -> Budget | None:
+    """One predictor's share of the calls left in `budget`: an even split between the `parts`
+    predictors still to train, but at least `least` (one decision's worth) while the budget
+    has it. The search spends the calls it is given, so an unsplit budget would go whole to
+    the first predictor. Token and cost limits stay whole (they do not drive the search)."""
+    if budget is None or budget.max_calls is None or parts <= 1:
+        return budget
+    calls = max(budget.max_calls // parts, min(least, budget.max_calls))
+    return dataclasses.replace(budget, max_calls=calls)
 
 
 def _total(usages: Sequence[UsageSnapshot]) -> UsageSnapshot:
