@@ -3,7 +3,9 @@
 The world (`skillopt_dsl.testing.rule_world.RuleWorld`, a fake: no model is called): items of
 latent classes, each answered right only when the skill states its class's rule; harmful rules
 break a share of all items; any text change flips a share of answers; one reflection offers
-three rules with the world's odds. Each optimizer gets the same world, seed and call budget:
+three rules with the world's odds, each saying which failing item it is for (as a reflection
+that read the failures does; `--unnamed`: it says nothing, and our screen starts from all the
+failing items). Each optimizer gets the same world, seed and call budget:
 
 - ours: `compile`'s default optimizer (`GradientText()`, its defaults) with the world's
   reflection as its only proposer, under `Budget(max_calls=N)` (target and reflection calls);
@@ -73,14 +75,18 @@ SETTINGS: dict[str, Any] = {}
 """GradientText settings overridden from the command line (`--set batch_size=6`)."""
 
 
+NAMES_TARGETS = True
+"""Whether the world's reflection names the failing item each rule is for (`--unnamed`: no)."""
+
+
 def run_ours(world: RuleWorld, calls: int, sizes: tuple[int, int, int]) -> Outcome:
-    return run_optimizer(
-        GradientText(proposers=[RuleWorldProposer()], **SETTINGS), world, calls, sizes
-    )
+    proposer = RuleWorldProposer(use_addresses=NAMES_TARGETS)
+    return run_optimizer(GradientText(proposers=[proposer], **SETTINGS), world, calls, sizes)
 
 
 def run_beam(world: RuleWorld, calls: int, sizes: tuple[int, int, int]) -> Outcome:
-    return run_optimizer(Beam(proposers=[RuleWorldProposer()]), world, calls, sizes)
+    proposer = RuleWorldProposer(use_addresses=NAMES_TARGETS)
+    return run_optimizer(Beam(proposers=[proposer]), world, calls, sizes)
 
 
 def run_optimizer(
@@ -211,10 +217,17 @@ def main() -> None:
         "--peers", nargs="+", default=["ours", "gepa"], choices=["ours", "beam", "gepa"]
     )
     parser.add_argument("--no-null", action="store_true", help="skip the null world")
+    parser.add_argument(
+        "--unnamed",
+        action="store_true",
+        help="the reflection does not say which failing item each rule is for",
+    )
     parser.add_argument("--set", nargs="*", default=[], help="GradientText settings, name=value")
     parser.add_argument("--name", default="search_yield")
     args = parser.parse_args()
     logging.disable(logging.WARNING)
+    global NAMES_TARGETS
+    NAMES_TARGETS = not args.unnamed
     for item in args.set:
         name, _, value = item.partition("=")
         SETTINGS[name] = _setting(value)

@@ -136,7 +136,8 @@ class Beam(Optimizer):
         until_budget: with a call budget, keep going past `depth` rounds while the budget pays
             for an expansion and a gate decision.
         plateau: stop after this many consecutive rounds with nothing better than the
-            incumbent to submit (None: never; without a call budget `depth` ends the run).
+            incumbent to submit (None, the default: a call budget is spent to its end;
+            without one, `depth` ends the run).
     """
 
     width: int = 4
@@ -150,7 +151,7 @@ class Beam(Optimizer):
     batch_size: int = 8
     selection_fraction: float = 0.25
     until_budget: bool = True
-    plateau: int | None = 2
+    plateau: int | None = None
     name: str = "beam"
 
     def __post_init__(self) -> None:
