@@ -467,6 +467,7 @@ def test_an_unreachable_endpoint_stops_compile_and_sleep_before_the_search(tmp_p
     consolidation alike; and an error that does not name the endpoint and the first failure."""
     from skillopt_dsl.data import Splits
     from skillopt_dsl.reachability import TargetUnreachable
+    from skillopt_dsl.settings import CompileSettings
     from skillopt_dsl.sleep.consolidate import consolidate
 
     train, val = parity_examples(0, 6), parity_examples(100, 8)
@@ -485,9 +486,10 @@ def test_an_unreachable_endpoint_stops_compile_and_sleep_before_the_search(tmp_p
                                   metric=sd.metrics.exact_match("answer"))  # fmt: skip
     tasks = [sd.Example(f"t{i}", {"request": f"task {i}"}, {"answer": "done"}) for i in range(14)]
     with pytest.raises(TargetUnreachable, match=r"127\.0\.0\.1:9"):
-        consolidate(night, Splits(tasks[:6], tasks[6:], []), optimizer=GradientText(), gate=GATE,
-                    budget=sd.Budget(max_calls=200), lm=unreachable(), optimizer_lm=reflector,
-                    run_dir=tmp_path / "night")  # fmt: skip
+        settings = CompileSettings(gate=GATE, budget=sd.Budget(max_calls=200), lm=unreachable(),
+                                   optimizer_lm=reflector, run_dir=tmp_path / "night")  # fmt: skip
+        consolidate(night, Splits(tasks[:6], tasks[6:], []), optimizer=GradientText(),
+                    settings=settings)  # fmt: skip
     assert reflector.calls == []
 
 

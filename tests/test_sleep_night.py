@@ -253,3 +253,14 @@ def test_the_watermark_advances_only_after_the_stage_is_complete(world: tuple[Pa
     second = run_night(_config(project, home, stubborn_target(), reflecting_optimizer()))
     assert second.report.harvest["sessions"] == 0
     assert second.report.harvest["skipped"]["before_watermark"] == len(PROMPTS)
+
+
+def test_a_night_scores_its_test_tasks_for_the_seed_and_the_candidate(
+    world: tuple[Path, Path],
+) -> None:
+    """Kills: consolidation dropping the night's test split (the report's test line would read
+    n/a for both documents)."""
+    project, home = world
+    report = run_night(_config(project, home, learning_target(), reflecting_optimizer())).report
+    assert report.tasks["test"] > 0
+    assert report.seed_test is not None and report.candidate_test is not None

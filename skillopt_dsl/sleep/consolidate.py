@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-from skillopt_dsl.compile import CompileResult, ModelSpec
-from skillopt_dsl.compile import compile as compile_skill
+from skillopt_dsl.compile import CompileResult, compile_with
 from skillopt_dsl.data import Splits
 from skillopt_dsl.errors import BudgetExceeded, SkillOptError
-from skillopt_dsl.evaluate import DEFAULT_THREADS, EvaluationReport, Rollout
+from skillopt_dsl.evaluate import EvaluationReport, Rollout
 from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import Budget, UsageSnapshot
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.settings import CompileSettings
 from skillopt_dsl.types import Example, Prediction
 
 __all__ = ["Consolidation", "consolidate", "gate_minimum_val", "readiness", "remaining_budget"]
@@ -121,36 +119,22 @@ def consolidate(
     splits: Splits,
     *,
     optimizer: Optimizer,
-    gate: Gate,
-    budget: Budget | None,
-    lm: ModelSpec,
-    optimizer_lm: ModelSpec,
-    run_dir: Path,
-    seed: int = 0,
-    threads: int = DEFAULT_THREADS,
-    on_event: Callable[[str, Mapping[str, object]], None] | None = None,
+    settings: CompileSettings,
 ) -> Consolidation:
-    """Compile the live document on the tasks; `blocked` says why nothing could be accepted."""
+    """Compile the live document on the tasks; `blocked` says why nothing could be accepted.
+
+    `settings` are the night's compile settings (models, gate, budget, run directory, seed,
+    threads, event listener); its gate (default `Gate()`, as for `compile`) is probed first, and
+    the test split is `splits.test` (whatever `settings.testset` says).
+    """
+    gate = settings.gate if settings.gate is not None else Gate()
     blocked = readiness(splits, gate_minimum_val(gate))
     if blocked is not None:
         logger.info("nothing can be accepted tonight: %s", blocked)
         return Consolidation(None, blocked)
+    night = replace(settings, gate=gate, testset=splits.test or None)
     try:
-        result = compile_skill(
-            module,
-            splits.train,
-            splits.val,
-            optimizer=optimizer,
-            lm=lm,
-            optimizer_lm=optimizer_lm,
-            gate=gate,
-            budget=budget,
-            run_dir=run_dir,
-            testset=splits.test or None,
-            seed=seed,
-            threads=threads,
-            on_event=on_event,
-        )
+        result = compile_with(module, splits.train, splits.val, night, optimizer)
     except BudgetExceeded as exc:
         return Consolidation(
             None, f"the budget ran out before the live files were scored on val ({exc})"

@@ -31,6 +31,7 @@ from skillopt_dsl.lm import (
     resolve_lm,
 )
 from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.settings import CompileSettings
 from skillopt_dsl.sleep.adopt import adopt, recover
 from skillopt_dsl.sleep.agent_replay import AgentReplay, AgentRunsOnly, AgentSettings, settings_from
 from skillopt_dsl.sleep.consolidate import (
@@ -308,18 +309,21 @@ class _Night:
         _emit(self.on_event, "consolidate", {"tasks": len(usable)})
         splits = self._dreamed(to_splits(usable))
         remembered = load_rejected(self.project) if self.config.remember_rejected else []
-        consolidation = consolidate(
-            module,
-            splits,
-            optimizer=with_memory(self._optimizer(), remembered),
-            gate=gate,
-            budget=remaining_budget(self.config.budget, self.mine_ledger.snapshot()),
+        settings = CompileSettings(
             lm=replay_lm,
             optimizer_lm=self.config.optimizer_lm,
+            gate=gate,
+            budget=remaining_budget(self.config.budget, self.mine_ledger.snapshot()),
             run_dir=self.partial / "run",
             seed=self.config.seed,
             threads=self.config.threads,
             on_event=self.on_event,
+        )
+        consolidation = consolidate(
+            module,
+            splits,
+            optimizer=with_memory(self._optimizer(), remembered),
+            settings=settings,
         )
         result = consolidation.result
         proposals = live.proposals(result.best_skill) if result and result.improved else {}

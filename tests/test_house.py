@@ -1,0 +1,121 @@
+"""The shape of the house (issue 28), measured on the package's own source: no function takes
+more than 8 parameters outside the public keyword front doors, no module grows past 600 lines,
+and untyped `dict[str, Any]` / `Mapping[str, Any]` annotations stay at most 5 per 1,000 lines."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import skillopt_dsl
+
+PACKAGE = Path(skillopt_dsl.__file__).parent
+MAX_PARAMETERS = 8
+MAX_LINES = 600
+MAX_UNTYPED_PER_1000 = 5.0
+
+# The public keyword front doors: callers name each keyword, so the list is the documented API
+# itself; everything else passes a typed record (`CompileSettings`, `RunModels`, ...) instead.
+FRONT_DOORS = {
+    "compile.py:compile": "the library's keyword front door (packs `CompileSettings`)",
+    "cli/__init__.py:compile_command": "CLI command `skillopt-dsl compile` (one option each)",
+    "cli/__init__.py:sweep_command": "CLI command `skillopt-dsl sweep`",
+    "cli/__init__.py:eval_command": "CLI command `skillopt-dsl eval`",
+    "cli/__init__.py:transfer_command": "CLI command `skillopt-dsl transfer`",
+    "sleep/cli.py:run_command": "CLI command `skillopt-dsl sleep run`",
+    "sleep/cli.py:harvest_command": "CLI command `skillopt-dsl sleep harvest`",
+    "sleep/cli_review.py:review_command": "CLI command `skillopt-dsl sleep review`",
+    "lm/client.py:LM.__init__": "public constructor `sd.LM(model, ...)`, called by keyword",
+    "dspy/optimizer.py:SkillOptimizer.__init__": "public DSPy optimizer constructor, by keyword",
+    "agents/command.py:CommandAgent.__init__": "public `skillopt_dsl.agents.CommandAgent(...)`",
+    "evaluate.py:evaluate": "`sd.evaluate` in the package's `__all__`, called by keyword",
+    "data.py:load_splits": "`sd.load_splits` in the package's `__all__`, called by keyword",
+    "data.py:from_hf": "documented twin of `load_splits` for Hub datasets (same keywords)",
+    "sweeps.py:run_sweep_worker": "documented Python twin of `skillopt-dsl sweep` (guides/sweeps)",
+}
+
+
+def _sources() -> Iterator[tuple[str, str]]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield path.relative_to(PACKAGE).as_posix(), path.read_text(encoding="utf-8")
+
+
+def parameter_count(arguments: ast.arguments) -> int:
+    """Parameters of a function, `self`/`cls` left out, `*args` and `**kwargs` one each."""
+    named = arguments.posonlyargs + arguments.args + arguments.kwonlyargs
+    count = sum(1 for a in named if a.arg not in ("self", "cls"))
+    return count + (arguments.vararg is not None) + (arguments.kwarg is not None)
+
+
+def _functions(node: ast.AST, prefix: str) -> Iterator[tuple[str, ast.arguments]]:
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield prefix + child.name, child.args
+            yield from _functions(child, f"{prefix}{child.name}.")
+        elif isinstance(child, ast.ClassDef):
+            yield from _functions(child, f"{prefix}{child.name}.")
+        else:
+            yield from _functions(child, prefix)
+
+
+def long_signatures(sources: Iterator[tuple[str, str]]) -> dict[str, int]:
+    """`file:qualified.name` -> parameter count, for every function over `MAX_PARAMETERS`."""
+    found: dict[str, int] = {}
+    for relative, text in sources:
+        for name, arguments in _functions(ast.parse(text), ""):
+            count = parameter_count(arguments)
+            if count > MAX_PARAMETERS:
+                found[f"{relative}:{name}"] = count
+    return found
+
+
+def test_the_counter_counts_what_a_caller_passes() -> None:
+    """Kills: the counter skipping methods, nested functions, keyword-only parameters or
+    `*args`/`**kwargs`, or counting `self` (each would let a long signature through)."""
+    source = (
+        "class A:\n"
+        "    def m(self, a, b, c, d, e, f, g, h): ...\n"  # 8 without self: allowed
+        "    def n(self, a, b, c, d, e, f, g, *, h, i): ...\n"  # 9 with keyword-only
+        "def outer():\n"
+        "    def inner(a, b, c, d, e, f, g, *args, **kwargs): ...\n"  # 9 with both stars
+    )
+    found = long_signatures(iter([("x.py", source)]))
+    assert found == {"x.py:A.n": 9, "x.py:outer.inner": 9}
+
+
+def test_no_function_takes_more_than_eight_parameters_outside_the_front_doors() -> None:
+    """Kills: a new internal function (or a helper that lost its settings record) with a
+    ninth loose parameter; and a front door that no longer needs its place on the list."""
+    found = long_signatures(_sources())
+    inside = sorted(f"{name} ({n})" for name, n in found.items() if name not in FRONT_DOORS)
+    assert not inside, f"pass a typed record (e.g. CompileSettings) instead: {inside}"
+    stale = sorted(set(FRONT_DOORS) - set(found))
+    assert not stale, f"no longer over {MAX_PARAMETERS} parameters; drop from FRONT_DOORS: {stale}"
+
+
+def test_no_module_is_over_six_hundred_lines() -> None:
+    """Kills: a module growing past 600 lines (split it by concept, re-exporting public names
+    from the old module)."""
+    long = sorted(
+        f"{relative} ({text.count(chr(10))})"
+        for relative, text in _sources()
+        if text.count("\n") > MAX_LINES
+    )
+    assert not long, f"split by concept: {long}"
+
+
+UNTYPED = re.compile(r"\b(?:dict|Mapping)\[str,\s*Any\]")
+
+
+def test_untyped_string_maps_stay_rare() -> None:
+    """Kills: `dict[str, Any]` / `Mapping[str, Any]` annotations creeping above 5 per 1,000
+    lines of the package (use a dataclass or TypedDict where the keys are known)."""
+    untyped = lines = 0
+    for _, text in _sources():
+        untyped += len(UNTYPED.findall(text))
+        lines += text.count("\n")
+    assert len(UNTYPED.findall("a: dict[str, Any]; b: Mapping[str,Any]; c: dict[str, int]")) == 2
+    per_1000 = untyped / lines * 1000
+    assert per_1000 <= MAX_UNTYPED_PER_1000, f"{untyped} in {lines} lines = {per_1000:.2f}/1,000"
