@@ -97,16 +97,18 @@ def test_stop_hook_feedback_is_a_hook_step_not_a_request() -> None:
 
 
 def test_a_hook_that_turned_an_answer_down_gives_paired_checks() -> None:
-    """Kills: hook evidence not mined, checks that do not cite the hook's line, and checks
-    that the turned-down attempt passes (or the work after the hook fails)."""
+    """Kills: hook evidence not mined, checks that do not cite the hook's line, plain words of
+    the hook ("run quality checks") taken as names, and checks that the turned-down attempt
+    passes (or the work after the hook fails)."""
     request = mine_requests(_session(COVERAGE))[0]
     hook = [e for e in request.evidence if e.kind == "hook"]
     assert [e.source.rsplit(":", 1)[1] for e in hook] == ["16", "26"]
     assert [e.rejected.rsplit(":", 1)[1] for e in hook if e.rejected] == ["3", "17"]
     first = [c for c in request.checks if (c.source or "").endswith(":16")]
     second = [c for c in request.checks if (c.source or "").endswith(":26")]
-    assert "python -m pytest tests/test_math_utils.py -v" in {getattr(c, "value", "") for c in first}
-    assert ".gitignore" in {getattr(c, "value", "") for c in second}
+    named_and_done = {"git status", "python -m pytest tests/test_math_utils.py -v"}
+    assert {getattr(c, "value", "") for c in first} == named_and_done  # no plain words
+    assert {getattr(c, "value", "") for c in second} == {".gitignore"}
     lines = COVERAGE.read_text(encoding="utf-8").splitlines()
     turned_down = json.loads(lines[14])["message"]["content"][0]["text"]  # the answer at line 15
     assert not any(check_passes(c, turned_down) for c in first)
@@ -118,3 +120,22 @@ def test_a_quoted_literal_the_work_holds_is_a_check_on_the_request_line() -> Non
     quoted = [c for c in request.checks if getattr(c, "value", "") == "modified content"]
     assert len(quoted) == 1 and (quoted[0].source or "").endswith(":2")
     assert [e.kind for e in request.evidence] == ["quoted"]
+
+
+def test_a_hook_check_the_turned_down_attempt_already_passes_is_dropped(tmp_path: Path) -> None:
+    """Kills: keeping a hook check that the attempt the hook turned down already passes (it
+    would not tell that attempt from the one that satisfied the hook)."""
+    from skillopt_dsl.sleep.evidence import Request, _hook
+    from skillopt_dsl.sleep.timeline import Step, Timeline
+
+    hook = Step("hook", 4, "Stop hook feedback:\nRun `git status`, then `uv run pytest -q`.")
+    before = [Step("command", 2, "git status", call_id="a"), Step("reply", 3, "Done.")]
+    after = [Step("command", 5, "git status", call_id="b"), Step("command", 7, "uv run pytest -q")]
+    results = [Step("result", 6, "ok", call_id="b"), Step("result", 8, "1 passed", call_id="c")]
+    after[1] = Step("command", 7, "uv run pytest -q", call_id="c")
+    steps = (*before, hook, after[0], results[0], after[1], results[1])
+    timeline = Timeline(tmp_path / "s.jsonl", "/work", steps)
+    request = Request(Step("prompt", 1, "fix it"))
+    _hook(request, hook, before, after, timeline)
+    assert [getattr(c, "value", "") for c in request.checks] == ["uv run pytest -q"]
+    assert [e.rejected for e in request.evidence] == [timeline.cite(2)]
