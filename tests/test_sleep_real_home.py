@@ -1,7 +1,10 @@
-"""A night on a home built from the real fixture files (`real_home/`: Claude Code 2.1 and Codex
-0.104 shapes) plus sessions written in the same formats, replayed through the FAKE agent CLI
-(issue 26, item 4): the heuristic finds evidence, the gate accepts a real improvement, adopt
-applies it and rollback restores the memory file byte for byte."""
+"""A night on a home built from transcript files plus sessions written in the same formats,
+replayed through the FAKE agent CLI (issue 26, item 4): the heuristic finds evidence, the gate
+accepts a real improvement, adopt applies it and rollback restores the memory file byte for byte.
+
+Two homes: `fixtures/sleep/real_home/` (files written in the Claude Code 2.1 and Codex 0.104
+shapes) and `fixtures/real_home/` (real public transcripts, copied unmodified; see its README),
+whose sessions are all made the project's through `session_cwds`."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from fixtures.sleep.transcripts import Event, claude_session
 
 from skillopt_dsl.lm.base import Message
@@ -21,7 +25,18 @@ from skillopt_dsl.sleep import SleepConfig, SleepProject, adopt, rollback, run_n
 from skillopt_dsl.sleep.agent_replay import AgentSettings
 from skillopt_dsl.testing import ScriptedLM, fake_agent_cli
 
-REAL = Path(__file__).parent / "fixtures" / "sleep" / "real_home"
+SHAPED = Path(__file__).parent / "fixtures" / "sleep" / "real_home"
+REAL = Path(__file__).parent / "fixtures" / "real_home"
+REAL_CWDS = (
+    "/Users/macmini/Code/homelab-migration", "/tmp/tmp74wiyiny", "/tmp/tmpcy4oc572",
+    "/tmp/tmphwsm9u6c", "/tmp/tmpjzzcbyb3", "/tmp/tmpw6sk2trg", "/tmp/tmpyyfcniwy",
+)  # fmt: skip
+HOMES = {
+    "shaped": (SHAPED, (), 3, {"failed_then_fixed"}),
+    "real": (REAL, REAL_CWDS, 7, {"failed_then_fixed", "hook", "quoted"}),
+}
+"""Each home: its folder, the working directories made the project's, how many of its sessions
+are then the project's, and evidence kinds the night must mine."""
 CWD = "/work/app"
 MODULES = [
     "billing", "orders", "invoices", "users", "search", "notes", "tags", "auth", "export",
@@ -41,9 +56,9 @@ def _sessions(name: str) -> list[Event]:
     ]
 
 
-def _home(root: Path) -> Path:
+def _home(root: Path, files: Path) -> Path:
     home = root / "home"
-    shutil.copytree(REAL, home)
+    shutil.copytree(files, home)
     start = datetime(2026, 1, 2, 9, 0, tzinfo=UTC)
     for i, name in enumerate(MODULES):
         sid = f"5e1d{i:04d}-1c2b-4a3d-8e9f-0a1b2c3d4e5f"
@@ -51,13 +66,13 @@ def _home(root: Path) -> Path:
     return home
 
 
-def _project(root: Path) -> Path:
+def _project(root: Path, cwds: tuple[str, ...]) -> Path:
     project = root / "app"
     (project / ".skillopt").mkdir(parents=True)
     (project / "CLAUDE.md").write_text(MEMORY, encoding="utf-8")
     (project / "app").mkdir()
     (project / "app" / "notes.py").write_text("def notes():\n    return []\n", encoding="utf-8")
-    config = {"agent": "claude", "session_cwds": [CWD]}
+    config = {"agent": "claude", "session_cwds": [CWD, *cwds]}
     (project / ".skillopt" / "sleep.json").write_text(json.dumps(config), encoding="utf-8")
     return project
 
@@ -79,11 +94,15 @@ def _reflecting_optimizer() -> ScriptedLM:
     return ScriptedLM(respond, model="scripted/optimizer")
 
 
-def test_a_real_home_night_through_the_agent_cli_adopts_and_rolls_back(tmp_path: Path) -> None:
+@pytest.mark.parametrize("which", sorted(HOMES))
+def test_a_real_home_night_through_the_agent_cli_adopts_and_rolls_back(
+    tmp_path: Path, which: str
+) -> None:
     """Kills: a heuristic that mines nothing discriminating from real-format sessions (every
-    night "val 1.000 -> 1.000, no proposal"), an agent replay that never sees the learned rule,
-    and an adopt or rollback that is not byte-exact."""
-    home, project = _home(tmp_path), _project(tmp_path)
+    night "val 1.000 -> 1.000, no proposal"), a home whose files are not read, an agent replay
+    that never sees the learned rule, and an adopt or rollback that is not byte-exact."""
+    files, cwds, from_home, kinds = HOMES[which]
+    home, project = _home(tmp_path, files), _project(tmp_path, cwds)
     before = (project / "CLAUDE.md").read_bytes()
     agent = AgentSettings(
         "claude",
@@ -103,7 +122,8 @@ def test_a_real_home_night_through_the_agent_cli_adopts_and_rolls_back(tmp_path:
         )
     )
     report = night.report
-    assert report.harvest["sessions"] == len(MODULES) + 3  # the three real /work/app ones too
+    assert report.harvest["sessions"] == len(MODULES) + from_home
+    assert kinds <= set(report.mining["evidence"]), report.mining["evidence"]
     assert report.mining["sessions_with_evidence_checks"] >= len(MODULES)
     assert report.mining["evidence"]["failed_then_fixed"] >= len(MODULES)
     assert report.accepted and report.proposed_files == ["CLAUDE.md"], report.blocked

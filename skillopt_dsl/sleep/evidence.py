@@ -14,6 +14,13 @@ citing the transcript line it came from (`source`, `path:line`) and listed in th
   next attempt did differently (a command or a file). A check is kept only when the rejected
   attempt fails it, so every one distinguishes the attempt the user turned down from one that
   does what they asked; `accepted` cites the next attempt when it passes.
+- **hook feedback** (`hook`): a hook of the user's that blocked the agent from stopping and
+  said why (Claude Code's "Stop hook feedback: ... Cannot exit with unstaged changes"); what
+  the hook names and the agent then did, else what the agent did differently after it (a
+  command, a newly edited file), becomes `contains`: the attempt the hook turned down fails
+  it, the work after the hook passes it.
+- **quoted literals** (`quoted`): text the request puts in double quotes ("prints "Hello
+  world"") that the agent's work then holds becomes `contains`, citing the request's line.
 - **failed, then fixed** (`failed_then_fixed`): a shell command that failed (an exit code or an
   error in its result), followed by a similar command that succeeded; the part of the fixed
   command that is new becomes `contains` (the failed command fails it, the fixed one passes).
@@ -81,6 +88,7 @@ _SECRET_ENV = re.compile(
     r"[A-Z0-9_]*=)"
 )
 """A leading `NAME=value` that holds a secret (redacted, or named like one): never kept."""
+_QUOTED = re.compile(r"[\"\u201c]([^\"\u201d\n]{3,60})[\"\u201d]")
 _BACKTICK = re.compile(r"`([^`\n]{2,80})`")
 _ENV = re.compile(r"(?<![\w$])[A-Z][A-Z0-9_]{1,40}=[^\s`'\",;)]+")
 _FLAG = re.compile(r"(?<![\w-])--[a-zA-Z][\w-]*(?:=[^\s`'\",;)]+)?")
@@ -181,6 +189,8 @@ def mine_requests(session: Session) -> list[Request]:
         replies = [s.text for e in group for s in e.work if s.kind == "reply"]
         request.final_reply = replies[-1] if replies else None
         _corrections(request, group, timeline)
+        _hooks(request, group, timeline)
+        _quoted(request, group, timeline)
         _failed_then_fixed(request, group, timeline)
         _compaction(request, group, early if index == 0 else [], timeline)
         _end_state(request, group, timeline)
@@ -247,9 +257,9 @@ def _first_line(work: Sequence[Step]) -> int | None:
     return lines[0] if lines else None
 
 
-def fragments(text: str) -> list[str]:
-    """What a message names: backticked text, `KEY=value`, `--flags`, paths and "use X"
-    (longest first; one that is part of another is dropped).
+def fragments(text: str, *, plain_words: bool = True) -> list[str]:
+    """What a message names: backticked text, `KEY=value`, `--flags`, paths and (with
+    `plain_words`) "use X" (longest first; one that is part of another is dropped).
 
     >>> fragments("no, run it with MIX_ENV=test and use `mix test --trace`")
     ['mix test --trace', 'MIX_ENV=test']
@@ -257,7 +267,8 @@ def fragments(text: str) -> list[str]:
     found: list[str] = []
     for pattern in (_BACKTICK, _ENV, _FLAG, _PATH):
         found += [m.group(1) if m.groups() else m.group(0) for m in pattern.finditer(text)]
-    found += [m.group(1) for m in _USE.finditer(text)]
+    if plain_words:
+        found += [m.group(1) for m in _USE.finditer(text)]
     cleaned = [f.strip().strip(".,:;") for f in found]
     kept = [f for f in cleaned if _meaningful(f)]
     ordered = sorted(dict.fromkeys(kept), key=len, reverse=True)
@@ -344,18 +355,90 @@ def _changed_checks(exchange: _Exchange, previous: _Exchange, timeline: Timeline
         checks += [NotContains(value=p) for p in sorted(old - new)]
         checks += [Contains(value=p) for p in sorted(new - old)]
     else:
-        results = timeline.results()
-        tried = [s for s in previous.work if s.kind == "command"]
-        for step in exchange.work:
-            if step.kind != "command" or _exploratory(step.text):
-                continue
-            outcome = results.get(step.call_id)
-            if outcome is not None and not outcome.failed:
-                closest = max(tried, key=lambda t: _similarity(t.text, step.text), default=None)
-                check = _fix_check(closest.text if closest else "", step.text)
-                checks += [check] if check is not None else []
-                break
+        checks += _new_command(previous.work, exchange.work, timeline)
     return [c for c in checks if not check_passes(c, rejected)][:3]
+
+
+def _new_command(before: Sequence[Step], after: Sequence[Step], timeline: Timeline) -> list[Check]:
+    """`contains` what is new in the first non-exploratory command of `after` that succeeded,
+    against the most similar command of `before` (empty when there is none)."""
+    results = timeline.results()
+    tried = [s for s in before if s.kind == "command"]
+    for step in after:
+        if step.kind != "command" or _exploratory(step.text):
+            continue
+        outcome = results.get(step.call_id)
+        if outcome is not None and not outcome.failed:
+            closest = max(tried, key=lambda t: _similarity(t.text, step.text), default=None)
+            check = _fix_check(closest.text if closest else "", step.text)
+            return [check] if check is not None else []
+    return []
+
+
+# -- quoted literals --------------------------------------------------------------------------
+
+
+def _quoted(request: Request, group: Sequence[_Exchange], timeline: Timeline) -> None:
+    """A literal the request quotes (`change the content to "modified content"`) that the
+    agent's work then holds (a command, an edited path or a reply) becomes `contains`, citing
+    the request's line."""
+    done = _attempt_text([s for e in group for s in e.work], timeline.cwd).casefold()
+    for literal in _QUOTED.findall(request.prompt.text)[:2]:
+        if _meaningful(literal.strip()) and literal.casefold() in done:
+            request.add(
+                Contains(value=literal, source=request.source),
+                Evidence(
+                    kind="quoted", source=request.source, quote=request.prompt.text[:QUOTE_CHARS]
+                ),
+            )
+
+
+# -- hook feedback -----------------------------------------------------------------------------
+
+
+def _hooks(request: Request, group: Sequence[_Exchange], timeline: Timeline) -> None:
+    """Each hook that blocked the agent from stopping splits the work around it: before it,
+    the attempt the hook turned down; after it (until the next hook), the work that satisfied
+    the hook."""
+    for exchange in group:
+        marks = [i for i, s in enumerate(exchange.work) if s.kind == "hook"]
+        for n, at in enumerate(marks):
+            start = marks[n - 1] + 1 if n else 0
+            end = marks[n + 1] if n + 1 < len(marks) else len(exchange.work)
+            work = exchange.work
+            _hook(request, work[at], work[start:at], work[at + 1 : end], timeline)
+
+
+def _hook(
+    request: Request, hook: Step, before: Sequence[Step], after: Sequence[Step], timeline: Timeline
+) -> None:
+    """What the hook names and the agent then did, else what the agent did differently after
+    it (a command, a newly edited file), as `contains`; kept only when the turned-down attempt
+    fails it and the work after the hook passes it."""
+    rejected_line, accepted_line = _first_line(before), _first_line(after)
+    if rejected_line is None or accepted_line is None:
+        return
+    rejected = _attempt_text(before, timeline.cwd)
+    accepted = _attempt_text(after, timeline.cwd)
+    named: list[Check] = [Contains(value=f) for f in fragments(hook.text, plain_words=False)]
+    edited = {s.text for s in before if s.kind == "edit"}
+    changed = _new_command(before, after, timeline) + [
+        Contains(value=s.text) for s in after if s.kind == "edit" and s.text not in edited
+    ]
+    source = timeline.cite(hook.line)
+    for check in named + changed:
+        if check_passes(check, rejected) or not check_passes(check, accepted):
+            continue
+        request.add(
+            check.model_copy(update={"source": source}),
+            Evidence(
+                kind="hook",
+                source=source,
+                quote=hook.text[:QUOTE_CHARS],
+                rejected=timeline.cite(rejected_line),
+                accepted=timeline.cite(accepted_line),
+            ),
+        )
 
 
 # -- failed, then fixed ------------------------------------------------------------------------

@@ -111,6 +111,7 @@ class MineStats:
     reasons: list[str] = field(default_factory=list)
     evidence: Counter[str] = field(default_factory=Counter)
     sessions_with_evidence_checks: int = 0
+    sessions_with_paired_checks: int = 0
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready counts."""
@@ -127,6 +128,7 @@ class MineStats:
             "invalid_reply_examples": self.reasons[:5],
             "evidence": dict(sorted(self.evidence.items())),
             "sessions_with_evidence_checks": self.sessions_with_evidence_checks,
+            "sessions_with_paired_checks": self.sessions_with_paired_checks,
         }
 
 
@@ -169,6 +171,8 @@ def _count_evidence(tasks: Sequence[Task], stats: MineStats) -> None:
         stats.evidence.update(e.kind for e in task.evidence)
     if any(discriminating_checks(t) for t in tasks):
         stats.sessions_with_evidence_checks += 1
+    if any(e.rejected and e.accepted for t in tasks for e in t.evidence):
+        stats.sessions_with_paired_checks += 1
 
 
 def discriminating_checks(task: Task) -> list[Check]:

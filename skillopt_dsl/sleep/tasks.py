@@ -130,6 +130,8 @@ EvidenceKind = Literal[
     "interrupt",
     "rejection",
     "revert",
+    "hook",
+    "quoted",
     "failed_then_fixed",
     "end_state",
     "compaction",

@@ -9,8 +9,9 @@ Steps: `prompt` (a request the user typed, as the harvest reads it), `reply` (as
 `command` (a shell command the agent ran; `call_id` links its result), `edit` (a file the agent
 wrote or patched; the text is the path relative to the session's folder), `result` (a shell
 command's outcome: `failed` and `exit_code` when known), `interrupt` (the user stopped the
-agent), `rejection` (the user refused a tool call; the text is what they said instead) and
-`compaction` (a compaction summary's text).
+agent), `rejection` (the user refused a tool call; the text is what they said instead), `hook`
+(a hook of the user's that blocked the agent from stopping and said why: Claude Code's
+"Stop hook feedback:" messages) and `compaction` (a compaction summary's text).
 
 Formats read: Claude Code (`tool_use` / `tool_result` blocks, `is_error`, "Exit code N",
 "[Request interrupted by user]", the refusal "The user doesn't want to proceed with this tool
@@ -42,7 +43,7 @@ from skillopt_dsl.sleep.sources.codex import _CODEX_INJECTED
 __all__ = ["Step", "StepKind", "Timeline", "read_timeline"]
 
 StepKind = Literal[
-    "prompt", "reply", "command", "edit", "result", "interrupt", "rejection", "compaction"
+    "prompt", "reply", "command", "edit", "result", "interrupt", "rejection", "hook", "compaction"
 ]
 
 TEXT_CHARS = 2000
@@ -56,6 +57,7 @@ _USER_SAID = re.compile(r"the user said:\s*(.+)", re.DOTALL | re.IGNORECASE)
 _EXIT = re.compile(r"(?:^|\n)\s*(?:Exit code:?|Process exited with code)\s*(-?\d+)")
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.MULTILINE)
 _NOT_FAILURES = ("requires approval", "permission", "was blocked", "doesn't want to proceed")
+_HOOK_FEEDBACK = re.compile(r"^(?:Stop|SubagentStop) hook feedback:")
 
 
 @dataclass(frozen=True)
@@ -206,6 +208,8 @@ def _claude_user(reader: _Reader, line: int, record: dict[str, Any], blocks: lis
         reader.add("compaction", line, text)
     elif text.startswith(_INTERRUPT):
         reader.add("interrupt", line, text)
+    elif _HOOK_FEEDBACK.match(text):
+        reader.add("hook", line, text)
     elif record.get("isMeta") is True or text.startswith(
         _CLAUDE_META_PREFIXES + _CLAUDE_NOTICE_PREFIXES
     ):
