@@ -31,8 +31,9 @@ citing the transcript line it came from (`source`, `path:line`) and listed in th
 - **compaction summaries** (`compaction`): paths and backticked names a summary says the
   session worked on, kept when the work after it touched them.
 
-Nothing here calls a model; `skillopt_dsl.sleep.mine` adds the intent's own heuristics and,
-when given one, a model's tasks.
+Nothing here calls a model; what a message names is read by `skillopt_dsl.sleep.fragments`
+and what a shell command does by `skillopt_dsl.sleep.commands`; `skillopt_dsl.sleep.mine` adds
+the intent's own heuristics and, when given one, a model's tasks.
 """
 
 from __future__ import annotations
@@ -43,8 +44,16 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from rapidfuzz import fuzz
-
+from skillopt_dsl.sleep.commands import (
+    MAX_SPAN_CHARS,
+    command_core,
+    command_similarity,
+    fix_check,
+    is_exploratory,
+    is_verification,
+    program_name,
+)
+from skillopt_dsl.sleep.fragments import fragments, meaningful, negated_names
 from skillopt_dsl.sleep.harvest import Session
 from skillopt_dsl.sleep.tasks import (
     Check,
@@ -61,7 +70,6 @@ __all__ = ["Request", "command_core", "fragments", "mine_requests"]
 
 MAX_CHECKS = 6
 REDACTED = "[REDACTED"
-MAX_SPAN_CHARS = 80
 QUOTE_CHARS = 200
 
 _CORRECTION = re.compile(
@@ -82,54 +90,7 @@ _ACK = re.compile(
     r"(?i)^\s*(?:y(?:es|ep|eah)?|ok(?:ay)?|sure|go(?: ahead)?|continue|proceed|do it|thanks?"
     r"|thank you|perfect|great|lgtm|ship it|looks good|nice)\b"
 )
-
-_SECRET_ENV = re.compile(
-    r"^(?:[A-Z_][A-Z0-9_]*=\S*\[REDACTED|[A-Z0-9_]*(?:KEY|SECRET|TOKEN|PASSW|AUTH|CREDENTIAL)"
-    r"[A-Z0-9_]*=)"
-)
-"""A leading `NAME=value` that holds a secret (redacted, or named like one): never kept."""
 _QUOTED = re.compile(r"[\"\u201c]([^\"\u201d\n]{3,60})[\"\u201d]")
-_BACKTICK = re.compile(r"`([^`\n]{2,80})`")
-_ENV = re.compile(r"(?<![\w$])[A-Z][A-Z0-9_]{1,40}=[^\s`'\",;)]+")
-_FLAG = re.compile(r"(?<![\w-])--[a-zA-Z][\w-]*(?:=[^\s`'\",;)]+)?")
-_PATH = re.compile(
-    r"(?<![\w/.~-])(?:\.{1,2}/)?(?:[\w.-]+/)+[\w.-]*\w"
-    r"|(?<![\w/.-])[\w-]+\.(?:py|pyi|ts|tsx|js|jsx|mjs|rs|go|rb|ex|exs|erl|java|kt|scala|md|json"
-    r"|toml|ya?ml|sh|sql|c|h|cc|cpp|hpp|cs|php|swift|vue|svelte|css|scss|html|cfg|ini|lock"
-    r"|gradle|tf|proto|txt)\b"
-)
-_USE = re.compile(r"(?i)\b(?:use|using|with|via|try|run)\s+([a-z][\w.:+-]{1,40})")
-_NEGATED = re.compile(
-    r"(?i)\b(?:not|instead of|rather than|don'?t use|do not use|never use|stop using|without)"
-    r"\s+`?([\w.:/=+-]{2,60})`?"
-)
-_STOPWORDS = frozenset(
-    re.findall(
-        r"\S+",
-        "a an the it its this that these those them they there here me my you your we our is are "
-        "was be been to of in on at for and or but so if then than with without from by as all "
-        "any some one two more less just only also again still now yet what which who how why "
-        "when where do does did done make made use used run running try please can could should "
-        "would will not no yes ok okay sure thing things way file files code test tests work "
-        "working fix fixed change changes changed good bad right wrong new old same other "
-        "another like",
-    )
-)
-_EXPLORE = frozenset(
-    re.findall(
-        r"\S+",
-        "ls cat head tail grep rg ag find fd which echo pwd wc test [ diff file stat tree sed awk "
-        "less more true false sleep type whoami env printenv date open",
-    )
-)
-_GIT_READ = frozenset(
-    re.findall(r"\S+", "status diff log show branch rev-parse remote fetch blame ls-files")
-)
-_VERIFY = re.compile(
-    r"(?i)\b(?:test|tests|pytest|jest|vitest|mocha|rspec|cargo|go|mix|make|npm|pnpm|yarn|bun"
-    r"|tox|nox|ruff|mypy|pyright|tsc|eslint|prettier|lint|build|gradle|mvn|dotnet|phpunit"
-    r"|swift|bazel|just|uv|poetry|rake|bundle|deno|check)\b"
-)
 
 
 @dataclass
@@ -257,37 +218,6 @@ def _first_line(work: Sequence[Step]) -> int | None:
     return lines[0] if lines else None
 
 
-def fragments(text: str, *, plain_words: bool = True) -> list[str]:
-    """What a message names: backticked text, `KEY=value`, `--flags`, paths and (with
-    `plain_words`) "use X" (longest first; one that is part of another is dropped).
-
-    >>> fragments("no, run it with MIX_ENV=test and use `mix test --trace`")
-    ['mix test --trace', 'MIX_ENV=test']
-    """
-    found: list[str] = []
-    for pattern in (_BACKTICK, _ENV, _FLAG, _PATH):
-        found += [m.group(1) if m.groups() else m.group(0) for m in pattern.finditer(text)]
-    if plain_words:
-        found += [m.group(1) for m in _USE.finditer(text)]
-    cleaned = [f.strip().strip(".,:;") for f in found]
-    kept = [f for f in cleaned if _meaningful(f)]
-    ordered = sorted(dict.fromkeys(kept), key=len, reverse=True)
-    result: list[str] = []
-    for item in ordered:
-        if not any(item.casefold() in longer.casefold() for longer in result):
-            result.append(item)
-    return result
-
-
-def _meaningful(fragment: str) -> bool:
-    word = fragment.casefold()
-    return len(word) >= 3 and word not in _STOPWORDS and not word.isdigit()
-
-
-def _negated(text: str) -> list[str]:
-    return [m.group(1).strip(".,:;") for m in _NEGATED.finditer(text) if _meaningful(m.group(1))]
-
-
 # -- corrections -------------------------------------------------------------------------------
 
 
@@ -333,8 +263,8 @@ def _named_checks(message: str, rejected: str, accepted: str) -> list[Check]:
     """Checks from what the correction names; each one fails the rejected attempt (a named
     value the attempt already holds is skipped, a rejected one must be in it)."""
     checks: list[Check] = []
-    negated = {n.casefold() for n in _negated(message)}
-    for name in _negated(message):
+    negated = {n.casefold() for n in negated_names(message)}
+    for name in negated_names(message):
         if name.casefold() in rejected.casefold() and name.casefold() not in accepted.casefold():
             checks.append(NotContains(value=name))
     for name in fragments(message):
@@ -365,12 +295,12 @@ def _new_command(before: Sequence[Step], after: Sequence[Step], timeline: Timeli
     results = timeline.results()
     tried = [s for s in before if s.kind == "command"]
     for step in after:
-        if step.kind != "command" or _exploratory(step.text):
+        if step.kind != "command" or is_exploratory(step.text):
             continue
         outcome = results.get(step.call_id)
         if outcome is not None and not outcome.failed:
-            closest = max(tried, key=lambda t: _similarity(t.text, step.text), default=None)
-            check = _fix_check(closest.text if closest else "", step.text)
+            closest = max(tried, key=lambda t: command_similarity(t.text, step.text), default=None)
+            check = fix_check(closest.text if closest else "", step.text)
             return [check] if check is not None else []
     return []
 
@@ -384,7 +314,7 @@ def _quoted(request: Request, group: Sequence[_Exchange], timeline: Timeline) ->
     the request's line."""
     done = _attempt_text([s for e in group for s in e.work], timeline.cwd).casefold()
     for literal in _QUOTED.findall(request.prompt.text)[:2]:
-        if _meaningful(literal.strip()) and literal.casefold() in done:
+        if meaningful(literal.strip()) and literal.casefold() in done:
             request.add(
                 Contains(value=literal, source=request.source),
                 Evidence(
@@ -450,10 +380,10 @@ def _failed_then_fixed(request: Request, group: Sequence[_Exchange], timeline: T
         commands = [s for s in exchange.work if s.kind == "command"]
         for index, failed in enumerate(commands):
             outcome = results.get(failed.call_id)
-            if outcome is None or not outcome.failed or _exploratory(failed.text):
+            if outcome is None or not outcome.failed or is_exploratory(failed.text):
                 continue
             fixed = _fix_of(failed, commands[index + 1 :], results)
-            check = _fix_check(failed.text, fixed.text) if fixed else None
+            check = fix_check(failed.text, fixed.text) if fixed else None
             if fixed is None or check is None:
                 continue
             request.add(
@@ -473,77 +403,12 @@ def _fix_of(failed: Step, later: Sequence[Step], results: dict[str, Step]) -> St
         outcome = results.get(step.call_id)
         if outcome is None or outcome.failed:
             continue
-        similar = _similarity(failed.text, step.text) >= 50 or (
-            _program(failed.text) == _program(step.text)
+        similar = command_similarity(failed.text, step.text) >= 50 or (
+            program_name(failed.text) == program_name(step.text)
         )
         if similar and command_core(step.text) != command_core(failed.text):
             return step
     return None
-
-
-def _fix_check(failed: str, fixed: str) -> Check | None:
-    """`contains` the part of `fixed` that is new, or `not_contains` what was dropped; None
-    when neither tells the two commands apart."""
-    old, new = command_core(failed).split(), command_core(fixed).split()
-    added = [i for i, token in enumerate(new) if token not in set(old)]
-    check: Check | None = None
-    if added:
-        span = _span(new, added[0], added[-1])
-        check = Contains(value=span) if span else None
-    else:
-        dropped = [i for i, token in enumerate(old) if token not in set(new)]
-        span = _span(old, dropped[0], dropped[-1]) if dropped else None
-        if span and span.casefold() not in fixed.casefold():
-            check = NotContains(value=span)
-    if check is None or check_passes(check, failed) or not check_passes(check, fixed):
-        return None
-    return check
-
-
-def _span(tokens: list[str], first: int, last: int) -> str | None:
-    span = " ".join(tokens[first : last + 1])
-    if len(span) < 4:
-        span = " ".join(tokens[max(first - 1, 0) : last + 2])
-    if len(span) > MAX_SPAN_CHARS:
-        span = tokens[first] if len(tokens[first]) >= 4 else ""
-    return span if len(span) >= 3 and len(span) <= MAX_SPAN_CHARS else None
-
-
-def command_core(command: str) -> str:
-    """The part of a shell command that does the work: the last `&&` / `;` segment, without
-    leading `cd`, wrappers (`time`, `sudo`), leading secret assignments (`API_KEY=...`), pipes
-    into `tail`/`head`/`grep` and redirections.
-
-    >>> command_core("cd /work/app && pytest tests -q 2>&1 | tail -20")
-    'pytest tests -q'
-    """
-    segments = [s.strip() for s in re.split(r"&&|;|\n", command) if s.strip()]
-    work = [s for s in segments if not re.match(r"^(?:cd|export|source|\.)\s", s)]
-    core = (work or segments or [""])[-1]
-    core = re.split(r"\s\|\s*(?:tail|head|grep|less|tee|cat|sed|awk)\b", core)[0]
-    core = re.sub(r"\s*\d?>&?\d?\s*\S*$", "", core) if re.search(r"\d?>", core) else core
-    core = re.sub(r"^(?:time|sudo|timeout\s+\d+\w?)\s+", "", core.strip())
-    tokens = core.split()
-    while tokens and _SECRET_ENV.match(tokens[0]):
-        tokens = tokens[1:]
-    return " ".join(tokens)
-
-
-def _program(command: str) -> str:
-    tokens = [t for t in command_core(command).split() if not re.match(r"^[A-Z_][A-Z0-9_]*=", t)]
-    return tokens[0].rsplit("/", 1)[-1] if tokens else ""
-
-
-def _exploratory(command: str) -> bool:
-    tokens = command_core(command).split()
-    program = _program(command)
-    if program == "git":
-        return len(tokens) < 2 or tokens[1] in _GIT_READ
-    return program in _EXPLORE or not program
-
-
-def _similarity(a: str, b: str) -> float:
-    return float(fuzz.ratio(command_core(a), command_core(b)))
 
 
 # -- end state and compaction summaries ---------------------------------------------------------
@@ -581,9 +446,9 @@ def _last_verification(group: Sequence[_Exchange], timeline: Timeline) -> Step |
     found = None
     for step in (s for e in group for s in e.work if s.kind == "command"):
         outcome = results.get(step.call_id)
-        if outcome is None or outcome.failed or _exploratory(step.text):
+        if outcome is None or outcome.failed or is_exploratory(step.text):
             continue
-        if _VERIFY.search(command_core(step.text)):
+        if is_verification(step.text):
             found = step
     return found
 
