@@ -446,6 +446,7 @@ class GradientText(Optimizer):
         screens = trial["screens"] + 1
         if result.passed and net >= self.min_net:
             self._join(state, {**trial, "net": net, "scored": scored, "screens": screens})
+        # back from a rejected bundle ("gated": its gate strikes), it is confirmed at least once
         elif net <= 0 or screens > max(self.confirm_steps, int(trial.get("gated", 0))):
             self._strike(state, edits, trial["key"], net / max(scored, 1))
         else:
@@ -555,8 +556,9 @@ class GradientText(Optimizer):
     def _strike(
         self, state: GradientTextState, edits: Sequence[Edit], key: str, delta: float
     ) -> None:
-        """A proposal failed a screen: remembered as rejected at its `screen_strikes`-th
-        failure (one unlucky mini-batch does not end a proposal proposed again)."""
+        """A proposal failed a screen: the proposers are told at once, and it is blocked from
+        screening at its `screen_strikes`-th failure (one unlucky mini-batch does not end a
+        proposal proposed again)."""
         strikes = state.screen_strikes[key] = state.screen_strikes.get(key, 0) + 1
         state.remember(edits, delta, block=strikes >= self.screen_strikes)
 
