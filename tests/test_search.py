@@ -378,3 +378,36 @@ def test_a_confirmation_that_breaks_even_keeps_the_proposal_on_trial(tmp_path: P
         confirms += [s for s in events(run_dir, "screen") if s["stage"] == "confirm"]
     even = [s for s in confirms if s["net"] == 0]
     assert even and all(s["passed"] for s in even), confirms
+
+
+@dataclass(kw_only=True)
+class ListeningProposer(Proposer):
+    """A fake proposer: `text` at the first step only; records, at each step, the texts it is
+    told were rejected."""
+
+    text: str
+    told: list[list[str]]
+    name: str = "listening"
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        self.told.append([e.text for c in request.rejected for e in c.edits if isinstance(e, Add)])
+        if request.step:
+            return []
+        return [EditGroup((Add(after=None, text=self.text),), self.name, True, self.text)]
+
+
+def test_the_proposers_are_told_of_a_screened_out_proposal_at_its_first_failure(
+    tmp_path: Path,
+) -> None:
+    """Kills: telling the proposers only of blocked proposals (a reflection model would spend
+    its next call re-proposing an edit that just failed, instead of a new one), and putting a
+    proposal that failed once into the run's memory proper (`CompileResult.rejected`, which
+    Sleep carries across nights and never proposes again)."""
+    useless = "Think about the number."
+    told: list[list[str]] = []
+    optimizer = GradientText(proposers=[ListeningProposer(text=useless, told=told)], epochs=1)
+    result = compile_with(tmp_path, optimizer)
+    assert told[0] == [] and useless in told[1], told[:2]
+    assert not any(
+        useless in e.text for c in result.rejected for e in c.edits if isinstance(e, Add)
+    )

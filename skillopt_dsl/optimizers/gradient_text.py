@@ -382,7 +382,7 @@ class GradientText(Optimizer):
         for trial in list(state.trials):
             if self._keeps_reserve(view, len(batch)):
                 self._confirm(view, state, working, batch, rollouts, trial, room)
-        blocked = set(state.blocked) | {g["key"] for g in (*state.trials, *state.pending)}
+        blocked = state.blocked_keys() | {g["key"] for g in (*state.trials, *state.pending)}
         passed = 0
         for group in groups:
             candidate, kept, report = clip_to_budget(working, group.edits, room, self.max_edits)
@@ -513,10 +513,7 @@ class GradientText(Optimizer):
             view.emit("candidate_sources", step=step, sources=sources, status=verdict.status)
             if verdict.accepted:
                 state.steps_since_accept, state.accepted_this_epoch = 0, True
-                kept = {_group_key(parse_edits(g["edits"])) for g in pending}
-                state.rejected = [
-                    r for r in state.rejected if _group_key(parse_edits(r["edits"])) not in kept
-                ]
+                state.forget({_group_key(parse_edits(g["edits"])) for g in pending})
                 return state.to_dict()
             state.steps_since_accept += 1
             state.rejected_hashes.append(candidate.hash)

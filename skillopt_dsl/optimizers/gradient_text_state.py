@@ -49,17 +49,35 @@ class GradientTextState(CheckpointedState):
     step_outcomes: list[dict[str, Any]] = field(default_factory=list)
     epoch_start_calls: int = 0
     screen_strikes: dict[str, int] = field(default_factory=dict)
-    blocked: list[str] = field(default_factory=list)
+    struck: list[dict[str, Any]] = field(default_factory=list)
+    """Proposals that failed a screen but may be screened again (`screen_strikes`): the
+    proposers are told about them; `rejected` (the memory proper) holds the blocked ones."""
 
     def remember(self, edits: Sequence[Edit], delta: float, *, block: bool = True) -> None:
         """Remember one proposal (an edit group) as rejected: the proposers read it (they are
-        asked not to propose it again); a `block`ed one is never screened again."""
+        asked not to propose it again); a `block`ed one joins the memory proper and is never
+        screened again, an unblocked one is only told (`struck`)."""
         key = _group_key(edits)
-        if key not in {_group_key(c.edits) for c in self.memory()}:
-            memory = RejectedCandidate(tuple(edits), delta, self.step, self.epoch)
-            self.rejected.append(memory.to_dict())
-        if block and key not in self.blocked:
-            self.blocked.append(key)
+        if key in self.blocked_keys():
+            return
+        memory = RejectedCandidate(tuple(edits), delta, self.step, self.epoch).to_dict()
+        self.struck = [r for r in self.struck if _group_key(parse_edits(r["edits"])) != key]
+        (self.rejected if block else self.struck).append(memory)
+
+    def blocked_keys(self) -> set[str]:
+        """The proposals never screened again: those in the memory proper."""
+        return {_group_key(c.edits) for c in self.memory()}
+
+    def told(self) -> list[RejectedCandidate]:
+        """What the proposers are told was tried and rejected: the memory and the struck."""
+        return [*self.memory(), *(RejectedCandidate.from_dict(r) for r in self.struck)]
+
+    def forget(self, keys: set[str]) -> None:
+        """Drop accepted proposals from the memory and the struck."""
+        self.rejected = [
+            r for r in self.rejected if _group_key(parse_edits(r["edits"])) not in keys
+        ]
+        self.struck = [r for r in self.struck if _group_key(parse_edits(r["edits"])) not in keys]
 
 
 def record_screen(
@@ -68,9 +86,7 @@ def record_screen(
     """Count one screen in the state's summary and emit it as a `screen` event."""
     counts = state.screen_stats
     counts[f"{result.stage}_screened"] = counts.get(f"{result.stage}_screened", 0) + 1
-    counts[f"{result.stage}_passed"] = counts.get(f"{result.stage}_passed", 0) + int(
-        result.passed
-    )
+    counts[f"{result.stage}_passed"] = counts.get(f"{result.stage}_passed", 0) + int(result.passed)
     counts["calls"] = counts.get("calls", 0) + result.calls
     view.emit(
         "screen", step=state.step - 1, source=group.source, rationale=group.rationale[:200],

@@ -84,7 +84,7 @@ def proposal_request(
         batch=batch,
         rollouts=rollouts,
         trainset=view.trainset,
-        rejected=state.memory(),
+        rejected=state.told(),
         optimizer_lm=view.optimizer_lm,
         rng=view.rng,
         budget_tokens=budget,
