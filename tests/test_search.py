@@ -18,7 +18,9 @@ from skillopt_dsl.evaluate import EvaluationReport
 from skillopt_dsl.optimizers import Beam, GradientText
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.skill import Add
+from skillopt_dsl.lm import LM
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
+from skillopt_dsl.testing.rule_world import RuleWorld, RuleWorldProposer, RuleWorldTask
 from skillopt_dsl.testing.scripted import ScriptedLM
 
 TRAIN = contract_examples(0, 24)
@@ -76,6 +78,21 @@ def compile_with(
         run_dir=tmp_path,
         threads=1,
         **kwargs,
+    )
+
+
+def compile_rule_world(world: RuleWorld, run_dir: Path, calls: int = 200) -> sd.CompileResult:
+    """The default search with the fake world's reflection, 30 train and 30 validation items."""
+    return sd.compile(
+        RuleWorldTask(),
+        world.items("train", 30),
+        world.items("val", 30),
+        optimizer=GradientText(proposers=[RuleWorldProposer()]),
+        lm=LM(world.target()),
+        optimizer_lm=LM(world.reflector()),
+        budget=sd.Budget(max_calls=calls),
+        run_dir=run_dir,
+        threads=1,
     )
 
 
@@ -264,21 +281,8 @@ def test_a_proposal_that_failed_a_screen_is_tried_again_until_its_strikes(
 def test_the_only_proposer_is_not_benched_while_nothing_passes(tmp_path: Path) -> None:
     """Kills: benching a proposer that spent calls without a survivor when no other proposer
     does better (the search then idles and stops with the budget unspent)."""
-    from skillopt_dsl.lm import LM
-    from skillopt_dsl.testing.rule_world import RuleWorld, RuleWorldProposer, RuleWorldTask
-
     world = RuleWorld(seed=0, p_right=0.0)
-    result = sd.compile(
-        RuleWorldTask(),
-        world.items("train", 30),
-        world.items("val", 30),
-        optimizer=GradientText(proposers=[RuleWorldProposer()]),
-        lm=LM(world.target()),
-        optimizer_lm=LM(world.reflector()),
-        budget=sd.Budget(max_calls=200),
-        run_dir=tmp_path,
-        threads=1,
-    )
+    result = compile_rule_world(world, tmp_path)
     reflections = [p for p in events(tmp_path, "proposer") if p["name"] == "rule-world"]
     assert not any(p["benched"] for p in reflections), "the only reflection sat out"
     assert result.usage.calls >= 200 - 2 * len(world.items("val", 30)), result.usage
@@ -357,24 +361,10 @@ def test_screening_leaves_a_gate_decision_worth_of_calls(tmp_path: Path) -> None
 def test_a_confirmation_that_breaks_even_keeps_the_proposal_on_trial(tmp_path: Path) -> None:
     """Kills: a confirmation that needs a strict gain (a fresh mini-batch without a single
     example the edit fixes would end a good edit; the stage's contract is not to lose)."""
-    from skillopt_dsl.lm import LM
-    from skillopt_dsl.testing.rule_world import RuleWorld, RuleWorldProposer, RuleWorldTask
-
     confirms = []
     for seed in range(3):
-        world = RuleWorld(seed=seed)
         run_dir = tmp_path / str(seed)
-        sd.compile(
-            RuleWorldTask(),
-            world.items("train", 30),
-            world.items("val", 30),
-            optimizer=GradientText(proposers=[RuleWorldProposer()]),
-            lm=LM(world.target()),
-            optimizer_lm=LM(world.reflector()),
-            budget=sd.Budget(max_calls=200),
-            run_dir=run_dir,
-            threads=1,
-        )
+        compile_rule_world(RuleWorld(seed=seed), run_dir)
         confirms += [s for s in events(run_dir, "screen") if s["stage"] == "confirm"]
     even = [s for s in confirms if s["net"] == 0]
     assert even and all(s["passed"] for s in even), confirms
