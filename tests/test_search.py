@@ -15,10 +15,10 @@ from typing import Any
 
 import skillopt_dsl as sd
 from skillopt_dsl.evaluate import EvaluationReport
+from skillopt_dsl.lm import LM
 from skillopt_dsl.optimizers import Beam, GradientText
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.skill import Add
-from skillopt_dsl.lm import LM
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
 from skillopt_dsl.testing.rule_world import RuleWorld, RuleWorldProposer, RuleWorldTask
 from skillopt_dsl.testing.scripted import ScriptedLM
