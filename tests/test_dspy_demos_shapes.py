@@ -121,8 +121,8 @@ def test_typed_demos_parse_with_the_predictors_own_adapter(adapter: Any) -> None
     assert (compiled.skillopt.seed_val_score, compiled.skillopt.val_score) == (0.0, 1.0)
     predictor = compiled.predict
     assert predictor.demos and "Input:" not in predictor.signature.instructions
-    assert all(isinstance(d.person, Person) and d.reasoning for d in predictor.demos)
     assert_demos_round_trip(predictor, adapter)
+    assert all(isinstance(d.person, Person) and d.reasoning for d in predictor.demos)
     assert student.predict.demos == []
 
 
