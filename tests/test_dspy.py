@@ -442,6 +442,17 @@ def test_dspy_names_for_threads_and_run_dir_are_accepted_and_auto_gets_a_hint(
         SkillOptimizer(accuracy, threads=2, num_threads=3)
 
 
+def test_gepa_and_miprov2_names_for_the_reflection_model_are_accepted() -> None:
+    """Kills: `reflection_lm=` (GEPA) or `prompt_model=` (MIPROv2) raising a bare TypeError,
+    or being ignored (the program's own model would then reflect)."""
+    reflector = LM(ScriptedLM(fake_model))
+    assert SkillOptimizer(accuracy, reflection_lm=reflector).optimizer_lm is reflector
+    assert SkillOptimizer(accuracy, prompt_model=reflector).optimizer_lm is reflector
+    other = LM(ScriptedLM(fake_model))
+    with pytest.raises(sd.UserInputError, match=r"^optimizer_lm=.* and reflection_lm=.* name"):
+        SkillOptimizer(accuracy, optimizer_lm=other, reflection_lm=reflector)
+
+
 def test_a_dspy_lm_is_accepted_with_its_api_base_and_settings() -> None:
     """Kills: refusing a `dspy.LM` as `lm=`, or dropping its api_base, key or settings (the
     requests would miss the server, or carry other sampling settings)."""

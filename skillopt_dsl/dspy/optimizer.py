@@ -145,6 +145,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         max_errors: per-evaluation limit of failed calls before a run stops.
         num_threads: DSPy's name for `threads` (give one of the two).
         log_dir: DSPy's (GEPA's) name for `run_dir` (give one of the two).
+        reflection_lm: GEPA's name for `optimizer_lm`; prompt_model: MIPROv2's (give one).
         auto: refused with a hint: DSPy's `auto="light"` sizes MIPROv2's and GEPA's search;
             ours is sized by `budget=` (and the optimizer's epochs).
         demos: train each predictor's demos too (`skillopt_dsl.dspy.demos`): its skill is
@@ -172,6 +173,8 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         max_errors: int | None = None,
         num_threads: int | None = None,
         log_dir: str | Path | None = None,
+        reflection_lm: ModelSpec = None,
+        prompt_model: ModelSpec = None,
         auto: str | None = None,
         demos: bool = False,
     ) -> None:
@@ -181,6 +184,12 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         _refuse_auto(auto)
         threads = _alias("threads", threads, "num_threads", num_threads, default=4)
         run_dir = _alias("run_dir", run_dir, "log_dir", log_dir, default=None)
+        optimizer_lm = _alias(
+            "optimizer_lm", optimizer_lm, "reflection_lm", reflection_lm, default=None
+        )
+        optimizer_lm = _alias(
+            "optimizer_lm", optimizer_lm, "prompt_model", prompt_model, default=None
+        )
         lm, optimizer_lm = _model(lm), _model(optimizer_lm)
         if resume and run_dir is None:
             raise UserInputError("resume=True needs the run_dir of the run to continue")
