@@ -36,7 +36,8 @@ Run (server started by `bench/qwen_model.sh serve 8812`):
     python bench/bench_dspy_shapes.py --api-base http://127.0.0.1:8812/v1 \
         --model openai/qwen2.5-coder-0.5b-instruct --budget 50 --sizes 10 12 20 \
         --shapes classify cot multihop react \
-        --methods student SkillOptimizer dspy.GEPA dspy.MIPROv2 --out dspy_shapes_qwen
+        --methods student SkillOptimizer SkillOptimizer+demos dspy.GEPA dspy.MIPROv2 \
+        --out dspy_shapes_qwen
 """
 
 from __future__ import annotations
