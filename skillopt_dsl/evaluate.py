@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from skillopt_dsl.errors import (
     BudgetExceeded,
@@ -28,10 +28,18 @@ from skillopt_dsl.errors import (
 from skillopt_dsl.lm import LM, Backend, resolve_lm
 from skillopt_dsl.metrics.score import call_metric
 from skillopt_dsl.module import SkillModule
+from skillopt_dsl.options import settings_from, takes_options
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example, Prediction
 
-__all__ = ["EvaluationCache", "EvaluationReport", "Rollout", "evaluate"]
+__all__ = [
+    "EvaluateOptions",
+    "EvaluateSettings",
+    "EvaluationCache",
+    "EvaluationReport",
+    "Rollout",
+    "evaluate",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -144,18 +152,36 @@ class EvaluationCache:
         return len(self._items)
 
 
+@dataclass(frozen=True, kw_only=True)
+class EvaluateSettings:
+    """The optional keywords of `evaluate(...)`, with their defaults (see `evaluate`)."""
+
+    skill: Skill | str | None = None
+    lm: str | Backend | LM | None = None
+    threads: int = DEFAULT_THREADS
+    max_errors: int | None = None
+    cache: EvaluationCache | None = None
+    seed: int = 0
+    extra_metrics: Mapping[str, Callable[..., Any]] | None = None
+    progress: bool | None = None
+
+
+class EvaluateOptions(TypedDict, total=False):
+    """`EvaluateSettings` as keywords: what `evaluate(module, examples, **options)` accepts."""
+
+    skill: Skill | str | None
+    lm: str | Backend | LM | None
+    threads: int
+    max_errors: int | None
+    cache: EvaluationCache | None
+    seed: int
+    extra_metrics: Mapping[str, Callable[..., Any]] | None
+    progress: bool | None
+
+
+@takes_options(EvaluateSettings)
 def evaluate(
-    module: SkillModule,
-    examples: Sequence[Example],
-    *,
-    skill: Skill | str | None = None,
-    lm: str | Backend | LM | None = None,
-    threads: int = DEFAULT_THREADS,
-    max_errors: int | None = None,
-    cache: EvaluationCache | None = None,
-    seed: int = 0,
-    extra_metrics: Mapping[str, Callable[..., Any]] | None = None,
-    progress: bool | None = None,
+    module: SkillModule, examples: Sequence[Example], **options: Unpack[EvaluateOptions]
 ) -> EvaluationReport:
     """Score `module` under `skill` (default: its seed skill) on `examples`.
 
@@ -164,25 +190,28 @@ def evaluate(
         examples: the examples to run, each with a unique id.
         skill: the skill to evaluate; the module's seed skill when None.
         lm: the target model (litellm string, backend or `LM`); the embedded model when None.
-        threads: parallel calls.
+        threads: parallel calls (default `DEFAULT_THREADS`, 4).
         max_errors: stop with `TooManyErrors` once more calls than this have failed.
         cache: reuse rollouts already computed for the same skill, example and model.
-        seed: the rollout seed (part of every cache key).
+        seed: the rollout seed (part of every cache key; default 0).
         extra_metrics: more metrics to record per example (e.g. for gate guards).
         progress: show a progress bar; None shows one when stderr is a terminal.
+
+    The keywords are `EvaluateSettings`' fields; an unknown one is a `TypeError`.
 
     Returns:
         An `EvaluationReport` with one `Rollout` per example, in order.
     """
-    chosen = _as_skill(skill, module)
-    client = resolve_lm(lm)
+    settings = settings_from("evaluate", EvaluateSettings, options)
+    chosen = _as_skill(settings.skill, module)
+    client = resolve_lm(settings.lm)
     _check_ids(examples)
-    if threads < 1:
-        raise UserInputError(f"threads must be >= 1, got {threads}")
-    run = _Evaluation(module, chosen, client, cache, seed, dict(extra_metrics or {}), max_errors)
-    show = sys.stderr.isatty() if progress is None else progress
+    if settings.threads < 1:
+        raise UserInputError(f"threads must be >= 1, got {settings.threads}")
+    run = _Evaluation(module, chosen, client, settings)
+    show = sys.stderr.isatty() if settings.progress is None else settings.progress
     with _progress_bar(len(examples), show, f"eval {chosen.hash[:8]}") as advance:
-        records = run.run_all(examples, threads, advance)
+        records = run.run_all(examples, settings.threads, advance)
     report = EvaluationReport(tuple(records), chosen.hash, client.model)
     logger.info(
         "evaluated skill %s on %d examples: mean %.4f", chosen.hash[:12], len(records), report.mean
@@ -207,17 +236,11 @@ class _Evaluation:
     """One evaluation's shared state: the error count and the stop flag."""
 
     def __init__(
-        self,
-        module: SkillModule,
-        skill: Skill,
-        lm: LM,
-        cache: EvaluationCache | None,
-        seed: int,
-        extra_metrics: dict[str, Callable[..., Any]],
-        max_errors: int | None,
+        self, module: SkillModule, skill: Skill, lm: LM, settings: EvaluateSettings
     ) -> None:
-        self.module, self.skill, self.lm, self.cache = module, skill, lm, cache
-        self.seed, self.extra_metrics, self.max_errors = seed, extra_metrics, max_errors
+        self.module, self.skill, self.lm, self.cache = module, skill, lm, settings.cache
+        self.seed, self.max_errors = settings.seed, settings.max_errors
+        self.extra_metrics = dict(settings.extra_metrics or {})
         self._errors = 0
         self._lock = threading.Lock()
 

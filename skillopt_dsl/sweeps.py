@@ -16,8 +16,9 @@ The study they share (storages, the creation lock, trial claims, orphans) is
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from skillopt_dsl.compile import compile_with
 from skillopt_dsl.data import Splits
@@ -27,6 +28,7 @@ from skillopt_dsl.module import SkillModule
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.gradient_text import GradientText
 from skillopt_dsl.optimizers.optuna_lr import OptunaLR, SearchSpace
+from skillopt_dsl.options import settings_from, takes_options
 from skillopt_dsl.settings import CompileSettings, ModelSpec
 from skillopt_dsl.studies.records import SweepResult
 from skillopt_dsl.studies.storage import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S, open_storage
@@ -34,11 +36,47 @@ from skillopt_dsl.studies.storage import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S, o
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["load_sweep", "run_sweep_worker"]
+__all__ = ["SweepWorkerOptions", "SweepWorkerSettings", "load_sweep", "run_sweep_worker"]
 
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, kw_only=True)
+class SweepWorkerSettings:
+    """The optional keywords of `run_sweep_worker(...)` with their defaults (see it)."""
+
+    inner: Optimizer | None = None
+    search_space: SearchSpace | None = None
+    lm: ModelSpec = None
+    optimizer_lm: ModelSpec = None
+    budget: Budget | None = None
+    run_dir: str | Path | None = None
+    seed: int = 0
+    sampler_seed: int | None = None
+    plots: bool = False
+    selection_fraction: float = 0.3
+    heartbeat_interval: int = HEARTBEAT_INTERVAL_S
+    grace_period: int = GRACE_PERIOD_S
+
+
+class SweepWorkerOptions(TypedDict, total=False):
+    """`SweepWorkerSettings` as keywords: what `run_sweep_worker(..., **options)` accepts."""
+
+    inner: Optimizer | None
+    search_space: SearchSpace | None
+    lm: ModelSpec
+    optimizer_lm: ModelSpec
+    budget: Budget | None
+    run_dir: str | Path | None
+    seed: int
+    sampler_seed: int | None
+    plots: bool
+    selection_fraction: float
+    heartbeat_interval: int
+    grace_period: int
+
+
+@takes_options(SweepWorkerSettings)
 def run_sweep_worker(
     module: SkillModule,
     splits: Splits,
@@ -46,18 +84,7 @@ def run_sweep_worker(
     storage: str,
     study_name: str,
     n_trials: int,
-    inner: Optimizer | None = None,
-    search_space: SearchSpace | None = None,
-    lm: ModelSpec = None,
-    optimizer_lm: ModelSpec = None,
-    budget: Budget | None = None,
-    run_dir: str | Path | None = None,
-    seed: int = 0,
-    sampler_seed: int | None = None,
-    plots: bool = False,
-    selection_fraction: float = 0.3,
-    heartbeat_interval: int = HEARTBEAT_INTERVAL_S,
-    grace_period: int = GRACE_PERIOD_S,
+    **options: Unpack[SweepWorkerOptions],
 ) -> SweepResult:
     """Run trials of the shared study `study_name` in `storage` until it holds `n_trials`
     finished ones, then summarise it.
@@ -77,36 +104,46 @@ def run_sweep_worker(
         sampler_seed: the TPE sampler's seed; None draws a fresh one, so that workers do not
             sample the same settings.
         plots: write the sweep plots next to the study when this worker ends.
-        selection_fraction: share of `splits.train` the trials' gates decide on (see OptunaLR).
+        selection_fraction: share of `splits.train` the trials' gates decide on (see OptunaLR;
+            default 0.3).
         heartbeat_interval, grace_period: a killed worker's trial is failed and re-run once
             silent for `grace_period` seconds (RDB storages; see OptunaLR).
+
+    The keywords after `n_trials` are `SweepWorkerSettings`' fields (`SweepWorkerOptions`
+    types them); an unknown one is a `TypeError`.
     """
+    settings = settings_from("run_sweep_worker", SweepWorkerSettings, options)
     if not storage or not study_name:
         raise UserInputError("a sweep worker needs a storage URL and a study name to share")
     optimizer = OptunaLR(
-        inner=inner if inner is not None else GradientText(),
-        search_space=search_space if search_space is not None else {"lr": (0.02, 0.5, "log")},
+        inner=settings.inner if settings.inner is not None else GradientText(),
+        search_space=_search_space(settings.search_space),
         n_trials=n_trials,
         storage=storage,
         study_name=study_name,
-        sampler=_sampler(sampler_seed),
-        plots=plots,
-        selection_fraction=selection_fraction,
-        heartbeat_interval=heartbeat_interval,
-        grace_period=grace_period,
+        sampler=_sampler(settings.sampler_seed),
+        plots=settings.plots,
+        selection_fraction=settings.selection_fraction,
+        heartbeat_interval=settings.heartbeat_interval,
+        grace_period=settings.grace_period,
     )
-    settings = CompileSettings(
-        lm=lm,
-        optimizer_lm=optimizer_lm,
-        budget=budget,
-        run_dir=run_dir,
-        seed=seed,
+    compile_settings = CompileSettings(
+        lm=settings.lm,
+        optimizer_lm=settings.optimizer_lm,
+        budget=settings.budget,
+        run_dir=settings.run_dir,
+        seed=settings.seed,
     )
-    compiled = compile_with(module, splits.train, splits.val, settings, optimizer)
+    compiled = compile_with(module, splits.train, splits.val, compile_settings, optimizer)
     logger.info(
         "worker done: best val %.4f (seed %.4f)", compiled.val_score, compiled.seed_val_score
     )
     return load_sweep(storage, study_name)
+
+
+def _search_space(given: SearchSpace | None) -> SearchSpace:
+    """`given`, or the default search space `{"lr": (0.02, 0.5, "log")}`."""
+    return given if given is not None else {"lr": (0.02, 0.5, "log")}
 
 
 def _sampler(seed: int | None) -> optuna.samplers.BaseSampler:

@@ -16,6 +16,8 @@ from skillopt_dsl.agents.command import (
     DEFAULT_ENV_ALLOWLIST,
     CheckResult,
     CommandAgent,
+    CommandAgentOptions,
+    CommandAgentSettings,
     HarnessRun,
     WorkspaceDiff,
 )
@@ -32,6 +34,8 @@ __all__ = [
     "AgentModule",
     "CheckResult",
     "CommandAgent",
+    "CommandAgentOptions",
+    "CommandAgentSettings",
     "Environment",
     "HarnessRun",
     "NativeToolBackend",

@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from skillopt_dsl.agents.module import call_agent_metric
 from skillopt_dsl.errors import ModelError, UserInputError
@@ -53,13 +53,22 @@ from skillopt_dsl.export import SkillLayout, install_skill
 from skillopt_dsl.lm.base import Completion
 from skillopt_dsl.metrics.score import Score
 from skillopt_dsl.module import InputField, OutputField, RunOutcome, SkillModule
+from skillopt_dsl.options import settings_from, takes_options
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example, json_float, json_int
 
 if TYPE_CHECKING:
     from skillopt_dsl.lm import LM, UsageLedger
 
-__all__ = ["DEFAULT_ENV_ALLOWLIST", "CheckResult", "CommandAgent", "HarnessRun", "WorkspaceDiff"]
+__all__ = [
+    "DEFAULT_ENV_ALLOWLIST",
+    "CheckResult",
+    "CommandAgent",
+    "CommandAgentOptions",
+    "CommandAgentSettings",
+    "HarnessRun",
+    "WorkspaceDiff",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +163,36 @@ class HarnessRun:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True, kw_only=True)
+class CommandAgentSettings:
+    """The optional keywords of `CommandAgent(argv=..., ...)` with their defaults (see
+    `CommandAgent` for each one)."""
+
+    output: OutputFormat = "json"
+    layout: SkillLayout = "claude"
+    skill_name: str = "skill"
+    timeout_s: float = 600.0
+    env_allowlist: Sequence[str] = DEFAULT_ENV_ALLOWLIST
+    env: Mapping[str, str] | None = None
+    check: Sequence[str] | None = None
+    check_timeout_s: float = 120.0
+    max_usd_per_run: float | None = None
+
+
+class CommandAgentOptions(TypedDict, total=False):
+    """`CommandAgentSettings` as keywords: what `CommandAgent(argv=..., **options)` accepts."""
+
+    output: OutputFormat
+    layout: SkillLayout
+    skill_name: str
+    timeout_s: float
+    env_allowlist: Sequence[str]
+    env: Mapping[str, str] | None
+    check: Sequence[str] | None
+    check_timeout_s: float
+    max_usd_per_run: float | None
+
+
 class CommandAgent(SkillModule):
     """Runs an agent CLI per example (see the module docstring).
 
@@ -176,42 +215,30 @@ class CommandAgent(SkillModule):
         max_usd_per_run: the declared worst-case price of one run, in USD. Required under a
             `Budget(max_usd=...)` (an agent CLI cannot be priced before it runs: an unpriced run
             is refused); a run that reports no cost is charged this price.
+
+    The keywords after `argv`, `skill` and `metric` are `CommandAgentSettings`' fields
+    (`CommandAgentOptions` types them); an unknown one is a `TypeError`.
     """
 
     task: str = InputField()
     answer: str = OutputField()
 
+    @takes_options(CommandAgentSettings)
     def __init__(
         self,
         *,
         argv: Sequence[str],
         skill: str | Path | Skill | None = None,
         metric: Callable[..., Any] | None = None,
-        output: OutputFormat = "json",
-        layout: SkillLayout = "claude",
-        skill_name: str = "skill",
-        timeout_s: float = 600.0,
-        env_allowlist: Sequence[str] = DEFAULT_ENV_ALLOWLIST,
-        env: Mapping[str, str] | None = None,
-        check: Sequence[str] | None = None,
-        check_timeout_s: float = 120.0,
-        max_usd_per_run: float | None = None,
+        **options: Unpack[CommandAgentOptions],
     ) -> None:
         super().__init__(skill=skill, metric=metric)
-        if max_usd_per_run is not None and not max_usd_per_run >= 0:
-            raise UserInputError(f"max_usd_per_run must be >= 0, got {max_usd_per_run!r}")
-        self.max_usd_per_run = max_usd_per_run
-        self.harness = HarnessSettings(
-            argv=tuple(argv),
-            output=output,
-            layout=layout,
-            skill_name=skill_name,
-            timeout_s=timeout_s,
-            env_allowlist=tuple(env_allowlist),
-            env=dict(env or {}),
-            check=tuple(check) if check is not None else None,
-            check_timeout_s=check_timeout_s,
-        )
+        settings = settings_from("CommandAgent", CommandAgentSettings, options)
+        max_usd = settings.max_usd_per_run
+        if max_usd is not None and not max_usd >= 0:
+            raise UserInputError(f"max_usd_per_run must be >= 0, got {max_usd!r}")
+        self.max_usd_per_run = max_usd
+        self.harness = HarnessSettings.of(argv, settings)
         self.harness.validate()
         if self._metric is None and self.harness.check is None:
             raise UserInputError(
@@ -307,7 +334,7 @@ class CommandAgent(SkillModule):
 
 @dataclass(frozen=True)
 class HarnessSettings:
-    """A `CommandAgent`'s typed settings (see its Args)."""
+    """A `CommandAgent`'s typed settings (see its Args), normalised for the runs."""
 
     argv: tuple[str, ...]
     output: OutputFormat
@@ -318,6 +345,21 @@ class HarnessSettings:
     env: Mapping[str, str]
     check: tuple[str, ...] | None
     check_timeout_s: float
+
+    @classmethod
+    def of(cls, argv: Sequence[str], settings: CommandAgentSettings) -> HarnessSettings:
+        """The harness of a `CommandAgent` built with `argv` and `settings`."""
+        return cls(
+            argv=tuple(argv),
+            output=settings.output,
+            layout=settings.layout,
+            skill_name=settings.skill_name,
+            timeout_s=settings.timeout_s,
+            env_allowlist=tuple(settings.env_allowlist),
+            env=dict(settings.env or {}),
+            check=tuple(settings.check) if settings.check is not None else None,
+            check_timeout_s=settings.check_timeout_s,
+        )
 
     def validate(self) -> None:
         """Refuse unusable settings, and a missing executable, before any spend."""

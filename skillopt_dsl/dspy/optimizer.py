@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, TypeAlias
+from typing import Any, Unpack
 
 import dspy
 from dspy.teleprompt import Teleprompter
@@ -45,23 +45,27 @@ from skillopt_dsl.dspy.rows import (
     _split_trainset,
     program_inputs,
 )
+from skillopt_dsl.dspy.settings import ModelSpec, SkillOptimizerOptions, SkillOptimizerSettings
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.evaluate import DEFAULT_THREADS, EvaluationReport, evaluate
 from skillopt_dsl.evidence import SignificanceBudget, preflight
 from skillopt_dsl.export import export_skill
 from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import LM, Backend, Budget, UsageSnapshot
-from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.options import settings_from, takes_options
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
-__all__ = ["PredictorResult", "SkillOptimizer", "SkillOptimizerResult", "evaluate_program"]
+__all__ = [
+    "PredictorResult",
+    "SkillOptimizer",
+    "SkillOptimizerOptions",
+    "SkillOptimizerResult",
+    "SkillOptimizerSettings",
+    "evaluate_program",
+]
 
 logger = logging.getLogger(__name__)
-
-ModelSpec: TypeAlias = str | Backend | LM | dspy.BaseLM | None
-"""A model as `SkillOptimizer` takes it: a litellm string, a skillopt `LM` or `Backend`, or a
-`dspy.LM` (its model, `api_base`, key and settings are carried, see `from_dspy_lm`)."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +145,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         run_dir: where the runs are recorded (one folder per predictor); required for resume.
         resume: continue the runs in `run_dir`.
         seed: the one seed for every random choice and the rollout seed.
-        threads: parallel program runs during evaluation.
+        threads: parallel program runs during evaluation (None: `DEFAULT_THREADS`, 4).
         max_errors: per-evaluation limit of failed calls before a run stops.
         num_threads: DSPy's name for `threads` (give one of the two).
         log_dir: DSPy's (GEPA's) name for `run_dir` (give one of the two).
@@ -153,60 +157,38 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
             worked examples from real traces are proposed there and gated like any edit, and
             the compiled program holds them in `predictor.demos`, never in the instructions.
             False (default): only instructions are trained; the student's demos are kept.
+
+    The keywords after `metric` are `SkillOptimizerSettings`' fields (`SkillOptimizerOptions`
+    types them); an unknown one is a `TypeError`.
     """
 
+    @takes_options(SkillOptimizerSettings)
     def __init__(
-        self,
-        metric: Callable[..., Any],
-        *,
-        optimizer: Optimizer | None = None,
-        gate: Gate | None = None,
-        budget: Budget | None = None,
-        lm: ModelSpec = None,
-        optimizer_lm: ModelSpec = None,
-        predictors: Literal["all"] | Sequence[str] = "all",
-        adapter: Any = None,
-        run_dir: str | Path | None = None,
-        resume: bool = False,
-        seed: int = 0,
-        threads: int | None = None,
-        max_errors: int | None = None,
-        num_threads: int | None = None,
-        log_dir: str | Path | None = None,
-        reflection_lm: ModelSpec = None,
-        prompt_model: ModelSpec = None,
-        auto: str | None = None,
-        demos: bool = False,
+        self, metric: Callable[..., Any], **options: Unpack[SkillOptimizerOptions]
     ) -> None:
         super().__init__()
         if not callable(metric):
             raise UserInputError(f"metric must be callable, got {type(metric).__name__}")
-        _refuse_auto(auto)
-        threads = _alias("threads", threads, "num_threads", num_threads, default=4)
-        run_dir = _alias("run_dir", run_dir, "log_dir", log_dir, default=None)
-        optimizer_lm = _alias(
-            "optimizer_lm", optimizer_lm, "reflection_lm", reflection_lm, default=None
-        )
-        optimizer_lm = _alias(
-            "optimizer_lm", optimizer_lm, "prompt_model", prompt_model, default=None
-        )
-        lm, optimizer_lm = _model(lm), _model(optimizer_lm)
-        if resume and run_dir is None:
+        given = settings_from("SkillOptimizer", SkillOptimizerSettings, options)
+        _refuse_auto(given.auto)
+        threads, run_dir, optimizer_lm = _ours(given)
+        lm, optimizer_lm = _model(given.lm), _model(optimizer_lm)
+        if given.resume and run_dir is None:
             raise UserInputError("resume=True needs the run_dir of the run to continue")
         self.metric = metric
-        self.optimizer = optimizer
-        self.gate = gate
-        self.budget = budget
+        self.optimizer = given.optimizer
+        self.gate = given.gate
+        self.budget = given.budget
         self.lm = lm
         self.optimizer_lm = optimizer_lm
-        self.predictors = predictors
-        self.adapter = adapter
+        self.predictors = given.predictors
+        self.adapter = given.adapter
         self.run_dir = Path(run_dir) if run_dir is not None else None
-        self.resume = resume
-        self.seed = seed
+        self.resume = given.resume
+        self.seed = given.seed
         self.threads = threads
-        self.max_errors = max_errors
-        self.demos = demos
+        self.max_errors = given.max_errors
+        self.demos = given.demos
 
     def compile(
         self,
@@ -446,6 +428,17 @@ def _refuse_auto(auto: str | None) -> None:
             "is sized by budget=Budget(max_calls=N) (and the optimizer's epochs): drop auto= "
             "and pass budget="
         )
+
+
+def _ours(given: SkillOptimizerSettings) -> tuple[int, str | Path | None, ModelSpec]:
+    """`threads`, `run_dir` and `optimizer_lm`, each given under our name or DSPy's."""
+    threads = _alias("threads", given.threads, "num_threads", given.num_threads,
+                     default=DEFAULT_THREADS)  # fmt: skip
+    run_dir = _alias("run_dir", given.run_dir, "log_dir", given.log_dir, default=None)
+    reflector = _alias("optimizer_lm", given.optimizer_lm, "reflection_lm", given.reflection_lm,
+                       default=None)  # fmt: skip
+    reflector = _alias("optimizer_lm", reflector, "prompt_model", given.prompt_model, default=None)
+    return threads, run_dir, reflector
 
 
 def _alias(name: str, value: Any, dspy_name: str, dspy_value: Any, *, default: Any) -> Any:

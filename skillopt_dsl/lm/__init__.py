@@ -9,6 +9,7 @@ from skillopt_dsl.lm.client import DEFAULT_MODEL, LM, LMResponse, resolve_lm
 from skillopt_dsl.lm.litellm_backend import LiteLLMBackend
 from skillopt_dsl.lm.openai_compat import OpenAICompatBackend
 from skillopt_dsl.lm.pricing import Price
+from skillopt_dsl.lm.settings import LMOptions, LMSettings
 from skillopt_dsl.lm.usage import Budget, UsageLedger, UsageSnapshot
 
 __all__ = [
@@ -17,7 +18,9 @@ __all__ = [
     "Backend",
     "Budget",
     "Completion",
+    "LMOptions",
     "LMResponse",
+    "LMSettings",
     "LiteLLMBackend",
     "Message",
     "OpenAICompatBackend",

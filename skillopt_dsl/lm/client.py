@@ -17,19 +17,21 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Unpack
 
 from skillopt_dsl.errors import ModelError, UserInputError
 from skillopt_dsl.lm.base import Backend, Completion, Message, SamplingParams
 from skillopt_dsl.lm.cache import ResponseCache, cache_key, canonical_json
 from skillopt_dsl.lm.failures import is_transient, retry_after_s, scrub, status_code
 from skillopt_dsl.lm.litellm_backend import normalised_base
-from skillopt_dsl.lm.openai_compat import BackendChoice, backend_for
+from skillopt_dsl.lm.openai_compat import backend_for
 from skillopt_dsl.lm.pricing import Price, as_price, table_price, unknown_price_message
+from skillopt_dsl.lm.settings import LMOptions, LMSettings
 from skillopt_dsl.lm.tokens import count_prompt_tokens, count_text_tokens
 from skillopt_dsl.lm.usage import Reservation, UsageLedger
+from skillopt_dsl.options import settings_from, takes_options
 
 logger = logging.getLogger(__name__)
 
@@ -81,38 +83,26 @@ class LM:
             it overrides the backend's (litellm's table) for reservations and recorded costs.
             Under `Budget(max_usd=...)` a model with no known price is refused before its call.
         sleep, rng: injectable for tests.
+
+    The keywords are `LMSettings`' fields (`LMOptions` types them); an unknown one is a
+    `TypeError`.
     """
 
-    def __init__(
-        self,
-        model: str | Backend,
-        *,
-        cache: ResponseCache | None = None,
-        ledger: UsageLedger | None = None,
-        params: SamplingParams = SamplingParams(),
-        max_concurrency: int = 8,
-        max_retries: int = 4,
-        timeout_s: float | None = None,
-        api_base: str | None = None,
-        backend: BackendChoice = "auto",
-        backoff_base_s: float = 0.5,
-        backoff_max_s: float = 30.0,
-        price: Price | tuple[float, float] | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        rng: random.Random | None = None,
-    ) -> None:
-        _check_settings(max_concurrency, max_retries, backoff_base_s, backoff_max_s, params)
-        self._backend = _make_backend(model, timeout_s, api_base, backend)
-        self._cache = cache
-        self._ledger = ledger if ledger is not None else UsageLedger()
-        self._params = params
-        self._semaphore = threading.BoundedSemaphore(max_concurrency)
-        self._max_concurrency = max_concurrency
-        self._max_retries = max_retries
-        self._backoff = (backoff_base_s, backoff_max_s)
-        self._sleep = sleep
-        self._rng = rng if rng is not None else random.Random()
-        self._price = as_price(price)
+    @takes_options(LMSettings)
+    def __init__(self, model: str | Backend, **options: Unpack[LMOptions]) -> None:
+        settings = settings_from("LM", LMSettings, options)
+        _check_settings(settings)
+        self._backend = _make_backend(model, settings)
+        self._cache = settings.cache
+        self._ledger = settings.ledger if settings.ledger is not None else UsageLedger()
+        self._params = settings.params
+        self._semaphore = threading.BoundedSemaphore(settings.max_concurrency)
+        self._max_concurrency = settings.max_concurrency
+        self._max_retries = settings.max_retries
+        self._backoff = (settings.backoff_base_s, settings.backoff_max_s)
+        self._sleep = settings.sleep
+        self._rng = settings.rng if settings.rng is not None else random.Random()
+        self._price = as_price(settings.price)
         self._known_price: Any = _UNRESOLVED
 
     @property
@@ -361,9 +351,8 @@ def backend_identity(backend: Backend) -> dict[str, object]:
     }
 
 
-def _make_backend(
-    model: str | Backend, timeout_s: float | None, api_base: str | None, backend: BackendChoice
-) -> Backend:
+def _make_backend(model: str | Backend, settings: LMSettings) -> Backend:
+    timeout_s, api_base, backend = settings.timeout_s, settings.api_base, settings.backend
     if isinstance(model, str):
         timeout = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
         return backend_for(model, api_base=api_base, backend=backend, timeout_s=timeout)
@@ -379,9 +368,9 @@ def _make_backend(
     )
 
 
-def _check_settings(
-    max_concurrency: int, max_retries: int, base: float, ceiling: float, params: SamplingParams
-) -> None:
+def _check_settings(settings: LMSettings) -> None:
+    max_concurrency, max_retries = settings.max_concurrency, settings.max_retries
+    base, ceiling, params = settings.backoff_base_s, settings.backoff_max_s, settings.params
     if max_concurrency < 1:
         raise UserInputError(f"max_concurrency must be >= 1, got {max_concurrency}.")
     if max_retries < 0:
