@@ -45,8 +45,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
+from skillopt_dsl.agents.command_settings import (
+    DEFAULT_ENV_ALLOWLIST,
+    CommandAgentOptions,
+    CommandAgentSettings,
+    OutputFormat,
+)
 from skillopt_dsl.agents.module import call_agent_metric
 from skillopt_dsl.errors import ModelError, UserInputError
 from skillopt_dsl.export import SkillLayout, install_skill
@@ -71,12 +77,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-OutputFormat = Literal["json", "jsonl", "text"]
-
-DEFAULT_ENV_ALLOWLIST: tuple[str, ...] = ("PATH", "LANG", "LC_ALL", "TZ", "TERM")
-"""Environment variables passed to the child by default; nothing else leaks (add the agent's
-own key, e.g. `ANTHROPIC_API_KEY`, explicitly)."""
 
 _PLACEHOLDERS = ("{prompt}", "{workspace}", "{skill_file}")
 _MAX_CAPTURE = 200_000
@@ -161,36 +161,6 @@ class HarnessRun:
                 f"{flag} check {' '.join(self.check.argv)} {verdict}: {self.check.output[-300:]}"
             )
         return "\n".join(lines)
-
-
-@dataclass(frozen=True, kw_only=True)
-class CommandAgentSettings:
-    """The optional keywords of `CommandAgent(argv=..., ...)` with their defaults (see
-    `CommandAgent` for each one)."""
-
-    output: OutputFormat = "json"
-    layout: SkillLayout = "claude"
-    skill_name: str = "skill"
-    timeout_s: float = 600.0
-    env_allowlist: Sequence[str] = DEFAULT_ENV_ALLOWLIST
-    env: Mapping[str, str] | None = None
-    check: Sequence[str] | None = None
-    check_timeout_s: float = 120.0
-    max_usd_per_run: float | None = None
-
-
-class CommandAgentOptions(TypedDict, total=False):
-    """`CommandAgentSettings` as keywords: what `CommandAgent(argv=..., **options)` accepts."""
-
-    output: OutputFormat
-    layout: SkillLayout
-    skill_name: str
-    timeout_s: float
-    env_allowlist: Sequence[str]
-    env: Mapping[str, str] | None
-    check: Sequence[str] | None
-    check_timeout_s: float
-    max_usd_per_run: float | None
 
 
 class CommandAgent(SkillModule):
