@@ -195,3 +195,10 @@ def test_an_unknown_keyword_with_no_near_name_still_lists_the_keywords() -> None
     assert str(refused.value).startswith(
         "LM() got an unexpected keyword argument 'zzz' (LM takes cache, ledger, params,"
     )
+
+
+def test_skill_optimizer_resolves_an_unset_threads_to_the_one_default() -> None:
+    """Kills: `SkillOptimizer`'s `threads=None` (its record's default, so that DSPy's
+    `num_threads=` can be told apart) resolving to anything but `DEFAULT_THREADS`."""
+    assert SkillOptimizer(lambda gold, pred: 1.0).threads == DEFAULT_THREADS
+    assert SkillOptimizer(lambda gold, pred: 1.0, num_threads=2).threads == 2
