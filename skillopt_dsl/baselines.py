@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import typing
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Annotated, Any, Literal
 
 from skillopt_dsl.module import RunOutcome, SkillModule
@@ -31,6 +31,7 @@ __all__ = [
     "constant_score",
     "label_set",
     "not_better_warning",
+    "rescored",
 ]
 
 
@@ -93,6 +94,15 @@ def constant_baseline(
     answer = next(a for score, a in scored if score == best_val)
     test = constant_score(module, answer, testset) if testset else None
     return Baseline(label=_label_text(answer), val_score=best_val, test_score=test)
+
+
+def rescored(baseline: Baseline, module: SkillModule, examples: Sequence[Example]) -> Baseline:
+    """`baseline` with its validation score measured on `examples` only (the answer stays the
+    one chosen on the whole validation set; no model call)."""
+    answers = [a for a in label_set(module) or () if _label_text(a) == baseline.label]
+    if not answers or not examples:
+        return baseline
+    return replace(baseline, val_score=constant_score(module, answers[0], examples))
 
 
 def baseline_warning(

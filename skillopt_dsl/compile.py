@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from skillopt_dsl.baselines import Baseline, baseline_warning, constant_baseline
+from skillopt_dsl.baselines import Baseline, baseline_warning, constant_baseline, rescored
 from skillopt_dsl.driver import CompileContext, StepRecord
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.evaluate import evaluate
@@ -53,6 +53,11 @@ class CompileResult:
     output is a label (else None); `baseline_warning` says when the skill does not beat it.
     `rejected` is the optimizer's memory of rejected proposals at the end (screened out on
     training data or rejected by the gate; empty for an optimizer that keeps none).
+
+    `val_score`, `seed_val_score` and the baseline's validation score are measured on the same
+    `val_examples` of the `val_size` validation examples: fewer than all of them when the best
+    skill was accepted at an interim look and never scored on the rest (docs/concepts.md,
+    "Sequential evaluation").
     """
 
     best_skill: Skill
@@ -71,7 +76,8 @@ class CompileResult:
     metadata: Mapping[str, object] = field(default_factory=dict)
     preflight: Preflight | None = None
     rejected: tuple[RejectedCandidate, ...] = ()
-    """What the gate could certify at this validation size, said before the search."""
+    val_examples: int = 0
+    val_size: int = 0
 
     @property
     def improved(self) -> bool:
@@ -111,6 +117,8 @@ class CompileResult:
             "stop_reason": self.stop_reason,
             "seed_val_score": self.seed_val_score,
             "val_score": self.val_score,
+            "val_examples": self.val_examples,
+            "val_size": self.val_size,
             "seed_test_score": self.seed_test_score,
             "test_score": self.test_score,
             "baseline": None if self.baseline is None else self.baseline.to_dict(),
@@ -436,9 +444,13 @@ def _finish(
     baseline: Baseline | None,
     check: Preflight | None = None,
 ) -> CompileResult:
-    best = context.incumbent
+    best, best_report = context.incumbent, context.incumbent_report
     seed_report = context.seed_report
     assert seed_report is not None  # set by _start
+    same = best_report.example_ids  # fewer than all after an early acceptance
+    if baseline is not None and len(same) < len(context.valset):
+        scored_on = [e for e in context.valset if e.id in set(same)]
+        baseline = rescored(baseline, context.module, scored_on)
     metadata = context.export_metadata() | {
         "test_score": test.best,
         "seed_test_score": test.seed,
@@ -446,8 +458,10 @@ def _finish(
     result = CompileResult(
         best_skill=best,
         seed_skill=context.module.seed_skill,
-        val_score=context.incumbent_report.mean,
-        seed_val_score=seed_report.mean,
+        val_score=best_report.mean,
+        seed_val_score=seed_report.restricted_to(same).mean,
+        val_examples=len(same),
+        val_size=len(context.valset),
         gate_log=list(context.gate_log),
         history=list(context.history),
         usage=context.ledger.snapshot(),

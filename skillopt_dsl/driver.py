@@ -46,6 +46,7 @@ from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import EvaluationCache, EvaluationReport, evaluate
 from skillopt_dsl.gate import Gate, GateDecision
 from skillopt_dsl.lm import LM, UsageSnapshot
+from skillopt_dsl.looks import SequentialJudge
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.runs import RunDirectory, rng_from_json, rng_to_json
 from skillopt_dsl.settings import CompileSettings, RunModels
@@ -102,7 +103,9 @@ class CompileContext:
             if settings.significance is not None
             else gate.significance_budget()
         )
-        self._val_order = _look_order(self.valset, settings.seed)
+        self._judging = SequentialJudge(
+            gate, self.significance, self.valset, tuple(_look_order(self.valset, settings.seed))
+        )
         self.target_lm, self.optimizer_lm, self.gate = models.target, models.reflector, gate
         self.ledger, self.run, self.seed, self.threads = (
             models.ledger,
@@ -130,13 +133,14 @@ class CompileContext:
         seed, ledger, response cache and evaluation cache, with its own splits: the budget stays
         global and a skill already scored is not scored again. It starts from the seed skill.
         Its gate decides on training examples, so it spends a significance budget of its own,
-        never the run's."""
+        never the run's, and accepts only on the whole selection split (no early acceptance:
+        a trial's value is its incumbent's score on all of it)."""
         child = CompileContext(
             module=self.module,
             trainset=trainset,
             valset=valset,
             models=self.models,
-            gate=self.gate,
+            gate=replace(self.gate, early_share=0.0),
             run=run,
             settings=replace(self.settings, on_event=on_event, significance=None),
         )
@@ -234,36 +238,23 @@ class CompileContext:
         return self._close(step, verdict, state_after, score=decision.candidate_score, note="")
 
     def _judge(self, candidate: Skill) -> tuple[EvaluationReport, GateDecision]:
-        """Score `candidate` on validation look by look and let the gate decide at the level
-        the significance budget gives; charge the budget with what the decision spent."""
-        incumbent_report = self.incumbent_report
-        level = self._level()
-        index = len(self.gate_log)
-        sizes = self.gate.look_sizes(len(self._val_order))
-        for look, size in enumerate(sizes[:-1], start=1):
-            partial = self.evaluate(candidate, self._val_order[:size], label="val")
-            if self.gate.is_futile(partial, incumbent_report):
-                decision = self.gate.stopped(
-                    partial, incumbent_report, look=look, alpha=level, decision_index=index
-                )
-                self._charge(level, decision)
-                return partial, decision
-        report = self.evaluate(candidate, self.valset, label="val")
-        decision = self.gate.decide(report, incumbent_report, decision_index=index, alpha=level)
-        self._charge(level, decision)
-        return report, decision
+        """Score `candidate` look by look and let the gate decide (skillopt_dsl.looks)."""
+        return self._judging.judge(
+            candidate,
+            score=lambda skill, examples: self.evaluate(skill, examples, label="val"),
+            incumbent_on=self._incumbent_on,
+            index=len(self.gate_log),
+        )
 
-    def _level(self) -> float | None:
-        """The significance the next decision may use (None: the gate runs no test)."""
-        if self.gate.test is None:
-            return None
-        if self.gate.spending == "per-decision":
-            return self.gate.alpha
-        return self.significance.level()
-
-    def _charge(self, level: float | None, decision: GateDecision) -> None:
-        if level is not None and self.gate.spending == "run":
-            self.significance.charge(level=level, charged=decision.charged)
+    def _incumbent_on(self, examples: Sequence[Example]) -> EvaluationReport:
+        """The incumbent's report, scored on `examples` too when it does not cover them yet
+        (after an early acceptance it covers the accepting look's examples only)."""
+        report = self.incumbent_report
+        if {e.id for e in examples} <= set(report.example_ids):
+            return report
+        report = self.evaluate(self._state.incumbent, examples, label="val")
+        self._state.incumbent_report = report
+        return report
 
     def _close(
         self,
@@ -350,12 +341,14 @@ class CompileContext:
 
     def export_metadata(self) -> dict[str, Any]:
         """Front matter for best_skill.md."""
-        seed_score = self.seed_report.mean if self.seed_report else None
+        best = self.incumbent_report  # after an early acceptance, on a prefix: compare there
+        seed = self.seed_report.restricted_to(best.example_ids) if self.seed_report else None
         return {
             "name": self.module.name,
             "description": self.module.description,
-            "val_score": self.incumbent_report.mean,
-            "seed_val_score": seed_score,
+            "val_score": best.mean,
+            "seed_val_score": None if seed is None else seed.mean,
+            "val_examples": len(best.records),
             "model": self.target_lm.model,
             "optimizer_model": self.optimizer_lm.model,
             "version": self._state.version,

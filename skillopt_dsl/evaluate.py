@@ -105,6 +105,12 @@ class EvaluationReport:
         """Per-example scores by example id."""
         return {r.example_id: r.score for r in self.records}
 
+    def restricted_to(self, example_ids: Sequence[str]) -> EvaluationReport:
+        """This report on the examples `example_ids` only (in this report's order)."""
+        wanted = set(example_ids)
+        kept = tuple(r for r in self.records if r.example_id in wanted)
+        return EvaluationReport(kept, self.skill_hash, self.model)
+
     @property
     def n_errors(self) -> int:
         """How many rollouts failed at the model call (not parse failures)."""

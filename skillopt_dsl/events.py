@@ -132,6 +132,8 @@ class GateEvent(TypedDict):
     examples_scored: NotRequired[int]
     stopped_at_look: NotRequired[int | None]
     calls_saved: NotRequired[int]
+    accepted_at_look: NotRequired[int | None]
+    early_alpha: NotRequired[float | None]
 
 
 class StepEvent(TypedDict):

@@ -123,6 +123,25 @@ class SignificanceBudget:
         beyond = k + 1 if self.planned is None else k - self.planned + 1
         return self.remaining * _series_share(beyond)
 
+    def split(self, level: float, early_share: float) -> tuple[float, float]:
+        """(whole-set level, early level) for a decision drawn at `level` whose interim looks
+        may accept: the early level is `early_share` x `level`, paid first from what the budget
+        has not given this decision and only the rest from `level` itself, so the two together
+        never exceed what is left.
+
+        >>> budget = SignificanceBudget(alpha=0.05, first_share=0.5)
+        >>> budget.plan(3)
+        >>> budget.split(budget.level(), 0.25)  # room left: the whole-set level is kept
+        (0.025, 0.00625)
+        >>> SignificanceBudget(alpha=0.04, planned=1).split(0.04, 0.25)  # none: it pays
+        (0.03, 0.01)
+        """
+        if not 0 <= early_share < 1:
+            raise UserInputError(f"early_share must be in [0, 1), got {early_share}")
+        early = early_share * level
+        room = max(self.remaining - level, 0.0)
+        return level - max(early - room, 0.0), early
+
     def charge(self, *, level: float, charged: float | None) -> None:
         """Record a decision made at `level` that spent `charged` (None: the whole level)."""
         spent = level if charged is None else charged

@@ -34,18 +34,22 @@ alpha * 6 / (pi^2 k^2) for decision k = `decision_index + 1`, which sums to alph
 
 **Sequential evaluation.** The driver scores a candidate on validation in looks
 (`Gate.look_sizes`: a quarter, half and three quarters of the set, each of at least `min_look`
-examples, then all of it). At each interim look a candidate that is not strictly ahead of the
-incumbent on the examples scored so far (credited sums) stops: it is rejected
-(`Gate.stopped`), never accepted, and charged its whole level. Acceptance happens only on the
-whole set, with the same test and level as without looks; stopping for futility can only make
-acceptance rarer, so the bound holds unchanged (docs/concepts.md, "Evidence").
+examples, then all of it). At each interim look the candidate is first tested for **early
+acceptance** (`Gate.accept_early`): the same test, guards and `min_delta` on the examples scored
+so far, at an interim level; the interim looks share `early_share` of the decision's level
+(Bonferroni), paid from significance the run has not yet given this decision and, only where
+nothing else is left, from the decision's own whole-set level (`SignificanceBudget.split`). A
+candidate not accepted and not strictly ahead of the incumbent (credited sums) then **stops**:
+it is rejected (`Gate.stopped`), never accepted, and charged all it could have spent. A
+decision that goes on to the whole set and is rejected is charged the attained sizes of all its
+tests, so the run-level bound holds unchanged (docs/concepts.md, "Evidence").
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from skillopt_dsl.errors import UserInputError
@@ -145,8 +149,12 @@ class GateDecision:
     no test ran), `charged` the significance the decision spent from the run's budget (0 when
     accepted, the test's attained size otherwise, the whole level when stopped early).
     `examples_scored` is how many validation examples the candidate was scored on;
-    `stopped_at_look` the interim look (1-based) at which it stopped for futility (None: it was
-    scored on the whole set) and `calls_saved` the validation rollouts that saved.
+    `stopped_at_look` the interim look (1-based) at which it stopped for futility,
+    `accepted_at_look` the one at which it was accepted early (both None: it was scored on the
+    whole set) and `calls_saved` the validation rollouts that saved. `early_alpha` is the
+    significance its interim looks could spend on early acceptance, on top of `alpha` for the
+    whole set (each look's test ran at an even share of it; None: no early acceptance); an
+    early acceptance's `p_value` and `critical` are its look's.
     """
 
     accepted: bool
@@ -168,6 +176,8 @@ class GateDecision:
     examples_scored: int = 0
     stopped_at_look: int | None = None
     calls_saved: int = 0
+    accepted_at_look: int | None = None
+    early_alpha: float | None = None
 
     @property
     def stopped_early(self) -> bool:
@@ -219,6 +229,10 @@ class Gate:
         looks: interim looks, as fractions of the validation set, at which a candidate that is
             not ahead stops (() scores every candidate on the whole set).
         min_look: an interim look needs at least this many examples.
+        early_share: the share of a decision's level its interim looks may spend on
+            accepting a candidate early (split evenly over them; 0: accept only on the whole
+            set). It is paid from significance not yet given to the decision where the run has
+            some, else from the whole-set level (docs/concepts.md, "Sequential evaluation").
         guards: secondary measures that must not regress.
     """
 
@@ -230,6 +244,7 @@ class Gate:
     first_share: float = 2 / 3
     looks: tuple[float, ...] = (0.25, 0.5, 0.75)
     min_look: int = 10
+    early_share: float = 0.25
 
     def __post_init__(self) -> None:
         if self.min_delta < 0:
@@ -248,6 +263,8 @@ class Gate:
             raise UserInputError(f"looks must be increasing fractions in (0, 1), got {self.looks}")
         if self.min_look < 1:
             raise UserInputError(f"min_look must be >= 1, got {self.min_look}")
+        if not 0 <= self.early_share < 1:
+            raise UserInputError(f"early_share must be in [0, 1), got {self.early_share}")
         names = [g.name for g in self.guards]
         if len(set(names)) != len(names):
             raise UserInputError(f"guard names must be unique, got {names}")
@@ -293,6 +310,32 @@ class Gate:
         pairs = credited_pairs(candidate, _restricted(incumbent, candidate))
         return not sum(c - i for c, i in pairs) > _EPS
 
+    def accept_early(
+        self,
+        candidate: EvaluationReport,
+        incumbent: EvaluationReport,
+        *,
+        look: int,
+        level: float,
+        decision_index: int = 0,
+        n_val: int | None = None,
+    ) -> GateDecision:
+        """The gate's test at interim `look` (1-based) on the examples `candidate` was scored on,
+        at the look's `level`: accepted (`accepted_at_look`, charged nothing) when it passes;
+        otherwise not accepted, `charged` the test's attained size at that level (what a
+        decision that goes on must add to its charge). `n_val`: the whole validation set's size
+        (default: the incumbent's records)."""
+        held = _restricted(incumbent, candidate)
+        total = len(incumbent.records) if n_val is None else n_val
+        decision = self.decide(candidate, held, decision_index=decision_index, alpha=level)
+        return replace(
+            decision,
+            n_examples=total,
+            accepted_at_look=look if decision.accepted else None,
+            calls_saved=total - len(held.records) if decision.accepted else 0,
+            reason=f"look {look} ({len(held.records)} examples): {decision.reason}",
+        )
+
     def stopped(
         self,
         candidate: EvaluationReport,
@@ -301,10 +344,13 @@ class Gate:
         look: int,
         alpha: float | None,
         decision_index: int = 0,
+        n_val: int | None = None,
     ) -> GateDecision:
         """The decision for a candidate stopped for futility at interim `look` (1-based):
-        rejected, charged its whole level, with the scores of the examples it was scored on."""
+        rejected, charged its whole level, with the scores of the examples it was scored on.
+        `n_val`: the whole validation set's size (default: the incumbent's records)."""
         pairs = credited_pairs(candidate, _restricted(incumbent, candidate))
+        total = len(incumbent.records) if n_val is None else n_val
         cand = sum(c for c, _ in pairs) / len(pairs)
         held = sum(i for _, i in pairs) / len(pairs)
         lead = sum(c - i for c, i in pairs)
@@ -314,18 +360,18 @@ class Gate:
             incumbent_score=held,
             delta=cand - held,
             reason=(
-                f"stopped at look {look} ({len(pairs)} of {len(incumbent.records)} examples): "
+                f"stopped at look {look} ({len(pairs)} of {total} examples): "
                 f"not ahead of the incumbent (lead {lead:+.4g})"
             ),
             candidate_hash=candidate.skill_hash,
             incumbent_hash=incumbent.skill_hash,
-            n_examples=len(incumbent.records),
+            n_examples=total,
             alpha=alpha,
             decision_index=decision_index,
             charged=alpha,
             examples_scored=len(pairs),
             stopped_at_look=look,
-            calls_saved=len(incumbent.records) - len(pairs),
+            calls_saved=total - len(pairs),
         )
 
     def decide(
@@ -430,12 +476,7 @@ def credited_pairs(
 
 def _restricted(incumbent: EvaluationReport, candidate: EvaluationReport) -> EvaluationReport:
     """The incumbent's report on the examples `candidate` was scored on (a look's prefix)."""
-    scored = {r.example_id for r in candidate.records}
-    return EvaluationReport(
-        tuple(r for r in incumbent.records if r.example_id in scored),
-        incumbent.skill_hash,
-        incumbent.model,
-    )
+    return incumbent.restricted_to(candidate.example_ids)
 
 
 def _credited(rollout: Rollout, value: float) -> float:

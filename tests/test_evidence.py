@@ -205,7 +205,10 @@ def test_loser_stopped_early_is_never_accepted(tmp_path: Path) -> None:
     decision = result.gate_log[0]
     assert decision.stopped_early and not decision.accepted, decision.reason
     assert decision.stopped_at_look == 1 and decision.examples_scored == 10
-    assert decision.calls_saved == 30 and decision.charged == decision.alpha
+    # charged everything it could have spent: its whole-set level and its early looks'
+    assert decision.early_alpha is not None and decision.alpha is not None
+    assert decision.calls_saved == 30
+    assert decision.charged == pytest.approx(decision.alpha + decision.early_alpha)
     late_skill = [c for c in target.calls if "Late." in c[0]["content"]]
     val_numbers = {e.inputs["number"] for e in val}
     assert sum(c[-1]["content"].split()[-1] in val_numbers for c in late_skill) == 10

@@ -285,10 +285,12 @@ def test_candidate_beating_the_seed_but_not_the_incumbent_is_rejected() -> None:
     assert not second.accepted and second.incumbent_score == 1.0
     assert result.best_skill.text.count(CAREFUL) == 0 and result.val_score == 1.0
     assert [d.decision_index for d in result.gate_log] == [0, 1]
-    # Two planned decisions: the first may use 2/3 of alpha; accepted, it spends nothing, so
-    # the second (the last planned) gets the whole of alpha (the fallback passes it on).
+    # Two planned decisions: the first may use 2/3 of alpha on the whole set (its early looks
+    # are paid from the rest); accepted, it spends nothing, so the second (the last planned)
+    # gets the whole of alpha (the fallback passes it on), early looks included.
     assert first.alpha == pytest.approx(0.05 * 2 / 3) and first.charged == 0.0
-    assert second.alpha == pytest.approx(0.05)
+    assert second.early_alpha is not None
+    assert second.alpha + second.early_alpha == pytest.approx(0.05)
 
 
 # -- guards --------------------------------------------------------------------------------

@@ -74,7 +74,9 @@ def _gate_table(result: CompileResult) -> Table:
         table.add_column(column, justify="left" if column == "verdict" else "right")
     for number, d in enumerate(result.gate_log, start=1):
         verdict = (
-            "ACCEPTED"
+            f"ACCEPTED@{d.accepted_at_look}"
+            if d.accepted_at_look is not None
+            else "ACCEPTED"
             if d.accepted
             else f"stop@{d.stopped_at_look}"
             if d.stopped_early
@@ -94,10 +96,18 @@ def _gate_table(result: CompileResult) -> Table:
     return table
 
 
+def _validation_label(result: CompileResult) -> str:
+    """ "validation", or "validation (15 of 30)" when the best skill was accepted early and the
+    scores compare on the examples it was scored on."""
+    if 0 < result.val_examples < result.val_size:
+        return f"validation ({result.val_examples} of {result.val_size})"
+    return "validation"
+
+
 def print_compile(result: CompileResult, wall_s: float) -> None:
     name = result.metadata.get("name", "skill")
     rows = (
-        ("validation", result.seed_val_score, result.val_score),
+        (_validation_label(result), result.seed_val_score, result.val_score),
         ("test", result.seed_test_score, result.test_score),
     )
     title = f"{name}: seed vs {'constant answer vs ' if result.baseline else ''}compiled"

@@ -1,0 +1,127 @@
+"""One gate decision scored look by look: early acceptance, futility stops, what it spends.
+
+The driver's door asks `SequentialJudge.judge` for a decision on a candidate. The candidate is
+scored on validation in the gate's looks (`Gate.look_sizes`, in the seeded look order). At each
+interim look it is first tested for early acceptance at the look's share of the decision's early
+level (`Gate.accept_early`), then stopped if it is not ahead (`Gate.is_futile`, `Gate.stopped`);
+a candidate that reaches the last look is decided on the whole set (`Gate.decide`) at the
+whole-set level. The incumbent is scored lazily, only on the examples a look needs: after an
+early acceptance the new incumbent has been scored on a prefix, and a later decision scores it
+on more examples only when one of its looks reaches them (cached rollouts cost nothing).
+
+What a decision spends from the run's `SignificanceBudget` (docs/concepts.md, "Evidence"):
+nothing when accepted (at any look); everything it could have spent (whole-set level plus early
+level) when stopped for futility; otherwise the attained sizes of every test it ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from skillopt_dsl.evaluate import EvaluationReport
+from skillopt_dsl.evidence import SignificanceBudget
+from skillopt_dsl.gate import Gate, GateDecision
+from skillopt_dsl.skill import Skill
+from skillopt_dsl.types import Example
+
+__all__ = ["IncumbentOn", "Score", "SequentialJudge"]
+
+Score = Callable[[Skill, Sequence[Example]], EvaluationReport]
+"""Scores a skill on validation examples (the driver's cached `evaluate`)."""
+
+IncumbentOn = Callable[[Sequence[Example]], EvaluationReport]
+"""The incumbent's report covering at least the given validation examples (scored lazily)."""
+
+
+@dataclass(frozen=True)
+class _Levels:
+    """The significance one decision may use: `whole` on the whole set, `per_look` at each
+    interim look (None: no test, or no early acceptance), `spendable` the two together."""
+
+    whole: float | None
+    per_look: float | None
+    spendable: float | None
+
+
+@dataclass
+class SequentialJudge:
+    """Decides candidates for one run: its gate, its significance budget and its look order.
+
+    `order` is the validation set in the seeded look order; `valset` in the user's order (the
+    whole-set reports keep it).
+    """
+
+    gate: Gate
+    significance: SignificanceBudget
+    valset: tuple[Example, ...]
+    order: tuple[Example, ...]
+
+    def judge(
+        self, candidate: Skill, *, score: Score, incumbent_on: IncumbentOn, index: int
+    ) -> tuple[EvaluationReport, GateDecision]:
+        """Score `candidate` look by look and decide; charge the budget with what it spent.
+        Returns the candidate's report (a prefix when it stopped or was accepted early)."""
+        sizes = self.gate.look_sizes(len(self.order))
+        levels = self._levels(interim_looks=len(sizes) - 1)
+        spent_early = 0.0
+        for look, size in enumerate(sizes[:-1], start=1):
+            held = incumbent_on(self.order[:size])
+            partial = score(candidate, self.order[:size])
+            early = self._early(partial, held, look, levels, index)
+            if early is not None and early.accepted:
+                return partial, self._charged(levels, early)
+            spent_early += 0.0 if early is None else early.charged or 0.0
+            if self.gate.is_futile(partial, held):
+                stopped = self.gate.stopped(
+                    partial, held, look=look, alpha=levels.spendable, decision_index=index,
+                    n_val=len(self.order),
+                )  # fmt: skip
+                return partial, self._charged(levels, stopped)
+        report = score(candidate, self.valset)
+        held = incumbent_on(self.valset)
+        decision = self.gate.decide(report, held, decision_index=index, alpha=levels.whole)
+        if not decision.accepted and decision.charged is not None:
+            decision = replace(decision, charged=decision.charged + spent_early)
+        return report, self._charged(levels, decision)
+
+    def _early(
+        self,
+        partial: EvaluationReport,
+        held: EvaluationReport,
+        look: int,
+        levels: _Levels,
+        index: int,
+    ) -> GateDecision | None:
+        """The early-acceptance test at interim `look` (None: the decision has none)."""
+        if levels.per_look is None:
+            return None
+        return self.gate.accept_early(
+            partial, held, look=look, level=levels.per_look, decision_index=index,
+            n_val=len(self.order),
+        )  # fmt: skip
+
+    def _levels(self, *, interim_looks: int) -> _Levels:
+        """The decision's levels, drawn from the budget before any score is seen."""
+        if self.gate.test is None:
+            return _Levels(None, None, None)
+        gate = self.gate
+        level = gate.alpha if gate.spending == "per-decision" else self.significance.level()
+        if interim_looks == 0 or gate.early_share == 0:
+            return _Levels(level, None, level)
+        if gate.spending == "run":
+            whole, early = self.significance.split(level, gate.early_share)
+        else:  # per-decision: the decision's own alpha pays for its early looks
+            early = gate.early_share * level
+            whole = level - early
+        return _Levels(whole, early / interim_looks, whole + early)
+
+    def _charged(self, levels: _Levels, decision: GateDecision) -> GateDecision:
+        """`decision` with the decision's levels (`alpha` on the whole set, `early_alpha`
+        over its interim looks), after charging the run's budget with what it spent."""
+        if levels.spendable is not None and self.gate.spending == "run":
+            self.significance.charge(level=levels.spendable, charged=decision.charged)
+        if levels.per_look is None or levels.whole is None or levels.spendable is None:
+            return decision
+        early = levels.spendable - levels.whole
+        return replace(decision, alpha=levels.whole, early_alpha=early)

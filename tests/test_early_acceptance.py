@@ -1,0 +1,180 @@
+"""Early acceptance at the gate's interim looks, the lazily scored incumbent, and honest scores.
+
+Each test names the regression it kills.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import skillopt_dsl as sd
+from skillopt_dsl.driver import _look_order
+from skillopt_dsl.evaluate import EvaluationReport, Rollout
+from skillopt_dsl.evidence import SignificanceBudget
+from skillopt_dsl.looks import SequentialJudge
+from skillopt_dsl.optimizers import GradientText, ReflectiveProposer
+from skillopt_dsl.skill import Skill
+from skillopt_dsl.testing import ScriptedLM
+from skillopt_dsl.testing.contract import contract_examples, contract_target
+from skillopt_dsl.types import Example, Prediction
+from tests.helpers import Parity
+
+TRAIN = contract_examples(0, 16)
+VAL = contract_examples(100, 40)
+ORDER = _look_order(VAL, 0)  # the looks' order: 10, 20, 30, then all 40
+FIX = "A number divisible by 2 is even."
+DOOR: dict[str, Any] = dict(compose=1, confirm_steps=0, min_net=1.0, submit_at_net=0.0)
+
+
+def even(example: Example) -> bool:
+    return int(example.inputs["number"]) % 2 == 0
+
+
+def one_step() -> GradientText:
+    return GradientText(
+        epochs=1, batch_size=8, slow_update=False, proposers=[ReflectiveProposer()], **DOOR
+    )
+
+
+def reflector(*lines: str) -> ScriptedLM:
+    """FAKE optimizer model: proposes `lines[k]` once the document holds lines[:k]."""
+
+    def propose(messages: list[dict[str, str]]) -> str:
+        document = messages[1]["content"].split("# Document", 1)[1].split("\n# ", 1)[0]
+        text = next((line for line in lines if line not in document), lines[-1])
+        return json.dumps(
+            {"edits": [{"kind": "add", "after": None, "text": text, "rationale": "r"}]}
+        )
+
+    return ScriptedLM(propose)
+
+
+def test_a_clear_winner_is_accepted_at_an_interim_look_and_compared_honestly() -> None:
+    """Kills: no early acceptance (the winner scored on all 40), and a result that compares the
+    best skill's score on the accepting look's examples with the seed's on the whole set.
+
+    The fix turns every even number right; the seed answers 'odd'. By look 2 (20 examples) the
+    candidate has won on every even one, far past the look's share of the early level."""
+    target = ScriptedLM(contract_target)
+    result = sd.compile(
+        Parity(), TRAIN, VAL, optimizer=one_step(), lm=target,
+        optimizer_lm=reflector(FIX), threads=1,
+    )  # fmt: skip
+    decision = result.gate_log[0]
+    assert decision.accepted and decision.accepted_at_look is not None, decision.reason
+    scored = decision.examples_scored
+    assert scored < 40 and decision.calls_saved == 40 - scored and decision.charged == 0.0
+    fixed_on_val = [
+        c
+        for c in target.calls
+        if FIX in c[0]["content"] and int(c[-1]["content"].split()[-1]) >= 100
+    ]
+    assert len(fixed_on_val) == scored  # the candidate was never scored on the rest
+    prefix = ORDER[:scored]
+    assert result.val_examples == scored and result.val_size == 40
+    assert result.val_score == 1.0
+    assert result.seed_val_score == pytest.approx(sum(not even(e) for e in prefix) / scored)
+    assert result.baseline is not None  # the constant is scored on the same examples
+    chosen = sum(even(e) == (result.baseline.label == "even") for e in prefix)  # on all 40
+    assert result.baseline.val_score == pytest.approx(chosen / scored)
+    assert result.summary()["val_examples"] == scored
+
+
+def rule_target(a: set[str], b: set[str]):
+    """FAKE target: 'Rule A.' makes the examples in `a` right, 'Rule B.' those in `b`; every
+    other answer is the seed's ('odd')."""
+
+    def answer(messages: list[dict[str, str]]) -> str:
+        system, number = messages[0]["content"], messages[-1]["content"].split()[-1]
+        fixed = ("Rule A." in system and number in a) or ("Rule B." in system and number in b)
+        if fixed:
+            return "even" if int(number) % 2 == 0 else "odd"
+        return "odd"
+
+    return answer
+
+
+def test_the_incumbent_accepted_early_is_scored_lazily_where_later_looks_need_it() -> None:
+    """Kills: a later decision compared with the early-accepted incumbent's partial report (a
+    KeyError or a comparison on the wrong examples), and an incumbent scored twice on an example.
+
+    'Rule A.' fixes the even numbers of looks 1-2 but one (it is accepted at look 2); 'Rule B.'
+    fixes that one and every even number after look 2: ahead by one at looks 1 and 2, far from
+    significant, it goes on to look 3 and the whole set, where the incumbent is scored on the
+    examples it was never scored on, once each."""
+    order = _look_order(VAL, 5)  # seed 5: 12 evens in the first 20, 5 in the next 10
+    evens_early = [e.inputs["number"] for e in order[:20] if even(e)]
+    assert len(evens_early) == 12, "the look order must hold 12 evens in its first 20"
+    spared = next(e.inputs["number"] for e in order[:10] if even(e))
+    train_evens = {e.inputs["number"] for e in TRAIN if even(e)}
+    a = (set(evens_early) - {spared}) | {n for n in train_evens if int(n) % 4 == 0}
+    b = {spared} | {e.inputs["number"] for e in order[20:] if even(e)} | train_evens
+    target = ScriptedLM(rule_target(a, b))
+    result = sd.compile(
+        Parity(), TRAIN, VAL, optimizer=one_step(), lm=target,
+        optimizer_lm=reflector("Rule A.", "Rule B."), threads=1, seed=5,
+    )  # fmt: skip
+    first, second = result.gate_log[:2]
+    assert first.accepted and first.accepted_at_look == 2, first.reason
+    assert second.accepted and second.accepted_at_look is None, second.reason
+    assert second.examples_scored == 40 and second.incumbent_score == pytest.approx(
+        sum(e.inputs["number"] in a or not even(e) for e in VAL) / 40
+    )
+    rule_a_only = [
+        c[-1]["content"].split()[-1]
+        for c in target.calls
+        if "Rule A." in c[0]["content"] and "Rule B." not in c[0]["content"]
+    ]
+    on_val = [n for n in rule_a_only if int(n) >= 100]
+    assert sorted(on_val) == sorted(e.inputs["number"] for e in VAL)  # each once, all of them
+    assert result.val_examples == 40 and result.val_score == 1.0
+
+
+# -- the judge's arithmetic, on synthetic reports ---------------------------------------------
+
+
+def synthetic(skill_scores: dict[str, dict[str, float]]):
+    """A FAKE scorer over fixed per-example scores, by skill text; it logs what it scored."""
+    scored: list[tuple[str, int]] = []
+
+    def score(skill: Skill, examples: Any) -> EvaluationReport:
+        scored.append((skill.text, len(examples)))
+        table = skill_scores[skill.text]
+        records = tuple(Rollout(e.id, "x", Prediction({}), table[e.id]) for e in examples)
+        return EvaluationReport(records, skill.hash, "fake")
+
+    return score, scored
+
+
+def test_a_rejected_decision_is_charged_the_attained_size_of_every_look() -> None:
+    """Kills: early looks that cost nothing when the decision goes on (the run's false-accept
+    bound then fails), and early looks paid from the whole-set level when the budget has room.
+
+    A candidate ahead at every look and never significant: its charge is the whole-set test's
+    attained size plus each interim test's, and the budget is charged exactly that."""
+    examples = tuple(Example(id=f"e{i}", inputs={}, labels={}) for i in range(40))
+    seed_scores = {f"e{i}": float(i % 2) for i in range(40)}
+    # ahead at every look (4, 6, 6-5, 8-5 wins-losses), never significant
+    cand = dict(seed_scores)
+    for i in (0, 2, 4, 6, 10, 12, 30, 32):
+        cand[f"e{i}"] = 1.0
+    for i in range(21, 30, 2):
+        cand[f"e{i}"] = 0.0
+    score, _ = synthetic({"seed": seed_scores, "cand": cand})
+    budget = SignificanceBudget(alpha=0.05, first_share=2 / 3)
+    budget.plan(4)
+    judge = SequentialJudge(sd.Gate(), budget, examples, examples)
+    seed_report = score(Skill("seed"), examples)
+    report, decision = judge.judge(
+        Skill("cand"), score=score, incumbent_on=lambda ex: seed_report, index=0
+    )
+    assert not decision.accepted and decision.stopped_at_look is None, decision.reason
+    assert decision.alpha == pytest.approx(0.05 * 2 / 3)  # room: the whole-set level is kept
+    assert decision.early_alpha == pytest.approx(0.05 * 2 / 3 * 0.25)
+    final_only = sd.Gate().decide(report, seed_report, alpha=decision.alpha).charged
+    assert final_only is not None and decision.charged is not None
+    assert decision.charged > final_only  # the looks' tests were charged too
+    assert budget.spent == pytest.approx(decision.charged)
