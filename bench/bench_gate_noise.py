@@ -54,7 +54,8 @@ EFFECTS = (0.0, 0.1, 0.2, 0.3)
 DRIVER_GATES = {
     "mean-only (SkillOpt)": sd.Gate.mean_only(),
     "planned alpha, no looks": sd.Gate(looks=()),
-    "Gate() default: planned alpha + looks": sd.Gate(),
+    "planned alpha + futility looks (early_share=0)": sd.Gate(early_share=0.0),
+    "Gate() default: planned alpha + looks + early acceptance": sd.Gate(),
 }
 
 

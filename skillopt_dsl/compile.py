@@ -235,6 +235,7 @@ def compile_with(
         if baseline is not None:
             context.emit("baseline", **baseline.to_dict())
         stop_reason = chosen.compile(module, trainset, valset, context=context)
+        context.complete_incumbent()  # the rest of validation, if accepted early and affordable
         _draw_study_plots(chosen, context)
         test = _TestScores.measure(context, testset, UsageLedger(settings.test_budget))
         return _finish(context, stop_reason, test, baseline, check)
@@ -255,7 +256,7 @@ def _plan(context: CompileContext, optimizer: Optimizer, *, own_budget: bool) ->
                 validation_size=len(context.valset),
             )
         )
-    level = gate.alpha if gate.spending == "per-decision" else budget.level()
+    level = context.whole_set_level()
     check = preflight(gate, len(context.valset), budget.planned, first_level=level)
     context.emit("preflight", **check.to_dict())
     if own_budget:

@@ -27,7 +27,7 @@ import copy
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -48,6 +48,7 @@ from skillopt_dsl.gate import Gate, GateDecision
 from skillopt_dsl.lm import LM, UsageSnapshot
 from skillopt_dsl.looks import SequentialJudge
 from skillopt_dsl.module import SkillModule
+from skillopt_dsl.run_state import RunState
 from skillopt_dsl.runs import RunDirectory, rng_from_json, rng_to_json
 from skillopt_dsl.settings import CompileSettings, RunModels
 from skillopt_dsl.skill import ApplyReport, Skill, token_distance
@@ -64,19 +65,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class _RunState:
-    """The run's mutable state. Private to the driver: only the door writes it."""
-
-    incumbent: Skill
-    incumbent_report: EvaluationReport | None = None
-    version: int = 1
-    gate_log: list[GateDecision] = field(default_factory=list)
-    history: list[StepRecord] = field(default_factory=list)
-    scored: dict[str, GateDecision] = field(default_factory=dict)
-    optimizer_state: dict[str, Any] = field(default_factory=dict)
 
 
 class CompileContext:
@@ -118,7 +106,7 @@ class CompileContext:
         self.eval_cache = EvaluationCache()
         self._on_event = settings.on_event
         self._response_cache = models.cache
-        self._state = _RunState(incumbent=module.seed_skill)
+        self._state = RunState(incumbent=module.seed_skill)
         self.seed_report: EvaluationReport | None = None
 
     def child(
@@ -163,9 +151,10 @@ class CompileContext:
 
     @property
     def incumbent_report(self) -> EvaluationReport:
-        """The incumbent's validation report."""
+        """The incumbent's validation report (after an early acceptance, on the examples it
+        was scored on; `complete_incumbent` scores the rest)."""
         if self._state.incumbent_report is None:
-            report = self.evaluate(self._state.incumbent, self.valset, label="val")
+            report = self.evaluate(self._state.incumbent, self._restored_examples(), label="val")
             self._state.incumbent_report = report
             if self.seed_report is None:
                 self.seed_report = report
@@ -245,6 +234,29 @@ class CompileContext:
             incumbent_on=self._incumbent_on,
             index=len(self.gate_log),
         )
+
+    def whole_set_level(self) -> float | None:
+        """The significance the next gate decision may use on the whole validation set (its
+        interim looks' early level comes on top; None: the gate runs no test)."""
+        return self._judging.whole_set_level()
+
+    def complete_incumbent(self) -> EvaluationReport:
+        """The incumbent's report on the whole validation set, scoring the examples an early
+        acceptance skipped when the run's budget can pay for them (a call limit only, with
+        enough calls left); otherwise the report it has (`CompileResult.val_examples`)."""
+        report = self.incumbent_report
+        missing = len(self.valset) - len(report.records)
+        budget, spent = self.ledger.budget, self.ledger.snapshot().calls
+        affordable = budget.max_tokens is None and budget.max_usd is None
+        if budget.max_calls is not None:
+            affordable = affordable and budget.max_calls - spent >= missing
+        return self._incumbent_on(self.valset) if missing and affordable else report
+
+    def _restored_examples(self) -> tuple[Example, ...]:
+        """The validation examples the incumbent was scored on when the run was checkpointed
+        (all of them unless it was accepted early), so a resumed run scores the same ones."""
+        kept = self._state.restored_ids
+        return self.valset if kept is None else tuple(e for e in self.valset if e.id in kept)
 
     def _incumbent_on(self, examples: Sequence[Example]) -> EvaluationReport:
         """The incumbent's report, scored on `examples` too when it does not cover them yet
@@ -357,18 +369,11 @@ class CompileContext:
 
     def checkpoint(self) -> None:
         """Write the resumable state (atomically)."""
-        state = self._state
         self.run.save_checkpoint(
             {
-                "driver": {
-                    "incumbent": state.incumbent.text,
-                    "version": state.version,
-                    "gate_log": [d.to_dict() for d in state.gate_log],
-                    "scored": {h: d.to_dict() for h, d in state.scored.items()},
-                    "history": [r.to_dict() for r in state.history],
-                    "rng": rng_to_json(self.rng),
-                },
-                "optimizer": state.optimizer_state,
+                "driver": self._state.to_checkpoint(len(self.valset))
+                | {"rng": rng_to_json(self.rng)},
+                "optimizer": self._state.optimizer_state,
                 "significance": self.significance.to_dict(),
                 "usage": self.ledger.snapshot().to_dict(),
                 "cache_rowid": self._response_cache.max_rowid if self._response_cache else 0,
@@ -379,14 +384,7 @@ class CompileContext:
     def restore(self, checkpoint: Mapping[str, Any]) -> None:
         """Load the state written by `checkpoint` (the incumbent is re-scored from the cache)."""
         driver = checkpoint["driver"]
-        self._state = _RunState(
-            incumbent=Skill(driver["incumbent"]),
-            version=int(driver["version"]),
-            gate_log=[GateDecision.from_dict(d) for d in driver["gate_log"]],
-            history=[StepRecord(**r) for r in driver["history"]],
-            scored={h: GateDecision.from_dict(d) for h, d in driver["scored"].items()},
-            optimizer_state=dict(checkpoint.get("optimizer", {})),
-        )
+        self._state = RunState.from_checkpoint(driver, checkpoint.get("optimizer", {}))
         self.rng.setstate(rng_from_json(driver["rng"]))
         if "significance" in checkpoint:
             self.significance.restore(checkpoint["significance"])

@@ -285,8 +285,9 @@ class Preflight:
 
 class GateLevels(Protocol):
     """What `preflight` reads of a gate (`skillopt_dsl.Gate` has it): its test (None: the
-    mean-only gate, which tests nothing), its run-level `alpha` and the share of alpha the
-    first planned decision may use. Evidence sits below the gate and never imports it."""
+    mean-only gate, which tests nothing), its run-level `alpha`, the share of alpha the first
+    planned decision may use, the share of a level its interim looks may spend on early
+    acceptance, and its look sizes. Evidence sits below the gate and never imports it."""
 
     @property
     def test(self) -> str | None: ...
@@ -297,14 +298,20 @@ class GateLevels(Protocol):
     @property
     def first_share(self) -> float: ...
 
+    @property
+    def early_share(self) -> float: ...
+
+    def look_sizes(self, n: int) -> list[int]: ...
+
 
 def preflight(
     gate: GateLevels, n_val: int, planned: int | None, *, first_level: float | None = None
 ) -> Preflight:
     """What `gate` can certify on `n_val` validation examples in a run of `planned` decisions.
 
-    `first_level` overrides the first decision's significance (a shared budget that has been
-    spent already). Pure arithmetic: no model call.
+    `first_level` overrides the first decision's whole-set significance (a shared budget that
+    has been spent already). Without it, the level the budget gives, less what early acceptance
+    at interim looks takes from it (`SignificanceBudget.split`). Pure arithmetic: no model call.
     """
     if gate.test is None:
         return Preflight(n_val, planned, gate.alpha, None, None, None, _mean_only_warning())
@@ -312,6 +319,8 @@ def preflight(
         budget = SignificanceBudget(alpha=gate.alpha, first_share=gate.first_share)
         budget.plan(planned)
         first_level = budget.level()
+        if len(gate.look_sizes(n_val)) > 1 and gate.early_share > 0:
+            first_level = budget.split(first_level, gate.early_share)[0]
     clean = _clean_fix(n_val, first_level)
     gain = _even_chance_gain(n_val, first_level)
     return Preflight(

@@ -85,6 +85,11 @@ class SequentialJudge:
             decision = replace(decision, charged=decision.charged + spent_early)
         return report, self._charged(levels, decision)
 
+    def whole_set_level(self) -> float | None:
+        """The whole-set level the next decision would get (None: the gate runs no test);
+        drawing it spends nothing."""
+        return self._levels(interim_looks=len(self.gate.look_sizes(len(self.order))) - 1).whole
+
     def _early(
         self,
         partial: EvaluationReport,
@@ -107,7 +112,7 @@ class SequentialJudge:
             return _Levels(None, None, None)
         gate = self.gate
         level = gate.alpha if gate.spending == "per-decision" else self.significance.level()
-        if interim_looks == 0 or gate.early_share == 0:
+        if interim_looks == 0 or gate.early_share == 0 or gate.guards:
             return _Levels(level, None, level)
         if gate.spending == "run":
             whole, early = self.significance.split(level, gate.early_share)

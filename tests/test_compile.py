@@ -450,4 +450,7 @@ def test_compile_preflight_states_the_level_its_first_decision_uses() -> None:
     assert spent.preflight.first_level == pytest.approx(0.05 / 3 / 3)
     per_decision = run(gate=sd.Gate(spending="per-decision"), optimizer_lm=reflector([GOOD]))
     assert per_decision.preflight is not None
-    assert per_decision.preflight.first_level == per_decision.gate_log[0].alpha == 0.05
+    # per decision: the early looks take their share of the decision's own alpha
+    first = per_decision.gate_log[0]
+    assert per_decision.preflight.first_level == first.alpha == pytest.approx(0.05 * 0.75)
+    assert first.early_alpha is not None and first.alpha + first.early_alpha == pytest.approx(0.05)

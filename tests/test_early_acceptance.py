@@ -5,17 +5,18 @@ Each test names the regression it kills.
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
 import pytest
 
 import skillopt_dsl as sd
-from skillopt_dsl.driver import _look_order
+from skillopt_dsl.driver import RunView, _look_order
 from skillopt_dsl.evaluate import EvaluationReport, Rollout
 from skillopt_dsl.evidence import SignificanceBudget
 from skillopt_dsl.looks import SequentialJudge
-from skillopt_dsl.optimizers import GradientText, ReflectiveProposer
+from skillopt_dsl.optimizers import GradientText, Optimizer, ReflectiveProposer
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.testing.contract import contract_examples, contract_target
@@ -52,32 +53,52 @@ def reflector(*lines: str) -> ScriptedLM:
     return ScriptedLM(propose)
 
 
-def test_a_clear_winner_is_accepted_at_an_interim_look_and_compared_honestly() -> None:
-    """Kills: no early acceptance (the winner scored on all 40), and a result that compares the
-    best skill's score on the accepting look's examples with the seed's on the whole set.
-
-    The fix turns every even number right; the seed answers 'odd'. By look 2 (20 examples) the
-    candidate has won on every even one, far past the look's share of the early level."""
+def compile_fix(budget: sd.Budget | None = None) -> tuple[sd.CompileResult, ScriptedLM]:
     target = ScriptedLM(contract_target)
     result = sd.compile(
         Parity(), TRAIN, VAL, optimizer=one_step(), lm=target,
-        optimizer_lm=reflector(FIX), threads=1,
+        optimizer_lm=reflector(FIX), threads=1, budget=budget,
     )  # fmt: skip
+    return result, target
+
+
+def fixed_on_val(target: ScriptedLM) -> list[str]:
+    """The validation numbers the fixed skill was asked about, in order."""
+    asked = [c[-1]["content"].split()[-1] for c in target.calls if FIX in c[0]["content"]]
+    return [n for n in asked if int(n) >= 100]
+
+
+def test_a_clear_winner_is_accepted_at_an_interim_look() -> None:
+    """Kills: no early acceptance (the winner scored on all 40 before it is accepted).
+
+    The fix turns every even number right; the seed answers 'odd'. By look 2 (20 examples) the
+    candidate has won on every even one, far past the look's share of the early level. With no
+    call limit the run then scores the rest of validation once, so the result compares the
+    best skill and the seed on all 40."""
+    result, target = compile_fix()
     decision = result.gate_log[0]
     assert decision.accepted and decision.accepted_at_look is not None, decision.reason
     scored = decision.examples_scored
     assert scored < 40 and decision.calls_saved == 40 - scored and decision.charged == 0.0
-    fixed_on_val = [
-        c
-        for c in target.calls
-        if FIX in c[0]["content"] and int(c[-1]["content"].split()[-1]) >= 100
-    ]
-    assert len(fixed_on_val) == scored  # the candidate was never scored on the rest
+    assert sorted(fixed_on_val(target)) == sorted(e.inputs["number"] for e in VAL)  # once each
+    assert result.val_examples == result.val_size == 40
+    assert result.val_score == 1.0 and result.seed_val_score == 0.5
+
+
+def test_a_run_that_cannot_pay_for_the_rest_compares_on_the_same_examples() -> None:
+    """Kills: a result that compares the best skill's score on the accepting look's examples
+    with the seed's (or the constant answer's) on the whole set, and a completion under a
+    token limit (what the rest would cost in tokens is unknown before the calls)."""
+    result, target = compile_fix(sd.Budget(max_tokens=10**9))
+    decision = result.gate_log[0]
+    scored = decision.examples_scored
+    assert decision.accepted and scored < 40
+    assert len(fixed_on_val(target)) == scored  # never scored on the rest
     prefix = ORDER[:scored]
     assert result.val_examples == scored and result.val_size == 40
     assert result.val_score == 1.0
     assert result.seed_val_score == pytest.approx(sum(not even(e) for e in prefix) / scored)
-    assert result.baseline is not None  # the constant is scored on the same examples
+    assert result.baseline is not None
     chosen = sum(even(e) == (result.baseline.label == "even") for e in prefix)  # on all 40
     assert result.baseline.val_score == pytest.approx(chosen / scored)
     assert result.summary()["val_examples"] == scored
@@ -178,3 +199,41 @@ def test_a_rejected_decision_is_charged_the_attained_size_of_every_look() -> Non
     assert final_only is not None and decision.charged is not None
     assert decision.charged > final_only  # the looks' tests were charged too
     assert budget.spent == pytest.approx(decision.charged)
+
+
+class SubmitThenSpend(Optimizer):
+    """A test optimizer: submits the fix, then spends training calls until `keep` are left."""
+
+    name = "submit-then-spend"
+    lr, lr_floor_tokens = 1.0, 50
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+
+    def optimize(self, view: RunView) -> str | None:
+        fixed = Skill(f"{view.incumbent.text}\n{FIX}\n")
+        view.submit(fixed, lr=1.0, step=0, epoch=0, kind="test", state_after=lambda v: {})
+        for example in itertools.cycle(view.trainset):
+            left = view.calls_left()
+            if left is None or left <= self.keep:
+                break
+            view.evaluate(Skill(f"{view.incumbent.text}\n# {left}\n"), [example])
+        return None
+
+    def config(self) -> dict[str, Any]:
+        return {"keep": self.keep}
+
+
+@pytest.mark.parametrize("keep", [19, 20])
+def test_the_rest_of_validation_is_scored_only_within_the_call_limit(keep: int) -> None:
+    """Kills: a completion that ignores the call limit (the run would end in BudgetExceeded,
+    or past its budget): with 19 calls left for 20 unscored examples nothing more is scored;
+    with 20 the best skill is scored on all 40, and the run spends exactly its limit."""
+    result = sd.compile(
+        Parity(), TRAIN, VAL, optimizer=SubmitThenSpend(keep), lm=ScriptedLM(contract_target),
+        optimizer_lm=reflector(FIX), threads=1, budget=sd.Budget(max_calls=200),
+    )  # fmt: skip
+    decision = result.gate_log[0]
+    assert decision.accepted and decision.examples_scored == 20, decision.reason
+    assert result.usage.calls == (200 - keep if keep < 20 else 200)
+    assert result.val_examples == (20 if keep < 20 else 40)

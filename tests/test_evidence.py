@@ -112,7 +112,10 @@ def test_a_one_decision_plan_tests_at_all_of_alpha() -> None:
     budget = SignificanceBudget(alpha=0.05)
     budget.plan(1)
     assert budget.level() == pytest.approx(0.05)
-    assert preflight(sd.Gate(), 30, 1).first_level == pytest.approx(0.05)
+    assert preflight(sd.Gate(early_share=0), 30, 1).first_level == pytest.approx(0.05)
+    # with early acceptance and nothing else left, its looks take their share from it
+    assert preflight(sd.Gate(), 30, 1).first_level == pytest.approx(0.05 * 0.75)
+    assert preflight(sd.Gate(), 12, 1).first_level == pytest.approx(0.05)  # 12: no interim look
     two = SignificanceBudget(alpha=0.05)
     two.plan(2)
     assert two.level() == pytest.approx(0.05 * 2 / 3)  # the share still applies to a real plan
