@@ -41,6 +41,7 @@ __all__ = [
     "Preflight",
     "SignificanceBudget",
     "binomial_upper_tail",
+    "look_sizes",
     "preflight",
     "sign_test_critical",
 ]
@@ -287,7 +288,7 @@ class GateLevels(Protocol):
     """What `preflight` reads of a gate (`skillopt_dsl.Gate` has it): its test (None: the
     mean-only gate, which tests nothing), its run-level `alpha`, the share of alpha the first
     planned decision may use, the share of a level its interim looks may spend on early
-    acceptance, and its look sizes. Evidence sits below the gate and never imports it."""
+    acceptance, and its looks. Evidence sits below the gate and never imports it."""
 
     @property
     def test(self) -> str | None: ...
@@ -301,7 +302,20 @@ class GateLevels(Protocol):
     @property
     def early_share(self) -> float: ...
 
-    def look_sizes(self, n: int) -> list[int]: ...
+    @property
+    def looks(self) -> tuple[float, ...]: ...
+
+    @property
+    def min_look(self) -> int: ...
+
+
+def look_sizes(gate: GateLevels, n: int) -> list[int]:
+    """How many validation examples `gate` scores at each look of a set of `n` (the last is
+    all `n`; a gate without a test has no interim look)."""
+    if gate.test is None:
+        return [n]
+    sizes = sorted({round(f * n) for f in gate.looks if gate.min_look <= round(f * n) < n})
+    return [*sizes, n]
 
 
 def preflight(
@@ -319,7 +333,7 @@ def preflight(
         budget = SignificanceBudget(alpha=gate.alpha, first_share=gate.first_share)
         budget.plan(planned)
         first_level = budget.level()
-        if len(gate.look_sizes(n_val)) > 1 and gate.early_share > 0:
+        if len(look_sizes(gate, n_val)) > 1 and gate.early_share > 0:
             first_level = budget.split(first_level, gate.early_share)[0]
     clean = _clean_fix(n_val, first_level)
     gain = _even_chance_gain(n_val, first_level)

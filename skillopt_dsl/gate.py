@@ -35,8 +35,8 @@ alpha * 6 / (pi^2 k^2) for decision k = `decision_index + 1`, which sums to alph
 **Sequential evaluation.** The driver scores a candidate on validation in looks
 (`Gate.look_sizes`: a quarter, half and three quarters of the set, each of at least `min_look`
 examples, then all of it). At each interim look the candidate is first tested for **early
-acceptance** (`Gate.accept_early`): the same test, guards and `min_delta` on the examples scored
-so far, at an interim level; the interim looks share `early_share` of the decision's level
+acceptance** (`Gate.accept_early`; not for a gate with guards, which must hold on the whole
+set): the same test and `min_delta` on the examples scored so far, at an interim level; the interim looks share `early_share` of the decision's level
 (Bonferroni), paid from significance the run has not yet given this decision and, only where
 nothing else is left, from the decision's own whole-set level (`SignificanceBudget.split`). A
 candidate not accepted and not strictly ahead of the incumbent (credited sums) then **stops**:
@@ -54,7 +54,12 @@ from typing import Any, Literal
 
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import EvaluationReport, Rollout
-from skillopt_dsl.evidence import SignificanceBudget, binomial_upper_tail, sign_test_critical
+from skillopt_dsl.evidence import (
+    SignificanceBudget,
+    binomial_upper_tail,
+    look_sizes,
+    sign_test_critical,
+)
 
 __all__ = ["EXACT_LIMIT", "Gate", "GateDecision", "Guard", "PairedTest", "paired_test"]
 
@@ -231,8 +236,9 @@ class Gate:
         min_look: an interim look needs at least this many examples.
         early_share: the share of a decision's level its interim looks may spend on
             accepting a candidate early (split evenly over them; 0: accept only on the whole
-            set). It is paid from significance not yet given to the decision where the run has
-            some, else from the whole-set level (docs/concepts.md, "Sequential evaluation").
+            set; a gate with guards always decides on the whole set). It is paid from
+            significance not yet given to the decision where the run has some, else from the
+            whole-set level (docs/concepts.md, "Sequential evaluation").
         guards: secondary measures that must not regress.
     """
 
@@ -299,10 +305,7 @@ class Gate:
 
     def look_sizes(self, n: int) -> list[int]:
         """How many validation examples are scored at each look (the last is all `n`)."""
-        if self.test is None:
-            return [n]
-        sizes = sorted({round(f * n) for f in self.looks if self.min_look <= round(f * n) < n})
-        return [*sizes, n]
+        return look_sizes(self, n)
 
     def is_futile(self, candidate: EvaluationReport, incumbent: EvaluationReport) -> bool:
         """True when the candidate is not strictly ahead on the examples it was scored on
@@ -317,16 +320,14 @@ class Gate:
         *,
         look: int,
         level: float,
+        n_val: int,
         decision_index: int = 0,
-        n_val: int | None = None,
     ) -> GateDecision:
-        """The gate's test at interim `look` (1-based) on the examples `candidate` was scored on,
-        at the look's `level`: accepted (`accepted_at_look`, charged nothing) when it passes;
-        otherwise not accepted, `charged` the test's attained size at that level (what a
-        decision that goes on must add to its charge). `n_val`: the whole validation set's size
-        (default: the incumbent's records)."""
-        held = _restricted(incumbent, candidate)
-        total = len(incumbent.records) if n_val is None else n_val
+        """The gate's test at interim `look` (1-based) of a set of `n_val` on the examples
+        `candidate` was scored on, at the look's `level`: accepted (`accepted_at_look`, charged
+        nothing) when it passes; otherwise not, `charged` the test's attained size there (what a
+        decision that goes on adds to its charge)."""
+        held, total = _restricted(incumbent, candidate), n_val
         decision = self.decide(candidate, held, decision_index=decision_index, alpha=level)
         return replace(
             decision,
@@ -343,14 +344,13 @@ class Gate:
         *,
         look: int,
         alpha: float | None,
+        n_val: int,
         decision_index: int = 0,
-        n_val: int | None = None,
     ) -> GateDecision:
-        """The decision for a candidate stopped for futility at interim `look` (1-based):
-        rejected, charged its whole level, with the scores of the examples it was scored on.
-        `n_val`: the whole validation set's size (default: the incumbent's records)."""
+        """The decision for a candidate stopped for futility at interim `look` (1-based) of a
+        set of `n_val`: rejected, charged its whole level, with the scores it was scored on."""
         pairs = credited_pairs(candidate, _restricted(incumbent, candidate))
-        total = len(incumbent.records) if n_val is None else n_val
+        total = n_val
         cand = sum(c for c, _ in pairs) / len(pairs)
         held = sum(i for _, i in pairs) / len(pairs)
         lead = sum(c - i for c, i in pairs)

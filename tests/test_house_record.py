@@ -97,6 +97,9 @@ class _GateLevels:
     test: str | None = "paired"
     alpha: float = 0.05
     first_share: float = 2 / 3
+    early_share: float = 0.25
+    looks: tuple[float, ...] = (0.25, 0.5, 0.75)
+    min_look: int = 10
 
 
 # Kills: evidence reaching back into the gate (`gate.significance_budget()`), which a plain
