@@ -70,7 +70,8 @@ def test_the_task_that_moves_is_the_one_whose_hash_lies_nearest() -> None:
     to the split it joins (the rule docs/sleep.md states)."""
     ids = _ids("val", 4, "b")
     nearest = min(ids, key=split_bucket)
-    assert nearest not in (min(ids), max(ids), ids[0], ids[-1])  # the test means something only then
+    # the test means something only when the nearest is neither end, by id or by order
+    assert nearest not in (min(ids), max(ids), ids[0], ids[-1])
     balanced = balance_splits([_task(i) for i in ids], DEFAULT_FRACTIONS)
     assert _informative_in(balanced, "train") == [nearest]
 
