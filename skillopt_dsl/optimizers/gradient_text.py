@@ -490,6 +490,7 @@ class GradientText(Optimizer):
         before it may rejoin a candidate with new company) until the gate has rejected it
         `gate_strikes` times; then it is remembered as rejected. A working candidate the gate
         has already judged is not sent again: its proposals go to the gate one by one."""
+        self._fit_path(view, state)
         candidate, report = self._working(view, state)
         if candidate.hash in state.rejected_hashes and len(state.pending) > 1:
             self._submit_each(view, state, kind=kind)
@@ -536,6 +537,18 @@ class GradientText(Optimizer):
             report=report,
             state_after=state_after,
         )
+
+    def _fit_path(self, view: RunView, state: GradientTextState) -> None:
+        """Proposals that joined in one step were each fitted to that step's room alone; the
+        door measures the working candidate whole, so the last-joined proposals go back on
+        trial until it fits its path budget (sent over it, the door would refuse it whole)."""
+        while len(state.pending) > 1:
+            candidate, _ = self._working(view, state)
+            lrs = state.pending_lrs or [self.lr]
+            budget = view.bound.budget(lrs, view.incumbent.token_count)
+            if token_distance(view.incumbent.text, candidate.text) <= budget:
+                return
+            state.trials.append({**state.pending.pop(), "screens": 0})
 
     def _submit_each(self, view: RunView, state: GradientTextState, *, kind: str) -> None:
         """The working candidate was judged already: send each of its proposals alone (while

@@ -343,7 +343,8 @@ def harvest_command(
                 read_all=read_all,
             )
             review = ReviewFolder(out or opened.sleep_dir / "review")
-            merged = review.merge(found, [s.review_row() for s in harvested.sessions])
+            rows = [s.review_row() for s in harvested.sessions]
+            merged = review.merge(found, rows, fractions=config.fractions)
         watermark = opened.watermark()
         data: dict[str, Any] = {
             "sessions_path": str(review.sessions_path),

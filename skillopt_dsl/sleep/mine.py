@@ -18,7 +18,9 @@ silently.
 Recurring tasks (near-duplicate intents across sessions: rapidfuzz's `token_sort_ratio` at
 least 85 *and* the same identifiers, so "Work on bead bd-12" and "Work on bead bd-13" stay two
 tasks) are merged into one task whose `weight` is the number of sessions that asked for it.
-Every task's split comes from its id's hash (`assign_split`).
+Every task's split comes from its id's hash (`assign_split`), except that the tasks a reply can
+fail are shared between train and val when they all hashed to one split
+(`skillopt_dsl.sleep.splits.balance_splits`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from skillopt_dsl.errors import BudgetExceeded, ModelError
 from skillopt_dsl.lm import LM
 from skillopt_dsl.sleep.evidence import Request, mine_requests
 from skillopt_dsl.sleep.harvest import Session
+from skillopt_dsl.sleep.splits import balance_splits
 from skillopt_dsl.sleep.tasks import (
     Check,
     Contains,
@@ -160,7 +163,7 @@ def mine_sessions(
             raw += added or []
         if on_session is not None:
             on_session(index + 1, len(sessions))
-    tasks = cluster_tasks(raw, fractions=fractions)
+    tasks = balance_splits(cluster_tasks(raw, fractions=fractions), fractions)
     stats.recurring_clusters = sum(1 for t in tasks if t.weight > 1)
     stats.tasks = len(tasks)
     return tasks, stats

@@ -62,7 +62,13 @@ from skillopt_dsl.sleep.stage import (
     write_report,
     write_stage,
 )
-from skillopt_dsl.sleep.tasks import SplitFractions, Task, load_tasks, to_splits
+from skillopt_dsl.sleep.tasks import (
+    DEFAULT_FRACTIONS,
+    SplitFractions,
+    Task,
+    load_tasks,
+    to_splits,
+)
 
 __all__ = [
     "NightResult",
@@ -99,7 +105,8 @@ class SleepConfig:
         judge_mode: rule checks scored as the share passed (`soft`) or all-or-nothing (`hard`).
         rubric_judge: grade tasks' rubrics with `optimizer_lm`.
         mine_with_model: ask `optimizer_lm` for tasks (else heuristic tasks only).
-        fractions: train / val / test shares of the hashed splits.
+        fractions: train / val / test shares of the hashed splits (the tasks a reply can fail
+            are then shared between train and val: `skillopt_dsl.sleep.splits`).
         tasks: use these reviewed tasks (a saved night's `tasks/` or a `tasks.jsonl`) instead of
             harvesting; `reviewed_only` keeps only rows marked `reviewed: true`.
         dream_variants: reworded copies of each training task (0 = off; training only, see
@@ -125,7 +132,7 @@ class SleepConfig:
     judge_mode: Literal["soft", "hard"] = "soft"
     rubric_judge: bool = True
     mine_with_model: bool = True
-    fractions: SplitFractions = (0.4, 0.4, 0.2)
+    fractions: SplitFractions = DEFAULT_FRACTIONS
     tasks: Path | None = None
     reviewed_only: bool = False
     seed: int = 0

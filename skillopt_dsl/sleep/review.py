@@ -24,7 +24,15 @@ from typing import Any
 import pydantic
 
 from skillopt_dsl.sleep.errors import SleepError
-from skillopt_dsl.sleep.tasks import Check, Task, load_tasks, save_tasks
+from skillopt_dsl.sleep.splits import balance_splits
+from skillopt_dsl.sleep.tasks import (
+    DEFAULT_FRACTIONS,
+    Check,
+    SplitFractions,
+    Task,
+    load_tasks,
+    save_tasks,
+)
 
 __all__ = [
     "CHECK_FIELDS",
@@ -172,13 +180,23 @@ class ReviewFolder:
         """Ids of the tasks the user dropped."""
         return {str(row["id"]) for row in _read_jsonl(self.dropped_path)}
 
-    def merge(self, mined: Sequence[Task], sessions: Sequence[Mapping[str, object]]) -> MergeReport:
-        """Add newly mined tasks and sessions; keep every existing row as it is."""
+    def merge(
+        self,
+        mined: Sequence[Task],
+        sessions: Sequence[Mapping[str, object]],
+        *,
+        fractions: SplitFractions = DEFAULT_FRACTIONS,
+    ) -> MergeReport:
+        """Add newly mined tasks and sessions; keep every existing row as it is.
+
+        The added tasks' splits are balanced against the kept rows (`balance_splits` with the
+        kept rows fixed): when the folder's informative tasks would all sit outside train or
+        val, an added one moves there; a kept row never changes split."""
         existing = self.tasks()
         known = {t.id for t in existing}
         dropped = self.dropped()
         added = [t for t in mined if t.id not in known and t.id not in dropped]
-        self._save([*existing, *added])
+        self._save(balance_splits([*existing, *added], fractions, fixed=known))
         old_sessions = _read_jsonl(self.sessions_path)
         listed = {(r.get("agent"), r.get("id")) for r in old_sessions}
         new_sessions = [r for r in sessions if (r.get("agent"), r.get("id")) not in listed]

@@ -25,15 +25,18 @@ from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.types import Example
 
 __all__ = [
+    "DEFAULT_FRACTIONS",
     "Check",
     "Evidence",
     "EvidenceKind",
     "SplitFractions",
+    "SplitName",
     "Task",
     "assign_split",
     "check_passes",
     "load_tasks",
     "save_tasks",
+    "split_bucket",
     "task_id",
     "to_splits",
 ]
@@ -236,13 +239,21 @@ def task_id(project: str, intent: str) -> str:
 
 
 SplitFractions = tuple[float, float, float]
+DEFAULT_FRACTIONS: SplitFractions = (0.4, 0.4, 0.2)
+"""train / val / test shares of the hashed splits unless a night says otherwise."""
 
 
-def assign_split(identifier: str, fractions: SplitFractions = (0.4, 0.4, 0.2)) -> SplitName:
-    """train / val / test from the id's hash alone: a task never changes split between nights."""
+def split_bucket(identifier: str) -> float:
+    """Where the id's hash falls in [0, 1): train below the train share, then val, then test."""
+    return int(hashlib.sha256(identifier.encode()).hexdigest()[:8], 16) / 16**8
+
+
+def assign_split(identifier: str, fractions: SplitFractions = DEFAULT_FRACTIONS) -> SplitName:
+    """train / val / test from the id's hash alone: a task never changes split between nights
+    (`skillopt_dsl.sleep.splits.balance_splits` then spreads the tasks a reply can fail)."""
     if any(f < 0 for f in fractions) or abs(sum(fractions) - 1.0) > 1e-9:
         raise SleepError(f"split fractions must be >= 0 and sum to 1, got {fractions}")
-    bucket = int(hashlib.sha256(identifier.encode()).hexdigest()[:8], 16) / 16**8
+    bucket = split_bucket(identifier)
     if bucket < fractions[0]:
         return "train"
     return "val" if bucket < fractions[0] + fractions[1] else "test"
