@@ -334,7 +334,7 @@ class Gate:
             n_examples=total,
             accepted_at_look=look if decision.accepted else None,
             calls_saved=total - len(held.records) if decision.accepted else 0,
-            reason=f"look {look} ({len(held.records)} examples): {decision.reason}",
+            reason=f"look {look} ({len(held.records)} examples, level {level:.2g}): {decision.reason}",
         )
 
     def stopped(

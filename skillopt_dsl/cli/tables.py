@@ -14,6 +14,7 @@ from skillopt_dsl.baselines import Baseline, constant_baseline, not_better_warni
 from skillopt_dsl.cli.options import SplitChoice
 from skillopt_dsl.compile import CompileResult
 from skillopt_dsl.evaluate import EvaluationReport
+from skillopt_dsl.gate import GateDecision
 from skillopt_dsl.recipes import Recipe
 from skillopt_dsl.types import Example
 
@@ -88,12 +89,19 @@ def _gate_table(result: CompileResult) -> Table:
             f"{d.candidate_score:.3f}",
             f"{d.incumbent_score:.3f}",
             f"{d.examples_scored}/{d.n_examples}",
-            "-" if d.alpha is None else f"{d.alpha:.2g}",
+            _levels(d),
             "-" if d.critical is None else f"{d.critical:g}",
             "-" if d.p_value is None else f"{d.p_value:.2g}",
             "-" if d.charged is None else f"{d.charged:.2g}",
         )
     return table
+
+
+def _levels(d: GateDecision) -> str:
+    """The decision's whole-set level, plus what its interim looks could spend ("0.033+0.0083")."""
+    if d.alpha is None:
+        return "-"
+    return f"{d.alpha:.2g}" + ("" if not d.early_alpha else f"+{d.early_alpha:.2g}")
 
 
 def _validation_label(result: CompileResult) -> str:
