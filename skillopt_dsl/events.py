@@ -134,6 +134,7 @@ class GateEvent(TypedDict):
     calls_saved: NotRequired[int]
     accepted_at_look: NotRequired[int | None]
     early_alpha: NotRequired[float | None]
+    look_alpha: NotRequired[float | None]
 
 
 class StepEvent(TypedDict):

@@ -32,17 +32,12 @@ alpha * 6 / (pi^2 k^2) for decision k = `decision_index + 1`, which sums to alph
 `spending="per-decision"` tests every decision at alpha (not noise-safe over a run).
 `Gate.mean_only()` is SkillOpt's rule (strict mean gain only), also not noise-safe.
 
-**Sequential evaluation.** The driver scores a candidate on validation in looks
-(`Gate.look_sizes`: a quarter, half and three quarters of the set, each of at least `min_look`
-examples, then all of it). At each interim look the candidate is first tested for **early
-acceptance** (`Gate.accept_early`; not for a gate with guards, which must hold on the whole
-set): the same test and `min_delta` on the examples scored so far, at an interim level; the interim looks share `early_share` of the decision's level
-(Bonferroni), paid from significance the run has not yet given this decision and, only where
-nothing else is left, from the decision's own whole-set level (`SignificanceBudget.split`). A
-candidate not accepted and not strictly ahead of the incumbent (credited sums) then **stops**:
-it is rejected (`Gate.stopped`), never accepted, and charged all it could have spent. A
-decision that goes on to the whole set and is rejected is charged the attained sizes of all its
-tests, so the run-level bound holds unchanged (docs/concepts.md, "Evidence").
+**Sequential evaluation** (skillopt_dsl.looks). A candidate is scored on validation in looks
+(`Gate.look_sizes`: a quarter, half, three quarters of the set, each of at least `min_look`,
+then all of it). At an interim look it may be **accepted early** (`accept_early`, at its look's
+share of `early_share` of the level; never with guards, which must hold on the whole set), else
+it **stops** when not strictly ahead (`stopped`, charged all it could spend). A rejected
+decision is charged the attained sizes of all its tests, so the run's bound holds (docs/concepts.md).
 """
 
 from __future__ import annotations
@@ -150,16 +145,16 @@ class GateDecision:
     significance this decision was allowed to spend and `decision_index` its place in the run.
 
     The evidence: `critical` is the statistic the test needed at `alpha` (wins among the
-    discordant pairs for the sign test, W+ for the signed-rank test; None: none was enough or
-    no test ran), `charged` the significance the decision spent from the run's budget (0 when
-    accepted, the test's attained size otherwise, the whole level when stopped early).
+    discordant pairs for the sign test, W+ for the signed-rank test; None: none was enough),
+    `charged` the significance the decision spent from the run's budget (0 when accepted, the
+    tests' attained sizes otherwise, all it could spend when stopped early).
     `examples_scored` is how many validation examples the candidate was scored on;
     `stopped_at_look` the interim look (1-based) at which it stopped for futility,
     `accepted_at_look` the one at which it was accepted early (both None: it was scored on the
     whole set) and `calls_saved` the validation rollouts that saved. `early_alpha` is the
     significance its interim looks could spend on early acceptance, on top of `alpha` for the
-    whole set (each look's test ran at an even share of it; None: no early acceptance); an
-    early acceptance's `p_value` and `critical` are its look's.
+    whole set (each look's test ran at an even share of it, `look_alpha`; None: no early
+    acceptance); an early acceptance's `p_value` and `critical` are its look's.
     """
 
     accepted: bool
@@ -183,6 +178,7 @@ class GateDecision:
     calls_saved: int = 0
     accepted_at_look: int | None = None
     early_alpha: float | None = None
+    look_alpha: float | None = None
 
     @property
     def stopped_early(self) -> bool:
@@ -333,8 +329,9 @@ class Gate:
             decision,
             n_examples=total,
             accepted_at_look=look if decision.accepted else None,
+            look_alpha=level,
             calls_saved=total - len(held.records) if decision.accepted else 0,
-            reason=f"look {look} ({len(held.records)} examples, level {level:.2g}): {decision.reason}",
+            reason=f"look {look} ({len(held.records)} examples): {decision.reason}",
         )
 
     def stopped(

@@ -163,7 +163,7 @@ def _on_gate(state: ProgressState, payload: GateEvent) -> str:
         state.accepted += 1
         state.best_val = candidate
     state.last_gate = f"{verdict} step {state.step}: {candidate:.4f} vs {incumbent:.4f}"
-    alpha = payload.get("alpha")
+    alpha = payload.get("look_alpha") if payload.get("accepted_at_look") else payload.get("alpha")
     evidence = (
         "" if alpha is None else f"; alpha {alpha:.4g}, spent {payload.get('charged') or 0:.4g}"
     )

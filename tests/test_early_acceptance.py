@@ -80,6 +80,10 @@ def test_a_clear_winner_is_accepted_at_an_interim_look() -> None:
     assert decision.accepted and decision.accepted_at_look is not None, decision.reason
     scored = decision.examples_scored
     assert scored < 40 and decision.calls_saved == 40 - scored and decision.charged == 0.0
+    # its test ran at its look's share of the early level (3 interim looks: 10, 20, 30)
+    assert decision.early_alpha is not None and decision.look_alpha is not None
+    assert decision.look_alpha == pytest.approx(decision.early_alpha / 3)
+    assert decision.p_value is not None and decision.p_value <= decision.look_alpha
     assert sorted(fixed_on_val(target)) == sorted(e.inputs["number"] for e in VAL)  # once each
     assert result.val_examples == result.val_size == 40
     assert result.val_score == 1.0 and result.seed_val_score == 0.5

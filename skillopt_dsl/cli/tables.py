@@ -98,10 +98,9 @@ def _gate_table(result: CompileResult) -> Table:
 
 
 def _levels(d: GateDecision) -> str:
-    """The decision's whole-set level, plus what its interim looks could spend ("0.033+0.0083")."""
-    if d.alpha is None:
-        return "-"
-    return f"{d.alpha:.2g}" + ("" if not d.early_alpha else f"+{d.early_alpha:.2g}")
+    """The level the deciding test ran at: the whole set's, or an early acceptance's look's."""
+    level = d.look_alpha if d.accepted_at_look is not None else d.alpha
+    return "-" if level is None else f"{level:.2g}"
 
 
 def _validation_label(result: CompileResult) -> str:
