@@ -20,13 +20,19 @@ import pytest
 dspy = pytest.importorskip("dspy", reason="needs the [dspy] extra: pip install -e '.[dspy]'")
 
 from skillopt_dsl.dspy import SkillOptimizer  # noqa: E402
-from skillopt_dsl.lm import LM, Budget  # noqa: E402
+from skillopt_dsl.lm import Budget  # noqa: E402
 from skillopt_dsl.optimizers import DemonstrationsProposer, GradientText  # noqa: E402
-from skillopt_dsl.testing.fake_server import FakeOpenAIServer  # noqa: E402
-from tests.test_dspy_shapes import FRUITS, ExtractPerson, Loop, Person, people  # noqa: E402
+from tests.test_dspy_shapes import (  # noqa: E402
+    FRUITS,
+    ExtractPerson,
+    Loop,
+    Person,
+    model,
+    people,
+)
+from tests.test_dspy_shapes import serve_target as serve  # noqa: E402
 
 Messages = list[dict[str, str]]
-_OPTIMIZER_SYSTEMS = ("You improve a skill document", "You edit a skill document", "You write")
 _CHAT_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n|\Z)", re.S)
 
 
@@ -34,21 +40,6 @@ _CHAT_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n|\Z)", re.S)
 def no_global_dspy_lm() -> Any:
     with dspy.context(lm=None, adapter=None):
         yield
-
-
-def serve(target: Callable[[Messages], str]) -> FakeOpenAIServer:
-    """A FAKE server: the optimizer's prompts get "no edits", the program's calls `target`."""
-
-    def respond(messages: Messages) -> str:
-        if messages[0]["content"].startswith(_OPTIMIZER_SYSTEMS):
-            return '{"edits": []}'
-        return target(messages)
-
-    return FakeOpenAIServer(respond, latency_s=0.0)
-
-
-def model(server: FakeOpenAIServer) -> LM:
-    return LM("openai/fake-target", api_base=server.url, max_retries=0)
 
 
 def demo_answers(messages: Messages) -> list[str]:

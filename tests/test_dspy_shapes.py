@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +39,8 @@ def no_global_dspy_lm() -> Any:
         yield
 
 
-def serve(policy: Any) -> FakeOpenAIServer:
-    """A FAKE server: the optimizer's prompts get "no edits", the program's calls `policy`."""
-    target = obedient_chat_model(policy)
+def serve_target(target: Callable[[list[dict[str, str]]], str]) -> FakeOpenAIServer:
+    """A FAKE server: the optimizer's prompts get "no edits", the program's calls `target`."""
 
     def respond(messages: list[dict[str, str]]) -> str:
         if messages[0]["content"].startswith(_OPTIMIZER_SYSTEMS):
@@ -49,6 +48,11 @@ def serve(policy: Any) -> FakeOpenAIServer:
         return target(messages)
 
     return FakeOpenAIServer(respond, latency_s=0.0)
+
+
+def serve(policy: Any) -> FakeOpenAIServer:
+    """`serve_target` with an obedient chat model that answers by `policy`."""
+    return serve_target(obedient_chat_model(policy))
 
 
 def model(server: FakeOpenAIServer) -> LM:
