@@ -4,16 +4,14 @@
 private mutable state). An optimizer never holds it: `Optimizer.compile` hands it a `RunView`,
 a read-only view of the run with one `submit`. The door (`RunView.submit`):
 
-1. measures the candidate's token edit distance from the current incumbent itself and refuses
-   (records a refused step, never asks the gate) a candidate over the step's learning-rate
-   budget `max(ceil(lr * tokens(incumbent)), floor)`; the optimizer declares only the step's
-   `lr` (its schedule's value), never the change;
-2. refuses a text it has already judged (or the incumbent itself) as a *duplicate*: the
-   `Verdict` says so, and it is never an accept;
-3. otherwise scores the candidate on validation in the gate's looks (a candidate not ahead of
-   the incumbent at an interim look stops there and is rejected), asks the `Gate` at the level
-   the run's `SignificanceBudget` gives the decision, charges the budget, and records the
-   decision, the new version and the checkpoint.
+1. measures the candidate's token edit distance from the incumbent itself and refuses (records a
+   refused step, never asks the gate) a candidate over the step's learning-rate budget
+   `max(ceil(lr * tokens(incumbent)), floor)`; the optimizer declares only its step's `lr`;
+2. refuses a text it has already judged (or the incumbent itself) as a *duplicate*;
+3. otherwise scores the candidate on validation in the gate's looks (`looks.SequentialJudge`:
+   it stops when not ahead at an interim look, or when the calls left do not pay the next look),
+   asks the `Gate` at the level the run's `SignificanceBudget` gives, charges the budget, and
+   records the decision, the new version and the checkpoint.
 
 Only the door writes the incumbent, the history, the gate log and the scored set; they live in
 a private state object of the driver. `RunView.evaluate` refuses the gate's validation examples,
@@ -46,7 +44,7 @@ from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import EvaluationCache, EvaluationReport, evaluate
 from skillopt_dsl.gate import Gate, GateDecision
 from skillopt_dsl.lm import LM, UsageSnapshot
-from skillopt_dsl.looks import SequentialJudge
+from skillopt_dsl.looks import SequentialJudge, look_cost
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.run_state import RunState
 from skillopt_dsl.runs import RunDirectory, rng_from_json, rng_to_json
@@ -233,7 +231,18 @@ class CompileContext:
             score=lambda skill, examples: self.evaluate(skill, examples, label="val"),
             incumbent_on=self._incumbent_on,
             index=len(self.gate_log),
+            can_pay=self._can_pay,
         )
+
+    def _can_pay(self, examples: Sequence[Example]) -> bool:
+        """Whether the call limit (if any) pays for a look on `examples` (`looks.look_cost`)."""
+        left = self.calls_left()
+        return left is None or left >= look_cost(examples, self.incumbent_report.example_ids)
+
+    def decision_calls(self, *, first_look: bool = False) -> int:
+        """The most calls the next gate decision spends (`SequentialJudge.calls_needed`)."""
+        scored = self.incumbent_report.example_ids
+        return self._judging.calls_needed(scored, first_look=first_look)
 
     def whole_set_level(self) -> float | None:
         """The significance the next gate decision may use on the whole validation set (its
@@ -244,13 +253,17 @@ class CompileContext:
         """The incumbent's report on the whole validation set, scoring the examples an early
         acceptance skipped when the run's budget can pay for them (a call limit only, with
         enough calls left); otherwise the report it has (`CompileResult.val_examples`)."""
-        report = self.incumbent_report
-        missing = len(self.valset) - len(report.records)
-        budget, spent = self.ledger.budget, self.ledger.snapshot().calls
+        report, budget = self.incumbent_report, self.ledger.budget
+        missing, left = len(self.valset) - len(report.records), self.calls_left()
         affordable = budget.max_tokens is None and budget.max_usd is None
-        if budget.max_calls is not None:
-            affordable = affordable and budget.max_calls - spent >= missing
-        return self._incumbent_on(self.valset) if missing and affordable else report
+        if missing and affordable and (left is None or left >= missing):
+            return self._incumbent_on(self.valset)
+        return report
+
+    def calls_left(self) -> int | None:
+        """Model calls the run's `Budget.max_calls` still allows (None: no call limit)."""
+        limit = self.ledger.budget.max_calls
+        return None if limit is None else max(0, limit - self.ledger.snapshot().calls)
 
     def _restored_examples(self) -> tuple[Example, ...]:
         """The validation examples the incumbent was scored on when the run was checkpointed
@@ -319,16 +332,9 @@ class CompileContext:
     ) -> None:
         self._append_step(
             edit_report=[o.to_dict() for o in report.outcomes] if report else [],
-            step=step,
-            epoch=epoch,
-            kind=kind,
-            lr_budget=lr,
-            budget_tokens=budget_tokens,
-            change_tokens=0,
-            measured_change=0.0,
-            accepted=False,
-            note=note,
-        )
+            step=step, epoch=epoch, kind=kind, lr_budget=lr, budget_tokens=budget_tokens,
+            change_tokens=0, measured_change=0.0, accepted=False, note=note,
+        )  # fmt: skip
         if state is not None:
             self._state.optimizer_state = copy.deepcopy(dict(state))
             self.checkpoint()
@@ -475,13 +481,18 @@ class RunView:
 
     def calls_left(self) -> int | None:
         """Model calls the run's `Budget.max_calls` still allows (None: no call limit)."""
-        limit = self.__driver.ledger.budget.max_calls
-        return None if limit is None else max(0, limit - self.__driver.ledger.snapshot().calls)
+        return self.__driver.calls_left()
 
     @property
     def validation_size(self) -> int:
         """How many examples a gate decision scores at most (the validation set's size)."""
         return len(self._val_ids)
+
+    def decision_calls(self, *, first_look: bool = False) -> int:
+        """The most model calls the next gate decision spends on a new candidate: the candidate
+        on the whole validation set (`first_look`: on the gate's first look only, where it may
+        be accepted or stopped) and the incumbent where it has not been scored yet."""
+        return self.__driver.decision_calls(first_look=first_look)
 
     def step_budget(self, lr: float) -> int:
         """The tokens one step at `lr` may move from the current incumbent (as the door counts)."""

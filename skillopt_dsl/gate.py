@@ -343,14 +343,16 @@ class Gate:
         alpha: float | None,
         n_val: int,
         decision_index: int = 0,
+        why: str | None = None,
     ) -> GateDecision:
-        """The decision for a candidate stopped for futility at interim `look` (1-based) of a
-        set of `n_val`: rejected, charged its whole level, with the scores it was scored on."""
+        """The decision for a candidate stopped at interim `look` (1-based) of a set of `n_val`,
+        for futility or `why`: rejected, charged its whole level, with the scores it has."""
         pairs = credited_pairs(candidate, _restricted(incumbent, candidate))
         total = n_val
         cand = sum(c for c, _ in pairs) / len(pairs)
         held = sum(i for _, i in pairs) / len(pairs)
         lead = sum(c - i for c, i in pairs)
+        why = why or "not ahead of the incumbent"
         return GateDecision(
             accepted=False,
             candidate_score=cand,
@@ -358,7 +360,7 @@ class Gate:
             delta=cand - held,
             reason=(
                 f"stopped at look {look} ({len(pairs)} of {total} examples): "
-                f"not ahead of the incumbent (lead {lead:+.4g})"
+                f"{why} (lead {lead:+.4g})"
             ),
             candidate_hash=candidate.skill_hash,
             incumbent_hash=incumbent.skill_hash,

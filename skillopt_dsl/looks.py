@@ -5,7 +5,10 @@ scored on validation in the gate's looks (`Gate.look_sizes`, in the seeded look 
 interim look it is first tested for early acceptance at the look's share of the decision's early
 level (`Gate.accept_early`), then stopped if it is not ahead (`Gate.is_futile`, `Gate.stopped`);
 a candidate that reaches the last look is decided on the whole set (`Gate.decide`) at the
-whole-set level. The incumbent is scored lazily, only on the examples a look needs: after an
+whole-set level. Under a call limit a look is scored only when the calls left pay for it (`CanPay`):
+a decision whose next look the budget cannot pay stops at the last look it reached, rejected and
+charged like a futility stop, and a decision that cannot pay for its first look is not started
+(`BudgetExceeded`, nothing sent). The incumbent is scored lazily, only on the examples a look needs: after an
 early acceptance the new incumbent has been scored on a prefix, and a later decision scores it
 on more examples only when one of its looks reaches them (cached rollouts cost nothing).
 
@@ -16,22 +19,38 @@ level) when stopped for futility; otherwise the attained sizes of every test it 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 
+from skillopt_dsl.errors import BudgetExceeded
 from skillopt_dsl.evaluate import EvaluationReport
 from skillopt_dsl.evidence import SignificanceBudget
 from skillopt_dsl.gate import Gate, GateDecision
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
-__all__ = ["IncumbentOn", "Score", "SequentialJudge"]
+__all__ = ["CanPay", "IncumbentOn", "Score", "SequentialJudge", "look_cost"]
 
 Score = Callable[[Skill, Sequence[Example]], EvaluationReport]
 """Scores a skill on validation examples (the driver's cached `evaluate`)."""
 
 IncumbentOn = Callable[[Sequence[Example]], EvaluationReport]
 """The incumbent's report covering at least the given validation examples (scored lazily)."""
+
+CanPay = Callable[[Sequence[Example]], bool]
+"""Whether the calls left pay for scoring the candidate on these validation examples (those its
+next look adds) and the incumbent on those of them it has not been scored on (always True
+without a call limit)."""
+
+
+def look_cost(examples: Sequence[Example], scored: Collection[str]) -> int:
+    """The most calls a look on `examples` spends: a new candidate on each, and the incumbent on
+    those it has not been scored on (`scored`: its validation example ids)."""
+    known = set(scored)
+    return len(examples) + sum(e.id not in known for e in examples)
+
+
+_UNPAID = "the calls left do not pay for the next look"
 
 
 @dataclass(frozen=True)
@@ -58,11 +77,22 @@ class SequentialJudge:
     order: tuple[Example, ...]
 
     def judge(
-        self, candidate: Skill, *, score: Score, incumbent_on: IncumbentOn, index: int
+        self,
+        candidate: Skill,
+        *,
+        score: Score,
+        incumbent_on: IncumbentOn,
+        index: int,
+        can_pay: CanPay = lambda _: True,
     ) -> tuple[EvaluationReport, GateDecision]:
         """Score `candidate` look by look and decide; charge the budget with what it spent.
         Returns the candidate's report (a prefix when it stopped or was accepted early)."""
         sizes = self.gate.look_sizes(len(self.order))
+        if not can_pay(self.order[: sizes[0]]):
+            raise BudgetExceeded(
+                f"the calls left cannot pay for a gate decision's first look ({sizes[0]} "
+                "validation examples): the run ends with the best skill so far"
+            )
         levels = self._levels(interim_looks=len(sizes) - 1)
         spent_early = 0.0
         for look, size in enumerate(sizes[:-1], start=1):
@@ -72,10 +102,12 @@ class SequentialJudge:
             if early is not None and early.accepted:
                 return partial, self._charged(levels, early)
             spent_early += 0.0 if early is None else early.charged or 0.0
-            if self.gate.is_futile(partial, held):
+            futile = self.gate.is_futile(partial, held)
+            unpaid = not can_pay(self.order[size : sizes[look]])  # earlier looks are cached
+            if futile or unpaid:
                 stopped = self.gate.stopped(
                     partial, held, look=look, alpha=levels.spendable, decision_index=index,
-                    n_val=len(self.order),
+                    n_val=len(self.order), why=None if futile else _UNPAID,
                 )  # fmt: skip
                 return partial, self._charged(levels, stopped)
         report = score(candidate, self.valset)
@@ -84,6 +116,12 @@ class SequentialJudge:
         if not decision.accepted and decision.charged is not None:
             decision = replace(decision, charged=decision.charged + spent_early)
         return report, self._charged(levels, decision)
+
+    def calls_needed(self, scored: Collection[str], *, first_look: bool = False) -> int:
+        """The most calls a decision on a new candidate spends to reach its whole-set look
+        (`first_look`: its first look), with the incumbent scored on the examples `scored`."""
+        sizes = self.gate.look_sizes(len(self.order))
+        return look_cost(self.order[: sizes[0] if first_look else sizes[-1]], scored)
 
     def whole_set_level(self) -> float | None:
         """The whole-set level the next decision would get (None: the gate runs no test);

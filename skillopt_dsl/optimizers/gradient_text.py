@@ -8,8 +8,10 @@ more than it breaks). Survivors are confirmed on fresh training examples and joi
 candidate. Once it holds `compose` proposals (or shows enough net gain on training data, or the
 call budget is about to run out) it goes to the door (`RunView.submit`), which measures the
 change itself and asks the gate: one decision, one share of significance, for several screened
-proposals. Screening never touches validation, and the calls it may spend always leave one gate
-decision's worth in the budget.
+proposals. A clear fix (`join_at_net` on its own mini-batch) joins unconfirmed. Screening never
+touches validation, and the calls it may spend leave a whole gate decision's worth in the budget
+(`RunView.decision_calls`); in the budget's tail, where a whole decision no longer fits after a
+step, only the gate's first look, and a decision there stops where the calls end.
 
 Memory is per proposal (edit group). A proposal that fails a screen is shown to the proposers as
 rejected and is screened again only if proposed again, until its `screen_strikes`-th failure
@@ -92,6 +94,9 @@ class GradientText(Optimizer):
             own mini-batch with `min_net`.
         min_net: the net gain (examples fixed minus broken, its own mini-batch and the
             confirmations together) a proposal needs to join the working candidate.
+        join_at_net: a proposal whose own mini-batch shows at least this net gain (a clear
+            fix, scored on the whole batch) joins at once, unconfirmed, so a clear fix reaches
+            the gate a step earlier (None: every proposal is confirmed).
         screen: False sends every proposal to the working candidate untried (with
             `compose=1`, every proposal to the gate: SkillOpt's loop, for measuring the gate
             alone); the default screens.
@@ -126,6 +131,7 @@ class GradientText(Optimizer):
     batch_size: int = 8
     confirm_steps: int = 2
     min_net: float = 2.0
+    join_at_net: float | None = 4.0
     screen: bool = True
     compose: int = 3
     submit_at_net: float = 14.0
@@ -190,6 +196,7 @@ class GradientText(Optimizer):
             "batch_size": self.batch_size,
             "confirm_steps": self.confirm_steps,
             "min_net": self.min_net,
+            "join_at_net": self.join_at_net,
             "screen": self.screen,
             "compose": self.compose,
             "submit_at_net": self.submit_at_net,
@@ -212,7 +219,7 @@ class GradientText(Optimizer):
         state = GradientTextState.from_dict(saved) if saved else GradientTextState()
         stop = self._search(view, state)
         self._last_chance(state)
-        if state.pending:
+        if state.pending and self._first_look_paid(view):
             self._submit_working(view, state, kind="final")
         calls_left = view.calls_left()
         view.emit("stop", reason=stop, epoch=state.epoch, step=state.step, calls_left=calls_left)
@@ -276,20 +283,25 @@ class GradientText(Optimizer):
     def _affordable(self, view: RunView, state: GradientTextState) -> int:
         """How many training examples the next step may take so that the calls left still
         pay for it and for a gate decision after it (`batch_size` without a call budget; a
-        smaller batch when the budget is tight; 0: no step is affordable). Before 0 is
-        returned, the working candidate (if any) goes to the gate, while it can."""
+        smaller batch when the budget is tight; 0: no step is affordable). When a whole
+        decision no longer fits after a step, the working candidate (if any) goes to the gate
+        while its first look can be paid, and the budget's tail is searched keeping only a
+        first look's calls: a decision there is accepted at a look the calls pay for, or
+        stopped at the last one (`RunView.decision_calls`)."""
         left = view.calls_left()
         if left is None:
             return self.batch_size
-        size = self._batch_within(state, left - view.validation_size)
+        state.reserve = view.decision_calls()
+        size = self._batch_within(state, left - state.reserve)
         if size:
             return size
-        if left >= view.validation_size:
+        if self._first_look_paid(view):
             self._last_chance(state)
-        if state.pending and left >= view.validation_size:
-            self._submit_working(view, state, kind="step")
-            left = view.calls_left() or 0
-        return self._batch_within(state, left - view.validation_size)
+            if state.pending:
+                self._submit_working(view, state, kind="step")
+                left = view.calls_left() or 0
+        state.reserve = view.decision_calls(first_look=True)
+        return self._batch_within(state, left - state.reserve)
 
     def _batch_within(self, state: GradientTextState, calls: int) -> int:
         """The largest batch (at most `batch_size`, at least 2) whose step costs at most
@@ -380,7 +392,7 @@ class GradientText(Optimizer):
         """Confirm the proposals on trial on this mini-batch, then try each new proposal alone
         on it (it produced them); returns how many passed their first screen."""
         for trial in list(state.trials):
-            if self._keeps_reserve(view, len(batch)):
+            if self._keeps_reserve(view, state, len(batch)):
                 self._confirm(view, state, working, batch, rollouts, trial, room)
         blocked = state.blocked_keys() | {g["key"] for g in (*state.trials, *state.pending)}
         passed = 0
@@ -392,11 +404,11 @@ class GradientText(Optimizer):
             key = _group_key(kept)
             if not kept or key in blocked or candidate.text == working.text:
                 continue
-            if not self._keeps_reserve(view, len(batch)):
+            if not self._keeps_reserve(view, state, len(batch)):
                 break  # the calls left are the gate's: a proposal proposed again is tried again
             blocked.add(key)
             if not self.screen:  # every proposal goes to the gate (measuring the gate alone)
-                self._join(state, _group_json(group, edits=kept, key=key, net=0.0, scored=0))
+                state.pending.append(_group_json(group, edits=kept, key=key, net=0.0, scored=0))
                 continue
             result = screen(view, candidate, batch, rollouts, addresses=group.addresses)
             record_screen(view, state, group, result)
@@ -406,18 +418,30 @@ class GradientText(Optimizer):
             passed += 1
             state.proposer_stats.setdefault(group.source, _new_stats())["survived"] += 1
             trial = _group_json(group, edits=kept, key=key, net=result.net, scored=result.scored)
-            if self.confirm_steps == 0 and result.net >= self.min_net:
-                self._join(state, {**trial, "screens": 1})
+            if result.net >= self._join_at():
+                state.pending.append({**trial, "screens": 1})
             else:
                 state.trials.append({**trial, "screens": 1})
         return passed
 
+    def _join_at(self) -> float:
+        """The net gain on its own mini-batch with which a proposal joins unconfirmed."""
+        if self.confirm_steps == 0:
+            return self.min_net
+        return math.inf if self.join_at_net is None else max(self.join_at_net, self.min_net)
+
     @staticmethod
-    def _keeps_reserve(view: RunView, calls: int) -> bool:
-        """Whether `calls` more screening calls still leave a gate decision's worth (the
-        validation set) in the call budget (always, without one)."""
+    def _first_look_paid(view: RunView) -> bool:
+        """Whether the calls left (if limited) pay for the next decision's first look."""
         left = view.calls_left()
-        return left is None or left - calls >= view.validation_size
+        return left is None or left >= view.decision_calls(first_look=True)
+
+    @staticmethod
+    def _keeps_reserve(view: RunView, state: GradientTextState, calls: int) -> bool:
+        """Whether `calls` more screening calls still leave the step's reserve for the gate
+        (`GradientTextState.reserve`) in the call budget (always, without one)."""
+        left = view.calls_left()
+        return left is None or left - calls >= state.reserve
 
     def _confirm(
         self,
@@ -445,7 +469,7 @@ class GradientText(Optimizer):
         net, scored = trial["net"] + result.net, trial["scored"] + result.scored
         screens = trial["screens"] + 1
         if result.passed and net >= self.min_net:
-            self._join(state, {**trial, "net": net, "scored": scored, "screens": screens})
+            state.pending.append({**trial, "net": net, "scored": scored, "screens": screens})
         # back from a rejected bundle ("gated": its gate strikes), it is confirmed at least once
         elif net <= 0 or screens > max(self.confirm_steps, int(trial.get("gated", 0))):
             self._strike(state, edits, trial["key"], net / max(scored, 1))
@@ -458,12 +482,7 @@ class GradientText(Optimizer):
         left unused."""
         for trial in [t for t in state.trials if t["net"] > 0]:
             state.trials.remove(trial)
-            self._join(state, trial)
-
-    @staticmethod
-    def _join(state: GradientTextState, trial: dict[str, Any]) -> None:
-        """A proposal joins the working candidate."""
-        state.pending.append(trial)
+            state.pending.append(trial)
 
     def _ready(self, view: RunView, state: GradientTextState) -> bool:
         """Whether the working candidate goes to the gate now: enough confirmed proposals, or
@@ -556,8 +575,7 @@ class GradientText(Optimizer):
         pending, lrs = list(state.pending), list(state.pending_lrs)
         state.pending, state.pending_lrs = [], []
         for group in pending:
-            left = view.calls_left()
-            if left is not None and left < view.validation_size:
+            if not self._first_look_paid(view):
                 state.trials.append({**group, "screens": 0})
                 continue
             state.pending, state.pending_lrs = [group], lrs

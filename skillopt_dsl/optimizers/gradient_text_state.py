@@ -52,6 +52,9 @@ class GradientTextState(CheckpointedState):
     struck: list[dict[str, Any]] = field(default_factory=list)
     """Proposals that failed a screen but may be screened again (`screen_strikes`): the
     proposers are told about them; `rejected` (the memory proper) holds the blocked ones."""
+    reserve: int = 0
+    """The calls the current step leaves for the gate decision after it (a whole decision, or
+    in the budget's tail the gate's first look; 0 without a call budget)."""
 
     def remember(self, edits: Sequence[Edit], delta: float, *, block: bool = True) -> None:
         """Remember one proposal (an edit group) as rejected: the proposers read it (they are

@@ -1,0 +1,130 @@
+"""The budget's tail: decisions the calls cannot finish, and clear fixes that skip confirmation.
+
+Each test names the regression it kills. The fakes are the contract suite's parity task (the
+fix `GOOD` makes every answer right), a scripted proposer of fixed edit groups, and a scorer
+over fixed per-example scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+import skillopt_dsl as sd
+from skillopt_dsl.errors import BudgetExceeded
+from skillopt_dsl.evidence import SignificanceBudget
+from skillopt_dsl.looks import SequentialJudge, look_cost
+from skillopt_dsl.optimizers import GradientText
+from skillopt_dsl.skill import Skill
+from skillopt_dsl.testing.contract import contract_target
+from skillopt_dsl.types import Example
+from tests.test_early_acceptance import synthetic
+from tests.test_search import GOOD, FixedProposer, compile_with, events
+
+EXAMPLES = tuple(Example(id=f"e{i}", inputs={}, labels={}) for i in range(40))
+SEED = {f"e{i}": float(i % 2) for i in range(40)}
+AHEAD = {**SEED, "e0": 1.0, "e2": 1.0}  # ahead at the first look, never significant
+MILD = "Multiples of four are even."
+
+
+def mild_target(messages: list[dict[str, str]]) -> str:
+    """The parity target, except that MILD makes multiples of four right (a real but small
+    fix: ahead at the first look, not yet significant there)."""
+    system = next((m["content"] for m in messages if m["role"] == "system"), "")
+    number = int(messages[-1]["content"].split()[-1])
+    if "four" in system and number % 4 == 0:
+        return "even"
+    return contract_target(messages)
+
+
+def judge_with() -> tuple[SequentialJudge, SignificanceBudget]:
+    budget = SignificanceBudget(alpha=0.05)
+    budget.plan(1)
+    return SequentialJudge(sd.Gate(), budget, EXAMPLES, EXAMPLES), budget
+
+
+def test_a_decision_the_calls_cannot_finish_stops_at_the_last_look_they_paid() -> None:
+    """Kills: a decision that starts the next look without the calls for it (the ledger then
+    ends the run mid-look and the decision is lost), and a cost that counts the candidate's
+    earlier looks again (they are cached: only the examples the next look adds cost calls)."""
+    asked: list[int] = []
+
+    def can_pay(examples: Sequence[Example]) -> bool:
+        asked.append(len(examples))
+        return len(asked) == 1  # the first look is paid, nothing after it
+
+    score, scored = synthetic({"seed": SEED, "cand": AHEAD})
+    judge, budget = judge_with()
+    seed_report = score(Skill("seed"), EXAMPLES)
+    sizes = sd.Gate().look_sizes(len(EXAMPLES))
+    _, decision = judge.judge(
+        Skill("cand"), score=score, incumbent_on=lambda _: seed_report, index=0, can_pay=can_pay
+    )
+    assert not decision.accepted and decision.stopped_at_look == 1, decision.reason
+    assert "calls left do not pay for the next look" in decision.reason
+    assert decision.examples_scored == sizes[0]
+    assert asked == [sizes[0], sizes[1] - sizes[0]]
+    assert scored[1:] == [("cand", sizes[0])], "the candidate was scored past the paid look"
+    spendable = (decision.alpha or 0.0) + (decision.early_alpha or 0.0)
+    assert budget.spent == pytest.approx(spendable)  # charged like a futility stop
+
+
+def test_a_decision_without_calls_for_its_first_look_is_not_started() -> None:
+    """Kills: a door that sends a candidate's first look with no calls to finish it (the calls
+    it spends before the ledger stops it buy no decision)."""
+    score, scored = synthetic({"seed": SEED, "cand": AHEAD})
+    judge, budget = judge_with()
+    with pytest.raises(BudgetExceeded, match="first look"):
+        judge.judge(
+            Skill("cand"),
+            score=score,
+            incumbent_on=lambda ex: score(Skill("seed"), ex),
+            index=0,
+            can_pay=lambda _: False,
+        )
+    assert scored == [] and budget.decisions == 0
+
+
+def test_a_look_costs_the_candidate_and_the_incumbent_where_it_was_not_scored() -> None:
+    """Kills: a reserve that forgets the incumbent's unscored examples (after an early
+    acceptance the new incumbent has only the accepting look's) or counts scored ones."""
+    assert look_cost(EXAMPLES[:10], {"e0", "e1", "e99"}) == 10 + 8
+    assert look_cost(EXAMPLES[:10], {e.id for e in EXAMPLES}) == 10
+
+
+def test_a_fix_reaches_the_gate_when_the_budget_pays_only_its_first_looks(tmp_path: Path) -> None:
+    """Kills: a search that keeps a whole decision's calls in reserve to the end. With 56
+    calls (30 for the seed's validation score) the old loop never asked the gate and returned
+    the seed; the fix is now accepted at the gate's first look, within the budget."""
+    optimizer = GradientText(proposers=[FixedProposer(texts=[GOOD])], epochs=1)
+    result = compile_with(tmp_path, optimizer, budget=sd.Budget(max_calls=56))
+    assert result.usage.calls <= 56
+    assert [d.accepted_at_look for d in result.gate_log] == [1], result.gate_log
+    assert GOOD in result.best_skill.text
+
+
+def test_a_run_whose_calls_end_mid_decision_keeps_the_decision(tmp_path: Path) -> None:
+    """Kills: a door that does not check the calls left before a look (the ledger then stops
+    the run inside the second look, and the decision the first look paid for is lost)."""
+    optimizer = GradientText(proposers=[FixedProposer(texts=[MILD])], epochs=1)
+    result = compile_with(tmp_path, optimizer, target=mild_target, budget=sd.Budget(max_calls=56))
+    assert result.usage.calls <= 56
+    [decision] = result.gate_log
+    assert decision.stopped_at_look == 1 and not decision.accepted, decision.reason
+    assert "calls left do not pay" in decision.reason
+    assert result.best_skill.text == result.seed_skill.text
+
+
+def test_a_clear_fix_joins_without_confirmation(tmp_path: Path) -> None:
+    """Kills: confirming every proposal on a further mini-batch, even one that fixed half its
+    own (the clear fix then reaches the gate a step later, its calls spent on confirmation)."""
+    for join_at_net, first_step in ((4.0, 0), (None, 1)):
+        run_dir = tmp_path / str(join_at_net)
+        optimizer = GradientText(
+            proposers=[FixedProposer(texts=[GOOD])], batch_size=12, join_at_net=join_at_net
+        )
+        compile_with(run_dir, optimizer)
+        assert events(run_dir, "screen")[0]["net"] >= 4  # it fixed at least 4 of its batch
+        assert events(run_dir, "compose")[0]["step"] == first_step, join_at_net
