@@ -274,7 +274,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
                     budget=_share(
                         _remaining(self.budget, [p.result.usage for p in done.values()]),
                         len(names) - index,
-                        self._one_decision(program, train, val),
+                        self._one_decision(program, train, val)[0],
                     ),
                     run_dir=self.run_dir / name if self.run_dir is not None else None,
                     resume=self.resume,
@@ -302,26 +302,29 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         if max_calls is None:
             return ()
         per_run = len(program.predictor_names)
-        batch = min(len(train), int(getattr(self.optimizer, "batch_size", 8) or 8))
-        needed = self._one_decision(program, train, val)
+        needed, batch, look = self._one_decision(program, train, val)
         if max_calls >= needed:
             return ()
         message = (
             f"budget max_calls={max_calls} cannot pay for the seed evaluation plus one gate "
             f"decision: that takes at least {needed} calls ({len(val)} validation runs of the "
-            f"seed program, {batch} training runs, 1 reflection call and {len(val)} validation "
-            f"runs of one candidate, at {per_run} call(s) per run, one per predictor; loops and "
-            f"format retries take more); raise max_calls to at least {needed} or use fewer "
-            "validation examples"
+            f"seed program, {batch} training runs, 1 reflection call, {batch} screening runs "
+            f"and {look} validation runs of one candidate at the gate's first look, at "
+            f"{per_run} call(s) per run, one per predictor; loops and format retries take "
+            f"more); raise max_calls to at least {needed} or use fewer validation examples"
         )
         logger.warning("%s", message)
         return (message,)
 
-    def _one_decision(self, program: DSPyProgram, train: list[Example], val: list[Example]) -> int:
+    def _one_decision(
+        self, program: DSPyProgram, train: list[Example], val: list[Example]
+    ) -> tuple[int, int, int]:
         """The fewest calls that pay for the seed program's validation pass and one gate
-        decision: two validation passes, a training batch and a reflection call."""
-        batch = min(len(train), int(getattr(self.optimizer, "batch_size", 8) or 8))
-        return (2 * len(val) + batch) * len(program.predictor_names) + 1
+        decision (the smallest training batch, its reflection and screen, the candidate on
+        the gate's first look), with that batch and look size."""
+        gate = self.gate if self.gate is not None else Gate()
+        batch, look = min(len(train), 2), gate.look_sizes(len(val))[0]
+        return (len(val) + 2 * batch + look) * len(program.predictor_names) + 1, batch, look
 
     def _significance(
         self, names: list[str], train: list[Example], val: list[Example]
