@@ -9,6 +9,7 @@ import datetime as _dt
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -102,3 +103,16 @@ def optional(name: str) -> Any:
     except Exception as exc:  # an optional competitor may fail to import in many ways
         print(f"({name} not available: {type(exc).__name__}: {exc})")
         return None
+
+
+def git_commit() -> str:
+    """The checked-out commit, short, with `+dirty` when tracked files are changed."""
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], capture_output=True, text=True).stdout.strip()
+        except OSError:
+            return "unknown"
+
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
