@@ -158,6 +158,7 @@ def compile_ours(budget: int) -> Compile:
             "accepted": sum(1 for d in result.gate_log if d.accepted),
             "val": result.val_score, "seed_val": result.seed_val_score,
             "stop": result.stop_reason, "ledger_calls": compiled.skillopt.usage.calls,
+            "warnings": list(compiled.skillopt.warnings),
         }  # fmt: skip
 
     return run
