@@ -357,12 +357,14 @@ def _start(context: CompileContext, cache: ResponseCache, resume: bool) -> None:
         context.restore(checkpoint)
         context.emit("resume", version=context.version, steps=len(context.history))
     seed = context.module.seed_skill
-    context.seed_report = context.evaluate(seed, context.valset, label="val")
-    require_an_answer(context.seed_report, context.target_lm)  # fail fast: nothing answered
+    seed_report = context.score_seed(fresh=checkpoint is None)  # the gate's first look
+    require_an_answer(seed_report, context.target_lm)  # fail fast: nothing answered
     if checkpoint is None:
         context.run.save_version(1, seed)
         context.run.save_best(seed, context.export_metadata())
-        context.emit("seed", skill_hash=seed.hash, val_score=context.seed_report.mean)
+        context.emit(
+            "seed", skill_hash=seed.hash, val_score=seed_report.mean, n=len(seed_report.records)
+        )
     _ = context.incumbent_report
 
 
@@ -445,10 +447,11 @@ def _finish(
     baseline: Baseline | None,
     check: Preflight | None = None,
 ) -> CompileResult:
-    best, best_report = context.incumbent, context.incumbent_report
-    seed_report = context.seed_report
+    best, seed_report = context.incumbent, context.seed_report
     assert seed_report is not None  # set by _start
-    same = best_report.example_ids  # fewer than all after an early acceptance
+    # where both were scored: fewer than all after an early acceptance the budget left unfinished
+    best_report = context.incumbent_report.restricted_to(seed_report.example_ids)
+    same = best_report.example_ids
     if baseline is not None and len(same) < len(context.valset):
         scored_on = [e for e in context.valset if e.id in set(same)]
         baseline = rescored(baseline, context.module, scored_on)

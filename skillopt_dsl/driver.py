@@ -44,13 +44,14 @@ from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import EvaluationCache, EvaluationReport, evaluate
 from skillopt_dsl.gate import Gate, GateDecision
 from skillopt_dsl.lm import LM, UsageSnapshot
-from skillopt_dsl.looks import SequentialJudge, look_cost
+from skillopt_dsl.looks import SequentialJudge
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.run_state import RunState
 from skillopt_dsl.runs import RunDirectory, rng_from_json, rng_to_json
 from skillopt_dsl.settings import CompileSettings, RunModels
 from skillopt_dsl.skill import ApplyReport, Skill, token_distance
 from skillopt_dsl.types import Example
+from skillopt_dsl.val_book import ValidationBook
 
 __all__ = [
     "CompileContext",
@@ -65,7 +66,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-class CompileContext:
+class CompileContext(ValidationBook):
     """The driver: models, gate, run directory, and the run's private state (see module doc).
 
     `compile()` and `OptunaLR` (for its trial runs) use it; optimizers get `view(bound)`.
@@ -148,17 +149,6 @@ class CompileContext:
         return self._state.incumbent
 
     @property
-    def incumbent_report(self) -> EvaluationReport:
-        """The incumbent's validation report (after an early acceptance, on the examples it
-        was scored on; `complete_incumbent` scores the rest)."""
-        if self._state.incumbent_report is None:
-            report = self.evaluate(self._state.incumbent, self._restored_examples(), label="val")
-            self._state.incumbent_report = report
-            if self.seed_report is None:
-                self.seed_report = report
-        return self._state.incumbent_report
-
-    @property
     def version(self) -> int:
         """The incumbent's version number (1 = the seed)."""
         return self._state.version
@@ -234,52 +224,10 @@ class CompileContext:
             can_pay=self._can_pay,
         )
 
-    def _can_pay(self, examples: Sequence[Example]) -> bool:
-        """Whether the call limit (if any) pays for a look on `examples` (`looks.look_cost`)."""
-        left = self.calls_left()
-        return left is None or left >= look_cost(examples, self.incumbent_report.example_ids)
-
-    def decision_calls(self, *, first_look: bool = False) -> int:
-        """The most calls the next gate decision spends (`SequentialJudge.calls_needed`)."""
-        scored = self.incumbent_report.example_ids
-        return self._judging.calls_needed(scored, first_look=first_look)
-
     def whole_set_level(self) -> float | None:
         """The significance the next gate decision may use on the whole validation set (its
         interim looks' early level comes on top; None: the gate runs no test)."""
         return self._judging.whole_set_level()
-
-    def complete_incumbent(self) -> EvaluationReport:
-        """The incumbent's report on the whole validation set, scoring the examples an early
-        acceptance skipped when the run's budget can pay for them (a call limit only, with
-        enough calls left); otherwise the report it has (`CompileResult.val_examples`)."""
-        report, budget = self.incumbent_report, self.ledger.budget
-        missing, left = len(self.valset) - len(report.records), self.calls_left()
-        affordable = budget.max_tokens is None and budget.max_usd is None
-        if missing and affordable and (left is None or left >= missing):
-            return self._incumbent_on(self.valset)
-        return report
-
-    def calls_left(self) -> int | None:
-        """Model calls the run's `Budget.max_calls` still allows (None: no call limit)."""
-        limit = self.ledger.budget.max_calls
-        return None if limit is None else max(0, limit - self.ledger.snapshot().calls)
-
-    def _restored_examples(self) -> tuple[Example, ...]:
-        """The validation examples the incumbent was scored on when the run was checkpointed
-        (all of them unless it was accepted early), so a resumed run scores the same ones."""
-        kept = self._state.restored_ids
-        return self.valset if kept is None else tuple(e for e in self.valset if e.id in kept)
-
-    def _incumbent_on(self, examples: Sequence[Example]) -> EvaluationReport:
-        """The incumbent's report, scored on `examples` too when it does not cover them yet
-        (after an early acceptance it covers the accepting look's examples only)."""
-        report = self.incumbent_report
-        if {e.id for e in examples} <= set(report.example_ids):
-            return report
-        report = self.evaluate(self._state.incumbent, examples, label="val")
-        self._state.incumbent_report = report
-        return report
 
     def _close(
         self,
@@ -361,6 +309,7 @@ class CompileContext:
         """Front matter for best_skill.md."""
         best = self.incumbent_report  # after an early acceptance, on a prefix: compare there
         seed = self.seed_report.restricted_to(best.example_ids) if self.seed_report else None
+        best = best.restricted_to(seed.example_ids) if seed else best  # where both were scored
         return {
             "name": self.module.name,
             "description": self.module.description,

@@ -59,11 +59,13 @@ __all__ = [
 
 # -- the driver's events ---------------------------------------------------------------------
 class SeedEvent(TypedDict):
-    """The seed skill was scored on the validation set (version 1 of the run)."""
+    """The seed skill was scored on validation (version 1 of the run): on the gate's first
+    look, `n` examples (the rest is scored when a decision or the end of the run needs it)."""
 
     event: Literal["seed"]
     skill_hash: NotRequired[str]
     val_score: float
+    n: NotRequired[int]
 
 
 class ResumeEvent(TypedDict):

@@ -117,6 +117,10 @@ class SequentialJudge:
             decision = replace(decision, charged=decision.charged + spent_early)
         return report, self._charged(levels, decision)
 
+    def first_look(self) -> tuple[Example, ...]:
+        """The examples of a decision's first look (all of them when the gate has none)."""
+        return self.order[: self.gate.look_sizes(len(self.order))[0]]
+
     def calls_needed(self, scored: Collection[str], *, first_look: bool = False) -> int:
         """The most calls a decision on a new candidate spends to reach its whole-set look
         (`first_look`: its first look), with the incumbent scored on the examples `scored`."""

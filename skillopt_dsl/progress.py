@@ -127,7 +127,8 @@ def _on_preflight(state: ProgressState, payload: PreflightEvent) -> str:
 def _on_seed(state: ProgressState, payload: SeedEvent) -> str:
     state.seed_val = state.best_val = float(payload["val_score"])
     state.phase = "optimizing"
-    return f"seed skill: val {state.seed_val:.4f}"
+    n = payload.get("n")
+    return f"seed skill: val {state.seed_val:.4f}" + (f" (first look, {n} examples)" if n else "")
 
 
 def _on_baseline(state: ProgressState, payload: BaselineEvent) -> str:

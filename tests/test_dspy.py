@@ -373,23 +373,23 @@ class CallsAtWarning(logging.Handler):
         self.seen.append((record.getMessage(), len(self.fake.calls)))
 
 
-NEEDS_65 = (
-    "budget max_calls=64 cannot pay for the seed evaluation plus one gate decision: that takes "
-    "at least 65 calls (16 validation runs of the seed program, 2 training runs, 1 reflection "
-    "call, 2 screening runs and 12 validation runs of one candidate at the gate's first look, "
+NEEDS_57 = (
+    "budget max_calls=56 cannot pay for the seed evaluation plus one gate decision: that takes "
+    "at least 57 calls (the gate's first look, 12 validation runs, of the seed program, 2 "
+    "training runs, 1 reflection call, 2 screening runs and the first look of one candidate, "
     "at 2 call(s) per run, one per predictor; loops and format retries take more); raise "
-    "max_calls to at least 65 or use fewer validation examples"
+    "max_calls to at least 57 or use fewer validation examples"
 )
 
 
-@pytest.mark.parametrize(("max_calls", "warned"), [(64, True), (65, False)])
+@pytest.mark.parametrize(("max_calls", "warned"), [(56, True), (57, False)])
 def test_a_budget_too_small_for_one_decision_is_said_before_the_first_call(
     max_calls: int, warned: bool
 ) -> None:
     """Kills: spending a budget that cannot pay for the seed's validation pass plus one gate
     decision without a WARNING before the first call (and in the result), or a wrong count:
-    2 predictors x (16 + 2 + 2 + 12 runs) + 1 reflection call = 65 (a search in a tight
-    budget takes a batch of 2, and a decision may end at the gate's first look, 12 of 16)."""
+    2 predictors x (12 + 2 + 2 + 12 runs) + 1 reflection call = 57 (the seed and a candidate
+    on the gate's first look, 12 of 16, and a tight budget's batch of 2 with its screen)."""
     fake = ScriptedLM(fake_model)
     handler = CallsAtWarning(fake)
     logger = logging.getLogger("skillopt_dsl.dspy.optimizer")
@@ -407,8 +407,8 @@ def test_a_budget_too_small_for_one_decision_is_said_before_the_first_call(
         logger.removeHandler(handler)
     said = [(text, calls) for text, calls in handler.seen if text.startswith("budget")]
     if warned:
-        assert said == [(NEEDS_65, 0)]
-        assert compiled.skillopt.warnings == (NEEDS_65,)
+        assert said == [(NEEDS_57, 0)]
+        assert compiled.skillopt.warnings == (NEEDS_57,)
     else:
         assert said == [] and compiled.skillopt.warnings == ()
 

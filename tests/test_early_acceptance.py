@@ -228,16 +228,17 @@ class SubmitThenSpend(Optimizer):
         return {"keep": self.keep}
 
 
-@pytest.mark.parametrize("keep", [19, 20])
+@pytest.mark.parametrize("keep", [39, 40])
 def test_the_rest_of_validation_is_scored_only_within_the_call_limit(keep: int) -> None:
     """Kills: a completion that ignores the call limit (the run would end in BudgetExceeded,
-    or past its budget): with 19 calls left for 20 unscored examples nothing more is scored;
-    with 20 the best skill is scored on all 40, and the run spends exactly its limit."""
+    or past its budget): the best skill, accepted at the look of 20, and the seed, scored there
+    too, each miss 20 of the 40; with 39 calls left nothing more is scored and both are
+    compared on the 20; with 40 both are scored on all 40, and the run spends its limit."""
     result = sd.compile(
         Parity(), TRAIN, VAL, optimizer=SubmitThenSpend(keep), lm=ScriptedLM(contract_target),
         optimizer_lm=reflector(FIX), threads=1, budget=sd.Budget(max_calls=200),
     )  # fmt: skip
     decision = result.gate_log[0]
     assert decision.accepted and decision.examples_scored == 20, decision.reason
-    assert result.usage.calls == (200 - keep if keep < 20 else 200)
-    assert result.val_examples == (20 if keep < 20 else 40)
+    assert result.usage.calls == (200 - keep if keep < 40 else 200)
+    assert result.val_examples == (20 if keep < 40 else 40)

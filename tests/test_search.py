@@ -140,7 +140,8 @@ def test_the_search_spends_its_call_budget_when_nothing_is_accepted(tmp_path: Pa
     assert result.stop_reason == "budget" and stop["reason"] == "budget"
     reserve = len(VAL) + optimizer.batch_size * 4
     assert result.usage.calls >= budget - reserve, (result.usage.calls, stop)
-    assert stop["calls_left"] == budget - result.usage.calls
+    # after the search, the seed's validation examples past the first look are scored
+    assert 0 <= budget - result.usage.calls <= stop["calls_left"]
     assert stop["epoch"] > optimizer.epochs, "the search never went past its epochs"
 
 

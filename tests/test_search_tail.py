@@ -128,3 +128,20 @@ def test_a_clear_fix_joins_without_confirmation(tmp_path: Path) -> None:
         compile_with(run_dir, optimizer)
         assert events(run_dir, "screen")[0]["net"] >= 4  # it fixed at least 4 of its batch
         assert events(run_dir, "compose")[0]["step"] == first_step, join_at_net
+
+
+def test_the_seed_is_scored_on_the_first_look_so_a_small_budget_decides(
+    tmp_path: Path,
+) -> None:
+    """Kills: scoring the seed on the whole validation set before the search. With 40 calls
+    that took 30, and the 10 left paid for no decision; the seed is now scored on the gate's
+    first look (15 of 30) and the fix is accepted there, compared with the seed on the same
+    15 examples."""
+    optimizer = GradientText(proposers=[FixedProposer(texts=[GOOD])], epochs=1)
+    result = compile_with(tmp_path, optimizer, budget=sd.Budget(max_calls=40))
+    first_val = next(e for e in events(tmp_path, "evaluation") if e["split"] == "val")
+    assert first_val["n"] == 15 and events(tmp_path, "seed")[0]["n"] == 15
+    assert result.usage.calls <= 40
+    assert [d.accepted_at_look for d in result.gate_log] == [1], result.gate_log
+    assert (result.val_examples, result.val_size) == (15, 30)
+    assert result.val_score == 1.0 and result.seed_val_score < 1.0

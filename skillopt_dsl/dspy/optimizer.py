@@ -307,9 +307,9 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
             return ()
         message = (
             f"budget max_calls={max_calls} cannot pay for the seed evaluation plus one gate "
-            f"decision: that takes at least {needed} calls ({len(val)} validation runs of the "
-            f"seed program, {batch} training runs, 1 reflection call, {batch} screening runs "
-            f"and {look} validation runs of one candidate at the gate's first look, at "
+            f"decision: that takes at least {needed} calls (the gate's first look, {look} "
+            f"validation runs, of the seed program, {batch} training runs, 1 reflection call, "
+            f"{batch} screening runs and the first look of one candidate, at "
             f"{per_run} call(s) per run, one per predictor; loops and format retries take "
             f"more); raise max_calls to at least {needed} or use fewer validation examples"
         )
@@ -319,12 +319,12 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
     def _one_decision(
         self, program: DSPyProgram, train: list[Example], val: list[Example]
     ) -> tuple[int, int, int]:
-        """The fewest calls that pay for the seed program's validation pass and one gate
-        decision (the smallest training batch, its reflection and screen, the candidate on
-        the gate's first look), with that batch and look size."""
+        """The fewest calls that pay for one gate decision: the seed program and a candidate on
+        the gate's first look, the smallest training batch, its reflection and its screen
+        (with that batch and look size)."""
         gate = self.gate if self.gate is not None else Gate()
         batch, look = min(len(train), 2), gate.look_sizes(len(val))[0]
-        return (len(val) + 2 * batch + look) * len(program.predictor_names) + 1, batch, look
+        return (2 * look + 2 * batch) * len(program.predictor_names) + 1, batch, look
 
     def _significance(
         self, names: list[str], train: list[Example], val: list[Example]

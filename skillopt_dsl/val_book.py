@@ -1,0 +1,118 @@
+"""What a run knows of its validation scores, and what scoring more would cost.
+
+`ValidationBook` is the part of the driver (`CompileContext`) that keeps the incumbent's and
+the seed's validation reports. Both may cover a prefix of the validation set in the gate's look
+order: the seed is scored at the start on the gate's first look only, an early acceptance
+leaves the new incumbent scored on the accepting look's examples, and a decision's looks score
+the incumbent on more examples only when they reach them (cached rollouts cost nothing). At the
+end, `complete_incumbent` scores what is left when a call budget can pay for it. Under a call
+limit it also says what the next gate decision costs (`decision_calls`) and whether a look can
+be paid (`_can_pay`, the door's check before each look).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from skillopt_dsl.evaluate import EvaluationReport
+from skillopt_dsl.looks import SequentialJudge, look_cost
+from skillopt_dsl.module import SkillModule
+from skillopt_dsl.run_state import RunState
+from skillopt_dsl.skill import Skill
+from skillopt_dsl.types import Example
+
+if TYPE_CHECKING:
+    from skillopt_dsl.lm import UsageLedger
+
+__all__ = ["ValidationBook"]
+
+
+class ValidationBook:
+    """Mixin of `CompileContext`: the validation reports of the incumbent and the seed."""
+
+    module: SkillModule
+    valset: tuple[Example, ...]
+    ledger: UsageLedger
+    seed_report: EvaluationReport | None
+    _state: RunState
+    _judging: SequentialJudge
+
+    def evaluate(
+        self, skill: Skill, examples: Sequence[Example], *, label: str = "train"
+    ) -> EvaluationReport:
+        raise NotImplementedError  # the driver's cached evaluation
+
+    @property
+    def incumbent_report(self) -> EvaluationReport:
+        """The incumbent's validation report (after an early acceptance, on the examples it
+        was scored on; `complete_incumbent` scores the rest)."""
+        if self._state.incumbent_report is None:
+            report = self.evaluate(self._state.incumbent, self._restored_examples(), label="val")
+            self._state.incumbent_report = report
+            if self.seed_report is None:
+                self.seed_report = report
+        return self._state.incumbent_report
+
+    def _can_pay(self, examples: Sequence[Example]) -> bool:
+        """Whether the call limit (if any) pays for a look on `examples` (`looks.look_cost`)."""
+        left = self.calls_left()
+        return left is None or left >= look_cost(examples, self.incumbent_report.example_ids)
+
+    def decision_calls(self, *, first_look: bool = False) -> int:
+        """The most calls the next gate decision spends (`SequentialJudge.calls_needed`)."""
+        scored = self.incumbent_report.example_ids
+        return self._judging.calls_needed(scored, first_look=first_look)
+
+    def score_seed(self, *, fresh: bool) -> EvaluationReport:
+        """Score the seed on the gate's first look only (its looks score the rest as decisions
+        reach it; `complete_incumbent` what is left at the end); a `fresh` run's incumbent."""
+        first = {e.id for e in self._judging.first_look()}
+        examples = [e for e in self.valset if e.id in first]  # in the user's order
+        self.seed_report = self.evaluate(self.module.seed_skill, examples, label="val")
+        if fresh:
+            self._state.restored_ids = frozenset(self.seed_report.example_ids)
+        return self.seed_report
+
+    def complete_incumbent(self) -> EvaluationReport:
+        """The incumbent's and the seed's reports on the whole validation set, scoring what
+        early acceptance and the seed's first look skipped when the budget pays for both (a
+        call limit only, with enough calls left); otherwise the reports they have, compared
+        where both were scored (`CompileResult.val_examples`)."""
+        seed = self.seed_report or self.incumbent_report
+        missing = len(self.valset) - len(self.incumbent_report.records)
+        if self._state.version > 1:  # the seed is not the incumbent: its rest is scored too
+            missing += len(self.valset) - len(seed.records)
+        if self._affordable(missing):
+            self._incumbent_on(self.valset)
+            self.seed_report = self.evaluate(self.module.seed_skill, self.valset, label="val")
+        return self.incumbent_report
+
+    def _affordable(self, calls: int) -> bool:
+        """Whether `calls` (> 0) more validation calls fit a budget that only limits calls."""
+        budget, left = self.ledger.budget, self.calls_left()
+        only_calls = budget.max_tokens is None and budget.max_usd is None
+        return calls > 0 and only_calls and (left is None or left >= calls)
+
+    def calls_left(self) -> int | None:
+        """Model calls the run's `Budget.max_calls` still allows (None: no call limit)."""
+        limit = self.ledger.budget.max_calls
+        return None if limit is None else max(0, limit - self.ledger.snapshot().calls)
+
+    def _restored_examples(self) -> tuple[Example, ...]:
+        """The validation examples the incumbent was scored on when the run was checkpointed
+        (all of them unless it was accepted early), so a resumed run scores the same ones."""
+        kept = self._state.restored_ids
+        return self.valset if kept is None else tuple(e for e in self.valset if e.id in kept)
+
+    def _incumbent_on(self, examples: Sequence[Example]) -> EvaluationReport:
+        """The incumbent's report, scored on `examples` too when it does not cover them yet
+        (after an early acceptance it covers the accepting look's examples only)."""
+        report = self.incumbent_report
+        if {e.id for e in examples} <= set(report.example_ids):
+            return report
+        report = self.evaluate(self._state.incumbent, examples, label="val")
+        self._state.incumbent_report = report
+        if self._state.version == 1:  # the seed: its report grows with it
+            self.seed_report = report
+        return report
