@@ -122,6 +122,18 @@ def rule_target(a: set[str], b: set[str]):
     return answer
 
 
+def two_rules() -> tuple[set[str], set[str]]:
+    """The numbers 'Rule A.' and 'Rule B.' fix (see the test below), for look-order seed 5."""
+    order = _look_order(VAL, 5)  # seed 5: 12 evens in the first 20, 5 in the next 10
+    evens_early = [e.inputs["number"] for e in order[:20] if even(e)]
+    assert len(evens_early) == 12, "the look order must hold 12 evens in its first 20"
+    spared = next(e.inputs["number"] for e in order[:10] if even(e))
+    train_evens = {e.inputs["number"] for e in TRAIN if even(e)}
+    a = (set(evens_early) - {spared}) | {n for n in train_evens if int(n) % 4 == 0}
+    b = {spared} | {e.inputs["number"] for e in order[20:] if even(e)} | train_evens
+    return a, b
+
+
 def test_the_incumbent_accepted_early_is_scored_lazily_where_later_looks_need_it() -> None:
     """Kills: a later decision compared with the early-accepted incumbent's partial report (a
     KeyError or a comparison on the wrong examples), and an incumbent scored twice on an example.
@@ -130,13 +142,7 @@ def test_the_incumbent_accepted_early_is_scored_lazily_where_later_looks_need_it
     fixes that one and every even number after look 2: ahead by one at looks 1 and 2, far from
     significant, it goes on to look 3 and the whole set, where the incumbent is scored on the
     examples it was never scored on, once each."""
-    order = _look_order(VAL, 5)  # seed 5: 12 evens in the first 20, 5 in the next 10
-    evens_early = [e.inputs["number"] for e in order[:20] if even(e)]
-    assert len(evens_early) == 12, "the look order must hold 12 evens in its first 20"
-    spared = next(e.inputs["number"] for e in order[:10] if even(e))
-    train_evens = {e.inputs["number"] for e in TRAIN if even(e)}
-    a = (set(evens_early) - {spared}) | {n for n in train_evens if int(n) % 4 == 0}
-    b = {spared} | {e.inputs["number"] for e in order[20:] if even(e)} | train_evens
+    a, b = two_rules()
     target = ScriptedLM(rule_target(a, b))
     result = sd.compile(
         Parity(), TRAIN, VAL, optimizer=one_step(), lm=target,
@@ -242,3 +248,21 @@ def test_the_rest_of_validation_is_scored_only_within_the_call_limit(keep: int) 
     assert decision.accepted and decision.examples_scored == 20, decision.reason
     assert result.usage.calls == (200 - keep if keep < 40 else 200)
     assert result.val_examples == (20 if keep < 40 else 40)
+
+
+def test_a_best_skill_scored_past_the_seed_is_compared_where_both_were_scored() -> None:
+    """Kills: a result (and best_skill.md's front matter) comparing the best skill's score on
+    all 40 with the seed's on the 20 it was scored on. 'Rule A.' is accepted at look 2 (the
+    seed scored on 20), 'Rule B.' on all 40 against it; the 4 calls left cannot pay for the
+    seed's other 20, so both are compared on the 20 the seed was scored on."""
+    a, b = two_rules()
+    result = sd.compile(
+        Parity(), TRAIN, VAL, optimizer=one_step(), lm=ScriptedLM(rule_target(a, b)),
+        optimizer_lm=reflector("Rule A.", "Rule B."), threads=1, seed=5,
+        budget=sd.Budget(max_calls=140),
+    )  # fmt: skip
+    assert [d.examples_scored for d in result.gate_log] == [20, 40]
+    assert result.gate_log[1].accepted and result.usage.calls > 140 - 20
+    assert (result.val_examples, result.val_size) == (20, 40)
+    assert result.val_score == 1.0 and result.seed_val_score == pytest.approx(0.4)
+    assert (result.metadata["val_examples"], result.metadata["seed_val_score"]) == (20, 0.4)
