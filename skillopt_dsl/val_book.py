@@ -41,7 +41,8 @@ class ValidationBook:
     def evaluate(
         self, skill: Skill, examples: Sequence[Example], *, label: str = "train"
     ) -> EvaluationReport:
-        raise NotImplementedError  # the driver's cached evaluation
+        """Score `skill` on `examples` (the driver's cached evaluation)."""
+        raise NotImplementedError
 
     @property
     def incumbent_report(self) -> EvaluationReport:
@@ -70,8 +71,8 @@ class ValidationBook:
         first = {e.id for e in self._judging.first_look()}
         examples = [e for e in self.valset if e.id in first]  # in the user's order
         self.seed_report = self.evaluate(self.module.seed_skill, examples, label="val")
-        if fresh:
-            self._state.restored_ids = frozenset(self.seed_report.example_ids)
+        if fresh:  # the seed is the incumbent
+            self._state.incumbent_report = self.seed_report
         return self.seed_report
 
     def complete_incumbent(self) -> EvaluationReport:
