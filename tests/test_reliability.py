@@ -144,7 +144,7 @@ def test_incumbent_errors_never_make_a_candidate_win() -> None:
     # The seed answers "odd" for everything: right on the 15 odd validation numbers (0.5).
     # "Be brief." changes nothing on validation, so the NOISE candidate's true score there is
     # also 0.5. Failing the seed's calls on two odd numbers drops the incumbent to 13/30 (both
-    # of its evaluations fail there, since the failure is tied to the prompt): if errors
+    # of its rollouts fail there, since the failure is tied to the prompt): if errors
     # counted for the candidate, NOISE would "win" 0.5 > 13/30. It must be rejected as a tie;
     # GOOD still wins. NOISE helps on training only, so it passes its screen; each proposal
     # that passes goes to the gate alone (compose=1, confirm_steps=0).
@@ -160,7 +160,7 @@ def test_incumbent_errors_never_make_a_candidate_win() -> None:
     assert first.candidate_score == pytest.approx(13 / 30)
     assert result.improved and "divisible by 2" in result.best_skill.text
     assert "Be brief." not in result.best_skill.text
-    assert result.usage.errors == 2 * 2, "two failing examples, seed scored twice, none hidden"
+    assert result.usage.errors == 2, "two failing examples, the seed scored once, none hidden"
 
 
 @pytest.mark.parametrize("seed", range(6))
