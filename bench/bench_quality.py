@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from _common import optional, print_table, timer, write_results
@@ -78,6 +79,8 @@ class Setup:
 
 SETUP = Setup()
 PROXY: CountingProxy | None = None
+RUNS_DIR: Path | None = None
+"""`--runs-dir`: where our optimizers' run directories (event logs, gate records) are kept."""
 
 
 def proposers() -> list[Any]:
@@ -128,11 +131,15 @@ def test_mean(module: sd.SkillModule, skill: str, test: list[Any]) -> float:
 
 def ours(optimizer_factory: Callable[[], Any]) -> Callable[..., Row]:
     def run(module: sd.SkillModule, splits: Any, budget: int) -> Row:
+        run_dir = None if RUNS_DIR is None else RUNS_DIR / f"{type(module).__name__}-{budget}"
         result = sd.compile(
             module, splits.train, splits.val, optimizer=optimizer_factory(), lm=target_lm(),
             optimizer_lm=optimizer_lm(), budget=Budget(max_calls=budget), threads=SETUP.threads,
+            run_dir=run_dir,
         )  # fmt: skip
         return {
+            "gate_log": [_decision_summary(d) for d in result.gate_log],
+            "run_dir": None if run_dir is None else str(run_dir),
             "val": result.val_score,
             "seed_val": result.seed_val_score,
             "skill": result.best_skill.text,
@@ -144,6 +151,16 @@ def ours(optimizer_factory: Callable[[], Any]) -> Callable[..., Row]:
         }
 
     return run
+
+
+def _decision_summary(decision: Any) -> Row:
+    """What a gate decision saw: scores, examples, the look it stopped or was accepted at."""
+    return {
+        "accepted": decision.accepted, "candidate": decision.candidate_score,
+        "incumbent": decision.incumbent_score, "examples": decision.examples_scored,
+        "stopped_at_look": decision.stopped_at_look, "accepted_at_look": decision.accepted_at_look,
+        "p_value": decision.p_value, "reason": decision.reason,
+    }  # fmt: skip
 
 
 def seed_only(module: sd.SkillModule, splits: Any, budget: int) -> Row:
@@ -365,7 +382,7 @@ DEFAULT_METHODS = list(METHODS)
 
 
 def main() -> None:
-    global SETUP, PROXY, GEPA_METRIC_SHARE
+    global SETUP, PROXY, GEPA_METRIC_SHARE, RUNS_DIR
     parser = argparse.ArgumentParser()
     parser.add_argument("--budget", type=int, default=60)
     parser.add_argument("--tasks", nargs="+", default=["navigate", "sports_understanding"])
@@ -389,10 +406,14 @@ def main() -> None:
     parser.add_argument("--gepa-metric-share", type=float, default=1.0,
                         help="gepa max_metric_calls = share x budget (its reflection calls are "
                              "on top; pick the share that makes server-counted calls equal)")  # fmt: skip
+    parser.add_argument("--runs-dir", type=Path, default=None,
+                        help="keep each of our runs' run directory (events.jsonl, gate log) "
+                             "under this folder")  # fmt: skip
     parser.add_argument(
         "--out", default=None, help="results name (default quality / quality_server)"
     )
     args = parser.parse_args()
+    RUNS_DIR = args.runs_dir
     if args.dspy is not None:
         main_dspy(args.dspy_budget, args.dspy or list(DSPY_METHODS))
         return
