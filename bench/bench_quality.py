@@ -384,7 +384,9 @@ DEFAULT_METHODS = list(METHODS)
 def main() -> None:
     global SETUP, PROXY, GEPA_METRIC_SHARE, RUNS_DIR
     parser = argparse.ArgumentParser()
-    parser.add_argument("--budget", type=int, default=60)
+    parser.add_argument("--budget", type=int, nargs="+", default=[60],
+                        help="search budget(s) in calls; several run one after another per "
+                             "task, sharing the seed's test score")  # fmt: skip
     parser.add_argument("--tasks", nargs="+", default=["navigate", "sports_understanding"])
     parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=list(METHODS))
     parser.add_argument("--skip-skillopt-probe", action="store_true")
@@ -434,7 +436,7 @@ def main() -> None:
     name = args.out or ("quality_server" if server else "quality")
     rows: list[list[Any]] = []
     figures: dict[str, Any] = {
-        "budget_calls": args.budget, "model": args.model, "api_base": args.api_base,
+        "budget_calls": args.budget[0] if len(args.budget) == 1 else args.budget, "model": args.model, "api_base": args.api_base,
         "sizes": sizes, "max_tokens": target.max_tokens, "git_commit": git_commit(), "uncommitted": uncommitted_files(),
         "optimizer_max_tokens": SETUP.optimizer_params.max_tokens, "runs": [],
     }  # fmt: skip
@@ -450,10 +452,10 @@ def main() -> None:
         const_test = None if constant is None else constant.test_score
         rows.append([task, f"constant {label}", None if constant is None else constant.val_score,
                      const_test, 0, 0, "", "", ""])  # fmt: skip
-        for method in args.methods:
-            row = run_method(method, module_for(task), splits, args.budget)
+        for budget, method in ((b, m) for b in args.budget for m in args.methods):
+            row = run_method(method, module_for(task), splits, budget)
             row["seed_test"], row["constant_test"] = seed_test, const_test
-            figures["runs"].append({"task": task, "method": method, **row})
+            figures["runs"].append({"task": task, "method": method, "budget": budget, **row})
             write_results(name, figures)  # after every method: a killed run keeps what it measured
             rows.append([task, method, row.get("val"), row.get("test"),
                          row.get("server_calls", row.get("calls")), row.get("tokens"),
