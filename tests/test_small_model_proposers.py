@@ -565,3 +565,16 @@ def test_one_broken_output_triggers_the_shape_rule_by_default() -> None:
     (group,) = AnswerShapeProposer().propose(_request(outputs, KEY_GOLDS))
     assert "1 failing outputs" in group.rationale
     assert AnswerShapeProposer(min_broken=2).propose(_request(outputs, KEY_GOLDS)) == []
+
+
+def test_a_bare_array_of_edits_is_read_without_a_retry() -> None:
+    """Small models often reply with the edits' array alone, dropping the `{"edits": ...}`
+    wrapper. That reply is read as it is: one call, the edit kept. Kills: taking the reply from
+    its first `{` to its last `}` (two edits joined by a comma are no object; the call is
+    retried and the group dropped)."""
+    second = {"kind": "add", "after": None, "text": "Keys have no spaces.", "rationale": "keys"}
+    reply = "```json\n" + json.dumps([FIX, second], indent=2) + "\n```"
+    request, fake = _rule_request(reply)
+    (group,) = ReflectiveProposer(read_successes=False).propose(request)
+    assert [e.text for e in group.edits] == [FIX["text"], "Keys have no spaces."]  # type: ignore[attr-defined]
+    assert len(fake.calls) == 1, "a readable reply was retried"

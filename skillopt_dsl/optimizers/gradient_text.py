@@ -96,7 +96,8 @@ class GradientText(Optimizer):
             confirmations together) a proposal needs to join the working candidate.
         join_at_net: a proposal whose own mini-batch shows at least this net gain (a clear
             fix, scored on the whole batch) joins at once, unconfirmed, so a clear fix reaches
-            the gate a step earlier (None: every proposal is confirmed).
+            the gate a step earlier (None: every proposal is confirmed; a value below
+            `min_net` acts as `min_net`, so no proposal joins on less than a confirmed one).
         screen: False sends every proposal to the working candidate untried (with
             `compose=1`, every proposal to the gate: SkillOpt's loop, for measuring the gate
             alone); the default screens.

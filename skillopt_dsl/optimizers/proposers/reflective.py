@@ -117,7 +117,12 @@ def ask_for_edits(lm: LM, messages: list[dict[str, str]], *, seed: int) -> list[
 
 
 def _json_block(text: str) -> str:
+    """The reply's JSON: the outermost object, or a bare array of edits (small models often
+    drop the `{"edits": ...}` wrapper), wrapped as the object the schema expects."""
     start, end = text.find("{"), text.rfind("}")
+    array_start, array_end = text.find("["), text.rfind("]")
+    if 0 <= array_start < start and array_end > end:
+        return '{"edits": ' + text[array_start : array_end + 1] + "}"
     if start < 0 or end <= start:
         raise ValueError("the reply contains no JSON object")
     return text[start : end + 1]
