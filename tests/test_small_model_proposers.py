@@ -578,3 +578,15 @@ def test_a_bare_array_of_edits_is_read_without_a_retry() -> None:
     (group,) = ReflectiveProposer(read_successes=False).propose(request)
     assert [e.text for e in group.edits] == [FIX["text"], "Keys have no spaces."]  # type: ignore[attr-defined]
     assert len(fake.calls) == 1, "a readable reply was retried"
+
+
+def test_the_edits_a_reply_completed_before_its_cut_are_kept_without_a_retry() -> None:
+    """A reply cut off by `max_tokens` in its second edit keeps its first, whole edit, and no
+    retry is paid for. Kills: dropping the cut reply (then the retry, cut again, drops the
+    group) and keeping a half-written edit."""
+    whole = json.dumps(FIX)
+    reply = '```json\n{"edits": [\n  ' + whole + ',\n  {"kind": "add", "after": null, "text": "Cut'
+    request, fake = _rule_request(reply)
+    (group,) = ReflectiveProposer(read_successes=False).propose(request)
+    assert [e.text for e in group.edits] == [FIX["text"]]  # type: ignore[attr-defined]
+    assert len(fake.calls) == 1, "the completed edit was thrown away and a retry paid for"

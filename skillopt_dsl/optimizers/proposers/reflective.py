@@ -95,7 +95,8 @@ class ReflectiveProposer(Proposer):
 
 def ask_for_edits(lm: LM, messages: list[dict[str, str]], *, seed: int) -> list[Edit] | str:
     """Ask the optimizer model for `{"edits": [...]}`; validate with pydantic; retry once with
-    the validation error. Returns the edits, or a string saying why the reply was dropped
+    the validation error. An unreadable reply keeps the whole edits it did write
+    (`complete_edits`) without a retry. Returns the edits, or a string saying why the reply was dropped
     (first line: the reason; then the last reply). Never raises for bad output."""
     for attempt in range(2):
         try:
@@ -105,6 +106,9 @@ def ask_for_edits(lm: LM, messages: list[dict[str, str]], *, seed: int) -> list[
         try:
             return list(_EditBatch.model_validate_json(_json_block(reply)).edits)
         except (pydantic.ValidationError, ValueError) as exc:
+            completed = complete_edits(reply)
+            if completed:
+                return completed
             if attempt == 1:
                 return f"{_brief(exc)}\n{reply}"
             retry = f"That reply was invalid: {_brief(exc)}. Reply with the JSON only."
@@ -114,6 +118,33 @@ def ask_for_edits(lm: LM, messages: list[dict[str, str]], *, seed: int) -> list[
                 {"role": "user", "content": retry},
             ]
     return "no valid reply"
+
+
+_EDIT = pydantic.TypeAdapter(
+    typing.Annotated[Add | Replace | Delete, pydantic.Field(discriminator="kind")]
+)
+
+
+def complete_edits(text: str) -> list[Edit]:
+    """The edits an unreadable reply did complete: the whole `{...}` objects at the start of
+    its array of edits, in order, up to the first that is cut off or is not an edit.
+
+    A small model's reply is often cut by `max_tokens` in the middle of its second or third
+    edit; the edits written before the cut are kept (they are screened like any other) rather
+    than paying for a retry that is cut off again."""
+    decoder = json.JSONDecoder()
+    position = text.find("[") + 1
+    edits: list[Edit] = []
+    while 0 < position < len(text):
+        position = len(text) - len(text[position:].lstrip(" \t\r\n,"))
+        if not text.startswith("{", position):
+            break
+        try:
+            item, position = decoder.raw_decode(text, position)
+            edits.append(_EDIT.validate_python(item))
+        except (json.JSONDecodeError, pydantic.ValidationError):
+            break
+    return edits
 
 
 def _json_block(text: str) -> str:
