@@ -26,9 +26,12 @@ from skillopt_dsl.types import Example
 logger = logging.getLogger(__name__)
 
 
+_EditItem = typing.Annotated[Add | Replace | Delete, pydantic.Field(discriminator="kind")]
+
+
 class _EditBatch(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
-    edits: list[typing.Annotated[Add | Replace | Delete, pydantic.Field(discriminator="kind")]]
+    edits: list[_EditItem]
 
 
 _SYSTEM = """You improve a skill document: the instructions a model reads before doing a task.
@@ -96,8 +99,8 @@ class ReflectiveProposer(Proposer):
 def ask_for_edits(lm: LM, messages: list[dict[str, str]], *, seed: int) -> list[Edit] | str:
     """Ask the optimizer model for `{"edits": [...]}`; validate with pydantic; retry once with
     the validation error. An unreadable reply keeps the whole edits it did write
-    (`complete_edits`) without a retry. Returns the edits, or a string saying why the reply was dropped
-    (first line: the reason; then the last reply). Never raises for bad output."""
+    (`_complete_edits`) without a retry. Returns the edits, or a string saying why the reply
+    was dropped (first line: the reason; then the last reply). Never raises for bad output."""
     for attempt in range(2):
         try:
             reply = lm.complete(messages, seed=seed).text
@@ -106,7 +109,7 @@ def ask_for_edits(lm: LM, messages: list[dict[str, str]], *, seed: int) -> list[
         try:
             return list(_EditBatch.model_validate_json(_json_block(reply)).edits)
         except (pydantic.ValidationError, ValueError) as exc:
-            completed = complete_edits(reply)
+            completed = _complete_edits(reply)
             if completed:
                 return completed
             if attempt == 1:
@@ -120,12 +123,10 @@ def ask_for_edits(lm: LM, messages: list[dict[str, str]], *, seed: int) -> list[
     return "no valid reply"
 
 
-_EDIT = pydantic.TypeAdapter(
-    typing.Annotated[Add | Replace | Delete, pydantic.Field(discriminator="kind")]
-)
+_EDIT: pydantic.TypeAdapter[Edit] = pydantic.TypeAdapter(_EditItem)
 
 
-def complete_edits(text: str) -> list[Edit]:
+def _complete_edits(text: str) -> list[Edit]:
     """The edits an unreadable reply did complete: the whole `{...}` objects at the start of
     its array of edits, in order, up to the first that is cut off or is not an edit.
 
