@@ -155,6 +155,7 @@ def compile(
     max_errors: int | None = None,
     on_event: Callable[[str, Mapping[str, object]], None] | None = None,
     significance: SignificanceBudget | None = None,
+    shared_cache: ResponseCache | None = None,
 ) -> CompileResult:
     """Train `module`'s skill document on `trainset`, gated on `valset`; see the package docs.
 
@@ -181,6 +182,9 @@ def compile(
             program's predictors, a Sleep night's candidates); its owner plans it for all of
             them (`budget.plan(...)`). Default: the run's own, of `gate.alpha`, planned over
             `optimizer.planned_decisions(len(trainset), max_calls=..., validation_size=...)`.
+        shared_cache: a `ResponseCache` shared with other runs on the same examples (a DSPy
+            program's predictors): a request the run's own cache lacks is answered from it for
+            free, and every reply the run gets is stored there too. Default: none.
     """
     settings = CompileSettings(
         lm=lm,
@@ -196,6 +200,7 @@ def compile(
         max_errors=max_errors,
         on_event=on_event,
         significance=significance,
+        shared_cache=shared_cache,
     )
     return compile_with(module, trainset, valset, settings, optimizer)
 

@@ -55,6 +55,7 @@ class CompileSettings:
     max_errors: int | None = None
     on_event: EventListener | None = None
     significance: SignificanceBudget | None = None
+    shared_cache: ResponseCache | None = None
 
 
 @dataclass(frozen=True)
@@ -70,9 +71,10 @@ class RunModels:
     @classmethod
     def resolve(cls, settings: CompileSettings, cache_path: Path | None) -> RunModels:
         """Resolve `settings.lm` and `settings.optimizer_lm` under one ledger of
-        `settings.budget`, answering from (and filling) the response cache at `cache_path`."""
+        `settings.budget`, answering from (and filling) the response cache at `cache_path`
+        and `settings.shared_cache`."""
         ledger = UsageLedger(settings.budget)
-        cache = ResponseCache(cache_path)
+        cache = ResponseCache(cache_path, shared=settings.shared_cache)
         return cls(
             target=resolve_lm(settings.lm, cache=cache, ledger=ledger),
             reflector=resolve_lm(settings.optimizer_lm, cache=cache, ledger=ledger),

@@ -199,13 +199,20 @@ def test_each_predictors_demos_are_its_own_from_runs_that_were_right(tmp_path: P
 
 def test_a_tight_budget_holds_exactly_at_the_server(tmp_path: Path) -> None:
     """Kills: a search that spends past its budget, or reports other calls than the server
-    answered, when the budget runs out inside the second predictor's seed evaluation (each
-    program run fanning out into `.batch()` threads; 93 is not a multiple of a run's 5
-    calls); and a cut run that still changes a predictor's demos. (The seed is scored on the
-    gate's first look, 10 of the 40 validation examples: 0.2 there.)"""
-    compiled, requests = train_loop(tmp_path, budget=93)
+    answered, when the budget runs out inside the second predictor's search (123 calls) or
+    inside the seed evaluation (33), each program run fanning out into `.batch()` threads
+    (neither is a multiple of a run's 5 calls); and a cut run that still changes a predictor's
+    demos. (The seed is scored on the gate's first look, 10 of the 40 validation examples: 0.2
+    there; the second predictor's seed evaluation is the first one's, answered free.)"""
+    compiled, requests = train_loop(tmp_path / "search", budget=123)
     result = compiled.skillopt
-    assert requests == result.usage.calls == 93
-    assert (result.stop_reason, result.untrained) == ("budget", ("combine",))
+    assert requests == result.usage.calls == 123
+    assert (result.stop_reason, result.untrained) == ("budget", ())
+    assert result.predictors["combine"].result.stop_reason == "budget"
     assert (result.seed_val_score, result.val_score) == (0.2, 0.2)
+    assert compiled.summarize.demos == [] and compiled.combine.demos == []
+    compiled, requests = train_loop(tmp_path / "seed", budget=33)
+    result = compiled.skillopt
+    assert requests == result.usage.calls == 33
+    assert (result.stop_reason, result.untrained) == ("budget", ("summarize", "combine"))
     assert compiled.summarize.demos == [] and compiled.combine.demos == []

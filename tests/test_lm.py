@@ -85,6 +85,27 @@ def test_persistent_cache_survives_a_new_client(tmp_path) -> None:
     assert fresh.calls == []
 
 
+def test_a_shared_cache_answers_another_run_free_and_never_counts_as_its_payment(
+    tmp_path,
+) -> None:
+    """Kills: a run's cache that ignores the shared one (the next run pays again), one that
+    does not store its replies there, one whose replayed replies (a resume) never reach it, and
+    one that copies a shared reply into its own file (a resume would count it as paid)."""
+    shared = ResponseCache(None)
+    first = LM(ScriptedLM(_echo), cache=ResponseCache(tmp_path / "a.sqlite", shared=shared))
+    first.complete(_msgs(), seed=1)
+    second_cache = ResponseCache(tmp_path / "b.sqlite", shared=shared)
+    fresh = ScriptedLM(lambda m: "never used")
+    reply = LM(fresh, cache=second_cache).complete(_msgs(), seed=1)
+    assert reply.cached and reply.text == "answer to Is it plausible?" and fresh.calls == []
+    assert len(second_cache) == 0 and second_cache.completions_after(0) == []
+    replayed = ResponseCache(None)  # a resumed program: the first run replays its own file
+    LM(ScriptedLM(_echo), cache=ResponseCache(tmp_path / "a.sqlite", shared=replayed)).complete(
+        _msgs(), seed=1
+    )
+    assert len(replayed) == 1
+
+
 def test_different_seed_or_params_miss_same_seed_hits() -> None:
     fake = ScriptedLM(_echo)
     lm = LM(fake, cache=ResponseCache(None))

@@ -9,7 +9,9 @@ Each selected predictor's instructions are trained as a skill, one predictor aft
 `skillopt_dsl.compile` on a `PredictorModule`; the other predictors keep their incumbent
 instructions. The gate judges the **whole program's** metric on `valset`, and each predictor
 starts from the program the previous one left, so the program's validation score never drops.
-One budget spans every predictor (each run gets what the earlier ones left). The student is
+One budget spans every predictor (each run gets what the earlier ones left), and the runs share
+their model replies: a run's seed program is the one the earlier runs left, so its validation
+rollouts were already paid for and cost nothing again. The student is
 never modified: the result is a deep copy with the best instructions, `_compiled = True`, and a
 `SkillOptimizerResult` on `.skillopt` (the per-predictor `CompileResult`s). With `run_dir`, each
 predictor's run lives in `run_dir/<predictor>/` (its `best_skill.md` holds exactly the
@@ -51,7 +53,7 @@ from skillopt_dsl.evaluate import DEFAULT_THREADS, EvaluationReport, evaluate
 from skillopt_dsl.evidence import SignificanceBudget, preflight
 from skillopt_dsl.export import export_skill
 from skillopt_dsl.gate import Gate
-from skillopt_dsl.lm import LM, Backend, Budget, UsageSnapshot
+from skillopt_dsl.lm import LM, Backend, Budget, ResponseCache, UsageSnapshot
 from skillopt_dsl.options import settings_from, takes_options
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
@@ -259,6 +261,9 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         stop_reason, aborted = "finished", UsageSnapshot()
         significance = self._significance(names, train, val)
         warnings = self._budget_warning(program, train, val)
+        # One program, one set of examples: a predictor's run starts from the program the
+        # earlier runs left, whose rollouts they already paid for (its seed evaluation).
+        replies = ResponseCache()
         for index, name in enumerate(names):
             before = program.sent()
             try:
@@ -271,6 +276,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
                     optimizer_lm=reflector,
                     gate=self.gate,
                     significance=significance,
+                    shared_cache=replies,
                     budget=_share(
                         _remaining(self.budget, [p.result.usage for p in done.values()]),
                         len(names) - index,

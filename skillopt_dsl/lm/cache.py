@@ -36,12 +36,21 @@ def cache_key(identity: Mapping[str, object], messages: Sequence[Message]) -> st
 
 
 class ResponseCache:
-    """Thread-safe `Completion` store keyed by `cache_key`; `path=None` keeps it in memory."""
+    """Thread-safe `Completion` store keyed by `cache_key`; `path=None` keeps it in memory.
 
-    def __init__(self, path: str | Path | None = None) -> None:
+    `shared` is a cache several runs hold in common (a DSPy program's predictors, trained one
+    after another on the same examples): a key this cache lacks is looked up there, and every
+    completion this cache stores or answers with is also stored there. A completion answered
+    from `shared` is not copied into this cache, so a resumed run never counts it as paid.
+    """
+
+    def __init__(
+        self, path: str | Path | None = None, *, shared: ResponseCache | None = None
+    ) -> None:
         self._path = Path(path) if path is not None else None
         self._lock = threading.Lock()
         self._conn = self._connect()
+        self._shared = shared
 
     @property
     def path(self) -> Path | None:
@@ -49,20 +58,29 @@ class ResponseCache:
         return self._path
 
     def get(self, key: str) -> Completion | None:
-        """The stored completion for the request `key` (see `cache_key`), or None."""
+        """The stored completion for the request `key` (see `cache_key`), or the shared
+        cache's, or None."""
         with self._lock:
             row = self._conn.execute(
                 "SELECT completion FROM responses WHERE key = ?", (key,)
             ).fetchone()
-        return None if row is None else _decode(row[0])
+        if row is None:
+            return None if self._shared is None else self._shared.get(key)
+        completion = _decode(row[0])
+        if self._shared is not None:
+            self._shared.put(key, completion)  # a resumed run's replies reach the others too
+        return completion
 
     def put(self, key: str, completion: Completion) -> None:
-        """Store `completion` for the request `key` (replacing any earlier entry)."""
+        """Store `completion` for the request `key` (replacing any earlier entry), here and in
+        the shared cache."""
         with self._lock, self._conn:
             self._conn.execute(
                 "INSERT OR REPLACE INTO responses (key, completion) VALUES (?, ?)",
                 (key, _encode(completion)),
             )
+        if self._shared is not None:
+            self._shared.put(key, completion)
 
     @property
     def max_rowid(self) -> int:
