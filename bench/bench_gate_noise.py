@@ -30,6 +30,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -71,6 +72,7 @@ class Outcomes:
 
     run_seed: int
     effect: float
+    flip: float = FLIP
 
     def base_right(self, number: int) -> bool:
         return uniform(self.run_seed, "base", number) < 0.5
@@ -79,13 +81,19 @@ class Outcomes:
         latent = self.base_right(number) or (
             USEFUL in text and uniform(self.run_seed, "convert", number) < 2 * self.effect
         )
-        return latent ^ (uniform(self.run_seed, text, number) < FLIP)
+        return latent ^ (uniform(self.run_seed, text, number) < self.flip)
+
+
+class Answers(Protocol):
+    """An outcome model: whether the answer to `number` under skill `text` is right."""
+
+    def right(self, text: str, number: int) -> bool: ...
 
 
 class NoisyTarget:
     """FAKE target: answers the parity task right exactly when the outcome model says so."""
 
-    def __init__(self, outcomes: Outcomes) -> None:
+    def __init__(self, outcomes: Answers) -> None:
         self.outcomes = outcomes
 
     def __call__(self, messages: list[dict[str, str]]) -> str:
