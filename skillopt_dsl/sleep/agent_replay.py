@@ -1,6 +1,8 @@
-"""Replays through the user's own coding agent: `claude -p` or `codex exec` in a copy of the project.
+"""Replays through the user's own coding agent (`claude -p`, `codex exec`) in a copy of the project.
 
-`AgentReplay` is the night's module when replays run through an agent CLI instead of a model.
+`AgentReplay` is the night's module when replays run through an agent CLI instead of a model;
+which command each agent runs is its source's `replay_command` (`skillopt_dsl.sleep.sources`),
+so every registered source that declares one can run the replays.
 Each task runs the library's `CommandAgent` once: a fresh temporary workspace holds a copy of
 the project's text files (`.git`, `.skillopt`, virtual environments, `node_modules` and files
 over 64 KB left out) with the *candidate* memory file (and skill file) written in, the agent
@@ -21,10 +23,11 @@ called: every reply comes from the agent CLI.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from skillopt_dsl.agents.command import DEFAULT_ENV_ALLOWLIST, CommandAgent, OutputFormat
 from skillopt_dsl.errors import ModelError
@@ -32,38 +35,17 @@ from skillopt_dsl.lm.base import Completion, Message, SamplingParams
 from skillopt_dsl.module import RunOutcome
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.sleep.harvest import REPLAY_MARKER
-from skillopt_dsl.sleep.replay import Replay, ScoreBook, TaskJudge
+from skillopt_dsl.sleep.judge import ScoreBook, TaskJudge
+from skillopt_dsl.sleep.replay import Replay
+from skillopt_dsl.sleep.sources.registry import SOURCES, check_replay_agent, replay_command
+from skillopt_dsl.sleep.transcript import AgentName
 from skillopt_dsl.types import Example
 
 if TYPE_CHECKING:
     from skillopt_dsl.lm import LM
     from skillopt_dsl.sleep.live import LiveFiles
 
-__all__ = ["AGENT_COMMANDS", "AgentReplay", "AgentRunsOnly", "AgentSettings", "project_files"]
-
-AgentCli = Literal["claude", "codex"]
-
-AGENT_COMMANDS: dict[AgentCli, tuple[tuple[str, ...], OutputFormat, tuple[str, ...]]] = {
-    "claude": (
-        ("claude", "-p", "{prompt}", "--output-format", "json", "--permission-mode", "acceptEdits"),
-        "json",
-        ("ANTHROPIC_API_KEY",),
-    ),
-    "codex": (
-        (
-            "codex",
-            "exec",
-            "--json",
-            "--skip-git-repo-check",
-            "--sandbox",
-            "workspace-write",
-            "{prompt}",
-        ),
-        "jsonl",
-        ("OPENAI_API_KEY", "CODEX_API_KEY"),
-    ),
-}
-"""Per agent: the default argv template, how its output is read, and its API key variables."""
+__all__ = ["AgentReplay", "AgentRunsOnly", "AgentSettings", "project_files"]
 
 _SKIP_DIRS = frozenset(
     {
@@ -90,7 +72,9 @@ class AgentSettings:
     """How replays run through an agent CLI (from `sleep.json`'s `replay`, or `--replay-agent`).
 
     Attributes:
-        agent: `claude` (`claude -p`) or `codex` (`codex exec`).
+        agent: the agent whose CLI runs the replays: a registered source with a
+            `replay_command` (`claude` runs `claude -p`, `codex` runs `codex exec`); another
+            name is a `SleepError` listing them.
         argv: a command template instead of the default (`{prompt}` is the task).
         timeout_s: each run's wall-clock limit; the process group is killed past it.
         env: names of environment variables passed to the agent besides the defaults and the
@@ -100,22 +84,25 @@ class AgentSettings:
             charged for a run that reports no cost.
     """
 
-    agent: AgentCli
+    agent: AgentName
     argv: tuple[str, ...] | None = None
     timeout_s: float = 600.0
     env: tuple[str, ...] = ()
     max_usd_per_run: float | None = None
 
+    def __post_init__(self) -> None:
+        check_replay_agent(self.agent)
+
     def command_agent(self, judge: TaskJudge) -> CommandAgent:
         """The `CommandAgent` that runs one replay (a missing CLI is an error before any spend)."""
-        argv, output, keys = AGENT_COMMANDS[self.agent]
+        command = replay_command(self.agent)
         return CommandAgent(
-            argv=self.argv or argv,
+            argv=self.argv or command.argv,
             metric=judge,
-            output=output,
+            output=command.output,
             layout="agents-md",
             timeout_s=self.timeout_s,
-            env_allowlist=(*DEFAULT_ENV_ALLOWLIST, *keys, *self.env),
+            env_allowlist=(*DEFAULT_ENV_ALLOWLIST, *command.key_env, *self.env),
             max_usd_per_run=self.max_usd_per_run,
         )
 
@@ -201,7 +188,7 @@ def _request(example: Example) -> str:
 
 
 def settings_from(
-    agent: AgentCli,
+    agent: AgentName,
     *,
     argv: Sequence[str] | None = None,
     timeout_s: float = 600.0,
@@ -212,3 +199,21 @@ def settings_from(
     return AgentSettings(
         agent, tuple(argv) if argv else None, timeout_s, tuple(env), max_usd_per_run
     )
+
+
+def __getattr__(name: str) -> object:
+    """`AGENT_COMMANDS`, deprecated: each source's `replay_command` is the one place now."""
+    if name != "AGENT_COMMANDS":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        "skillopt_dsl.sleep.agent_replay.AGENT_COMMANDS is deprecated; use "
+        "skillopt_dsl.sleep.sources.replay_command(agent)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    commands: dict[str, tuple[tuple[str, ...], OutputFormat, tuple[str, ...]]] = {}
+    for agent, cls in SOURCES.items():
+        if cls.replay_command is not None:
+            command = cls.replay_command
+            commands[agent] = (command.argv, command.output, command.key_env)
+    return commands

@@ -29,6 +29,7 @@ from skillopt_dsl.sleep.cli_nights import (
     status_command,
 )
 from skillopt_dsl.sleep.cli_options import (
+    AgentOpt,
     AllOpt,
     DebugOpt,
     HeuristicOpt,
@@ -40,10 +41,11 @@ from skillopt_dsl.sleep.cli_options import (
     OptimizerApiBaseOpt,
     OptimizerModelOpt,
     ProjectOpt,
+    ReplayAgentOpt,
     SinceOpt,
     SourceOpt,
-    _emit,
-    _handled,
+    emit_json,
+    sleep_errors,
 )
 from skillopt_dsl.sleep.cli_review import review_command
 from skillopt_dsl.sleep.cli_schedule import schedule_command, unschedule_command
@@ -52,6 +54,7 @@ from skillopt_dsl.sleep.night import NightResult, SleepConfig, harvest_tasks, ru
 from skillopt_dsl.sleep.progress import NightProgress
 from skillopt_dsl.sleep.project import SleepProject
 from skillopt_dsl.sleep.review import ReviewFolder, validate_task_rows
+from skillopt_dsl.sleep.sources import check_agent, check_replay_agent
 from skillopt_dsl.sleep.stage import NightReport
 
 __all__ = ["sleep_app"]
@@ -113,9 +116,7 @@ def run_command(
     project: ProjectOpt = Path("."),
     source: SourceOpt = "auto",
     home: HomeOpt = None,
-    agent: Annotated[
-        str | None, typer.Option("--agent", help="claude (CLAUDE.md) or codex (AGENTS.md).")
-    ] = None,
+    agent: AgentOpt = None,
     skill_file: Annotated[
         str | None, typer.Option("--skill-file", help="A skill document to train too.")
     ] = None,
@@ -126,14 +127,7 @@ def run_command(
             help="Replay on this model (default: sleep.json's replay, else local/smollm2-135m).",
         ),
     ] = None,
-    replay_agent: Annotated[
-        str | None,
-        typer.Option(
-            "--replay-agent",
-            help="Replay through your own agent CLI in a copy of the project: claude "
-            "(claude -p) or codex (codex exec). Needs the agent's API key in the environment.",
-        ),
-    ] = None,
+    replay_agent: ReplayAgentOpt = None,
     agent_timeout: Annotated[
         float, typer.Option("--agent-timeout", min=1.0, help="Seconds per agent replay.")
     ] = 600.0,
@@ -217,7 +211,7 @@ def run_command(
     debug: DebugOpt = False,
 ) -> None:
     """Harvest, mine, replay, consolidate and stage one night (live files are not touched)."""
-    with _handled(debug):
+    with sleep_errors(debug):
         from rich.console import Console
 
         from skillopt_dsl.optimizers import GradientText
@@ -226,13 +220,13 @@ def run_command(
             project=project,
             source=source,
             home=home or Path.home(),
-            agent=_agent(agent),
+            agent=None if agent is None else check_agent(agent, "--agent"),
             skill_file=skill_file,
             lm=at_api_base(model, api_base),
             replay_agent=None
             if replay_agent is None
             else settings_from(
-                _replay_agent(replay_agent),
+                check_replay_agent(replay_agent, "--replay-agent"),
                 timeout_s=agent_timeout,
                 max_usd_per_run=agent_usd_per_run,
             ),
@@ -258,7 +252,7 @@ def run_command(
         with NightProgress(Console(stderr=True), max_calls=max_calls) as progress:
             result = run_night(config, on_event=progress)
         if as_json:
-            _emit({"path": str(result.path), **result.report.model_dump()})
+            emit_json({"path": str(result.path), **result.report.model_dump()})
         else:
             typer.echo(_summary(result))
 
@@ -272,18 +266,6 @@ def _optimizer_lm(model: str | None, api_base: str | None) -> Any:
         model_flag="--optimizer-model",
         env=OPTIMIZER_API_BASE_ENV,
     )
-
-
-def _agent(value: str | None) -> Literal["claude", "codex"] | None:
-    if value is None or value in ("claude", "codex"):
-        return value  # type: ignore[return-value]
-    raise SleepError(f"--agent must be claude or codex, got {value!r}")
-
-
-def _replay_agent(value: str) -> Literal["claude", "codex"]:
-    if value in ("claude", "codex"):
-        return value  # type: ignore[return-value]
-    raise SleepError(f"--replay-agent must be claude or codex, got {value!r}")
 
 
 def _gate(value: str) -> Gate | None:
@@ -324,7 +306,7 @@ def harvest_command(
     with `sleep review`, then `sleep run --tasks <out>/tasks.jsonl --reviewed-only`. Sessions a
     night already read (older than the watermark) are skipped unless `--since` or `--all`; the
     watermark does not move."""
-    with _handled(debug):
+    with sleep_errors(debug):
         opened = SleepProject.open(project)
         config = SleepConfig(
             project=opened.path,
@@ -357,7 +339,7 @@ def harvest_command(
             "mining": stats.to_dict(),
         }
         if as_json:
-            _emit(data)
+            emit_json(data)
         else:
             typer.echo(_harvest_summary(data, review.folder, str(config.home)))
 

@@ -13,7 +13,7 @@ import typer
 
 from skillopt_dsl.sleep import advice
 from skillopt_dsl.sleep.adopt import adopt, journal_pending, night_status, recover, rollback
-from skillopt_dsl.sleep.cli_options import DebugOpt, JsonOpt, ProjectOpt, _emit, _handled
+from skillopt_dsl.sleep.cli_options import DebugOpt, JsonOpt, ProjectOpt, emit_json, sleep_errors
 from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.sleep.project import SleepProject
 from skillopt_dsl.sleep.stage import describe_partial
@@ -24,7 +24,7 @@ def status_command(
     project: ProjectOpt = Path("."), as_json: JsonOpt = False, debug: DebugOpt = False
 ) -> None:
     """Staged nights, the watermark, the lock holder and any interrupted adoption."""
-    with _handled(debug):
+    with sleep_errors(debug):
         opened = SleepProject.open(project)
         watermark = opened.watermark()
         data: dict[str, Any] = {
@@ -37,7 +37,7 @@ def status_command(
             "nights": night_status(opened),
         }
         if as_json:
-            _emit(data)
+            emit_json(data)
             return
         typer.echo(f"{opened.path}: watermark {data['watermark'] or 'none'}")
         if data["locked_by"]:
@@ -97,7 +97,7 @@ def diff_command(
     debug: DebugOpt = False,
 ) -> None:
     """Print a night's unified diff against the live files as staged."""
-    with _handled(debug):
+    with sleep_errors(debug):
         opened = SleepProject.open(project)
         nights = opened.nights()
         if not nights:
@@ -119,12 +119,12 @@ def adopt_command(
     debug: DebugOpt = False,
 ) -> None:
     """Replace the live files with a night's proposal (refuses changed live files)."""
-    with _handled(debug):
+    with sleep_errors(debug):
         opened = SleepProject.open(project)
         with opened.lock("sleep adopt"):
             receipt = adopt(opened, night)
         if as_json:
-            _emit(receipt.model_dump())
+            emit_json(receipt.model_dump())
         else:
             files = ", ".join(c.path for c in receipt.files)
             typer.echo(
@@ -141,13 +141,13 @@ def rollback_command(
     debug: DebugOpt = False,
 ) -> None:
     """Restore the files the last adoption replaced, byte for byte."""
-    with _handled(debug):
+    with sleep_errors(debug):
         opened = SleepProject.open(project)
         with opened.lock("sleep rollback"):
             recover(opened)
             receipt = rollback(opened, force=force)
         if as_json:
-            _emit(receipt.model_dump())
+            emit_json(receipt.model_dump())
         else:
             typer.echo(
                 f"rolled back night {receipt.night_id}: {', '.join(c.path for c in receipt.files)}"

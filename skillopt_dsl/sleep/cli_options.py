@@ -1,17 +1,88 @@
-"""The options every `skillopt-dsl sleep` command shares, its error harness and its JSON output."""
+"""The options every `skillopt-dsl sleep` command shares, its error harness and its JSON output.
+
+The agent choices (`--source`, `--agent`, `--replay-agent`) are read from the source registry
+(`skillopt_dsl.sleep.sources`) whenever help is shown, so a source registered later is listed
+too; an unknown name is refused by the registry, whose message lists the choices.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.models import OptionInfo
 
 from skillopt_dsl.cli_harness import handled
 from skillopt_dsl.lm.endpoint import OPTIMIZER_API_BASE_ENV
+from skillopt_dsl.sleep.sources.registry import (
+    memory_files,
+    replay_choices,
+    replay_command,
+    source_choices,
+)
+
+__all__ = [
+    "AgentOpt",
+    "AllOpt",
+    "DebugOpt",
+    "HeuristicOpt",
+    "HomeOpt",
+    "JsonOpt",
+    "MaxCallsOpt",
+    "MaxTokensOpt",
+    "MaxUsdOpt",
+    "OptimizerApiBaseOpt",
+    "OptimizerModelOpt",
+    "ProjectOpt",
+    "RegistryOption",
+    "ReplayAgentOpt",
+    "SinceOpt",
+    "SourceOpt",
+    "emit_json",
+    "sleep_errors",
+]
+
+
+class RegistryOption(OptionInfo):
+    """A `typer.Option` whose help is written from the source registry each time the command
+    line is built (every run of the app), so a source registered later is listed too."""
+
+    def __init__(self, option: OptionInfo, describe: Callable[[], str]) -> None:
+        # A copy of a built option (no `super().__init__`: `typer.Option` made it already).
+        self.__dict__.update(vars(option))
+        self.describe = describe
+
+    @property  # type: ignore[override]
+    def help(self) -> str:
+        """The help, written now."""
+        return self.describe()
+
+    @help.setter
+    def help(self, value: str | None) -> None:
+        """Ignored: the help is always written from the registry."""
+
+
+def _or(names: list[str]) -> str:
+    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else "".join(names)
+
+
+def _memory_labels() -> list[str]:
+    """`claude (CLAUDE.md)`: each agent with the memory file it trains."""
+    return [f"{agent} ({memory})" for agent, memory in memory_files().items()]
+
+
+def _replay_labels() -> list[str]:
+    """`claude (claude -p)`: each agent with the start of the command its replays run."""
+    labels = []
+    for agent in replay_choices():
+        argv = [a for a in replay_command(agent).argv if a != "{prompt}"]
+        labels.append(f"{agent} ({' '.join(argv[:2])})")
+    return labels
+
 
 ProjectOpt = Annotated[
     Path, typer.Option("--project", help="The project folder (its sessions, its memory file).")
@@ -19,7 +90,32 @@ ProjectOpt = Annotated[
 
 
 SourceOpt = Annotated[
-    str, typer.Option("--source", help="claude, codex, jsonl or auto (every source found).")
+    str,
+    RegistryOption(
+        typer.Option("--source"),
+        lambda: f"{_or(source_choices())} (auto: every source found under --home).",
+    ),
+]
+
+
+AgentOpt = Annotated[
+    str | None,
+    RegistryOption(
+        typer.Option("--agent"),
+        lambda: f"The agent whose memory file to train: {_or(_memory_labels())}.",
+    ),
+]
+
+
+ReplayAgentOpt = Annotated[
+    str | None,
+    RegistryOption(
+        typer.Option("--replay-agent"),
+        lambda: (
+            "Replay through your own agent CLI in a copy of the project: "
+            f"{_or(_replay_labels())}. Needs the agent's API key in the environment."
+        ),
+    ),
 ]
 
 
@@ -74,7 +170,7 @@ HeuristicOpt = Annotated[
 ]
 
 
-def _handled(debug: bool) -> AbstractContextManager[None]:
+def sleep_errors(debug: bool) -> AbstractContextManager[None]:
     """The command-line error harness (`skillopt_dsl.cli_harness`), with Sleep's progress
     logger and its Ctrl-C line."""
     return handled(
@@ -84,7 +180,8 @@ def _handled(debug: bool) -> AbstractContextManager[None]:
     )
 
 
-def _emit(data: Mapping[str, Any]) -> None:
+def emit_json(data: Mapping[str, Any]) -> None:
+    """Print `data` as one indented JSON object (`--json`)."""
     typer.echo(json.dumps(data, indent=2, default=str))
 
 

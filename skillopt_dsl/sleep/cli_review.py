@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from skillopt_dsl.sleep import advice
-from skillopt_dsl.sleep.cli_options import DebugOpt, JsonOpt, ProjectOpt, _emit, _handled
+from skillopt_dsl.sleep.cli_options import DebugOpt, JsonOpt, ProjectOpt, emit_json, sleep_errors
 from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.sleep.project import SleepProject
 from skillopt_dsl.sleep.review import ReviewFolder, parse_checks
@@ -63,7 +63,7 @@ def review_command(
     """List the tasks to review with their checks, or accept, drop or edit one. Check kinds
     and their fields: contains/not_contains (value, case_sensitive), regex (pattern),
     max_chars (limit), section_present (heading), no_refusal; see docs/sleep.md."""
-    with _handled(debug):
+    with sleep_errors(debug):
         opened = SleepProject.open(project)
         review = ReviewFolder(
             tasks_file.parent if tasks_file is not None else opened.sleep_dir / "review"
@@ -79,7 +79,7 @@ def review_command(
             changed = _review_action(review, accept, drop, edit, intent, rubric, checks, add_check)
             tasks = review.tasks()
         if as_json:
-            _emit(
+            emit_json(
                 {
                     "tasks_path": str(review.tasks_path),
                     "changed": None if changed is None else changed[1].model_dump(mode="json"),

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from skillopt_dsl.sleep.cli_options import DebugOpt, ProjectOpt, _handled
+from skillopt_dsl.sleep.cli_options import DebugOpt, ProjectOpt, sleep_errors
 from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.sleep.project import SleepProject
 from skillopt_dsl.sleep.schedule import SystemCrontab, schedule, systemd_units, unschedule
@@ -40,7 +40,7 @@ def schedule_command(
     debug: DebugOpt = False,
 ) -> None:
     """Run `sleep run` nightly: a managed crontab block (or print a systemd user timer)."""
-    with _handled(debug):
+    with sleep_errors(debug):
         opened = SleepProject.open(project)
         hour, minute = _at(at)
         extra = shlex.split(run_args)
@@ -71,7 +71,7 @@ def unschedule_command(
     debug: DebugOpt = False,
 ) -> None:
     """Remove exactly this project's crontab block."""
-    with _handled(debug):
+    with sleep_errors(debug):
         opened = SleepProject.open(project)
         removed = unschedule(SystemCrontab(crontab_command), opened.path)
         typer.echo("unscheduled" if removed else f"no Sleep block for {opened.path} in the crontab")

@@ -1,18 +1,47 @@
 """The live files a night trains and may propose to replace: the agent's memory file and,
-optionally, a skill file. Read once, as bytes, so the manifest pins exactly what was read."""
+optionally, a skill file. Read once, as bytes, so the manifest pins exactly what was read.
+
+The document the replays run under (`compose`) is the skill file, then the memory file's own
+text inside a protected region (the agent reads it, no edit may touch it), then the memory
+file's learned block. `split_document` cuts an optimised document back into the skill file's
+text and the learned block.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillopt_dsl.skill import Skill
+from skillopt_dsl.skill import PROTECTED_CLOSE, PROTECTED_OPEN, Skill
 from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.sleep.memory import MemoryFile
 from skillopt_dsl.sleep.project import SleepProject
-from skillopt_dsl.sleep.replay import compose, split_document
 
-__all__ = ["LiveFiles"]
+__all__ = ["MEMORY_NOTE", "LiveFiles", "compose", "split_document"]
+
+MEMORY_NOTE = (
+    "<!-- skillopt-sleep: the memory file follows; only the text after this region is learned -->"
+)
+
+
+def compose(skill_text: str, memory_outside: str, learned: str) -> Skill:
+    """The trainable document: skill file, protected memory text, learned block."""
+    protected = f"{PROTECTED_OPEN}\n{MEMORY_NOTE}\n{memory_outside.strip()}\n{PROTECTED_CLOSE}"
+    parts = [p for p in (skill_text.strip(), protected, learned.strip()) if p]
+    return Skill("\n\n".join(parts) + "\n")
+
+
+def split_document(document: str) -> tuple[str, str]:
+    """`(skill file text, learned block)` of a document made by `compose` (and then edited)."""
+    note = document.find(MEMORY_NOTE)
+    start = document.rfind(PROTECTED_OPEN, 0, note)
+    end = document.find(PROTECTED_CLOSE, note)
+    if note < 0 or start < 0 or end < 0:
+        raise SleepError(
+            "the optimised document lost its protected memory region; this is a bug, "
+            "please report it (nothing was staged)"
+        )
+    return document[:start].strip(), document[end + len(PROTECTED_CLOSE) :].strip()
 
 
 def _read(path: Path) -> bytes | None:
@@ -59,7 +88,7 @@ class LiveFiles:
         return _text(self.raw[self.skill_rel], self.project.path / self.skill_rel)
 
     def document(self) -> Skill:
-        """The trainable document the replays run under (see `replay.compose`)."""
+        """The trainable document the replays run under (see `compose`)."""
         return compose(self.skill_text, self.memory.outside, self.memory.learned)
 
     def proposals(self, best: Skill) -> dict[str, bytes]:

@@ -42,18 +42,19 @@ from skillopt_dsl.sleep.consolidate import (
 )
 from skillopt_dsl.sleep.dreams import dream_variants
 from skillopt_dsl.sleep.errors import SleepError
-from skillopt_dsl.sleep.harvest import HarvestResult, HarvestStats, harvest, utc_now
+from skillopt_dsl.sleep.harvest import AgentName, HarvestResult, HarvestStats, harvest, utc_now
+from skillopt_dsl.sleep.judge import ScoreBook, TaskJudge, no_regression_guard
 from skillopt_dsl.sleep.live import LiveFiles
 from skillopt_dsl.sleep.mine import MineStats, mine_sessions
-from skillopt_dsl.sleep.project import MEMORY_FILES, ProjectConfig, SleepProject
+from skillopt_dsl.sleep.project import ProjectConfig, SleepProject
 from skillopt_dsl.sleep.rejections import (
     load_rejected,
     rejected_in,
     remember_rejected,
     with_memory,
 )
-from skillopt_dsl.sleep.replay import Replay, ScoreBook, TaskJudge, no_regression_guard
-from skillopt_dsl.sleep.sources import make_sources
+from skillopt_dsl.sleep.replay import Replay
+from skillopt_dsl.sleep.sources import check_agent, make_sources, memory_files
 from skillopt_dsl.sleep.stage import (
     NightReport,
     evidence_rows,
@@ -90,13 +91,16 @@ class SleepConfig:
         project: the project folder (its sessions are those recorded in it, see `ProjectConfig`).
         source: `claude`, `codex`, `jsonl` or `auto` (every source found under `home`).
         home: where the agents keep their transcripts (default: the user's home).
-        agent: whose memory file to train; default from the project config, else the existing
-            memory file, else the agent with the most sessions.
+        agent: whose memory file to train (a registered source with a `memory_file`:
+            `skillopt_dsl.sleep.sources.agent_choices`); default from the project config, else
+            the one memory file that exists, else the agent with the most sessions (ties: the
+            first registered).
         skill_file: a skill document (relative to the project) trained with the learned block.
         lm: the model the replays run on; default `sleep.json`'s `replay`, else the embedded
             `local/smollm2-135m`.
-        replay_agent: run the replays through the user's agent CLI instead (`claude -p`,
-            `codex exec`; see `skillopt_dsl.sleep.agent_replay`); overrides `lm`.
+        replay_agent: run the replays through the user's agent CLI instead (its source's
+            `replay_command`: `claude -p`, `codex exec`; see `skillopt_dsl.sleep.agent_replay`);
+            overrides `lm`.
         optimizer_lm: the model that mines tasks, proposes edits and judges rubrics.
         budget: hard limits for the whole night (mining, replays, proposals, judging).
         optimizer: default `GradientText(epochs=1)`.
@@ -119,7 +123,7 @@ class SleepConfig:
     project: Path
     source: str = "auto"
     home: Path = field(default_factory=Path.home)
-    agent: Literal["claude", "codex"] | None = None
+    agent: AgentName | None = None
     skill_file: str | None = None
     lm: ModelSpec = None
     replay_agent: AgentSettings | None = None
@@ -142,6 +146,8 @@ class SleepConfig:
     remember_rejected: bool = False
 
     def __post_init__(self) -> None:
+        if self.agent is not None:
+            check_agent(self.agent)
         if self.dream_variants < 0:
             raise SleepError(f"dream_variants must be >= 0, got {self.dream_variants}")
 
@@ -156,18 +162,19 @@ class NightResult:
 
 def _choose_agent(
     project: SleepProject, config: SleepConfig, sessions: HarvestResult | None
-) -> Literal["claude", "codex"]:
+) -> AgentName:
     chosen = config.agent or project.config().agent
     if chosen is not None:
         return chosen
-    present = [a for a, f in MEMORY_FILES.items() if (project.path / f).exists()]
+    files = memory_files()
+    present = [a for a, f in files.items() if (project.path / f).exists()]
     if len(present) == 1:
-        return "claude" if present[0] == "claude" else "codex"
-    counts = {"claude": 0, "codex": 0}
+        return present[0]
+    counts = dict.fromkeys(files, 0)
     for session in sessions.sessions if sessions else []:
         if session.agent in counts:
             counts[session.agent] += 1
-    return "codex" if counts["codex"] > counts["claude"] else "claude"
+    return max(counts, key=lambda agent: counts[agent])
 
 
 def harvest_tasks(
@@ -287,7 +294,7 @@ class _Night:
         harvested, tasks, mine_stats = self._tasks()
         agent = _choose_agent(self.project, self.config, harvested)
         skill_rel = self.config.skill_file or self.project.config().skill_file
-        live = LiveFiles.read(self.project, MEMORY_FILES[agent], skill_rel)
+        live = LiveFiles.read(self.project, memory_files()[agent], skill_rel)
         judge = TaskJudge(
             mode=self.config.judge_mode,
             rubric_lm=resolve_lm(self.config.optimizer_lm) if self.config.rubric_judge else None,

@@ -16,23 +16,23 @@ import re
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_dsl.sleep.errors import SleepError, SleepLocked
 from skillopt_dsl.sleep.harvest import ProjectMatcher, utc_now
+from skillopt_dsl.sleep.sources.registry import check_agent, check_replay_agent
+from skillopt_dsl.sleep.transcript import AgentName
 
 __all__ = ["ProjectConfig", "ReplayConfig", "SleepProject", "atomic_write", "sha256_of"]
 
 logger = logging.getLogger(__name__)
 
-MEMORY_FILES: dict[str, str] = {"claude": "CLAUDE.md", "codex": "AGENTS.md"}
 NIGHT_ID = re.compile(r"\d{8}T\d{6}Z(?:-\d+)?")
 
 
@@ -40,8 +40,9 @@ class ReplayConfig(BaseModel):
     """`sleep.json`'s `replay`: what the night's replays run on, an agent CLI *or* a model.
 
     Attributes:
-        agent: run each replay through the user's own agent: `claude` (`claude -p`) or `codex`
-            (`codex exec`), in a copy of the project (see `skillopt_dsl.sleep.agent_replay`).
+        agent: run each replay through the user's own agent CLI, in a copy of the project (see
+            `skillopt_dsl.sleep.agent_replay`): a source with a `replay_command` (`claude` runs
+            `claude -p`, `codex` runs `codex exec`; `skillopt_dsl.sleep.sources.replay_choices`).
         model: or a model (a litellm string such as `openai/gpt-4o-mini`).
         argv: the agent's command template instead of the default (`{prompt}` is the task).
         timeout_s: each agent run's wall-clock limit.
@@ -52,17 +53,22 @@ class ReplayConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    agent: Literal["claude", "codex"] | None = None
+    agent: AgentName | None = None
     model: str | None = None
     argv: list[str] | None = None
     timeout_s: float = Field(default=600.0, gt=0)
     env: list[str] = Field(default_factory=list)
     max_usd_per_run: float | None = Field(default=None, ge=0)
 
+    @pydantic.field_validator("agent")
+    @classmethod
+    def _registered_agent(cls, value: str | None) -> str | None:
+        return None if value is None else _valid(check_replay_agent, value, "replay agent")
+
     @pydantic.model_validator(mode="after")
     def _one_target(self) -> ReplayConfig:
         if (self.agent is None) == (self.model is None):
-            raise ValueError('replay needs exactly one of "agent" (claude or codex) or "model"')
+            raise ValueError('replay needs exactly one of "agent" (an agent CLI) or "model"')
         return self
 
 
@@ -70,7 +76,8 @@ class ProjectConfig(BaseModel):
     """`<project>/.skillopt/sleep.json`: typed, unknown keys are an error.
 
     Attributes:
-        agent: whose memory file Sleep trains (`claude` → CLAUDE.md, `codex` → AGENTS.md).
+        agent: whose memory file Sleep trains: a source with a `memory_file` (`claude` →
+            CLAUDE.md, `codex` → AGENTS.md; `skillopt_dsl.sleep.sources.memory_files`).
         skill_file: a skill document trained alongside the learned block (relative path).
         session_cwds: other working directories whose sessions belong to this project (the
             project's own path always does), e.g. where it was checked out on another machine.
@@ -80,10 +87,23 @@ class ProjectConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    agent: Literal["claude", "codex"] | None = None
+    agent: AgentName | None = None
     skill_file: str | None = None
     session_cwds: list[str] = Field(default_factory=list)
     replay: ReplayConfig | None = None
+
+    @pydantic.field_validator("agent")
+    @classmethod
+    def _registered_agent(cls, value: str | None) -> str | None:
+        return None if value is None else _valid(check_agent, value, "agent")
+
+
+def _valid(check: Callable[[str, str], str], value: str, what: str) -> str:
+    """`value` checked against the registry (its `SleepError` becomes a validation error)."""
+    try:
+        return check(value, what)
+    except SleepError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def sha256_of(data: bytes | None) -> str | None:

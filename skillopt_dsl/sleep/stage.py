@@ -26,8 +26,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_dsl.sleep.advice import cli_advice
+from skillopt_dsl.sleep.judge import ScoreBook
 from skillopt_dsl.sleep.project import SleepProject, atomic_write, sha256_of
-from skillopt_dsl.sleep.replay import ScoreBook
 from skillopt_dsl.sleep.tasks import Task, save_tasks
 from skillopt_dsl.types import json_int
 

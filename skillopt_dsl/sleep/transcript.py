@@ -2,6 +2,8 @@
 
 These are the floor under both the sources (`skillopt_dsl.sleep.sources`, which produce them)
 and the harvest (`skillopt_dsl.sleep.harvest`, which filters them); the harvest re-exports them.
+A session's `Timeline` of `Step`s (each with the transcript line it came from) is what a source's
+`timeline` reads for the evidence (`skillopt_dsl.sleep.timeline`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ __all__ = [
     "HarvestStats",
     "ReadCounts",
     "Session",
+    "Step",
+    "StepKind",
+    "Timeline",
     "ToolCall",
     "ToolOutput",
     "Turn",
@@ -288,6 +293,60 @@ class Session:
             "tool_calls": self.tool_calls,
             "assistant_chars": self.assistant_chars,
         }
+
+
+StepKind = Literal[
+    "prompt", "reply", "command", "edit", "result", "interrupt", "rejection", "hook", "compaction"
+]
+"""What one step of a timeline is (see `Step`)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One event of a session, with the transcript line it came from.
+
+    Kinds: `prompt` (a request the user typed, as the harvest reads it), `reply` (assistant
+    text), `command` (a shell command the agent ran; `call_id` links its result), `edit` (a file
+    the agent wrote or patched; the text is the path relative to the session's folder), `result`
+    (a shell command's outcome: `failed` and `exit_code` when known), `interrupt` (the user
+    stopped the agent), `rejection` (the user refused a tool call; the text is what they said
+    instead), `hook` (a hook of the user's that blocked the agent from stopping and said why)
+    and `compaction` (a compaction summary's text). Every text is redacted.
+    """
+
+    kind: StepKind
+    line: int
+    text: str = ""
+    call_id: str = ""
+    failed: bool = False
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A session's steps in file order; `cwd` is the session's working directory.
+
+    `numbered` says what a step's `line` counts: the transcript file's lines (`line`, what the
+    shipped sources read) or the session's turns (`turn`, the default timeline a source without
+    a line-numbered reader gets from its turns)."""
+
+    path: Path
+    cwd: str
+    steps: tuple[Step, ...]
+    numbered: Literal["line", "turn"] = "line"
+
+    def cite(self, line: int) -> str:
+        """`path:line` of a transcript line (how evidence names its source); `path#turn-N`
+        when the steps are numbered by turn."""
+        return f"{self.path}:{line}" if self.numbered == "line" else f"{self.path}#turn-{line}"
+
+    def results(self) -> dict[str, Step]:
+        """Each command's result by call id (the first that says whether it failed)."""
+        found: dict[str, Step] = {}
+        for step in self.steps:
+            if step.kind == "result" and step.call_id and step.call_id not in found:
+                found[step.call_id] = step
+        return found
 
 
 @dataclass

@@ -1,21 +1,52 @@
-"""`Source`: the contract of one agent's transcript format (a small base, three methods).
+"""`Source`: the contract of one agent's format (a small base: two methods, one optional).
 
 A new format is one file in this folder: a `Source` subclass with a `name`, the `folders` it
 reads under the home directory, `files` and `read`, decorated with `register_source`
 (`skillopt_dsl.sleep.sources.registry`). Registering it once puts it in `SOURCES`, in
 `--source`'s choices and in every message that lists sources; the shipped contract suite
-`skillopt_dsl.testing.SourceContract` checks it.
+`skillopt_dsl.testing.SourceContract` checks it. What else the agent has, it declares here too:
+its line-numbered `timeline` reader (the evidence's), its `memory_file` (what `--agent` trains)
+and its `replay_command` (what `--replay-agent` runs); each is in the CLI's choices and help
+as soon as the source is registered.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from skillopt_dsl.sleep.transcript import AgentName, HarvestStats, ReadCounts, Session
+from skillopt_dsl.sleep.sources.steps import timeline_from_turns
+from skillopt_dsl.sleep.transcript import (
+    AgentName,
+    HarvestStats,
+    ReadCounts,
+    Session,
+    Timeline,
+)
 
-__all__ = ["Source"]
+if TYPE_CHECKING:
+    from skillopt_dsl.agents.command_settings import OutputFormat
+
+__all__ = ["ReplayCommand", "Source"]
+
+
+@dataclass(frozen=True)
+class ReplayCommand:
+    """How a replay runs through an agent's own CLI (`skillopt_dsl.sleep.agent_replay`).
+
+    Attributes:
+        argv: the command template; `{prompt}` is replaced by the task.
+        output: how its standard output is read (`json`, `jsonl` or `text`; see
+            `skillopt_dsl.agents.CommandAgent`).
+        key_env: the environment variables that hold the agent's API key (passed through to
+            the child, which gets no other variable of the user's unless allowed).
+    """
+
+    argv: tuple[str, ...]
+    output: OutputFormat
+    key_env: tuple[str, ...] = ()
 
 
 class Source(ABC):
@@ -25,13 +56,21 @@ class Source(ABC):
     text it keeps, giving each session the counts of what its records held, and counting in
     `counts` what belongs to no session. A bad line is counted, never raised.
 
+    Optional: `timeline(session)` re-reads one session's file (read only) into redacted `Step`s
+    with the lines they came from; the default builds them from the session's turns, numbered
+    by turn.
+
     Class attributes: `name`, the `--source` name and every `Session.agent` it reads;
     `folders`, the folders under `home` it looks in (relative, for messages such as
-    "no transcripts under ...: looked for ...").
+    "no transcripts under ..."); `memory_file`, the project file the agent reads as its
+    memory (`CLAUDE.md`), None when Sleep cannot train one; `replay_command`, the agent's own CLI
+    as a `ReplayCommand`, None when replays cannot run through it.
     """
 
     name: ClassVar[AgentName]
     folders: ClassVar[tuple[str, ...]]
+    memory_file: ClassVar[str | None] = None
+    replay_command: ClassVar[ReplayCommand | None] = None
 
     def __init__(self, home: Path) -> None:
         self.home = home
@@ -47,3 +86,8 @@ class Source(ABC):
     def available(self) -> bool:
         """True when this source's folder exists under `home`."""
         return any(True for _ in self.files(HarvestStats()))
+
+    @classmethod
+    def timeline(cls, session: Session) -> Timeline:
+        """The steps of one session this source read (see the class docstring)."""
+        return timeline_from_turns(session)

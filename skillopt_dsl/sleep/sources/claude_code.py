@@ -17,6 +17,11 @@ Conversation records are `user` and `assistant` (`sessionId`, `timestamp`, `cwd`
   `mode` and the other `attachment` kinds. Any other type is counted as unknown, by name.
 
 Sub-agent transcripts (`subagents/` folders, `agent-*.jsonl`) and sidechain records are skipped.
+
+The timeline (`ClaudeCodeSource.timeline`) reads `tool_use` / `tool_result` blocks (`is_error`,
+"Exit code N"), "[Request interrupted by user]", the refusal "The user doesn't want to proceed
+with this tool use ... the user said:", "Stop hook feedback:" messages and `isCompactSummary`.
+The memory file is `CLAUDE.md`; replays run `claude -p` (`ANTHROPIC_API_KEY`).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from skillopt_dsl.sleep.redact import Redactor
-from skillopt_dsl.sleep.sources.base import Source
+from skillopt_dsl.sleep.sources.base import ReplayCommand, Source
 from skillopt_dsl.sleep.sources.reading import (
     block_text,
     json_lines,
@@ -37,10 +42,19 @@ from skillopt_dsl.sleep.sources.reading import (
     tool_output,
 )
 from skillopt_dsl.sleep.sources.registry import register_source
+from skillopt_dsl.sleep.sources.steps import (
+    EDIT_TOOLS,
+    SHELL_TOOLS,
+    StepReader,
+    exit_code,
+    json_object,
+    numbered_records,
+)
 from skillopt_dsl.sleep.transcript import (
     HarvestStats,
     ReadCounts,
     Session,
+    Timeline,
     ToolCall,
     ToolOutput,
     Turn,
@@ -158,6 +172,12 @@ class ClaudeCodeSource(Source):
 
     name = "claude"
     folders = (".claude/projects",)
+    memory_file = "CLAUDE.md"
+    replay_command = ReplayCommand(
+        ("claude", "-p", "{prompt}", "--output-format", "json", "--permission-mode", "acceptEdits"),
+        "json",
+        ("ANTHROPIC_API_KEY",),
+    )
 
     @property
     def root(self) -> Path:
@@ -175,6 +195,14 @@ class ClaudeCodeSource(Source):
                 continue
             found.append(path)
         return found
+
+    @classmethod
+    def timeline(cls, session: Session) -> Timeline:
+        """The session's steps with their lines (see the module docstring)."""
+        reader = StepReader(session)
+        for line, record in numbered_records(session.path):
+            _timeline_record(reader, line, record)
+        return reader.timeline()
 
     def read(self, path: Path, counts: ReadCounts) -> list[Session]:
         session = _ClaudeSession(id=path.stem, counts=counts)
@@ -312,3 +340,122 @@ class ClaudeCodeSource(Source):
             counts.slash_commands += 1
             text = request
         return Turn("user", redactor.redact(text), when)
+
+
+# -- the timeline ------------------------------------------------------------------------------
+
+_INTERRUPT = "[Request interrupted by user"
+_REFUSAL = "The user doesn't want to proceed with this tool use"
+_USER_SAID = re.compile(r"the user said:\s*(.+)", re.DOTALL | re.IGNORECASE)
+_NOT_FAILURES = ("requires approval", "permission", "was blocked", "doesn't want to proceed")
+_HOOK_FEEDBACK = re.compile(r"^(?:Stop|SubagentStop) hook feedback:")
+
+
+def _timeline_record(reader: StepReader, line: int, record: dict[str, Any]) -> None:
+    kind = record.get("type")
+    if record.get("isSidechain") is True:
+        return
+    if kind == "attachment":
+        _queued_step(reader, line, record)
+        return
+    message = record.get("message")
+    if kind not in ("user", "assistant") or not isinstance(message, dict):
+        return
+    content = message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    if not isinstance(blocks, list):
+        return
+    if kind == "assistant":
+        _assistant_steps(reader, line, blocks)
+    else:
+        _user_steps(reader, line, record, blocks)
+
+
+def _queued_step(reader: StepReader, line: int, record: dict[str, Any]) -> None:
+    attachment = record.get("attachment")
+    if not isinstance(attachment, dict) or attachment.get("type") != "queued_command":
+        return
+    text = str(attachment.get("prompt") or "").strip()
+    queued = attachment.get("commandMode") in (None, "prompt")
+    if queued and text and not text.startswith(_CLAUDE_NOTICE_PREFIXES):
+        reader.add("prompt", line, text)
+
+
+def _assistant_steps(reader: StepReader, line: int, blocks: list[Any]) -> None:
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            if block["text"].strip():
+                reader.add("reply", line, block["text"])
+        elif block.get("type") == "tool_use":
+            _tool_step(reader, line, block)
+
+
+def _tool_step(reader: StepReader, line: int, block: dict[str, Any]) -> None:
+    name = str(block.get("name") or "").casefold()
+    data = json_object(block.get("input"))
+    call_id = str(block.get("id") or "")
+    command = data.get("command")
+    if name in SHELL_TOOLS and isinstance(command, str):
+        reader.add("command", line, command, call_id=call_id)
+    elif name in EDIT_TOOLS:
+        path = data.get("file_path") or data.get("notebook_path") or data.get("path")
+        if isinstance(path, str) and path:
+            reader.add("edit", line, reader.relative(path))
+
+
+def _user_steps(reader: StepReader, line: int, record: dict[str, Any], blocks: list[Any]) -> None:
+    texts: list[str] = []
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "tool_result":
+            _result_step(reader, line, block)
+        elif block.get("type") == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+    text = "\n".join(t for t in texts if t.strip()).strip()
+    if not text:
+        return
+    if record.get("isCompactSummary") is True:
+        reader.add("compaction", line, text)
+    elif text.startswith(_INTERRUPT):
+        reader.add("interrupt", line, text)
+    elif _HOOK_FEEDBACK.match(text):
+        reader.add("hook", line, text)
+    elif record.get("isMeta") is True or text.startswith(
+        _CLAUDE_META_PREFIXES + _CLAUDE_NOTICE_PREFIXES
+    ):
+        return
+    elif text.startswith(_CLAUDE_COMMAND_PREFIXES):
+        request = slash_command(text)
+        if request is not None:
+            reader.add("prompt", line, request)
+    else:
+        reader.add("prompt", line, text)
+
+
+def _result_text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(b.get("text") or "") for b in content if isinstance(b, dict) and "text" in b
+        )
+    return ""
+
+
+def _result_step(reader: StepReader, line: int, block: dict[str, Any]) -> None:
+    text = _result_text(block.get("content"))
+    call_id = str(block.get("tool_use_id") or "")
+    if text.startswith(_REFUSAL):
+        said = _USER_SAID.search(text)
+        reader.add("rejection", line, said.group(1) if said else "", call_id=call_id)
+        return
+    if text.startswith(_INTERRUPT):
+        reader.add("interrupt", line, text)
+        return
+    code = exit_code(text)
+    refused = any(marker in text[:300].casefold() for marker in _NOT_FAILURES)
+    failed = (block.get("is_error") is True and not refused) or bool(code)
+    reader.add("result", line, text[:400], call_id=call_id, failed=failed, exit_code=code)

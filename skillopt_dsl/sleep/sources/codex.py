@@ -18,6 +18,11 @@ archived_sessions/`), two formats:
 
 Injected blocks (`<environment_context>`, `<user_instructions>`, AGENTS.md preambles) and
 developer messages are dropped.
+
+The timeline (`CodexSource.timeline`) reads `function_call` / `local_shell_call` /
+`custom_tool_call` and their outputs, `exec_command_end`, `turn_aborted`, `compacted` and
+patches as `*** Update File: path` (the mid-2025 bare-item format too). The memory file is
+`AGENTS.md`; replays run `codex exec` (`OPENAI_API_KEY` or `CODEX_API_KEY`).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from datetime import datetime
 from pathlib import Path
 
 from skillopt_dsl.sleep.redact import Redactor
-from skillopt_dsl.sleep.sources.base import Source
+from skillopt_dsl.sleep.sources.base import ReplayCommand, Source
 from skillopt_dsl.sleep.sources.reading import (
     Role,
     block_text,
@@ -39,10 +44,19 @@ from skillopt_dsl.sleep.sources.reading import (
     tool_output,
 )
 from skillopt_dsl.sleep.sources.registry import register_source
+from skillopt_dsl.sleep.sources.steps import (
+    SHELL_TOOLS,
+    StepReader,
+    exit_code,
+    json_object,
+    numbered_records,
+)
 from skillopt_dsl.sleep.transcript import (
     HarvestStats,
     ReadCounts,
     Session,
+    Step,
+    Timeline,
     ToolCall,
     ToolOutput,
     Turn,
@@ -140,6 +154,33 @@ class CodexSource(Source):
 
     name = "codex"
     folders = (".codex/sessions", ".codex/archived_sessions")
+    memory_file = "AGENTS.md"
+    replay_command = ReplayCommand(
+        (
+            "codex",
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "--sandbox",
+            "workspace-write",
+            "{prompt}",
+        ),
+        "jsonl",
+        ("OPENAI_API_KEY", "CODEX_API_KEY"),
+    )
+
+    @classmethod
+    def timeline(cls, session: Session) -> Timeline:
+        """The session's steps with their lines (see the module docstring): when the file
+        mirrors its turns as events, the events' prompts and replies are kept."""
+        reader = StepReader(session)
+        messages: list[Step] = []
+        events: list[Step] = []
+        for line, record in numbered_records(session.path):
+            _timeline_record(reader, line, record, (messages, events))
+        chosen = events if any(s.kind == "prompt" for s in events) else messages
+        reader.steps = sorted(reader.steps + chosen, key=lambda s: s.line)
+        return reader.timeline()
 
     def files(self, stats: HarvestStats) -> list[Path]:
         found: list[Path] = []
@@ -353,3 +394,111 @@ def _codex_output(value: object, redactor: Redactor) -> ToolOutput:
         exit_code = code if isinstance(code, int) else None
         return tool_output(block_text(data["output"]), redactor, exit_code=exit_code)
     return tool_output(block_text(data), redactor)
+
+
+# -- the timeline ------------------------------------------------------------------------------
+
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.MULTILINE)
+
+
+def _timeline_record(
+    reader: StepReader,
+    line: int,
+    record: dict[str, object],
+    into: tuple[list[Step], list[Step]],
+) -> None:
+    """One line's steps; prompts and replies go to `into` (item messages, event messages)."""
+    payload = record.get("payload") if "payload" in record else record
+    if not isinstance(payload, dict):
+        return
+    kind = record.get("type") if "payload" in record else "response_item"
+    if kind == "compacted":
+        reader.add("compaction", line, str(payload.get("message") or ""))
+    elif kind == "event_msg":
+        _event_step(reader, line, payload, into[1])
+    elif kind == "response_item":
+        _item_step(reader, line, payload, into[0])
+
+
+def _event_step(
+    reader: StepReader, line: int, payload: dict[str, object], into: list[Step]
+) -> None:
+    sub = payload.get("type")
+    if sub == "turn_aborted":
+        reader.add("interrupt", line, str(payload.get("reason") or "turn aborted"))
+    elif sub == "exec_command_end":
+        found = payload.get("exit_code")
+        code = found if isinstance(found, int) else None
+        reader.add(
+            "result",
+            line,
+            str(payload.get("aggregated_output") or payload.get("stderr") or "")[:400],
+            call_id=str(payload.get("call_id") or ""),
+            failed=bool(code),
+            exit_code=code,
+        )
+    elif sub in ("user_message", "agent_message"):
+        text = str(payload.get("message") or "").strip()
+        if text and not text.startswith(_CODEX_INJECTED):
+            into.append(reader.step("prompt" if sub == "user_message" else "reply", line, text))
+
+
+def _item_step(reader: StepReader, line: int, payload: dict[str, object], into: list[Step]) -> None:
+    sub = payload.get("type")
+    call_id = str(payload.get("call_id") or payload.get("id") or "")
+    if sub in ("function_call", "custom_tool_call", "local_shell_call"):
+        _call_step(reader, line, payload, call_id)
+    elif sub in ("function_call_output", "custom_tool_call_output"):
+        _output_step(reader, line, payload.get("output"), call_id)
+    elif sub == "message" and payload.get("role") in ("user", "assistant"):
+        parts = payload.get("content")
+        text = "\n".join(
+            str(p.get("text") or "")
+            for p in (parts if isinstance(parts, list) else [])
+            if isinstance(p, dict)
+        ).strip()
+        if text.startswith("<turn_aborted>"):
+            reader.add("interrupt", line, text)
+        elif text and not text.startswith(_CODEX_INJECTED):
+            into.append(reader.step("prompt" if payload["role"] == "user" else "reply", line, text))
+
+
+def _call_step(reader: StepReader, line: int, payload: dict[str, object], call_id: str) -> None:
+    name = str(payload.get("name") or payload.get("type") or "").casefold()
+    raw = payload.get("arguments") if "arguments" in payload else payload.get("input")
+    if payload.get("type") == "local_shell_call":
+        action = payload.get("action")
+        raw = {"command": action.get("command")} if isinstance(action, dict) else None
+    if name == "apply_patch" and isinstance(raw, str):
+        _patched(reader, line, raw)
+        return
+    args = json_object(raw)
+    command = args.get("command", args.get("cmd"))
+    if isinstance(command, list):
+        command = _unwrap_shell([str(c) for c in command])
+    if name in SHELL_TOOLS or payload.get("type") == "local_shell_call":
+        if isinstance(command, str) and command.startswith("apply_patch"):
+            _patched(reader, line, command)
+        elif isinstance(command, str) and command.strip():
+            reader.add("command", line, command, call_id=call_id)
+
+
+def _patched(reader: StepReader, line: int, patch: str) -> None:
+    for path in _PATCH_FILE.findall(patch):
+        reader.add("edit", line, reader.relative(path.strip()))
+
+
+def _unwrap_shell(argv: list[str]) -> str:
+    """`["bash", "-lc", "pytest -q"]` -> `pytest -q`; other argv joined with spaces."""
+    if len(argv) >= 3 and Path(argv[0]).name in ("bash", "sh", "zsh") and argv[1] in ("-lc", "-c"):
+        return argv[-1]
+    return " ".join(argv)
+
+
+def _output_step(reader: StepReader, line: int, output: object, call_id: str) -> None:
+    data = json_object(output)
+    text = str(data.get("output") if data else output or "")
+    meta = json_object(data.get("metadata"))
+    found = meta.get("exit_code")
+    code = found if isinstance(found, int) else exit_code(text)
+    reader.add("result", line, text[:400], call_id=call_id, failed=bool(code), exit_code=code)

@@ -2,7 +2,9 @@
 
 **Generic JSONL** (`<home>/.skillopt/sessions/**/*.jsonl`): one turn a line,
 `{"session_id": str, "project": "/abs/path", "timestamp": ISO-8601 with zone,
-"role": "user" | "assistant", "text": str}`; lines of one session may span files.
+"role": "user" | "assistant", "text": str}`; lines of one session may span files. Its
+timeline holds the session's prompts and replies with their lines (the format has no tool
+calls). No memory file and no replay command: it is not an agent Sleep can train or run.
 """
 
 from __future__ import annotations
@@ -14,7 +16,15 @@ from skillopt_dsl.sleep.redact import Redactor
 from skillopt_dsl.sleep.sources.base import Source
 from skillopt_dsl.sleep.sources.reading import Role, json_lines, record_time
 from skillopt_dsl.sleep.sources.registry import register_source
-from skillopt_dsl.sleep.transcript import HarvestStats, ReadCounts, Session, Turn, merge_turns
+from skillopt_dsl.sleep.sources.steps import StepReader, numbered_records
+from skillopt_dsl.sleep.transcript import (
+    HarvestStats,
+    ReadCounts,
+    Session,
+    Timeline,
+    Turn,
+    merge_turns,
+)
 
 __all__ = ["GenericJsonlSource"]
 
@@ -52,6 +62,18 @@ class GenericJsonlSource(Source):
             turns = merge_turns(sorted(group.turns, key=lambda t: t.timestamp))
             sessions.append(Session(sid, "jsonl", group.project, path, turns, None, group.counts))
         return sessions
+
+    @classmethod
+    def timeline(cls, session: Session) -> Timeline:
+        """The session's prompts and replies with their lines."""
+        reader = StepReader(session)
+        for line, record in numbered_records(session.path):
+            if str(record.get("session_id")) != session.id:
+                continue
+            role, text = record.get("role"), str(record.get("text") or "")
+            if role in ("user", "assistant") and text.strip():
+                reader.add("prompt" if role == "user" else "reply", line, text)
+        return reader.timeline()
 
     @staticmethod
     def _line(
