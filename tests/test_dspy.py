@@ -357,7 +357,8 @@ def test_each_predictors_run_gets_what_the_earlier_ones_left_of_the_token_budget
     compiled = tele.compile(Pipeline(), trainset=examples(0, 12), valset=examples(100, 16))
     result = compiled.skillopt
     assert result.stop_reason == "budget"
-    assert result.predictors["extract"].result.usage.total_tokens > 500
+    # > 450: the reach probe (one row, two calls, ~30 tokens) is paid first (issue 37, item 2)
+    assert result.predictors["extract"].result.usage.total_tokens > 450
     assert result.usage.total_tokens <= 1000
 
 

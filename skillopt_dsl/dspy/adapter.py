@@ -31,6 +31,7 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from skillopt_dsl.dspy.bridge import engine_record
+from skillopt_dsl.dspy.calls import origin
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.skill import Skill
 
@@ -84,18 +85,21 @@ class RawSkillAdapter(dspy.Adapter):
         demos: list[dict[str, Any]],
         inputs: dict[str, Any],
     ) -> list[dict[str, Any]]:
-        """Format, call, parse; parse failures are recorded on the bridged LM's run record."""
+        """Format, call, parse; parse failures are recorded on the bridged LM's run record,
+        under the calling program predictor's name when it has one (else the signature)."""
         errors: list[tuple[str, str]] = []
+        callers = dspy.settings.caller_modules or [None]
+        label = origin(callers[-1]) or signature.signature
         token = _PARSE_ERRORS.set(errors)
         try:
             try:
                 return list(super().__call__(lm, lm_kwargs, signature, demos, inputs))
             except AdapterParseError as exc:  # an empty completion
-                errors.append((signature.signature, f"could not parse the output: {exc.message}"))
+                errors.append((label, f"could not parse the output: {exc.message}"))
                 return [dict.fromkeys(signature.output_fields)]
         finally:
             _PARSE_ERRORS.reset(token)
-            _report(lm, errors)
+            _report(lm, [(label, error) for _, error in errors])
 
     def format(
         self,

@@ -39,6 +39,7 @@ from skillopt_dsl.compile import CompileResult
 from skillopt_dsl.compile import compile as compile_module
 from skillopt_dsl.dspy.bridge import from_dspy_lm
 from skillopt_dsl.dspy.program import DSPyProgram, normalize_instructions
+from skillopt_dsl.dspy.reach import probe_reach, unreached
 from skillopt_dsl.dspy.rows import (
     _examples,
     _golds,
@@ -96,6 +97,8 @@ class SkillOptimizerResult:
         predictors: each trained predictor's `PredictorResult`, in training order.
         untrained: predictors not trained because the budget ran out (they keep their
             incumbent instructions).
+        unreached: predictors no training row's run calls (the program's branching never
+            reaches them): not trained, given no budget, left exactly as the student has them.
         stop_reason: "finished", or "budget" when the budget stopped the search.
         usage: calls, tokens and dollars summed over every predictor's run (a run the
             budget stopped while it scored its seed program included).
@@ -115,6 +118,7 @@ class SkillOptimizerResult:
     val_score: float | None = None
     warnings: tuple[str, ...] = ()
     split: str | None = None
+    unreached: tuple[str, ...] = ()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> SkillOptimizerResult:
         """Immutable: a deep copy of the program (DSPy makes many) shares it."""
@@ -159,6 +163,12 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
             worked examples from real traces are proposed there and gated like any edit, and
             the compiled program holds them in `predictor.demos`, never in the instructions.
             False (default): only instructions are trained; the student's demos are kept.
+        failure_score: the score of a row on which the program raised after its model
+            answered (a reply `int(...)` or `json.loads` choked on, `ProgramOfThought`'s
+            "Max hops reached") or whose output could not be parsed, as `dspy.GEPA` names
+            it; the failure and its traceback reach reflection. A program that raises
+            before any model call, or on every row it runs, is broken itself: the run stops
+            with a `DSPyProgramError` naming the row and the cause. Default 0.0.
 
     The keywords after `metric` are `SkillOptimizerSettings`' fields (`SkillOptimizerOptions`
     types them); an unknown one is a `TypeError`.
@@ -191,6 +201,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         self.threads = threads
         self.max_errors = given.max_errors
         self.demos = given.demos
+        self.failure_score = _failure_score(given.failure_score)
 
     def compile(
         self,
@@ -234,6 +245,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
             adapter=self.adapter,
             context=contextvars.copy_context(),
             demos=self.demos,
+            failure_score=self.failure_score,
         )
         program.positions.update(positions)
         program.golds.update(_golds([*train_rows, *val_rows]))
@@ -264,7 +276,18 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         # One program, one set of examples: a predictor's run starts from the program the
         # earlier runs left, whose rollouts they already paid for (its seed evaluation).
         replies = ResponseCache()
+        try:
+            probe = probe_reach(program, names, train, lm=target, shared=replies,
+                                budget=self.budget, seed=self.seed, run_dir=self.run_dir)  # fmt: skip
+        except BudgetExceeded as exc:
+            logger.info("budget spent before the program's paths were known: %s", exc)
+            return _summary({}, names, "budget", [program.sent()], self.run_dir, warnings)
+        skipped: list[str] = []
         for index, name in enumerate(names):
+            if unreached(program, name, train):
+                logger.warning("predictor %r: no training row's run calls it; not trained", name)
+                skipped.append(name)
+                continue
             before = program.sent()
             try:
                 result = compile_module(
@@ -278,8 +301,8 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
                     significance=significance,
                     shared_cache=replies,
                     budget=_share(
-                        _remaining(self.budget, [p.result.usage for p in done.values()]),
-                        len(names) - index,
+                        _remaining(self.budget, [probe, *(p.result.usage for p in done.values())]),
+                        sum(not unreached(program, n, train) for n in names[index:]),
                         self._one_decision(program, train, val)[0],
                     ),
                     run_dir=self.run_dir / name if self.run_dir is not None else None,
@@ -297,7 +320,8 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
             done[name] = self._adopt(program, name, result)
             if result.stop_reason == "budget":
                 stop_reason = "budget"  # its share is spent; the next predictor has its own
-        return _summary(done, names, stop_reason, aborted, self.run_dir, warnings)
+        spent = [probe, aborted]
+        return _summary(done, names, stop_reason, spent, self.run_dir, warnings, tuple(skipped))
 
     def _budget_warning(
         self, program: DSPyProgram, train: list[Example], val: list[Example]
@@ -391,12 +415,15 @@ def evaluate_program(
     threads: int = DEFAULT_THREADS,
     seed: int = 0,
     max_errors: int | None = None,
+    failure_score: float = 0.0,
 ) -> EvaluationReport:
     """Score a DSPy program (any: compiled by us, by GEPA or MIPROv2) with our evaluation.
 
     Every call goes through `lm` (cache, ledger, budget); a failed call scores 0, a budget stop
     raises `BudgetExceeded`, a broken metric raises `MetricError` (unlike `dspy.Evaluate`, which
-    swallows every exception). The report's `mean` is in [0, 1].
+    swallows every exception). A row on which the program raised after its model answered
+    scores `failure_score` (as `dspy.Evaluate` scores it 0); a program that raises before any
+    model call, or on every row, raises `DSPyProgramError`. The report's `mean` is in [0, 1].
     """
     accepted = program_inputs(program)
     given = _examples(examples, accepted, where="examples", program=program)
@@ -410,6 +437,7 @@ def evaluate_program(
         inputs=_input_names(rows, positions, accepted),
         adapter=adapter,
         context=None,
+        failure_score=_failure_score(failure_score),
     )
     target.positions.update(positions)
     target.golds.update(_golds(given))
@@ -428,6 +456,15 @@ def evaluate_program(
 def _model(spec: ModelSpec) -> str | Backend | LM | None:
     """A `dspy.LM` as our `LM` (every call then goes through our ledger and budget)."""
     return from_dspy_lm(spec) if isinstance(spec, dspy.BaseLM) else spec
+
+
+def _failure_score(value: float) -> float:
+    """`failure_score`, refused unless a number in [0, 1] (the metric's range)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        raise UserInputError(
+            f"failure_score must be a number in [0, 1] (the metric's range), got {value!r}"
+        )
+    return float(value)
 
 
 def _refuse_auto(auto: str | None) -> None:
@@ -528,16 +565,19 @@ def _summary(
     done: dict[str, PredictorResult],
     names: list[str],
     stop_reason: str,
-    aborted: UsageSnapshot,
+    spent: Sequence[UsageSnapshot],
     run_dir: Path | None,
     warnings: tuple[str, ...] = (),
+    unreached: tuple[str, ...] = (),
 ) -> SkillOptimizerResult:
+    """The result: the runs' usage plus `spent` (the reach probe, a run the budget cut)."""
     results = [p.result for p in done.values()]
     return SkillOptimizerResult(
         predictors=MappingProxyType(dict(done)),
-        untrained=tuple(n for n in names if n not in done),
+        untrained=tuple(n for n in names if n not in done and n not in unreached),
+        unreached=unreached,
         stop_reason=stop_reason,
-        usage=_total([*(r.usage for r in results), aborted]),
+        usage=_total([*(r.usage for r in results), *spent]),
         run_dir=run_dir,
         seed_val_score=results[0].seed_val_score if results else None,
         val_score=results[-1].val_score if results else None,

@@ -32,8 +32,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dspy
 import pydantic
@@ -41,26 +40,26 @@ from dspy.utils.exceptions import AdapterParseError
 
 from skillopt_dsl.dspy.adapter import signature_fields, signature_module
 from skillopt_dsl.dspy.bridge import RunRecord, bridge_lm
-from skillopt_dsl.dspy.demos import render_demo, split_demos, with_demos
-from skillopt_dsl.dspy.metrics import dspy_score, metric_form
-from skillopt_dsl.dspy.proposals import (
-    adapter_format,
-    adapter_style,
-    format_rule_for,
-    reflection_case,
-    worked_example,
-    worked_values,
+from skillopt_dsl.dspy.calls import (
+    ORIGIN,
+    CallWatch,
+    ProgramTrace,
+    copy_program,
+    failure_note,
+    origin,
+    outputs_of,
 )
+from skillopt_dsl.dspy.demos import split_demos, with_demos
+from skillopt_dsl.dspy.hooks import ProposerHooks
+from skillopt_dsl.dspy.metrics import dspy_score, metric_form
+from skillopt_dsl.dspy.proposals import adapter_format, adapter_style, format_rule_for
 from skillopt_dsl.errors import SkillOptError, UserInputError
 from skillopt_dsl.lm import LM, UsageSnapshot
 from skillopt_dsl.metrics.score import Score
 from skillopt_dsl.module import FieldSpec, RunOutcome, SkillModule
-from skillopt_dsl.optimizers.proposers import format_rule, mentions_format
+from skillopt_dsl.optimizers.proposers import format_rule
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example, Prediction
-
-if TYPE_CHECKING:
-    from skillopt_dsl.evaluate import Rollout
 
 __all__ = [
     "DSPyProgram",
@@ -72,10 +71,9 @@ __all__ = [
 ]
 
 _COPIES_KEPT = 4
-_ORIGIN = "_skillopt_predictor"
-"""The attribute naming the program predictor a run copy's predictor stands for. Deep copies
-keep it, so calls of the copies that `dspy.BestOfN`, `dspy.Refine` or `dspy.Parallel` make are
-attributed to the predictor they were copied from."""
+_FAILED_ROWS_TO_STOP = 6
+"""A program that raised on this many rows (or on every row it knows, if fewer) and finished
+none is broken itself, not by its model's replies: the run stops."""
 
 
 class DSPyProgramError(SkillOptError):
@@ -92,29 +90,6 @@ def to_dspy_example(example: Example) -> dspy.Example:
     are the JSON forms our `Example` holds; `DSPyProgram.gold` gives the user's own example
     (pydantic labels as models) when the program knows it."""
     return dspy.Example(**example.inputs, **example.labels).with_inputs(*example.inputs)
-
-
-@dataclass(frozen=True)
-class ProgramTrace:
-    """What one program run left for scoring and reflection (kept on `Rollout.trace`).
-
-    Attributes:
-        gold: the example as a `dspy.Example`.
-        prediction: what the program returned (None when it could not finish).
-        trace: DSPy's trace: `(predictor, inputs, prediction)` for every predictor call.
-        pred_trace: the entries of `trace` made by the predictor being trained, or by a copy
-            of it (`dspy.BestOfN`, `dspy.Refine`, `dspy.Parallel` run deep copies).
-        failure: why the rollout scores 0 without calling the metric (an unparseable output,
-            naming the expected format); None when the program finished.
-        unparsed: the predictors whose output could not be parsed in this run.
-    """
-
-    gold: dspy.Example
-    prediction: Any
-    trace: tuple[Any, ...]
-    pred_trace: tuple[Any, ...]
-    failure: str | None = None
-    unparsed: tuple[str, ...] = ()
 
 
 class DSPyProgram:
@@ -153,20 +128,24 @@ class DSPyProgram:
         adapter: Any = None,
         context: contextvars.Context | None = None,
         demos: bool = False,
+        failure_score: float = 0.0,
     ) -> None:
         if not isinstance(student, dspy.Module):
             raise UserInputError(f"expected a dspy.Module program, got {type(student).__name__}")
         if not callable(metric):
             raise UserInputError(f"metric must be callable, got {type(metric).__name__}")
-        self._base = student.deepcopy()
+        self._base = copy_program(student)
         self.program_name = type(student).__name__
         self.metric = metric
         self.inputs = tuple(inputs)
         self.adapter = adapter
         self.demos = demos
+        self.failure_score = failure_score
         self.context = context if context is not None else contextvars.copy_context()
         chosen = adapter if adapter is not None else self.context.run(_configured_adapter)
         self.style = adapter_style(chosen)
+        self.parser = chosen if chosen is not None else dspy.ChatAdapter()
+        self.adapter_name = type(self.parser).__name__
         self.positions: dict[str, str] = {}
         self.golds: dict[str, dspy.Example] = {}
         predictors = dict(self._base.named_predictors())
@@ -184,6 +163,9 @@ class DSPyProgram:
         self._copies: OrderedDict[tuple[str, ...], dspy.Module] = OrderedDict()
         self._lock = threading.Lock()
         self._sent = RunRecord()
+        self._reach: dict[str, set[str]] = {}
+        self._finished: set[str] = set()
+        self._failed: set[str] = set()
 
     def _seed_skill(self, predictor: Any) -> str:
         """A predictor's seed skill: its instructions (and, with demos on, its own demos)."""
@@ -230,7 +212,7 @@ class DSPyProgram:
         """A fresh deep copy of the program with `instructions` (default: the current ones);
         with demos on, each skill's demos become the predictor's `demos`."""
         chosen = {**self.instructions, **(instructions or {})}
-        program = self._base.deepcopy()
+        program = copy_program(self._base)
         for name, predictor in program.named_predictors():
             text = chosen[name]
             if self.demos:
@@ -248,6 +230,35 @@ class DSPyProgram:
                 completion + record.sent_tokens[1],
             )
             self._sent.sent_cost_usd += record.sent_cost_usd
+
+    def reached(self, example_id: str) -> frozenset[str]:
+        """The predictors some run of the program called on the example (none: never run)."""
+        with self._lock:
+            return frozenset(self._reach.get(example_id, ()))
+
+    def reached_on(self, example_ids: Sequence[str]) -> set[str]:
+        """The predictors some run called on at least one of the examples."""
+        with self._lock:
+            return {name for i in example_ids for name in self._reach.get(i, ())}
+
+    def always_reached(self, name: str) -> bool:
+        """Whether every row run so far called predictor `name` (False: none was run)."""
+        with self._lock:
+            return bool(self._reach) and all(name in r for r in self._reach.values())
+
+    def ran(self, example_ids: Sequence[str]) -> bool:
+        """Whether any of the examples has been run."""
+        with self._lock:
+            return any(i in self._reach for i in example_ids)
+
+    def note_run(self, example_id: str, watch: CallWatch, *, raised: bool) -> bool:
+        """Record a run's reach and whether it finished; True when every row run so far
+        raised and there were enough of them to call the program broken."""
+        with self._lock:
+            self._reach.setdefault(example_id, set()).update(watch.reached)
+            (self._failed if raised else self._finished).add(example_id)
+            enough = min(_FAILED_ROWS_TO_STOP, max(1, len(self.positions)))
+            return raised and not self._finished and len(self._failed) >= enough
 
     def sent(self) -> UsageSnapshot:
         """What every run of this program has sent to the provider so far (target calls)."""
@@ -268,7 +279,7 @@ class DSPyProgram:
             if program is None:
                 program = self.built(instructions)
                 for name, predictor in program.named_predictors():
-                    setattr(predictor, _ORIGIN, name)
+                    setattr(predictor, ORIGIN, name)
                 self._copies[key] = program
                 while len(self._copies) > _COPIES_KEPT:
                     self._copies.popitem(last=False)
@@ -317,7 +328,7 @@ def _predictor_module_class(program: DSPyProgram, name: str) -> type[PredictorMo
     return type(class_name, (PredictorModule,), namespace)
 
 
-class PredictorModule(SkillModule):
+class PredictorModule(ProposerHooks, SkillModule):
     """One predictor of a `DSPyProgram` as a `SkillModule` (see the module docstring).
 
     Build it with `DSPyProgram.module(name)`, which declares its fields.
@@ -338,27 +349,29 @@ class PredictorModule(SkillModule):
         }
         program = self.program.shared_copy(instructions)
         gold = self.program.gold(example)
-        record, trace = RunRecord(), list[Any]()
+        record, trace, watch = RunRecord(), list[Any](), CallWatch()
         started = time.perf_counter()
         try:
             prediction = self.program.context.copy().run(
-                self._call, program, gold, lm, seed, record, trace
+                self._call, program, gold, lm, seed, (record, trace, watch)
             )
-            failure: tuple[str, str] | None = None
+            failure: tuple[str, str | None] | None = None
         except Exception as exc:
             record.raise_recorded_failure()
-            prediction, failure = None, self._output_failure(exc, example)
+            prediction, failure = None, self._failure(exc, example, record, watch)
         finally:
             self.program.account(record)
         record.raise_recorded_failure()
-        return self._outcome(gold, prediction, trace, record, failure, started)
+        if failure is None:
+            self.program.note_run(example.id, watch, raised=False)
+        return self._outcome(gold, prediction, (trace, watch), record, failure, started)
 
     def score(self, example: Example, outcome: RunOutcome) -> Score:
         """The DSPy metric on the program's prediction; 0 with format feedback for a parse
         failure. Outcomes without a program trace (a constant baseline) are scored too."""
         run = outcome.trace if isinstance(outcome.trace, ProgramTrace) else None
         if run is not None and run.failure is not None:
-            return Score(0.0, run.failure)
+            return Score(self.program.failure_score, run.failure)
         gold = run.gold if run is not None else self.program.gold(example)
         pred = run.prediction if run is not None else dspy.Prediction(**outcome.prediction.outputs)
         feedback_form = metric_form(self.program.metric) == "feedback"
@@ -384,36 +397,66 @@ class PredictorModule(SkillModule):
         gold: dspy.Example,
         lm: LM,
         seed: int,
-        record: RunRecord,
-        trace: list[Any],
+        run: tuple[RunRecord, list[Any], CallWatch],
     ) -> Any:
+        record, trace, watch = run
         settings: dict[str, Any] = {
             "lm": bridge_lm(lm, seed=seed, record=record),
             "trace": trace,
             "disable_history": True,
+            "callbacks": [*(dspy.settings.get("callbacks") or []), watch],
         }
         if self.program.adapter is not None:
             settings["adapter"] = self.program.adapter
         with dspy.context(**settings):
             return program(**gold.inputs())
 
-    def _output_failure(self, exc: Exception, example: Example) -> tuple[str, str]:
-        """Feedback for an output DSPy could not parse, and the predictor whose output it was;
-        any other failure is raised."""
+    def _failure(
+        self, exc: Exception, example: Example, record: RunRecord, watch: CallWatch
+    ) -> tuple[str, str | None]:
+        """Why a run that raised scores `failure_score`, and the predictor whose output could
+        not be parsed (None: a model-caused failure elsewhere in the program); a failure of
+        the program itself (before any model call, or on every row) is raised."""
         for link in _chain(exc):
             if isinstance(link, SkillOptError):
                 raise link from None
         parse = next((e for e in _chain(exc) if isinstance(e, AdapterParseError)), None)
-        if parse is None:
+        if parse is not None:
+            self.program.note_run(example.id, watch, raised=False)  # the model broke the format
+            return self._parse_failure(parse, watch)
+        name, where = self.program.program_name, self.program.describe(example.id)
+        cause = f"{type(exc).__name__}: {exc}"
+        if record.calls == 0:
             raise DSPyProgramError(
-                f"the DSPy program {self.program.program_name} raised {type(exc).__name__}: "
-                f"{exc} on {self.program.describe(example.id)}; fix the program"
+                f"the DSPy program {name} raised {cause} on {where} before any model call: the "
+                "program itself failed, not its model's reply; fix the program"
             ) from exc
-        where = _predictor_of(self.program, parse.signature)
-        reason = (str(parse.message).strip().splitlines() or ["no detail"])[0]
+        if self.program.note_run(example.id, watch, raised=True):
+            raise DSPyProgramError(
+                f"the DSPy program {name} raised {cause} on {where} after {record.calls} model "
+                "call(s), and it raised on every row it ran, finishing none: the program itself "
+                "fails, whatever its model replies; fix the program (a failure on some rows "
+                "only is scored failure_score)"
+            ) from exc
+        return failure_note(exc, record.calls, self.program.failure_score), None
+
+    def _parse_failure(self, parse: AdapterParseError, watch: CallWatch) -> tuple[str, str]:
+        """Feedback for an output DSPy could not parse, and the predictor whose call raised it
+        (by the call, not by field names), naming the adapter the program runs with."""
+        where = (
+            watch.unparsed[0] if watch.unparsed else _predictor_of(self.program, parse.signature)
+        )
+        reason = str(parse.message or "").strip().splitlines() or ["no detail"]
+        used = self.program.adapter_name
+        fallback = (
+            f", then DSPy's {parse.adapter_name} fallback" if parse.adapter_name != used else ""
+        )
+        signature = (
+            self.program.signature(where) if where in self.program.instructions else parse.signature
+        )
         feedback = (
-            f"could not parse the output of predictor {where!r} ({parse.adapter_name}): "
-            f"{reason}. Expected format: {adapter_format(parse.signature, self.program.style)}"
+            f"could not parse the output of predictor {where!r} ({used}{fallback}): "
+            f"{reason[0]}. Expected format: {adapter_format(signature, self.program.style)}"
         )
         return feedback, where
 
@@ -421,16 +464,17 @@ class PredictorModule(SkillModule):
         self,
         gold: dspy.Example,
         prediction: Any,
-        trace: list[Any],
+        calls: tuple[list[Any], CallWatch],
         record: RunRecord,
-        failure: tuple[str, str] | None,
+        failure: tuple[str, str | None] | None,
         started: float,
     ) -> RunOutcome:
-        outputs = _outputs(prediction) if failure is None else dict.fromkeys(self.output_fields)
+        outputs = outputs_of(prediction) if failure is None else dict.fromkeys(self.output_fields)
         errors = [self._raw_parse_error(sig, err) for sig, err in record.parse_errors]
         error = failure[0] if failure else ("; ".join(errors) if errors else None)
+        trace, watch = calls
         unparsed = [self._predictor_named(sig) for sig, _ in record.parse_errors]
-        if failure is not None:
+        if failure is not None and failure[1] is not None:
             unparsed.append(failure[1])
         return RunOutcome(
             prediction=Prediction(outputs, raw=record.last_text, error=error),
@@ -447,6 +491,7 @@ class PredictorModule(SkillModule):
                 pred_trace=tuple(step for step in trace if origin(step[0]) == self.predictor),
                 failure=failure[0] if failure else None,
                 unparsed=tuple(dict.fromkeys(unparsed)),
+                reached=tuple(watch.reached),
             ),
         )
 
@@ -463,7 +508,10 @@ class PredictorModule(SkillModule):
         )
 
     def _predictor_named(self, signature_text: str) -> str:
-        """The predictor whose signature reads `signature_text` (else the text itself)."""
+        """The predictor named `signature_text`, else the one whose signature reads it (else
+        the text itself)."""
+        if signature_text in self.program.instructions:
+            return signature_text
         return next(
             (
                 n
@@ -471,71 +519,6 @@ class PredictorModule(SkillModule):
                 if self.program.signature(n).signature == signature_text
             ),
             signature_text,
-        )
-
-    # -- proposer hooks (see skillopt_dsl.dspy.proposals) ---------------------------------------
-    def worked_example(self, example: Example, rollout: Rollout | None) -> str | None:
-        """A worked example for this predictor from real data only (None: there is none): its
-        own traced call in a run the metric scored a success with every output parsed, or the
-        labels when they give every one of its output fields."""
-        run = _program_trace(rollout)
-        succeeded = (
-            rollout is not None
-            and rollout.score >= 1.0
-            and run is not None
-            and not run.failure
-            and not run.unparsed
-        )
-        signature = self.program.signature(self.predictor)
-        calls = run.pred_trace if run is not None else ()
-        if not self.program.demos:
-            return worked_example(signature, self.program.style, example, calls, succeeded)
-        values = worked_values(signature, example, calls, succeeded)
-        if values is None or set(values[0]) != set(signature.input_fields):
-            return None  # a demo needs every input field too
-        return render_demo(*values)
-
-    def labelled_answer(self, example: Example) -> str | None:
-        """The example's label for this predictor's one labelled output field (a
-        ChainOfThought's `answer`, not its `reasoning`), as text, for rules
-        mined from labels (an answer's shape); None when the labels do not give this
-        predictor's field (an intermediate predictor: the program's final labels are not its
-        outputs) or the field is structured (a pydantic model, a list)."""
-        labelled = [name for name in self.output_fields if name in example.labels]
-        if len(labelled) != 1:
-            return None  # no field of this predictor's is labelled, or several are
-        (name,) = labelled
-        value = example.labels.get(name)
-        if value is None or isinstance(value, Mapping | list | tuple):
-            return None  # a pydantic model's label is its JSON object here
-        return str(value)
-
-    def output_broke_format(self, rollout: Rollout) -> bool:
-        """Whether this predictor's own output broke its adapter's format in `rollout` (or
-        the metric's feedback says the format is wrong); another predictor's parse failure or
-        a program output that is merely wrong is not this predictor's format failure."""
-        run = _program_trace(rollout)
-        if run is None:
-            return not rollout.prediction.ok
-        if self.predictor in run.unparsed:
-            return True
-        return run.failure is None and not run.unparsed and mentions_format(rollout.feedback)
-
-    def output_format_rule(self) -> str | None:
-        """The output rule in the program's adapter format (None: an adapter we do not know)."""
-        return format_rule_for(self.program.signature(self.predictor), self.program.style)
-
-    def reflection_case(self, example: Example, rollout: Rollout) -> str:
-        """This predictor's own calls on `example`, then the program's result and feedback."""
-        run = _program_trace(rollout)
-        finished = run is not None and run.prediction is not None and not run.failure
-        return reflection_case(
-            self.predictor,
-            example,
-            run.pred_trace if run is not None else (),
-            _outputs(run.prediction) if finished and run is not None else {},
-            rollout.feedback or rollout.prediction.error or "",
-            self.program.signature(self.predictor),
         )
 
     def _metric_on_prediction(self, example: Example, prediction: Prediction) -> Score:
@@ -550,13 +533,6 @@ def _as_model(annotation: Any, value: Any) -> Any:
     object; else `value` unchanged."""
     model = isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)
     return annotation.model_validate(value) if model and isinstance(value, Mapping) else value
-
-
-def origin(predictor: Any) -> str | None:
-    """The program predictor a traced predictor is (or was copied from); None for a predictor
-    the program does not own (one a wrapper builds on the fly, such as `dspy.Refine`'s)."""
-    name = getattr(predictor, _ORIGIN, None)
-    return name if isinstance(name, str) else None
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -576,18 +552,3 @@ def _predictor_of(program: DSPyProgram, signature: Any) -> str:
         if list(program.signature(name).output_fields) == wanted:
             return name
     return str(getattr(signature, "signature", signature))
-
-
-def _program_trace(rollout: Rollout | None) -> ProgramTrace | None:
-    trace = getattr(rollout, "trace", None)
-    return trace if isinstance(trace, ProgramTrace) else None
-
-
-def _outputs(prediction: Any) -> dict[str, Any]:
-    """The fields of what the program returned (a `dspy.Prediction` or a mapping)."""
-    items = getattr(prediction, "items", None)
-    if callable(items):
-        return dict(items())
-    if isinstance(prediction, Mapping):
-        return dict(prediction)
-    return {"output": prediction}

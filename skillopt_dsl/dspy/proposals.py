@@ -26,6 +26,7 @@ this one's. The functions here give the three proposer hooks of `PredictorModule
 
 from __future__ import annotations
 
+import enum
 import json
 import typing
 from collections.abc import Mapping
@@ -42,6 +43,7 @@ __all__ = [
     "AdapterStyle",
     "adapter_format",
     "adapter_style",
+    "answer_parses",
     "format_rule_for",
     "plain_value",
     "reflection_case",
@@ -153,7 +155,7 @@ def worked_values(
     labelled = {k: example.labels[k] for k in outputs_wanted}
     if all(k in example.inputs for k in signature.input_fields):
         given = {k: example.inputs[k] for k in signature.input_fields}
-    elif calls:
+    elif calls and succeeded:  # a failed run's inputs may be an earlier predictor's misreading
         given = _own_inputs(signature, calls[0][1])
     else:
         return None
@@ -181,21 +183,37 @@ def _render(
     if style == "raw":  # as `RawSkillAdapter` renders the inputs and parses the answer
         module = signature_module(signature)
         user = module.render(Skill(""), {k: inputs.get(k, "") for k in module.input_fields})
-        if len(signature.output_fields) == 1:
-            answer = _text(next(iter(outputs.values())))
-        else:
-            answer = json.dumps({k: _plain(v) for k, v in outputs.items()}, ensure_ascii=False)
-        return _one_paragraph(f"Input: {user[-1]['content']}\nAnswer: {answer}")
+        return _one_paragraph(f"Input: {user[-1]['content']}\nAnswer: {_answer(style, outputs)}")
     given = "\n".join(f"{k}: {_text(v)}" for k, v in inputs.items())
-    if style == "json":
-        answer = json.dumps({k: _plain(v) for k, v in outputs.items()}, ensure_ascii=False)
-    elif style == "xml":
-        answer = "\n".join(f"<{k}>{_text(v)}</{k}>" for k, v in outputs.items())
-    elif style == "chat":
-        answer = "\n".join(f"[[ ## {k} ## ]]\n{_text(v)}" for k, v in outputs.items())
-    else:
-        answer = "\n".join(f"{k}: {_text(v)}" for k, v in outputs.items())
-    return _one_paragraph(f"Input:\n{given}\nAnswer:\n{answer}")
+    return _one_paragraph(f"Input:\n{given}\nAnswer:\n{_answer(style, outputs)}")
+
+
+def _answer(style: AdapterStyle, outputs: Mapping[str, Any]) -> str:
+    """A worked example's answer, written as the adapter of `style` asks for it."""
+    if style == "raw" and len(outputs) == 1:
+        return _text(next(iter(outputs.values())))
+    if style in ("raw", "json"):
+        return json.dumps({k: _plain(v) for k, v in outputs.items()}, ensure_ascii=False)
+    if style == "xml":
+        return "\n".join(f"<{k}>{_text(v)}</{k}>" for k, v in outputs.items())
+    if style == "chat":
+        return "\n".join(f"[[ ## {k} ## ]]\n{_text(v)}" for k, v in outputs.items())
+    return "\n".join(f"{k}: {_text(v)}" for k, v in outputs.items())
+
+
+def answer_parses(signature: Any, adapter: Any, outputs: Mapping[str, Any]) -> bool:
+    """Whether `adapter` (the program's own) parses `outputs`, written as a worked example
+    writes them for it, back into every output field of `signature` (an Enum written as its
+    name, or a value of the wrong type, does not)."""
+    style = adapter_style(adapter)
+    text = _answer(style, outputs)
+    if style == "chat":
+        text = text.replace("\n[[ ## ", "\n\n[[ ## ") + "\n\n[[ ## completed ## ]]"
+    try:
+        parsed = adapter.parse(signature, text)
+    except Exception:  # AdapterParseError, or a value the field's type refuses
+        return False
+    return all(parsed.get(k) is not None for k in signature.output_fields)
 
 
 # -- reflection -------------------------------------------------------------------------------
@@ -208,12 +226,17 @@ def reflection_case(
     program_outputs: Mapping[str, Any],
     feedback: str,
     signature: Any = None,
+    *,
+    called: bool = True,
 ) -> str:
     """One case for the reflection prompt: the predictor's own calls (at most three; with
     `signature`, only its own input fields), then the program's result (its labelled fields),
-    labels and feedback, each named for what it is."""
+    labels and feedback, each named for what it is. `called=False`: the program's path did
+    not go through the predictor on this row (said so, instead of a missing output)."""
     lines = [f"- program inputs: {_json(example.inputs)}"]
-    if not calls:
+    if not called:
+        lines.append(f"  predictor {predictor!r} was not called on this row (another path)")
+    elif not calls:
         lines.append(f"  predictor {predictor!r} gave no parsed output in this run")
     for index, (_, inputs, prediction) in enumerate(calls[:3], start=1):
         lines.append(f"  predictor {predictor!r} call {index} of {len(calls)}:")
@@ -246,6 +269,8 @@ def _fields(prediction: Any) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):  # written as its value, which every adapter parses
+        return _plain(value.value)
     if value is None or isinstance(value, str | int | float | bool):
         return value
     if hasattr(value, "model_dump"):

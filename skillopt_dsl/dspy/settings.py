@@ -43,6 +43,7 @@ class SkillOptimizerSettings:
     prompt_model: ModelSpec = None
     auto: str | None = None
     demos: bool = False
+    failure_score: float = 0.0
 
 
 class SkillOptimizerOptions(TypedDict, total=False):
@@ -66,3 +67,4 @@ class SkillOptimizerOptions(TypedDict, total=False):
     prompt_model: ModelSpec
     auto: str | None
     demos: bool
+    failure_score: float

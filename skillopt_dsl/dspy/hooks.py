@@ -1,0 +1,136 @@
+"""The proposer hooks of a `PredictorModule` (see `skillopt_dsl.dspy.proposals`).
+
+Every hook speaks only of rows whose run passed through the predictor being trained: a row the
+program's branching sent to another predictor gives it no worked example, no label for a rule
+mined from labels and no format failure. A run that failed (the metric said so, or an output
+did not parse, or the program raised) never becomes a worked example, and every worked example
+parses with the program's own adapter before it is proposed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, ClassVar
+
+from skillopt_dsl.dspy.calls import ProgramTrace, outputs_of
+from skillopt_dsl.dspy.demos import render_demo
+from skillopt_dsl.dspy.proposals import (
+    answer_parses,
+    format_rule_for,
+    reflection_case,
+    worked_example,
+    worked_values,
+)
+from skillopt_dsl.optimizers.proposers import mentions_format
+from skillopt_dsl.types import Example
+
+if TYPE_CHECKING:
+    from skillopt_dsl.dspy.program import DSPyProgram
+    from skillopt_dsl.evaluate import Rollout
+    from skillopt_dsl.module import FieldSpec
+
+__all__ = ["ProposerHooks", "program_trace"]
+
+
+def program_trace(rollout: Rollout | None) -> ProgramTrace | None:
+    """The program run a rollout holds (None: a rollout without one, such as a baseline's)."""
+    trace = getattr(rollout, "trace", None)
+    return trace if isinstance(trace, ProgramTrace) else None
+
+
+class ProposerHooks:
+    """The five proposer hooks, for a module with `program` and `predictor` (its name)."""
+
+    if TYPE_CHECKING:  # set by `PredictorModule` (runtime annotations would be its fields)
+        program: DSPyProgram
+        predictor: str
+        output_fields: ClassVar[dict[str, FieldSpec]]
+
+    def passed_through(self, example: Example, rollout: Rollout | None) -> bool:
+        """Whether the run on `example` called this predictor: `rollout`'s own run, else any
+        run of the program on it, else (a row never run) every run so far called it."""
+        run = program_trace(rollout)
+        if run is not None:
+            return self.predictor in run.reached or bool(run.pred_trace)
+        reached = self.program.reached(example.id)
+        if reached:
+            return self.predictor in reached
+        return self.program.always_reached(self.predictor)
+
+    def worked_example(self, example: Example, rollout: Rollout | None) -> str | None:
+        """A worked example for this predictor from real data only (None: there is none): its
+        own traced call in a run the metric scored a success with every output parsed, or the
+        labels when they give every one of its output fields; only from a row whose run
+        passed through it, and only one its adapter parses."""
+        if not self.passed_through(example, rollout):
+            return None
+        run = program_trace(rollout)
+        succeeded = (
+            rollout is not None
+            and rollout.score >= 1.0
+            and run is not None
+            and not run.failure
+            and not run.unparsed
+        )
+        signature = self.program.signature(self.predictor)
+        calls = run.pred_trace if run is not None else ()
+        values = worked_values(signature, example, calls, succeeded)
+        if values is None or not answer_parses(signature, self.program.parser, values[1]):
+            return None
+        if not self.program.demos:
+            return worked_example(signature, self.program.style, example, calls, succeeded)
+        if set(values[0]) != set(signature.input_fields):
+            return None  # a demo needs every input field too
+        return render_demo(*values)
+
+    def labelled_answer(self, example: Example) -> str | None:
+        """The example's label for this predictor's one labelled output field (a
+        ChainOfThought's `answer`, not its `reasoning`), as text, for rules mined from labels
+        (an answer's shape); None when the labels do not give this predictor's field (an
+        intermediate predictor: the program's final labels are not its outputs), the field is
+        structured (a pydantic model, a list), or the row's run did not pass through it."""
+        labelled = [name for name in self.output_fields if name in example.labels]
+        if len(labelled) != 1 or not self.passed_through(example, None):
+            return (
+                None  # no field of this predictor's is labelled, several are, or another branch's
+            )
+        (name,) = labelled
+        value = example.labels.get(name)
+        if value is None or isinstance(value, Mapping | list | tuple):
+            return None  # a pydantic model's label is its JSON object here
+        return str(value)
+
+    def output_broke_format(self, rollout: Rollout) -> bool:
+        """Whether this predictor's own output broke its adapter's format in `rollout` (or
+        the metric's feedback says the format is wrong); another predictor's parse failure or
+        a program output that is merely wrong is not this predictor's format failure."""
+        run = program_trace(rollout)
+        if run is None:
+            return not rollout.prediction.ok
+        if self.predictor in run.unparsed:
+            return True
+        reached = self.predictor in run.reached or bool(run.pred_trace)
+        return (
+            reached
+            and run.failure is None
+            and not run.unparsed
+            and mentions_format(rollout.feedback)
+        )
+
+    def output_format_rule(self) -> str | None:
+        """The output rule in the program's adapter format (None: an adapter we do not know)."""
+        return format_rule_for(self.program.signature(self.predictor), self.program.style)
+
+    def reflection_case(self, example: Example, rollout: Rollout) -> str:
+        """This predictor's own calls on `example`, then the program's result and feedback."""
+        run = program_trace(rollout)
+        finished = run is not None and run.prediction is not None and not run.failure
+        return reflection_case(
+            self.predictor,
+            example,
+            run.pred_trace if run is not None else (),
+            outputs_of(run.prediction) if finished and run is not None else {},
+            rollout.feedback or rollout.prediction.error or "",
+            self.program.signature(self.predictor),
+            called=self.passed_through(example, rollout),
+        )
