@@ -390,3 +390,41 @@ def test_planted_secrets_never_reach_the_project_folder_nor_a_model_request(
     for secret in secrets:
         assert secret not in bodies, secret
         assert not [text for text in written if secret in text], secret
+
+
+# -- issue 38: the assignment rule's limits, each named ----------------------------------------
+
+
+def test_a_bare_secret_value_of_six_characters_is_redacted() -> None:
+    """Kills: a bare-value floor above 6 (`len(value) <= _BARE_MIN_CHARS`, or a floor of 7):
+    a 6-character password with a digit would reach disk and the model; 5 stay code-like."""
+    redactor = Redactor()
+    assert redactor.redact("password=hunt3r now") == "password=[REDACTED:secret_assignment] now"
+    assert redactor.redact("token=abc12 now") == "token=abc12 now"
+    assert redactor.counts == {"secret_assignment": 1}
+
+
+REAL_QUOTED = ["pa$$word99", "$3cr3t!pw", "*hunter22", "hunter*22", "{abc}123", "<3kitties",
+               "wait...what1", "...hunter2", "xxxxhunter2"]  # fmt: skip
+WHOLE_PLACEHOLDERS = ["${DB_PASSWORD}", "$DB_PASSWORD", "<your-password>", "****",
+                      "xxxxxxxx", "....", "{token}", "{{token}}", "%PASSWORD%"]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", REAL_QUOTED)
+def test_a_quoted_secret_with_placeholder_characters_is_still_redacted(value: str) -> None:
+    """Kills: a quoted value taken for a placeholder because it starts with (or contains) `$`,
+    `*`, `{`, `<` or `...` (`_WHOLE_PLACEHOLDER.fullmatch` turned into `.match`/`.search`,
+    or the old start-of-value `_PLACEHOLDER.match`): a real password would be kept."""
+    redactor = Redactor()
+    out = redactor.redact(f'password: "{value}"')
+    assert out == "password: [REDACTED:secret_assignment]" and value not in out
+    assert redactor.total == 1
+
+
+@pytest.mark.parametrize("value", WHOLE_PLACEHOLDERS)
+def test_a_quoted_value_that_is_wholly_a_placeholder_is_left_alone(value: str) -> None:
+    """Kills: placeholders counted as secrets (`"${DB_PASSWORD}"` is a reference, not a
+    password): the night's report would count redactions that never hid anything."""
+    redactor = Redactor()
+    line = f'password: "{value}"'
+    assert redactor.redact(line) == line and redactor.total == 0

@@ -13,7 +13,8 @@ Two families of rules run in order:
   `aws_secret_access_key = ...` / `AWS_SECRET_ACCESS_KEY=...` / `"SecretAccessKey": "..."`,
   `Authorization: Bearer ...` (and `X-Api-Key:`), credentials in a URL
   (`https://user:pw@host`, `?password=...`), and `password=` / `token:` / `api_key=` style
-  assignments. An assignment's value counts only when it looks like data, not code: quoted, or
+  assignments. An assignment's value counts only when it looks like data, not code: quoted
+  (unless the whole value is a placeholder such as `"${DB_PASSWORD}"` or `"<token>"`), or
   a bare run of at least 6 characters with a digit that is not a call, an attribute path or a
   placeholder — so `token = Base.url_encode64(...)`, `def f(token: str)` and
   `password=os.environ["PW"]` are left alone (and not counted).
@@ -119,6 +120,11 @@ _ASSIGNMENT = re.compile(
 )
 _ATTRIBUTE_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 _PLACEHOLDER = re.compile(r"[$%{<*]|x{4,}$|\.\.\.", re.IGNORECASE)
+# A quoted value that is a placeholder as a whole (`"${DB_PASSWORD}"`, `"<your-token>"`,
+# `"****"`); a real password that merely contains `$`, `*`, `{`, `<` or `...` is a secret.
+_WHOLE_PLACEHOLDER = re.compile(
+    r"\$[A-Za-z_]\w*|\$\{[^{}]*\}|%\w+%|\{\{?[^{}]*\}?\}|<[^<>]+>|\*+|x{4,}|\.{3,}", re.IGNORECASE
+)
 _BARE_MIN_CHARS = 6
 
 REDACTION_KINDS: tuple[str, ...] = (
@@ -145,7 +151,7 @@ def _assignment(match: re.Match[str]) -> str:
     name, separator, quote, quoted, bare = match.groups()
     unchanged = match.group(0)
     if quote is not None:
-        if _PLACEHOLDER.match(quoted):
+        if _WHOLE_PLACEHOLDER.fullmatch(quoted):
             return unchanged
         return f"{name}{separator}{_marker('secret_assignment')}"
     value = bare.rstrip(".:")
