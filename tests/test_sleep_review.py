@@ -278,3 +278,28 @@ def test_review_folder_find_refuses_an_ambiguous_prefix(tmp_path: Path) -> None:
     with pytest.raises(SleepError, match="2 tasks"):
         folder.accept("ab")
     assert folder.accept("ab1").reviewed
+
+
+def test_every_dropped_task_stays_dropped_across_later_drops_and_harvests(
+    tmp_path: Path,
+) -> None:
+    """Kills: a drop that rewrites `dropped.jsonl` with its own task only (the first dropped
+    task would come back at the next harvest), and a merge that forgets earlier drops.
+
+    Three tasks are dropped one by one, a harvest mining all four after each drop; at every
+    harvest each task dropped so far stays out and is counted as not re-added."""
+    from skillopt_dsl.sleep.tasks import NoRefusal, Task
+
+    folder = ReviewFolder(tmp_path)
+    mined = [
+        Task(id=f"task{i}", project="p", intent=f"intent {i}", checks=[NoRefusal()])
+        for i in range(4)
+    ]
+    folder.merge(mined, [])
+    for count, task in enumerate(mined[:3], start=1):
+        folder.drop(task.id)
+        report = folder.merge(mined, [])  # the next harvest mines every task again
+        gone = {t.id for t in mined[:count]}
+        assert folder.dropped() == gone
+        assert {t.id for t in folder.tasks()} == {t.id for t in mined} - gone
+        assert (report.added, report.skipped_dropped) == (0, count)
