@@ -266,3 +266,50 @@ def test_a_best_skill_scored_past_the_seed_is_compared_where_both_were_scored() 
     assert (result.val_examples, result.val_size) == (20, 40)
     assert result.val_score == 1.0 and result.seed_val_score == pytest.approx(0.4)
     assert (result.metadata["val_examples"], result.metadata["seed_val_score"]) == (20, 0.4)
+
+
+def test_a_gate_with_guards_never_accepts_at_an_interim_look() -> None:
+    """Kills: early acceptance for a gate with guards (`or gate.guards` dropped from
+    `SequentialJudge._levels`): the guards would be checked on the accepting look's prefix
+    only, and a candidate whose guard regresses on the rest of the set would be accepted.
+
+    The candidate wins every example (significant at the first look's share of the early
+    level); its guard holds on the first look's 10 examples and regresses on the other 30, so
+    the gate must go on to the whole set and reject it there."""
+    examples = tuple(Example(id=f"e{i}", inputs={}, labels={}) for i in range(40))
+
+    def score(skill: Skill, chosen: Any) -> EvaluationReport:
+        def rollout(i: int) -> Rollout:
+            won = skill.text == "cand"
+            brief = 1.0 if not won or i < 10 else 0.0  # the guard regresses after look 1
+            example_id = f"e{i}"
+            return Rollout(
+                example_id, "x", Prediction({}), float(won), extra_scores={"brief": brief}
+            )
+
+        return EvaluationReport(tuple(rollout(int(e.id[1:])) for e in chosen), skill.hash, "fake")
+
+    gate = sd.Gate(guards=[sd.Guard.metric("brief", lambda example, prediction: 1.0)])
+    budget = SignificanceBudget(alpha=0.05, first_share=2 / 3)
+    budget.plan(4)
+    judge = SequentialJudge(gate, budget, examples, examples)
+    seed_report = score(Skill("seed"), examples)
+    report, decision = judge.judge(
+        Skill("cand"), score=score, incumbent_on=lambda ex: seed_report, index=0
+    )
+    assert decision.accepted_at_look is None and decision.early_alpha is None, decision.reason
+    assert not decision.accepted and "guard 'brief' regressed" in decision.reason
+    assert len(report.records) == 40  # decided on the whole set
+
+
+def test_the_rest_of_validation_is_never_scored_under_a_dollar_limit() -> None:
+    """Kills: a completion that runs under a dollar limit (`budget.max_usd is None` dropped
+    from `ValidationBook._affordable`): what the rest of validation would cost in dollars is
+    unknown before the calls, so a run under `max_usd` compares the best skill and the seed on
+    the accepting look's examples, however far the limit is."""
+    result, target = compile_fix(sd.Budget(max_usd=10**6))
+    decision = result.gate_log[0]
+    scored = decision.examples_scored
+    assert decision.accepted and scored < 40, decision.reason
+    assert len(fixed_on_val(target)) == scored  # never scored on the rest
+    assert (result.val_examples, result.val_size) == (scored, 40)
