@@ -197,6 +197,19 @@ def test_an_unknown_keyword_with_no_near_name_still_lists_the_keywords() -> None
     )
 
 
+@pytest.mark.parametrize("keyword", ["temperature", "max_calls", "api"])
+def test_the_misspelt_keyword_hint_suggests_only_near_keywords(keyword: str) -> None:
+    """Kills: a looser hint cutoff (`difflib.get_close_matches(..., cutoff=0.5)` or lower):
+    `temperature` (a sampling parameter, closest to `max_concurrency` at 0.38), `max_calls` (a
+    budget, `max_retries` at 0.5) and `api` (`api_base` at 0.55) are far from every keyword of
+    `LM`, so the refusal lists the keywords without a "did you mean" that would mislead."""
+    with pytest.raises(TypeError) as refused:
+        LM(ScriptedLM(lambda m: ""), **{keyword: 1})
+    said = str(refused.value)
+    assert "did you mean" not in said
+    assert said.startswith(f"LM() got an unexpected keyword argument {keyword!r} (LM takes ")
+
+
 def test_skill_optimizer_resolves_an_unset_threads_to_the_one_default() -> None:
     """Kills: `SkillOptimizer`'s `threads=None` (its record's default, so that DSPy's
     `num_threads=` can be told apart) resolving to anything but `DEFAULT_THREADS`."""
