@@ -447,6 +447,12 @@ def main() -> None:
                 ctx = Context(shape, budget, student["calls_per_rollout"], args.gepa_share)
                 results.append(run_method(method, ctx))
     seconds = time.perf_counter() - started
+    for row in results:
+        if row.get("budget") and "error" not in row and not row.get("optimizer_requests"):
+            logging.warning("%s %s at %s: the fake reflector answered none of its requests (it "
+                            "never reflected, or no longer recognizes its prompt: then the row "
+                            "is not a fair comparison)", row["shape"], row["method"],
+                            row["budget"])  # fmt: skip
     n_test = args.sizes[2]
     print_table(
         f"DSPy ReAct (two tools) and Parallel on a counting fake server (train/val/test "
