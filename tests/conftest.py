@@ -23,3 +23,18 @@ def _no_real_providers(request: pytest.FixtureRequest, monkeypatch: pytest.Monke
 
     monkeypatch.setattr(litellm, "completion", refuse)
     monkeypatch.setattr(litellm, "acompletion", refuse)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say in every run's summary which promises went unchecked because their tests skipped
+    with an "UNGUARDED" reason (the PostgreSQL tests where no server binaries exist), so a
+    green run on such a machine is not read as those promises holding."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = getattr(report, "longrepr", None)
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else ""
+        if "UNGUARDED" in reason:
+            reason = reason.removeprefix("Skipped: ")
+            reasons[reason] = reasons.get(reason, 0) + 1
+    for reason, count in reasons.items():
+        terminalreporter.write_line(f"{count} test(s) skipped, {reason}", yellow=True, bold=True)

@@ -1,8 +1,11 @@
 """Sweeps on a real PostgreSQL server: three worker processes on one study, one SIGKILLed
 mid-trial. The server is a throwaway one started from the machine's PostgreSQL binaries
 (`pg_config --bindir`) in a fresh data directory with a unix socket in a temp folder, and
-stopped afterwards; the test is skipped, saying why, where the binaries or the driver are
-missing (CI has both). The target is a FAKE (`ScriptedLM`): no model runs.
+stopped afterwards; the tests are skipped where the binaries or the driver are missing (CI has
+both), with a reason that starts "UNGUARDED" and says why: there, the PostgreSQL promises (the
+creation lock, workers sharing a study, a killed worker's trial re-run) are not checked, and
+`tests/conftest.py` says so in the run's summary. The target is a FAKE (`ScriptedLM`): no model
+runs.
 """
 
 from __future__ import annotations
@@ -71,6 +74,13 @@ run_sweep_worker(
 """
 
 
+UNGUARDED = (
+    "UNGUARDED: the PostgreSQL promises (the creation lock, workers sharing one study, a killed "
+    "worker's trial re-run) are not checked on this machine: "
+)
+"""The start of every skip reason here (`tests/conftest.py` counts them in the summary)."""
+
+
 def _pg_bindir() -> Path | None:
     """The PostgreSQL server binaries' folder (`pg_config --bindir`, else Debian's layout)."""
     candidates: list[Path] = []
@@ -89,10 +99,12 @@ def postgres_url() -> Iterator[str]:
     bindir = _pg_bindir()
     if bindir is None:
         pytest.skip(
-            "PostgreSQL server binaries (initdb, pg_ctl, postgres) not found via "
-            "`pg_config --bindir` or /usr/lib/postgresql/*/bin; install PostgreSQL to run this"
+            UNGUARDED + "PostgreSQL server binaries (initdb, pg_ctl, postgres) not found via "
+            "`pg_config --bindir` or /usr/lib/postgresql/*/bin; install PostgreSQL to run them"
         )
-    pytest.importorskip("psycopg", reason="no PostgreSQL driver: pip install -e '.[postgres]'")
+    pytest.importorskip(
+        "psycopg", reason=UNGUARDED + "no PostgreSQL driver: pip install -e '.[postgres]'"
+    )
     as_postgres: list[str] = []
     root = Path(tempfile.mkdtemp(prefix="skillopt-pg-", dir="/tmp"))
     if os.geteuid() == 0:  # initdb refuses to run as root: run the server as `postgres`
@@ -100,7 +112,7 @@ def postgres_url() -> Iterator[str]:
             account = pwd.getpwnam("postgres")
         except KeyError:
             shutil.rmtree(root)
-            pytest.skip("running as root needs a 'postgres' user to own the test server")
+            pytest.skip(UNGUARDED + "running as root needs a 'postgres' user to own the server")
         os.chown(root, account.pw_uid, account.pw_gid)
         as_postgres = ["runuser", "-u", "postgres", "--"]
     data = root / "data"
