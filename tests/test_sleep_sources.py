@@ -12,8 +12,12 @@ from skillopt_dsl.sleep.harvest import ProjectMatcher, harvest
 from skillopt_dsl.sleep.sources import (
     SOURCES,
     GenericJsonlSource,
+    agent_choices,
     make_sources,
+    memory_files,
     register_source,
+    replay_choices,
+    replay_command,
     source_choices,
 )
 
@@ -82,3 +86,13 @@ def test_a_bad_registration_is_refused(name: str, folders: tuple[str, ...], why:
     with pytest.raises(TypeError, match=why):
         register_source(bad)
     assert SOURCES.get(name) is not bad
+
+
+def test_the_shipped_agents_memory_files_and_replay_commands() -> None:
+    """Kills: a shipped source losing its memory file or its replay command (its agent then
+    vanishes from `--agent` / `--replay-agent` and `sleep.json`), or the defaults changing."""
+    assert memory_files() == {"claude": "CLAUDE.md", "codex": "AGENTS.md"}
+    assert agent_choices() == replay_choices() == ["claude", "codex"]
+    assert replay_command("claude").argv[:3] == ("claude", "-p", "{prompt}")
+    assert replay_command("codex").argv[:2] == ("codex", "exec")
+    assert replay_command("codex").key_env == ("OPENAI_API_KEY", "CODEX_API_KEY")

@@ -13,16 +13,33 @@ one small transcript in its format, in the project `/work/app`, whose user reque
 Tests (the contract written in `skillopt_dsl.sleep.sources.base.Source`): registered under its
 name with the folders it reads; an empty home yields no files, no sessions and no error; the
 transcript reads into the project's sessions, named by the source, with the request kept and
-the secret redacted; the bad line is counted, never raised; the home is left byte for byte.
+the secret redacted; the bad line is counted, never raised; the session's timeline (the
+source's own reader, or the default from its turns) holds the request as a prompt, redacted,
+citing a line that holds it; the memory file and the replay command the source declares are
+the ones the registry, `--agent`, `--replay-agent` and `sleep.json` use (and a source without
+them is refused there); reading and re-reading the timeline leaves the home byte for byte.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from skillopt_dsl.sleep.harvest import ProjectMatcher, harvest
-from skillopt_dsl.sleep.sources import SOURCES, Source
-from skillopt_dsl.sleep.transcript import HarvestStats
+import pytest
+
+from skillopt_dsl.sleep.agent_replay import AgentSettings
+from skillopt_dsl.sleep.errors import SleepError
+from skillopt_dsl.sleep.harvest import HarvestResult, ProjectMatcher, harvest
+from skillopt_dsl.sleep.project import ProjectConfig
+from skillopt_dsl.sleep.sources import (
+    SOURCES,
+    Source,
+    agent_choices,
+    memory_files,
+    replay_choices,
+    replay_command,
+)
+from skillopt_dsl.sleep.timeline import read_timeline
+from skillopt_dsl.sleep.transcript import HarvestStats, Timeline
 
 __all__ = ["PROJECT", "REQUEST", "SECRET", "SourceContract"]
 
@@ -65,8 +82,56 @@ class SourceContract:
         assert SECRET not in kept, "a secret reached a Session unredacted"
         assert result.stats.home.malformed_lines >= 1, "the non-JSON line was not counted"
 
+    def test_the_timeline_holds_the_request_redacted_at_its_line(self, tmp_path: Path) -> None:
+        self.write_transcript(tmp_path)
+        timelines = [read_timeline(s) for s in self._harvest(tmp_path).sessions]
+        prompts = [(t, s) for t in timelines for s in t.steps if s.kind == "prompt"]
+        asked = [(t, s) for t, s in prompts if "Rotate the key" in s.text]
+        assert asked, f"the timeline lost the request: {[s.text for _, s in prompts]}"
+        assert all(s.line >= 1 for t in timelines for s in t.steps), "a step without a line"
+        kept = " ".join(s.text for t in timelines for s in t.steps)
+        assert SECRET not in kept, "a secret reached a timeline step unredacted"
+        timeline, step = asked[0]
+        if timeline.numbered == "line":
+            assert "Rotate the key" in _file_line(timeline, step.line), "cites the wrong line"
+
+    def test_its_memory_file_and_replay_command_are_the_ones_used(self) -> None:
+        name, memory, command = (
+            self.source.name,
+            self.source.memory_file,
+            self.source.replay_command,
+        )
+        assert memory_files().get(name) == memory
+        assert (name in agent_choices()) == (memory is not None)
+        if memory is not None:
+            assert not Path(memory).is_absolute(), "a memory file lies inside the project"
+            assert ProjectConfig(agent=name).agent == name
+        else:
+            with pytest.raises(ValueError, match="choose one of"):
+                ProjectConfig(agent=name)
+        assert (name in replay_choices()) == (command is not None)
+        if command is not None:
+            assert replay_command(name) is command and "{prompt}" in command.argv
+            assert AgentSettings(name).agent == name
+        else:
+            with pytest.raises(SleepError, match="choose one of"):
+                AgentSettings(name)
+
     def test_the_home_is_left_untouched(self, tmp_path: Path) -> None:
         self.write_transcript(tmp_path)
         before = _snapshot(tmp_path)
-        harvest([self.source(tmp_path)], ProjectMatcher((PROJECT,)))
+        for session in self._harvest(tmp_path).sessions:
+            read_timeline(session)
         assert _snapshot(tmp_path) == before, "a source wrote under the home directory"
+
+    def _harvest(self, home: Path) -> HarvestResult:
+        return harvest([self.source(home)], ProjectMatcher((PROJECT,)))
+
+
+def _file_line(timeline: Timeline, line: int) -> str:
+    """Line `line` (1-based) of the timeline's transcript file."""
+    with timeline.path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if number == line:
+                return raw.decode("utf-8", errors="replace")
+    return ""
