@@ -1,15 +1,18 @@
 """Two worker processes share one Optuna study (SQLite, then a JournalFile): no trial is lost or
-duplicated, and the study reloads after the workers exit. ScriptedLM only."""
+duplicated, and the study reloads after the workers exit; on SQLite a queued trial is claimed by
+one worker only. ScriptedLM only."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
+from skillopt_dsl.studies.storage import open_storage
 from skillopt_dsl.sweeps import load_sweep
 
 WORKER = """
@@ -80,3 +83,38 @@ def test_two_workers_share_one_study(tmp_path: Path, kind: str) -> None:
     assert result.trials[0].params == {"lr": 0.3}, "the seed configuration runs first"
     assert result.best is not None and result.best.value == 1.0
     assert all(t.skill_hash is not None and t.calls >= 0 for t in complete)
+
+
+def test_a_queued_sqlite_trial_is_claimed_by_one_worker_only(tmp_path: Path) -> None:
+    """Kills: a plain `RDBStorage` for SQLite (or a claim outside `SqliteStorage`'s lock): two
+    workers read a queued trial as WAITING before either writes RUNNING, both run it, and the
+    second to finish fails with "Cannot tell a COMPLETE trial" (the flaky two-worker test).
+
+    Two storages on one database, as two workers have, claim each of 30 queued trials at the
+    same moment (a barrier before each claim): exactly one claim of each succeeds."""
+    import optuna
+    from optuna.trial import TrialState
+
+    url = f"sqlite:///{tmp_path / 'sweep.db'}"
+    study = optuna.create_study(storage=open_storage(url), study_name="claims")
+    for lr in range(30):
+        study.enqueue_trial({"lr": lr})
+    ids = [t._trial_id for t in study.get_trials(deepcopy=False)]
+    claims = {trial_id: 0 for trial_id in ids}
+    together = threading.Barrier(2)
+
+    def worker() -> None:
+        storage = open_storage(url)
+        assert storage is not None
+        for trial_id in ids:
+            together.wait(timeout=30)
+            if storage.set_trial_state_values(trial_id, TrialState.RUNNING):
+                claims[trial_id] += 1  # one int update under the GIL
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    twice = [trial_id for trial_id, n in claims.items() if n > 1]
+    assert not twice and set(claims.values()) == {1}, claims

@@ -4,7 +4,8 @@
 ("sqlite:///sweep.db", "postgresql://...", "mysql://...") with a heartbeat and Optuna's retry
 callback, or a JournalFile path ending in .log or .journal. Workers started at the same moment
 create a storage's tables, a study and its first trial once, under `creation_lock` (a
-PostgreSQL advisory lock, a lock file beside an SQLite database).
+PostgreSQL advisory lock, a lock file beside an SQLite database); on SQLite, a queued trial is
+claimed by one worker only (`studies.sqlite`).
 """
 
 from __future__ import annotations
@@ -112,17 +113,20 @@ def _retry_kwarg() -> str:
 def _sqlite_storage(
     url: str, heartbeat: Mapping[str, object], attempts: int = 5
 ) -> optuna.storages.BaseStorage:
-    """An SQLite RDBStorage. Workers starting together would race to create the schema, so
-    creation holds a lock file next to the database (POSIX), and is retried on that race."""
+    """An SQLite RDBStorage whose workers claim a queued trial one at a time
+    (`studies.sqlite.SqliteStorage`). Workers starting together would race to create the
+    schema, so creation holds a lock file next to the database (POSIX), and is retried on that
+    race."""
     import sqlalchemy.exc
 
-    optuna = optuna_module()
+    from skillopt_dsl.studies.sqlite import SqliteStorage
+
     path = Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
     for attempt in range(attempts):
         try:
             with _schema_lock(path):
-                return optuna.storages.RDBStorage(  # type: ignore[no-any-return]
-                    url, engine_kwargs={"connect_args": {"timeout": 60}}, **heartbeat
+                return SqliteStorage(
+                    url, db=path, engine_kwargs={"connect_args": {"timeout": 60}}, **heartbeat
                 )
         except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as exc:
             racing = "already exists" in str(exc) or "UNIQUE constraint" in str(exc)
