@@ -58,6 +58,7 @@ class ProgramTrace:
             naming the expected format); None when the program finished.
         unparsed: the predictors whose output could not be parsed in this run.
         reached: the program predictors the run called (failed calls included).
+        predictor: the predictor whose module made the run (`pred_trace` holds its calls).
     """
 
     gold: dspy.Example
@@ -67,6 +68,7 @@ class ProgramTrace:
     failure: str | None = None
     unparsed: tuple[str, ...] = ()
     reached: tuple[str, ...] = ()
+    predictor: str | None = None
 
 
 def outputs_of(prediction: Any) -> dict[str, Any]:

@@ -10,9 +10,9 @@ parses with the program's own adapter before it is proposed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from skillopt_dsl.dspy.calls import ProgramTrace, outputs_of
+from skillopt_dsl.dspy.calls import ProgramTrace, origin, outputs_of
 from skillopt_dsl.dspy.demos import render_demo
 from skillopt_dsl.dspy.proposals import (
     answer_parses,
@@ -46,12 +46,21 @@ class ProposerHooks:
         predictor: str
         output_fields: ClassVar[dict[str, FieldSpec]]
 
+    def own_calls(self, run: ProgramTrace | None) -> tuple[Any, ...]:
+        """This predictor's traced calls in `run` (its copies' included), whichever
+        predictor's module made the run."""
+        if run is None:
+            return ()
+        if run.predictor in (None, self.predictor):
+            return run.pred_trace
+        return tuple(step for step in run.trace if origin(step[0]) == self.predictor)
+
     def passed_through(self, example: Example, rollout: Rollout | None) -> bool:
         """Whether the run on `example` called this predictor: `rollout`'s own run, else any
         run of the program on it, else (a row never run) every run so far called it."""
         run = program_trace(rollout)
         if run is not None:
-            return self.predictor in run.reached or bool(run.pred_trace)
+            return self.predictor in run.reached or bool(self.own_calls(run))
         reached = self.program.reached(example.id)
         if reached:
             return self.predictor in reached
@@ -73,7 +82,7 @@ class ProposerHooks:
             and not run.unparsed
         )
         signature = self.program.signature(self.predictor)
-        calls = run.pred_trace if run is not None else ()
+        calls = self.own_calls(run)
         values = worked_values(signature, example, calls, succeeded)
         if values is None or not answer_parses(signature, self.program.parser, values[1]):
             return None
@@ -109,7 +118,7 @@ class ProposerHooks:
             return not rollout.prediction.ok
         if self.predictor in run.unparsed:
             return True
-        reached = self.predictor in run.reached or bool(run.pred_trace)
+        reached = self.predictor in run.reached or bool(self.own_calls(run))
         return (
             reached
             and run.failure is None
@@ -128,7 +137,7 @@ class ProposerHooks:
         return reflection_case(
             self.predictor,
             example,
-            run.pred_trace if run is not None else (),
+            self.own_calls(run),
             outputs_of(run.prediction) if finished and run is not None else {},
             rollout.feedback or rollout.prediction.error or "",
             self.program.signature(self.predictor),

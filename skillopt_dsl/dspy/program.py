@@ -492,6 +492,7 @@ class PredictorModule(ProposerHooks, SkillModule):
                 failure=failure[0] if failure else None,
                 unparsed=tuple(dict.fromkeys(unparsed)),
                 reached=tuple(watch.reached),
+                predictor=self.predictor,
             ),
         )
 
