@@ -15,8 +15,8 @@ from skillopt_dsl.lm import Budget
 from skillopt_dsl.optimizers import GradientText
 from skillopt_dsl.sleep import SleepConfig, SleepError, SleepProject, run_night
 from skillopt_dsl.sleep.agent_replay import AgentSettings
+from skillopt_dsl.sleep.judge import TaskJudge
 from skillopt_dsl.sleep.night import replay_target
-from skillopt_dsl.sleep.replay import TaskJudge
 
 FAKE_AGENT = Path(__file__).parent / "fixtures" / "sleep" / "fake_agent_cli.py"
 

@@ -21,8 +21,9 @@ from skillopt_dsl.optimizers.proposers import ReflectiveProposer, RejectedCandid
 from skillopt_dsl.skill import Add, Skill
 from skillopt_dsl.sleep import SleepConfig, SleepProject, run_night
 from skillopt_dsl.sleep.dreams import REWORD_SYSTEM, dream_variants, perturb
+from skillopt_dsl.sleep.judge import Entry, ScoreBook, TaskJudge
 from skillopt_dsl.sleep.rejections import REJECTED_FILE, load_rejected, remember_rejected
-from skillopt_dsl.sleep.replay import Entry, Replay, ScoreBook, TaskJudge
+from skillopt_dsl.sleep.replay import Replay
 from skillopt_dsl.sleep.tasks import Contains, Task, to_example
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.types import Example, Prediction

@@ -10,7 +10,7 @@ import pytest
 from skillopt_dsl.errors import BudgetExceeded
 from skillopt_dsl.lm import LM, Budget, UsageLedger
 from skillopt_dsl.sleep.errors import SleepError
-from skillopt_dsl.sleep.replay import RUBRIC_PASS, TaskJudge
+from skillopt_dsl.sleep.judge import RUBRIC_PASS, TaskJudge
 from skillopt_dsl.sleep.tasks import Task, to_example
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.types import Prediction

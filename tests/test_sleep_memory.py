@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from skillopt_dsl.sleep.errors import MemoryFileError
+from skillopt_dsl.sleep.live import compose, split_document
 from skillopt_dsl.sleep.memory import LEARNED_END, LEARNED_START, MemoryFile
-from skillopt_dsl.sleep.replay import compose, split_document
 
 USER_TEXT = "# shop\n\nMy own notes.\n"
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 from skillopt_dsl.metrics import Score
 from skillopt_dsl.module import InputField, OutputField, RunOutcome, SkillModule
 from skillopt_dsl.skill import Skill
+from skillopt_dsl.sleep import judge as judging
 from skillopt_dsl.sleep.harvest import REPLAY_MARKER
-from skillopt_dsl.sleep.judge import Entry, ScoreBook, TaskJudge
 from skillopt_dsl.types import Example
 
 if TYPE_CHECKING:
@@ -50,7 +50,12 @@ class Replay(SkillModule):
     response: str = OutputField()
 
     def __init__(
-        self, *, skill: Skill, judge: TaskJudge, book: ScoreBook, contrastive: bool = False
+        self,
+        *,
+        skill: Skill,
+        judge: judging.TaskJudge,
+        book: judging.ScoreBook,
+        contrastive: bool = False,
     ) -> None:
         super().__init__(skill=skill, metric=judge)
         self.judge = judge
@@ -73,7 +78,9 @@ class Replay(SkillModule):
         if self.contrastive and score.value < 1.0:
             score = self._contrast(example, score)
         skill_hash = outcome.trace["skill_hash"] if isinstance(outcome.trace, dict) else ""
-        self.book.record(skill_hash, example.id, Entry(score.value, score.feedback, outcome.output))
+        self.book.record(
+            skill_hash, example.id, judging.Entry(score.value, score.feedback, outcome.output)
+        )
         return score
 
     def _contrast(self, example: Example, score: Score) -> Score:
