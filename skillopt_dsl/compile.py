@@ -237,6 +237,7 @@ def compile_with(
     check = _plan(context, chosen, own_budget=settings.significance is None)
     try:
         _start(context, models.cache, resume)
+        _check_budget(context)
         if baseline is not None:
             context.emit("baseline", **baseline.to_dict())
         stop_reason = chosen.compile(module, trainset, valset, context=context)
@@ -269,6 +270,34 @@ def _plan(context: CompileContext, optimizer: Optimizer, *, own_budget: bool) ->
     else:  # the shared budget's owner said it once for all its runs
         logger.info("%s: %s", context.module.name, check.summary())
     return check
+
+
+def _check_budget(context: CompileContext) -> None:
+    """After the seed's first look (where the calls a rollout costs were first measured): say
+    whether the call budget pays for one whole gate decision at that price, and warn when it
+    does not (an agent episode or a DSPy program makes several calls a rollout)."""
+    left = context.calls_left()
+    if left is None:
+        return
+    rate, needed = context.call_rate.per_rollout, context.decision_calls()
+    first = context.decision_calls(first_look=True)
+    context.emit(
+        "budget_check", calls_per_rollout=rate, decision_calls=needed,
+        first_look_calls=first, calls_left=left,
+    )  # fmt: skip
+    if left < needed:
+        logger.warning(
+            "%s: %d calls are left after the seed's first look, at %.1f calls a rollout "
+            "(measured); one gate decision on %d validation examples costs up to %d (its first "
+            "look %d), before any training rollout: raise Budget.max_calls or use fewer "
+            "validation examples",
+            context.module.name, left, rate, len(context.valset), needed, first,
+        )  # fmt: skip
+    else:
+        logger.info(
+            "%s: %d calls left at %.1f calls a rollout; a gate decision costs up to %d",
+            context.module.name, left, rate, needed,
+        )  # fmt: skip
 
 
 def _default_optimizer() -> Optimizer:

@@ -22,6 +22,7 @@ so an optimizer that chooses among candidates chooses on training data (a mini-b
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +43,7 @@ from skillopt_dsl.door import (
 )
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import EvaluationCache, EvaluationReport, evaluate
+from skillopt_dsl.evidence import preflight
 from skillopt_dsl.gate import Gate, GateDecision
 from skillopt_dsl.lm import LM, UsageSnapshot
 from skillopt_dsl.looks import SequentialJudge
@@ -51,7 +53,7 @@ from skillopt_dsl.runs import RunDirectory, rng_from_json, rng_to_json
 from skillopt_dsl.settings import CompileSettings, RunModels
 from skillopt_dsl.skill import ApplyReport, Skill, token_distance
 from skillopt_dsl.types import Example
-from skillopt_dsl.val_book import ValidationBook
+from skillopt_dsl.val_book import CallRate, ValidationBook
 
 __all__ = [
     "CompileContext",
@@ -64,6 +66,12 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+
+@functools.lru_cache(maxsize=64)
+def _even_chance_gain(n_val: int, level: float) -> float | None:
+    """`Preflight.even_chance_gain` of a tested decision at `level` (arithmetic, memoised)."""
+    return preflight(Gate(), n_val, None, first_level=level).even_chance_gain
 
 
 class CompileContext(ValidationBook):
@@ -103,6 +111,7 @@ class CompileContext(ValidationBook):
         self.max_errors = settings.max_errors
         self.rng = random.Random(settings.seed)
         self.eval_cache = EvaluationCache()
+        self.call_rate = CallRate()
         self._on_event = settings.on_event
         self._response_cache = models.cache
         self._state = RunState(incumbent=module.seed_skill)
@@ -172,7 +181,9 @@ class CompileContext(ValidationBook):
     def evaluate(
         self, skill: Skill, examples: Sequence[Example], *, label: str = "train"
     ) -> EvaluationReport:
-        """Score `skill` with the target model (cached per skill, example and model)."""
+        """Score `skill` with the target model (cached per skill, example and model); the calls
+        it paid and the rollouts it ran are added to the run's measured `call_rate`."""
+        calls, cached = self.ledger.snapshot().calls, len(self.eval_cache)
         report = evaluate(
             self.module,
             examples,
@@ -185,6 +196,7 @@ class CompileContext(ValidationBook):
             extra_metrics=self.gate.guard_metrics(),
             progress=False,
         )
+        self.call_rate.observe(self.ledger.snapshot().calls - calls, len(self.eval_cache) - cached)
         self.emit("evaluation", split=label, **report.summary())
         return report
 
@@ -228,6 +240,18 @@ class CompileContext(ValidationBook):
         """The significance the next gate decision may use on the whole validation set (its
         interim looks' early level comes on top; None: the gate runs no test)."""
         return self._judging.whole_set_level()
+
+    def certifiable_gain(self) -> float | None:
+        """The gain that passes the next decision about half the time (`RunView.certifiable_gain`)."""
+        level = self.whole_set_level()
+        if level is None:
+            return None
+        return _even_chance_gain(len(self.valset), round(level, 12))
+
+    def incumbent_is_perfect(self) -> bool:
+        """Whether the incumbent scores 1.0 on every validation example it was scored on."""
+        records = self.incumbent_report.records
+        return bool(records) and all(r.score >= 1.0 for r in records)
 
     def _close(
         self,
@@ -330,6 +354,7 @@ class CompileContext(ValidationBook):
                 | {"rng": rng_to_json(self.rng)},
                 "optimizer": self._state.optimizer_state,
                 "significance": self.significance.to_dict(),
+                "call_rate": self.call_rate.to_dict(),
                 "usage": self.ledger.snapshot().to_dict(),
                 "cache_rowid": self._response_cache.max_rowid if self._response_cache else 0,
                 "events": len(self.run.events),
@@ -343,6 +368,8 @@ class CompileContext(ValidationBook):
         self.rng.setstate(rng_from_json(driver["rng"]))
         if "significance" in checkpoint:
             self.significance.restore(checkpoint["significance"])
+        if "call_rate" in checkpoint:
+            self.call_rate = CallRate.from_dict(checkpoint["call_rate"])
 
 
 class RunView:
@@ -440,8 +467,26 @@ class RunView:
     def decision_calls(self, *, first_look: bool = False) -> int:
         """The most model calls the next gate decision spends on a new candidate: the candidate
         on the whole validation set (`first_look`: on the gate's first look only, where it may
-        be accepted or stopped) and the incumbent where it has not been scored yet."""
+        be accepted or stopped) and the incumbent where it has not been scored yet, each
+        rollout at the measured `calls_per_rollout`."""
         return self.__driver.decision_calls(first_look=first_look)
+
+    def calls_per_rollout(self) -> float:
+        """The model calls one rollout of the module costs, as measured on this run (an agent
+        episode or a DSPy program makes several; 1.0 until measured)."""
+        return self.__driver.call_rate.per_rollout
+
+    def certifiable_gain(self) -> float | None:
+        """The gain in mean validation score that passes the next gate decision about half the
+        time when rewording also moves some answers at random (`evidence.Preflight`); None when
+        the gate runs no test (any gain passes) or no gain up to +1.0 would."""
+        return self.__driver.certifiable_gain()
+
+    def incumbent_is_perfect(self) -> bool:
+        """Whether the incumbent scores the best possible on every validation example it was
+        scored on (then no candidate can beat it there, and a search stops). One bit of the
+        gate's data, and only this one, reaches the optimizer."""
+        return self.__driver.incumbent_is_perfect()
 
     def step_budget(self, lr: float) -> int:
         """The tokens one step at `lr` may move from the current incumbent (as the door counts)."""

@@ -19,6 +19,7 @@ level) when stopped for futility; otherwise the attained sizes of every test it 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 
@@ -43,11 +44,16 @@ next look adds) and the incumbent on those of them it has not been scored on (al
 without a call limit)."""
 
 
-def look_cost(examples: Sequence[Example], scored: Collection[str]) -> int:
+def look_cost(
+    examples: Sequence[Example], scored: Collection[str], *, calls_per_rollout: float = 1.0
+) -> int:
     """The most calls a look on `examples` spends: a new candidate on each, and the incumbent on
-    those it has not been scored on (`scored`: its validation example ids)."""
+    those it has not been scored on (`scored`: its validation example ids), each rollout at
+    `calls_per_rollout` model calls (an agent episode or a DSPy program makes several; the
+    driver measures it, `CallRate`)."""
     known = set(scored)
-    return len(examples) + sum(e.id not in known for e in examples)
+    rollouts = len(examples) + sum(e.id not in known for e in examples)
+    return math.ceil(rollouts * max(calls_per_rollout, 1.0) - 1e-9)
 
 
 _UNPAID = "the calls left do not pay for the next look"
@@ -121,11 +127,15 @@ class SequentialJudge:
         """The examples of a decision's first look (all of them when the gate has none)."""
         return self.order[: self.gate.look_sizes(len(self.order))[0]]
 
-    def calls_needed(self, scored: Collection[str], *, first_look: bool = False) -> int:
+    def calls_needed(
+        self, scored: Collection[str], *, first_look: bool = False, calls_per_rollout: float = 1.0
+    ) -> int:
         """The most calls a decision on a new candidate spends to reach its whole-set look
-        (`first_look`: its first look), with the incumbent scored on the examples `scored`."""
+        (`first_look`: its first look), with the incumbent scored on the examples `scored` and
+        each rollout at `calls_per_rollout` calls."""
         sizes = self.gate.look_sizes(len(self.order))
-        return look_cost(self.order[: sizes[0] if first_look else sizes[-1]], scored)
+        examples = self.order[: sizes[0] if first_look else sizes[-1]]
+        return look_cost(examples, scored, calls_per_rollout=calls_per_rollout)
 
     def whole_set_level(self) -> float | None:
         """The whole-set level the next decision would get (None: the gate runs no test);

@@ -7,14 +7,20 @@ leaves the new incumbent scored on the accepting look's examples, and a decision
 the incumbent on more examples only when they reach them (cached rollouts cost nothing). At the
 end, `complete_incumbent` scores what is left when a call budget can pay for it. Under a call
 limit it also says what the next gate decision costs (`decision_calls`) and whether a look can
-be paid (`_can_pay`, the door's check before each look).
+be paid (`_can_pay`, the door's check before each look). Every price counts the calls a rollout
+really costs (`CallRate`, measured on the run's own evaluations: an agent episode or a DSPy
+program makes several), never one call per example.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from skillopt_dsl.errors import BudgetExceeded
 from skillopt_dsl.evaluate import EvaluationReport
 from skillopt_dsl.looks import SequentialJudge, look_cost
 from skillopt_dsl.module import SkillModule
@@ -25,7 +31,43 @@ from skillopt_dsl.types import Example
 if TYPE_CHECKING:
     from skillopt_dsl.lm import UsageLedger
 
-__all__ = ["ValidationBook"]
+__all__ = ["CallRate", "ValidationBook"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class CallRate:
+    """The model calls a rollout of this run's module really costs, as measured: `calls` paid
+    over `rollouts` run (evaluation-cache hits and free replies are not counted). One call per
+    rollout until something was measured; never less than one (a price, not a discount)."""
+
+    calls: int = 0
+    rollouts: int = 0
+
+    @property
+    def per_rollout(self) -> float:
+        """Calls per rollout (1.0 until measured)."""
+        return max(1.0, self.calls / self.rollouts) if self.rollouts else 1.0
+
+    def observe(self, calls: int, rollouts: int) -> None:
+        """Add an evaluation that ran `rollouts` new rollouts for `calls` paid calls."""
+        if calls > 0 and rollouts > 0:
+            self.calls += calls
+            self.rollouts += rollouts
+
+    def price(self, rollouts: int) -> int:
+        """The calls `rollouts` rollouts are expected to cost."""
+        return math.ceil(rollouts * self.per_rollout - 1e-9)
+
+    def to_dict(self) -> dict[str, int]:
+        """JSON-ready copy (checkpointed)."""
+        return {"calls": self.calls, "rollouts": self.rollouts}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, int]) -> CallRate:
+        """The rate `to_dict` wrote."""
+        return cls(int(data.get("calls", 0)), int(data.get("rollouts", 0)))
 
 
 class ValidationBook:
@@ -35,6 +77,7 @@ class ValidationBook:
     valset: tuple[Example, ...]
     ledger: UsageLedger
     seed_report: EvaluationReport | None
+    call_rate: CallRate
     _state: RunState
     _judging: SequentialJudge
 
@@ -58,12 +101,19 @@ class ValidationBook:
     def _can_pay(self, examples: Sequence[Example]) -> bool:
         """Whether the call limit (if any) pays for a look on `examples` (`looks.look_cost`)."""
         left = self.calls_left()
-        return left is None or left >= look_cost(examples, self.incumbent_report.example_ids)
+        if left is None:
+            return True
+        rate = self.call_rate.per_rollout
+        return left >= look_cost(
+            examples, self.incumbent_report.example_ids, calls_per_rollout=rate
+        )
 
     def decision_calls(self, *, first_look: bool = False) -> int:
-        """The most calls the next gate decision spends (`SequentialJudge.calls_needed`)."""
+        """The most calls the next gate decision spends (`SequentialJudge.calls_needed`), at
+        the measured calls per rollout."""
         scored = self.incumbent_report.example_ids
-        return self._judging.calls_needed(scored, first_look=first_look)
+        rate = self.call_rate.per_rollout
+        return self._judging.calls_needed(scored, first_look=first_look, calls_per_rollout=rate)
 
     def score_seed(self, *, fresh: bool) -> EvaluationReport:
         """Score the seed on the gate's first look only (its looks score the rest as decisions
@@ -84,13 +134,17 @@ class ValidationBook:
         missing = len(self.valset) - len(self.incumbent_report.records)
         if self._state.version > 1:  # the seed is not the incumbent: its rest is scored too
             missing += len(self.valset) - len(seed.records)
-        if self._affordable(missing):
-            self._incumbent_on(self.valset)
-            self.seed_report = self.evaluate(self.module.seed_skill, self.valset, label="val")
+        if self._affordable(self.call_rate.price(missing)):
+            try:
+                self._incumbent_on(self.valset)
+                self.seed_report = self.evaluate(self.module.seed_skill, self.valset, label="val")
+            except BudgetExceeded as exc:  # priced too low: the reports it has are compared
+                logger.warning("validation was not completed: %s", exc)
         return self.incumbent_report
 
     def _affordable(self, calls: int) -> bool:
-        """Whether `calls` (> 0) more validation calls fit a budget that only limits calls."""
+        """Whether `calls` (> 0) more validation calls (already priced at the measured rate)
+        fit a budget that only limits calls."""
         budget, left = self.ledger.budget, self.calls_left()
         only_calls = budget.max_tokens is None and budget.max_usd is None
         return calls > 0 and only_calls and (left is None or left >= calls)

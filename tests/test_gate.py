@@ -243,11 +243,14 @@ def test_all_failing_candidate_rejected_through_compile() -> None:
 
 
 def careful_target(messages: list[dict[str, str]]) -> str:
-    """The fix makes every validation answer right but misses the training evens not divisible
-    by 4; 'Careful mode.' on top gets those right on training data (it passes the screen against
-    the incumbent) and loses them on validation (numbers from 100)."""
+    """The fix makes every validation answer but those ending in 1 right (an incumbent that is
+    not perfect, so the search goes on) and misses the training evens not divisible by 4; 'Careful mode.'
+    on top gets those right on training data (it passes the screen against the incumbent) and
+    loses them on validation (numbers from 100)."""
     system = messages[0]["content"]
     number = int(messages[-1]["content"].split()[-1])
+    if FIX in system and CAREFUL not in system and number >= 100 and number % 10 == 1:
+        return "even"
     if FIX in system and number < 100 and CAREFUL not in system and number % 4 == 2:
         return "odd"
     if FIX in system and CAREFUL in system and number >= 100:
@@ -265,7 +268,7 @@ def fix_then_careful(messages: list[dict[str, str]]) -> str:
 def test_candidate_beating_the_seed_but_not_the_incumbent_is_rejected() -> None:
     """Kills: the gate comparing with the seed instead of the incumbent.
 
-    Seed 0.5, the accepted fix 1.0, then a candidate at 0.75: clean wins over the seed but a
+    Seed 0.5, the accepted fix 0.9, then a candidate at 0.75: clean wins over the seed but a
     loss against the incumbent (it stops at the first look, behind the incumbent).
     """
     result = sd.compile(
@@ -280,10 +283,10 @@ def test_candidate_beating_the_seed_but_not_the_incumbent_is_rejected() -> None:
         threads=1,
     )
     first, second = result.gate_log
-    assert first.accepted and first.candidate_score == 1.0
+    assert first.accepted and first.candidate_score >= 0.85
     assert second.candidate_score > result.seed_val_score  # on the examples it was scored on
-    assert not second.accepted and second.incumbent_score == 1.0
-    assert result.best_skill.text.count(CAREFUL) == 0 and result.val_score == 1.0
+    assert not second.accepted and second.incumbent_score >= second.candidate_score  # the fix's
+    assert result.best_skill.text.count(CAREFUL) == 0 and result.val_score == 0.9
     assert [d.decision_index for d in result.gate_log] == [0, 1]
     # Two planned decisions: the first may use 2/3 of alpha on the whole set (its early looks
     # are paid from the rest); accepted, it spends nothing, so the second (the last planned)

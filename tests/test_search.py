@@ -363,7 +363,7 @@ def test_a_confirmation_that_breaks_even_keeps_the_proposal_on_trial(tmp_path: P
     """Kills: a confirmation that needs a strict gain (a fresh mini-batch without a single
     example the edit fixes would end a good edit; the stage's contract is not to lose)."""
     confirms = []
-    for seed in range(3):
+    for seed in range(8):
         run_dir = tmp_path / str(seed)
         compile_rule_world(RuleWorld(seed=seed), run_dir)
         confirms += [s for s in events(run_dir, "screen") if s["stage"] == "confirm"]

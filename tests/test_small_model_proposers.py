@@ -50,13 +50,23 @@ def _events(run_dir: Path, kind: str) -> list[dict[str, Any]]:
     return [e for e in map(json.loads, lines) if e["event"] == kind]
 
 
-def _compile(tmp_path: Path, optimizer: GradientText, reflector: ScriptedLM) -> sd.CompileResult:
+def _imperfect_target(messages: list[dict[str, str]]) -> str:
+    """`parity_target`, always wrong on 1 and 101: no skill makes training or validation
+    perfect, so a search goes on after its first acceptance."""
+    if messages[-1]["content"].split()[-1] in ("1", "101"):
+        return "even"
+    return parity_target(messages)
+
+
+def _compile(
+    tmp_path: Path, optimizer: GradientText, reflector: ScriptedLM, *, perfectible: bool = True
+) -> sd.CompileResult:
     return sd.compile(
         Parity(),
         TRAIN,
         VAL,
         optimizer=optimizer,
-        lm=ScriptedLM(parity_target),
+        lm=ScriptedLM(parity_target if perfectible else _imperfect_target),
         optimizer_lm=reflector,
         run_dir=tmp_path,
         threads=1,
@@ -118,7 +128,7 @@ def test_a_proposer_whose_edit_was_accepted_is_never_benched(tmp_path: Path) -> 
         min_net=1.0,
         submit_at_net=0.0,
     )
-    result = _compile(tmp_path, optimizer, noise_then_fix)
+    result = _compile(tmp_path, optimizer, noise_then_fix, perfectible=False)
     assert any(d.accepted for d in result.gate_log)
     events = _events(tmp_path, "proposer")
     first_accept = min(

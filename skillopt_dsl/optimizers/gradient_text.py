@@ -40,7 +40,6 @@ from typing import Any
 
 from skillopt_dsl.driver import RunView, Verdict
 from skillopt_dsl.errors import UserInputError
-from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
 from skillopt_dsl.optimizers.clipping import clip_to_budget
 from skillopt_dsl.optimizers.gradient_text_state import (
@@ -49,21 +48,19 @@ from skillopt_dsl.optimizers.gradient_text_state import (
     _group_key,
     _new_stats,
     _outcome,
-    record_screen,
 )
 from skillopt_dsl.optimizers.proposer_runs import ProposerRuns, proposal_request
 from skillopt_dsl.optimizers.proposers import (
     ConsolidationProposer,
-    EditGroup,
     ProposalRequest,
     Proposer,
     default_proposers,
 )
 from skillopt_dsl.optimizers.schedules import SCHEDULES, ScheduleName, lr_at
-from skillopt_dsl.optimizers.screening import draw_examples, merge_duplicates, screen
+from skillopt_dsl.optimizers.screening import draw_examples, merge_duplicates
+from skillopt_dsl.optimizers.search_step import ScreenedSteps, submit_gain
 from skillopt_dsl.skill import (
     ApplyReport,
-    Edit,
     Skill,
     parse_edits,
     token_distance,
@@ -76,7 +73,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(kw_only=True)
-class GradientText(Optimizer):
+class GradientText(ScreenedSteps, Optimizer):
     """Reflective edits, screened on training data, composed, gated on validation.
 
     Args:
@@ -92,8 +89,12 @@ class GradientText(Optimizer):
             the next mini-batches (against the working candidate, whose rollouts there are
             paid anyway), at most this many; 0: a proposal joins as soon as it passes its
             own mini-batch with `min_net`.
-        min_net: the net gain (examples fixed minus broken, its own mini-batch and the
-            confirmations together) a proposal needs to join the working candidate.
+        min_net: the net gain (examples fixed minus broken, summed over every screen of the
+            proposal, re-proposals included) with which a proposal joins the working
+            candidate after one confirmation. One with less, but still a positive net gain,
+            joins once its `confirm_steps` confirmations are done: where small or noisy
+            batches cannot tell, the gate decides. A net gain of zero or less at any screen
+            drops it (it hurts or cannot help).
         join_at_net: a proposal whose own mini-batch shows at least this net gain (a clear
             fix, scored on the whole batch) joins at once, unconfirmed, so a clear fix reaches
             the gate a step earlier (None: every proposal is confirmed; a value below
@@ -103,7 +104,10 @@ class GradientText(Optimizer):
             alone); the default screens.
         compose: submit the working candidate once it holds this many confirmed proposals.
         submit_at_net: ... or once the net gain its proposals showed on training data,
-            scaled to the validation set, reaches this many examples.
+            scaled to the validation set, reaches this many examples. None (the default):
+            once that gain reaches what the gate certifies about half the time at this
+            validation size and level (`RunView.certifiable_gain`): a clear winner goes to the
+            gate at once, small effects are composed until their sum can be certified.
         patience: stop after this many epochs without an accepted candidate (None: never).
         patience_steps: stop after this many steps without an accepted candidate (None: never).
         plateau: stop after this many consecutive epochs in which no proposal passed the
@@ -135,7 +139,7 @@ class GradientText(Optimizer):
     join_at_net: float | None = 4.0
     screen: bool = True
     compose: int = 3
-    submit_at_net: float = 14.0
+    submit_at_net: float | None = None
     patience: int | None = None
     patience_steps: int | None = None
     plateau: int | None = None
@@ -182,7 +186,7 @@ class GradientText(Optimizer):
         steps = self.epochs * (math.ceil(n_train / self.batch_size) + int(self.slow_update))
         if max_calls is None or not validation_size:
             return steps
-        per_decision = validation_size + self.compose * self._step_cost_guess()
+        per_decision = validation_size + self.compose * self._step_cost_guess(1.0)
         affordable = (max_calls - validation_size) // per_decision
         return max(1, affordable if self.until_budget else min(steps, affordable))
 
@@ -218,10 +222,11 @@ class GradientText(Optimizer):
     def optimize(self, view: RunView) -> str | None:
         saved = view.optimizer_state
         state = GradientTextState.from_dict(saved) if saved else GradientTextState()
-        stop = self._search(view, state)
+        stop = "perfect" if view.incumbent_is_perfect() else self._search(view, state)
         self._last_chance(state)
-        if state.pending and self._first_look_paid(view):
+        if state.pending and stop != "perfect" and self._first_look_paid(view):
             self._submit_working(view, state, kind="final")
+            stop = state.stop_reason or stop
         calls_left = view.calls_left()
         view.emit("stop", reason=stop, epoch=state.epoch, step=state.step, calls_left=calls_left)
         return stop
@@ -237,6 +242,7 @@ class GradientText(Optimizer):
                 state.cursor, state.slow_done = 0, False
                 state.epoch_start_calls = view.usage().calls
                 state.accepted_this_epoch = state.survived_this_epoch = False
+                state.failures_this_epoch = False
             while state.cursor < len(state.order):
                 size = self._affordable(view, state)
                 if not size:
@@ -244,6 +250,8 @@ class GradientText(Optimizer):
                 ids = state.order[state.cursor : state.cursor + size]
                 state.cursor += len(ids)
                 self._step(view, state, [by_id[i] for i in ids], total, self.proposers, "step")
+                if state.stop_reason is not None:
+                    return state.stop_reason
                 if (
                     self.patience_steps is not None
                     and state.steps_since_accept >= self.patience_steps
@@ -254,7 +262,11 @@ class GradientText(Optimizer):
                 state.slow_done = True
                 batch = draw_examples(view, view.trainset, size)
                 self._step(view, state, batch, total, [self.consolidation], "slow_update")
+                if state.stop_reason is not None:
+                    return state.stop_reason
             spent = view.usage().calls - state.epoch_start_calls
+            if not state.failures_this_epoch and not state.pending and not state.trials:
+                return "train_solved"  # every training example is solved: nothing to learn
             reason = self._end_epoch(state)
             if reason is not None:
                 return reason
@@ -293,7 +305,8 @@ class GradientText(Optimizer):
         if left is None:
             return self.batch_size
         state.reserve = view.decision_calls()
-        size = self._batch_within(state, left - state.reserve)
+        rate = view.calls_per_rollout()
+        size = self._batch_within(state, left - state.reserve, rate)
         if size:
             return size
         if self._first_look_paid(view):
@@ -302,19 +315,20 @@ class GradientText(Optimizer):
                 self._submit_working(view, state, kind="step")
                 left = view.calls_left() or 0
         state.reserve = view.decision_calls(first_look=True)
-        return self._batch_within(state, left - state.reserve)
+        return self._batch_within(state, left - state.reserve, rate)
 
-    def _batch_within(self, state: GradientTextState, calls: int) -> int:
+    def _batch_within(self, state: GradientTextState, calls: int, rate: float) -> int:
         """The largest batch (at most `batch_size`, at least 2) whose step costs at most
         `calls`, at the costliest rate per example a step has shown (or a first guess)."""
-        per_example = state.max_step_rate or self._step_cost_guess() / self.batch_size
+        per_example = state.max_step_rate or self._step_cost_guess(rate) / self.batch_size
         size = min(self.batch_size, math.floor(calls / per_example))
         return size if size >= min(2, self.batch_size) else 0
 
-    def _step_cost_guess(self) -> int:
+    def _step_cost_guess(self, calls_per_rollout: float) -> int:
         """A first guess of a step's calls: its rollouts, a proposer call, about three
-        proposals screened on the failing half of the batch, one confirmation."""
-        return 3 * self.batch_size + 2
+        proposals screened on the failing half of the batch, one confirmation, each rollout
+        at the measured `calls_per_rollout` (`RunView.calls_per_rollout`)."""
+        return math.ceil(3 * self.batch_size * calls_per_rollout) + 2
 
     def _budget(self, view: RunView, step: int, total: int) -> tuple[float, int]:
         """The step's scheduled learning rate and the tokens the door allows for it."""
@@ -340,14 +354,17 @@ class GradientText(Optimizer):
         working, _ = self._working(view, state)
         room = self._room(view, state, working, lr_t)
         rollouts = view.evaluate(working, batch, label="train").records
+        failing = any(r.score < 1.0 for r in rollouts)
+        state.failures_this_epoch = state.failures_this_epoch or failing
         request = proposal_request(view, state, working, batch, rollouts, room)
         spend = self.until_budget and view.calls_left() is not None
         runs = ProposerRuns(self.bench_after, self.retry_every, spend_budget=spend)
-        groups = merge_duplicates([g for p in proposers for g in runs.run(view, state, p, request)])
+        asked = proposers if failing or kind != "step" else []  # a solved batch: nothing to fix
+        groups = merge_duplicates([g for p in asked for g in runs.run(view, state, p, request)])
         self._emit_notes(view, request, step)
         view.emit("proposal", step=step, kind=kind, groups=[_group_json(g) for g in groups])
         pending = len(state.pending)
-        passed = self._screen_all(view, state, working, batch, rollouts, groups, room)
+        passed = self._screen_all(view, state, working, batch, rollouts, groups, room, failing)
         added = len(state.pending) - pending
         if added:
             state.pending_lrs.append(lr_t)
@@ -357,6 +374,7 @@ class GradientText(Optimizer):
         state.step_calls += spent
         state.steps_measured += 1
         state.max_step_rate = max(state.max_step_rate, spent / max(len(batch), 1))
+        self._compose_small_effects(view, state)
         if self._ready(view, state):
             self._submit_working(view, state, kind=kind, step=step)
         else:
@@ -380,111 +398,6 @@ class GradientText(Optimizer):
         path = view.bound.budget([*state.pending_lrs, lr_t], incumbent.token_count)
         return max(0, path - token_distance(incumbent.text, working.text))
 
-    def _screen_all(
-        self,
-        view: RunView,
-        state: GradientTextState,
-        working: Skill,
-        batch: list[Example],
-        rollouts: Sequence[Rollout],
-        groups: Sequence[EditGroup],
-        room: int,
-    ) -> int:
-        """Confirm the proposals on trial on this mini-batch, then try each new proposal alone
-        on it (it produced them); returns how many passed their first screen."""
-        for trial in list(state.trials):
-            if self._keeps_reserve(view, state, len(batch)):
-                self._confirm(view, state, working, batch, rollouts, trial, room)
-        blocked = state.blocked_keys() | {g["key"] for g in (*state.trials, *state.pending)}
-        passed = 0
-        for group in groups:
-            candidate, kept, report = clip_to_budget(working, group.edits, room, self.max_edits)
-            outcomes = [o.to_dict() for o in report.outcomes]
-            state.step_outcomes += outcomes
-            view.emit("edit_report", step=state.step - 1, outcomes=outcomes)
-            key = _group_key(kept)
-            if not kept or key in blocked or candidate.text == working.text:
-                continue
-            if not self._keeps_reserve(view, state, len(batch)):
-                break  # the calls left are the gate's: a proposal proposed again is tried again
-            blocked.add(key)
-            if not self.screen:  # every proposal goes to the gate (measuring the gate alone)
-                state.pending.append(_group_json(group, edits=kept, key=key, net=0.0, scored=0))
-                continue
-            result = screen(view, candidate, batch, rollouts, addresses=group.addresses)
-            record_screen(view, state, group, result)
-            if not result.passed:
-                self._strike(state, kept, key, result.net / max(result.scored, 1))
-                continue
-            passed += 1
-            state.proposer_stats.setdefault(group.source, _new_stats())["survived"] += 1
-            trial = _group_json(group, edits=kept, key=key, net=result.net, scored=result.scored)
-            if result.net >= self._join_at():
-                state.pending.append({**trial, "screens": 1})
-            else:
-                state.trials.append({**trial, "screens": 1})
-        return passed
-
-    def _join_at(self) -> float:
-        """The net gain on its own mini-batch with which a proposal joins unconfirmed."""
-        if self.confirm_steps == 0:
-            return self.min_net
-        return math.inf if self.join_at_net is None else max(self.join_at_net, self.min_net)
-
-    @staticmethod
-    def _first_look_paid(view: RunView) -> bool:
-        """Whether the calls left (if limited) pay for the next decision's first look."""
-        left = view.calls_left()
-        return left is None or left >= view.decision_calls(first_look=True)
-
-    @staticmethod
-    def _keeps_reserve(view: RunView, state: GradientTextState, calls: int) -> bool:
-        """Whether `calls` more screening calls still leave the step's reserve for the gate
-        (`GradientTextState.reserve`) in the call budget (always, without one)."""
-        left = view.calls_left()
-        return left is None or left - calls >= state.reserve
-
-    def _confirm(
-        self,
-        view: RunView,
-        state: GradientTextState,
-        working: Skill,
-        batch: list[Example],
-        rollouts: Sequence[Rollout],
-        trial: dict[str, Any],
-        room: int,
-    ) -> None:
-        """Score a proposal on trial against the working candidate on a fresh mini-batch; it
-        joins the working candidate once its net gain reaches `min_net`, and is remembered
-        as rejected when it stops gaining or runs out of `confirm_steps`."""
-        state.trials.remove(trial)
-        edits = parse_edits(trial["edits"])
-        candidate, kept, _ = clip_to_budget(working, edits, room, self.max_edits)
-        if len(kept) != len(edits) or candidate.text == working.text:
-            return  # no longer fits the working candidate: proposed again, it is tried again
-        group = EditGroup(
-            tuple(edits), trial["source"], trial["failure_driven"], trial["rationale"]
-        )
-        result = screen(view, candidate, batch, rollouts, stage="confirm")
-        record_screen(view, state, group, result)
-        net, scored = trial["net"] + result.net, trial["scored"] + result.scored
-        screens = trial["screens"] + 1
-        if result.passed and net >= self.min_net:
-            state.pending.append({**trial, "net": net, "scored": scored, "screens": screens})
-        # back from a rejected bundle ("gated": its gate strikes), it is confirmed at least once
-        elif net <= 0 or screens > max(self.confirm_steps, int(trial.get("gated", 0))):
-            self._strike(state, edits, trial["key"], net / max(scored, 1))
-        else:
-            state.trials.append({**trial, "net": net, "scored": scored, "screens": screens})
-
-    def _last_chance(self, state: GradientTextState) -> None:
-        """No step is left to confirm them: proposals on trial that gained on training data
-        join the working candidate, so that the last gate decision the budget pays for is not
-        left unused."""
-        for trial in [t for t in state.trials if t["net"] > 0]:
-            state.trials.remove(trial)
-            state.pending.append(trial)
-
     def _ready(self, view: RunView, state: GradientTextState) -> bool:
         """Whether the working candidate goes to the gate now: enough confirmed proposals, or
         enough net gain shown on training data to expect the gate to see it."""
@@ -492,10 +405,13 @@ class GradientText(Optimizer):
             return False
         if len(state.pending) > 1 and self._working(view, state)[0].hash in state.rejected_hashes:
             return False  # a bundle the gate has judged: it waits for a new proposal
+        if len(state.pending) >= self.compose:
+            return True
         rate = sum(g["net"] / max(g["scored"], 1) for g in state.pending)
-        return (
-            len(state.pending) >= self.compose or rate * view.validation_size >= self.submit_at_net
-        )
+        if self.submit_at_net is not None:
+            return rate * view.validation_size >= self.submit_at_net
+        needed = submit_gain(view)  # None: a gate without a test takes any gain
+        return needed is None or rate >= needed
 
     def _working(self, view: RunView, state: GradientTextState) -> tuple[Skill, ApplyReport]:
         """The incumbent with every pending proposal applied, in the order they joined."""
@@ -535,6 +451,8 @@ class GradientText(Optimizer):
             if verdict.accepted:
                 state.steps_since_accept, state.accepted_this_epoch = 0, True
                 state.forget({_group_key(parse_edits(g["edits"])) for g in pending})
+                if view.incumbent_is_perfect():
+                    state.stop_reason = "perfect"  # no candidate can beat it on validation
                 return state.to_dict()
             state.steps_since_accept += 1
             state.rejected_hashes.append(candidate.hash)
@@ -581,15 +499,6 @@ class GradientText(Optimizer):
                 continue
             state.pending, state.pending_lrs = [group], lrs
             self._submit_working(view, state, kind=kind)  # a judged text: the door refuses it
-
-    def _strike(
-        self, state: GradientTextState, edits: Sequence[Edit], key: str, delta: float
-    ) -> None:
-        """A proposal failed a screen: the proposers are told at once, and it is blocked from
-        screening at its `screen_strikes`-th failure (one unlucky mini-batch does not end a
-        proposal proposed again)."""
-        strikes = state.screen_strikes[key] = state.screen_strikes.get(key, 0) + 1
-        state.remember(edits, delta, block=strikes >= self.screen_strikes)
 
     @staticmethod
     def _emit_notes(view: RunView, request: ProposalRequest, step: int) -> None:

@@ -12,7 +12,7 @@ from skillopt_dsl.optimizers.proposers import (
     RejectedCandidate,
     edit_key,
 )
-from skillopt_dsl.optimizers.screening import ScreenResult
+from skillopt_dsl.optimizers.screening import EditEvidence, ScreenResult
 from skillopt_dsl.optimizers.state import CheckpointedState
 from skillopt_dsl.skill import (
     Edit,
@@ -55,6 +55,24 @@ class GradientTextState(CheckpointedState):
     reserve: int = 0
     """The calls the current step leaves for the gate decision after it (a whole decision, or
     in the budget's tail the gate's first look; 0 without a call budget)."""
+    evidence: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Every screen's result summed per proposal key (`EditEvidence`), across the steps that
+    proposed it again: a small but repeated effect is seen."""
+    failures_this_epoch: bool = False
+    """Whether a batch of this epoch had an example the working candidate failed."""
+    stop_reason: str | None = None
+    """Set when the search must end at once ("perfect": the incumbent is perfect on validation)."""
+
+    def evidence_of(self, key: str) -> EditEvidence:
+        """What the screens of proposal `key` have shown so far (nothing: all zeros)."""
+        data = self.evidence.get(key)
+        return EditEvidence() if data is None else EditEvidence.from_dict(data)
+
+    def add_evidence(self, key: str, result: ScreenResult) -> EditEvidence:
+        """Add one screen of proposal `key` to its evidence; returns the sum."""
+        summed = self.evidence_of(key).plus(result)
+        self.evidence[key] = summed.to_dict()
+        return summed
 
     def remember(self, edits: Sequence[Edit], delta: float, *, block: bool = True) -> None:
         """Remember one proposal (an edit group) as rejected: the proposers read it (they are

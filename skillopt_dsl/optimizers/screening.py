@@ -31,7 +31,14 @@ from skillopt_dsl.optimizers.proposers import EditGroup, edit_key
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
-__all__ = ["ScreenResult", "compare", "draw_examples", "merge_duplicates", "screen"]
+__all__ = [
+    "EditEvidence",
+    "ScreenResult",
+    "compare",
+    "draw_examples",
+    "merge_duplicates",
+    "screen",
+]
 
 Stage = Literal["batch", "confirm"]
 
@@ -56,6 +63,66 @@ class ScreenResult:
     def to_dict(self) -> dict[str, object]:
         """JSON-ready copy."""
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class EditEvidence:
+    """What every screen of one proposal (an edit group, by its key) has shown so far, summed
+    over the steps that proposed it again and over its confirmations: examples it fixed and
+    broke against its base, the net score difference, examples scored and screens run.
+
+    The screen is sized to this evidence (docs/concepts.md, "Search"): a proposal is dropped
+    when it says the proposal hurts or cannot help (`hurts`: no net gain in all), it joins a
+    working candidate when its gain is as clear as its batches can show, and where the
+    evidence cannot tell (a small or noisy batch) the gate decides.
+    """
+
+    fixes: int = 0
+    breaks: int = 0
+    net: float = 0.0
+    scored: int = 0
+    screens: int = 0
+
+    def plus(self, result: ScreenResult) -> EditEvidence:
+        """This evidence with one more screen's result added."""
+        return EditEvidence(
+            self.fixes + result.fixes,
+            self.breaks + result.breaks,
+            self.net + result.net,
+            self.scored + result.scored,
+            self.screens + 1,
+        )
+
+    @property
+    def hurts(self) -> bool:
+        """No net gain over every example it was scored on: it hurts or cannot help."""
+        return self.net <= 0
+
+    @property
+    def rate(self) -> float:
+        """Net gain per example scored (0.0 before any)."""
+        return self.net / self.scored if self.scored else 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        """JSON-ready copy (checkpointed)."""
+        return {
+            "fixes": self.fixes,
+            "breaks": self.breaks,
+            "net": self.net,
+            "scored": self.scored,
+            "screens": self.screens,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, float]) -> EditEvidence:
+        """The evidence `to_dict` wrote."""
+        return cls(
+            int(data["fixes"]),
+            int(data["breaks"]),
+            float(data["net"]),
+            int(data["scored"]),
+            int(data["screens"]),
+        )
 
 
 def compare(base: Sequence[Rollout], candidate: Sequence[Rollout]) -> tuple[int, int, float]:

@@ -1,0 +1,215 @@
+"""The screened search step GradientText runs: try, confirm, compose (docs/concepts.md, "Search").
+
+`ScreenedSteps` holds the part of a step that decides what a proposal's training evidence is
+worth, so that the loop in `gradient_text.py` reads as the loop:
+
+- each new proposal is tried alone on the mini-batch that produced it (`screening.screen`), and
+  its result is added to the evidence of every earlier proposal of the same edit
+  (`GradientTextState.add_evidence`: the same text, or the same edit after normalisation), so
+  a small but repeated effect is seen;
+- a proposal whose evidence shows no net gain is struck (it hurts or cannot help); one with a
+  clear gain joins the working candidate at once (`join_at_net`) or after a confirmation on a
+  fresh mini-batch (`min_net`); confirmations are never run on a batch the working candidate
+  solves (there they could only show breaks);
+- small effects add up: proposals on trial whose summed training gain reaches what the gate can
+  certify (`RunView.certifiable_gain`) join the working candidate together
+  (`_compose_small_effects`); every screen leaves the calls a gate decision needs, priced at
+  the measured calls per rollout (`_keeps_reserve`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from skillopt_dsl.driver import RunView
+from skillopt_dsl.evaluate import Rollout
+from skillopt_dsl.optimizers.clipping import clip_to_budget
+from skillopt_dsl.optimizers.gradient_text_state import (
+    GradientTextState,
+    _group_json,
+    _group_key,
+    _new_stats,
+    record_screen,
+)
+from skillopt_dsl.optimizers.proposers import EditGroup
+from skillopt_dsl.optimizers.screening import screen
+from skillopt_dsl.skill import Edit, Skill, parse_edits
+from skillopt_dsl.types import Example
+
+__all__ = ["SUBMIT_MARGIN", "ScreenedSteps", "submit_gain"]
+
+SUBMIT_MARGIN = 2.0
+"""How much more training gain than the gate's even-chance gain a working candidate shows before
+it goes to the gate (`submit_gain`): the gain a screen measures on the few examples it scores is
+that of the proposals that survived it, so it overstates what validation will show. Measured in
+bench/bench_search_yield.py (margin 1: +0.240 / +0.318 at 200 / 400 calls; 2: see bench/README)."""
+
+
+def submit_gain(view: RunView) -> float | None:
+    """The training gain per example at which a working candidate goes to the gate: the gain
+    the gate certifies about half the time, times `SUBMIT_MARGIN` (None: the gate runs no test,
+    so any gain goes)."""
+    needed = view.certifiable_gain()
+    return None if needed is None else SUBMIT_MARGIN * needed
+
+
+class ScreenedSteps:
+    """Mixin of `GradientText`: screening, confirmation and composition of one step's
+    proposals (module docstring). Reads the optimizer's settings below."""
+
+    screen: bool
+    max_edits: int | None
+    min_net: float
+    confirm_steps: int
+    join_at_net: float | None
+    submit_at_net: float | None
+    screen_strikes: int
+
+    def _screen_all(
+        self,
+        view: RunView,
+        state: GradientTextState,
+        working: Skill,
+        batch: list[Example],
+        rollouts: Sequence[Rollout],
+        groups: Sequence[EditGroup],
+        room: int,
+        failing: bool,
+    ) -> int:
+        """Confirm the proposals on trial on this mini-batch (unless the working candidate
+        solves all of it: there a confirmation could only show breaks), then try each new
+        proposal alone on it (it produced them); returns how many passed their first screen."""
+        price = math.ceil(len(batch) * view.calls_per_rollout())
+        for trial in list(state.trials) if failing else []:
+            if self._keeps_reserve(view, state, price):
+                self._confirm(view, state, working, batch, rollouts, trial, room)
+        blocked = state.blocked_keys() | {g["key"] for g in (*state.trials, *state.pending)}
+        passed = 0
+        for group in groups:
+            candidate, kept, report = clip_to_budget(working, group.edits, room, self.max_edits)
+            outcomes = [o.to_dict() for o in report.outcomes]
+            state.step_outcomes += outcomes
+            view.emit("edit_report", step=state.step - 1, outcomes=outcomes)
+            key = _group_key(kept)
+            if not kept or key in blocked or candidate.text == working.text:
+                continue
+            if not self._keeps_reserve(view, state, price):
+                break  # the calls left are the gate's: a proposal proposed again is tried again
+            blocked.add(key)
+            if not self.screen:  # every proposal goes to the gate (measuring the gate alone)
+                state.pending.append(_group_json(group, edits=kept, key=key, net=0.0, scored=0))
+                continue
+            result = screen(view, candidate, batch, rollouts, addresses=group.addresses)
+            record_screen(view, state, group, result)
+            evidence = state.add_evidence(key, result)  # summed with earlier proposals of it
+            if not result.passed or evidence.hurts:
+                self._strike(state, kept, key, evidence.rate)
+                continue
+            passed += 1
+            state.proposer_stats.setdefault(group.source, _new_stats())["survived"] += 1
+            trial = _group_json(
+                group, edits=kept, key=key, net=evidence.net, scored=evidence.scored
+            )
+            if evidence.net >= self._join_at():
+                state.pending.append({**trial, "screens": 1})
+            else:
+                state.trials.append({**trial, "screens": 1})
+        return passed
+
+    def _join_at(self) -> float:
+        """The net gain on its own mini-batch with which a proposal joins unconfirmed."""
+        if self.confirm_steps == 0:
+            return self.min_net
+        return math.inf if self.join_at_net is None else max(self.join_at_net, self.min_net)
+
+    @staticmethod
+    def _first_look_paid(view: RunView) -> bool:
+        """Whether the calls left (if limited) pay for the next decision's first look."""
+        left = view.calls_left()
+        return left is None or left >= view.decision_calls(first_look=True)
+
+    @staticmethod
+    def _keeps_reserve(view: RunView, state: GradientTextState, calls: int) -> bool:
+        """Whether `calls` more screening calls still leave the step's reserve for the gate
+        (`GradientTextState.reserve`) in the call budget (always, without one)."""
+        left = view.calls_left()
+        return left is None or left - calls >= state.reserve
+
+    def _confirm(
+        self,
+        view: RunView,
+        state: GradientTextState,
+        working: Skill,
+        batch: list[Example],
+        rollouts: Sequence[Rollout],
+        trial: dict[str, Any],
+        room: int,
+    ) -> None:
+        """Score a proposal on trial against the working candidate on a fresh mini-batch; it
+        joins the working candidate once its net gain reaches `min_net`, and is remembered
+        as rejected when it stops gaining or runs out of `confirm_steps`."""
+        state.trials.remove(trial)
+        edits = parse_edits(trial["edits"])
+        candidate, kept, _ = clip_to_budget(working, edits, room, self.max_edits)
+        if len(kept) != len(edits) or candidate.text == working.text:
+            return  # no longer fits the working candidate: proposed again, it is tried again
+        group = EditGroup(
+            tuple(edits), trial["source"], trial["failure_driven"], trial["rationale"]
+        )
+        result = screen(view, candidate, batch, rollouts, stage="confirm")
+        record_screen(view, state, group, result)
+        evidence = state.add_evidence(trial["key"], result)
+        screens = trial["screens"] + 1
+        joined = {**trial, "net": evidence.net, "scored": evidence.scored, "screens": screens}
+        # back from a rejected bundle ("gated": its gate strikes), it is confirmed at least once
+        done = screens > max(self.confirm_steps, int(trial.get("gated", 0)))
+        if evidence.hurts:
+            self._strike(state, edits, trial["key"], evidence.rate)
+        elif (result.passed and evidence.net >= self.min_net) or done:
+            state.pending.append(joined)  # clear enough, or the evidence cannot tell: the gate
+        else:
+            state.trials.append(joined)
+
+    def _last_chance(self, state: GradientTextState) -> None:
+        """No step is left to confirm them: proposals on trial that gained on training data
+        join the working candidate, so that the last gate decision the budget pays for is not
+        left unused."""
+        for trial in [t for t in state.trials if t["net"] > 0]:
+            state.trials.remove(trial)
+            state.pending.append(trial)
+
+    def _compose_small_effects(self, view: RunView, state: GradientTextState) -> None:
+        """Small effects add up: when the proposals on trial that have gained on training data
+        (best first) and the working candidate's together show the gain the gate certifies
+        about half the time (`RunView.certifiable_gain`), they join the working candidate now,
+        so that one decision judges their sum (none of them alone could pass). Only under the
+        default `submit_at_net=None`; a bundle the gate rejects sends each back on trial."""
+        needed = submit_gain(view)
+        if self.submit_at_net is not None or needed is None or not self.screen:
+            return
+        chosen = [t for t in state.trials if t["net"] > 0 and t["screens"] > 0]
+        gain = sum(_shrunk_rate(g) for g in (*state.pending, *chosen))
+        if gain < needed or not chosen or len(state.pending) + len(chosen) < 2:
+            return  # one proposal alone is confirmed first (`min_net`, `confirm_steps`)
+        for trial in chosen:
+            state.trials.remove(trial)
+            state.pending.append(trial)
+        view.emit("compose_small", groups=len(chosen), gain=gain, needed=needed)
+
+    def _strike(
+        self, state: GradientTextState, edits: Sequence[Edit], key: str, delta: float
+    ) -> None:
+        """A proposal failed a screen: the proposers are told at once, and it is blocked from
+        screening at its `screen_strikes`-th failure (one unlucky mini-batch does not end a
+        proposal proposed again)."""
+        strikes = state.screen_strikes[key] = state.screen_strikes.get(key, 0) + 1
+        state.remember(edits, delta, block=strikes >= self.screen_strikes)
+
+
+def _shrunk_rate(group: dict[str, Any]) -> float:
+    """A proposal's training gain per example, less one example's worth: of the few examples
+    a screen scores, one fix may be luck (the proposals that survive a screen are the lucky
+    ones too), so a single fix predicts nothing on validation."""
+    return max(0.0, group["net"] - 1.0) / max(group["scored"], 1)
