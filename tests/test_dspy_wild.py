@@ -183,12 +183,13 @@ def test_program_of_thought_compiles_to_the_end_scoring_max_hops_as_a_failure() 
 
 
 class Router(dspy.Module):
-    """`if/else` between two predictors with the same output field."""
+    """`if/else` between two predictors with the same output field (`geo` first, so only a
+    look at the program's paths before any training can leave it untrained)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.math = dspy.Predict("question -> answer")
         self.geo = dspy.Predict(dspy.Signature("question -> answer", GEO))
+        self.math = dspy.Predict("question -> answer")
 
     def forward(self, question: str) -> Any:
         chosen = self.geo if question.startswith("capital") else self.math
@@ -355,7 +356,14 @@ def test_enum_outputs_are_written_as_their_values_and_every_example_parses(adapt
 # -- 5. a parse failure is the failing call's -------------------------------------------------
 
 
-class BothBranches(Router):
+class BothBranches(dspy.Module):
+    """Both predictors on every row, `math` first (the one field names would blame)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.math = dspy.Predict("question -> answer")
+        self.geo = dspy.Predict(dspy.Signature("question -> answer", GEO))
+
     def forward(self, question: str) -> Any:
         first = self.math(question=question)
         self.geo(question=question)
