@@ -185,3 +185,20 @@ def test_a_traced_call_missing_an_input_field_gives_no_demo() -> None:
     assert module.worked_example(example, cast(Any, rollout)) == render_demo(
         {"review": "r"}, {"answer": "positive"}
     )
+
+
+def test_a_demo_paragraph_of_another_predictors_fields_never_becomes_this_predictors_demo() -> None:
+    """Kills (issue 38, item 7): `_demo` taking a paragraph whose answer holds another
+    predictor's output field (`summary`), or whose input adds another predictor's input
+    (`question`) to this one's, as a demo of this predictor; it stays in the instructions."""
+    foreign = [
+        'Input: {"review": "r"}\nAnswer: {"summary": "s"}',
+        'Input: {"review": "r"}\nAnswer: {"answer": "positive", "summary": "s"}',
+        'Input: {"review": "r", "question": "q"}\nAnswer: {"answer": "positive"}',
+    ]
+    mine = render_demo({"review": "r"}, {"answer": "negative"})
+    for paragraph in foreign:
+        text = f"Be brief.\n\n## Examples\n\n{paragraph}\n\n{mine}"
+        instructions, demos = split_demos(text, CodedSentiment)
+        assert [d.toDict() for d in demos] == [{"review": "r", "answer": "negative"}]
+        assert instructions == f"Be brief.\n\n## Examples\n\n{paragraph}"

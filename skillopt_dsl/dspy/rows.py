@@ -84,11 +84,21 @@ def _examples(
     rows = list(items)
     _check_program_inputs(rows, accepted, where=where, program=program)
     plain = [_json_row(row) for row in rows]
-    examples = as_examples(plain, module=cast(Any, accepted), where=where)
+    examples = as_examples(plain, module=cast(Any, _given_inputs(rows, accepted)), where=where)
     return [
         GivenExample(example, _gold(row, example), f"{where}[{index}]")
         for index, (row, example) in enumerate(zip(rows, examples, strict=True))
     ]
+
+
+def _given_inputs(rows: list[Any], accepted: ProgramInputs | None) -> ProgramInputs | None:
+    """The program's inputs a row set gives: every required one, and the optional ones (a
+    `forward` parameter with a default) its first row holds."""
+    if accepted is None or not rows:
+        return accepted
+    keys = set(_row_keys(rows[0]))
+    given = tuple(k for k in accepted.accepted if k in accepted.required or k in keys)
+    return ProgramInputs(given, accepted.required)
 
 
 def _check_program_inputs(
