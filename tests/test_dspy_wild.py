@@ -86,9 +86,9 @@ def test_a_model_caused_failure_scores_failure_score_and_its_traceback_reaches_r
     the model's reply on some rows (the whole compile lost), a failure scored 0 whatever
     `failure_score=` says, and reflection never seeing the traceback."""
     with serve(add_one) as server:
-        report = evaluate_program(
-            ParsesItsReply(), sums(1, 8), exact, lm=model(server), failure_score=0.5
-        )
+        program = DSPyProgram(ParsesItsReply(), exact, inputs=("question",), failure_score=0.5)
+        rows = program_examples(sums(1, 8))
+        report = evaluate(program.module("count"), rows, lm=model(server), progress=False)
         assert report.mean == pytest.approx((6 * 1.0 + 2 * 0.5) / 8)
         failed = [r for r in report.records if r.score == 0.5]
         assert len(failed) == 2 and all("ValueError" in (r.feedback or "") for r in failed)

@@ -415,14 +415,14 @@ def evaluate_program(
     threads: int = DEFAULT_THREADS,
     seed: int = 0,
     max_errors: int | None = None,
-    failure_score: float = 0.0,
 ) -> EvaluationReport:
     """Score a DSPy program (any: compiled by us, by GEPA or MIPROv2) with our evaluation.
 
     Every call goes through `lm` (cache, ledger, budget); a failed call scores 0, a budget stop
     raises `BudgetExceeded`, a broken metric raises `MetricError` (unlike `dspy.Evaluate`, which
     swallows every exception). A row on which the program raised after its model answered
-    scores `failure_score` (as `dspy.Evaluate` scores it 0); a program that raises before any
+    scores 0, as `dspy.Evaluate` scores it (`SkillOptimizer(failure_score=)` sets it for
+    training); a program that raises before any
     model call, or on every row, raises `DSPyProgramError`. The report's `mean` is in [0, 1].
     """
     accepted = program_inputs(program)
@@ -437,7 +437,6 @@ def evaluate_program(
         inputs=_input_names(rows, positions, accepted),
         adapter=adapter,
         context=None,
-        failure_score=_failure_score(failure_score),
     )
     target.positions.update(positions)
     target.golds.update(_golds(given))

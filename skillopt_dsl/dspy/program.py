@@ -15,9 +15,12 @@ budget and the run directory it is just another module, through the two seam met
 
 Failure rules: a budget stop anywhere in the program (even one DSPy code caught) raises our
 `BudgetExceeded`, never a 0 score; a model call that failed after our retries raises
-`ModelError` (a failed rollout, scored 0 by evaluate); an `AdapterParseError` (or a field a
-`RawSkillAdapter` could not parse) is a rollout scored 0 with feedback naming the expected
-format; any other exception from the program is a `DSPyProgramError` naming the example.
+`ModelError` (a failed rollout, scored 0 by evaluate); an `AdapterParseError` is a rollout
+scored `failure_score` with feedback naming the predictor whose call raised it and the expected
+format (a field a `RawSkillAdapter` could not parse: the metric scores the None field); any
+other exception after a model call is model-caused (a reply the program choked on): scored
+`failure_score`, its traceback in the feedback; one before any model call, or on every row the
+program ran, is a `DSPyProgramError` naming the example and the cause.
 
 Instructions are normalised with `inspect.cleandoc` (what DSPy's getter applies), so the text a
 predictor runs with, its hash and an exported `best_skill.md` agree.
