@@ -417,3 +417,11 @@ def test_an_aliased_predictor_stays_one_when_an_attribute_cannot_be_deepcopied()
     assert compiled.read is compiled.read_again
     assert [name for name, _ in compiled.named_predictors()] == ["read"]
     assert json.dumps(compiled.dump_state(), sort_keys=True).count('"instructions"') == 1
+
+
+def test_failure_score_outside_the_metrics_range_is_refused() -> None:
+    """Kills: `failure_score=2.0` (or a bool) accepted, scoring a failure above a success."""
+    for wrong in (2.0, -0.1, True):
+        with pytest.raises(Exception, match=r"failure_score must be a number in \[0, 1\]"):
+            SkillOptimizer(exact, failure_score=wrong)
+    assert SkillOptimizer(exact, failure_score=1).failure_score == 1.0
