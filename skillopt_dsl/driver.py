@@ -43,7 +43,7 @@ from skillopt_dsl.door import (
 )
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import EvaluationCache, EvaluationReport, evaluate
-from skillopt_dsl.evidence import preflight
+from skillopt_dsl.evidence import Preflight, preflight
 from skillopt_dsl.gate import Gate, GateDecision
 from skillopt_dsl.lm import LM, UsageSnapshot
 from skillopt_dsl.looks import SequentialJudge
@@ -69,9 +69,9 @@ logger = logging.getLogger(__name__)
 
 
 @functools.lru_cache(maxsize=64)
-def _even_chance_gain(n_val: int, level: float) -> float | None:
-    """`Preflight.even_chance_gain` of a tested decision at `level` (arithmetic, memoised)."""
-    return preflight(Gate(), n_val, None, first_level=level).even_chance_gain
+def _gate_needs(n_val: int, level: float) -> Preflight:
+    """What a tested decision at `level` on `n_val` examples needs (arithmetic, memoised)."""
+    return preflight(Gate(), n_val, None, first_level=level)
 
 
 class CompileContext(ValidationBook):
@@ -183,7 +183,7 @@ class CompileContext(ValidationBook):
     ) -> EvaluationReport:
         """Score `skill` with the target model (cached per skill, example and model); the calls
         it paid and the rollouts it ran are added to the run's measured `call_rate`."""
-        calls, cached = self.ledger.snapshot().calls, len(self.eval_cache)
+        before, cached = self.ledger.snapshot(), len(self.eval_cache)
         report = evaluate(
             self.module,
             examples,
@@ -196,7 +196,9 @@ class CompileContext(ValidationBook):
             extra_metrics=self.gate.guard_metrics(),
             progress=False,
         )
-        self.call_rate.observe(self.ledger.snapshot().calls - calls, len(self.eval_cache) - cached)
+        after = self.ledger.snapshot()  # replies from the response cache are requests too
+        requests = after.calls + after.cache_hits - before.calls - before.cache_hits
+        self.call_rate.observe(requests, len(self.eval_cache) - cached)
         self.emit("evaluation", split=label, **report.summary())
         return report
 
@@ -246,7 +248,7 @@ class CompileContext(ValidationBook):
         level = self.whole_set_level()
         if level is None:
             return None
-        return _even_chance_gain(len(self.valset), round(level, 12))
+        return _gate_needs(len(self.valset), round(level, 12)).even_chance_gain
 
     def incumbent_is_perfect(self) -> bool:
         """Whether the incumbent scores 1.0 on every validation example it was scored on."""

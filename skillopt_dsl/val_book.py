@@ -38,9 +38,10 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class CallRate:
-    """The model calls a rollout of this run's module really costs, as measured: `calls` paid
-    over `rollouts` run (evaluation-cache hits and free replies are not counted). One call per
-    rollout until something was measured; never less than one (a price, not a discount)."""
+    """The model calls a rollout of this run's module really costs, as measured: `calls` (model
+    requests, replies from the response cache included: a new candidate pays for all of them)
+    over `rollouts` run (evaluation-cache hits, which send nothing, are not counted). One call
+    per rollout until something was measured; never less than one (a price, not a discount)."""
 
     calls: int = 0
     rollouts: int = 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +32,19 @@ TRICK = "Numbers below one hundred are special."
 
 @dataclass(kw_only=True)
 class FixedProposer(Proposer):
-    """A fake proposer: the same edit groups (one `Add` each) at every step."""
+    """A fake proposer: the same edit groups (one `Add` each) at every step; `named`: each
+    says it was written for the batch's failures (`EditGroup.addresses`)."""
 
     texts: Sequence[str]
     name: str = "fixed"
+    named: bool = False
 
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
-        return [EditGroup((Add(after=None, text=t),), self.name, True, t) for t in self.texts]
+        names = tuple(e.id for e, _ in request.failures()) if self.named else ()
+        return [
+            EditGroup((Add(after=None, text=t),), self.name, True, t, addresses=names)
+            for t in self.texts
+        ]
 
 
 @dataclass(kw_only=True)
@@ -269,8 +275,8 @@ def test_a_proposal_that_failed_a_screen_is_tried_again_until_its_strikes(
     """Kills: blocking a proposal after one unlucky mini-batch (a good edit whose first screen
     saw none of the examples it fixes is never tried again) and never blocking one (a useless
     edit proposed at every step is screened at every step)."""
-    useless = "Think about the number."
-    optimizer = GradientText(proposers=[FixedProposer(texts=[useless])], epochs=2)
+    useless = "Think about the number."  # named for the failures: it fixes none of them
+    optimizer = GradientText(proposers=[FixedProposer(texts=[useless], named=True)], epochs=2)
     result = compile_with(tmp_path, optimizer)
     screened = [s for s in events(tmp_path, "screen") if s["rationale"] == useless]
     assert len(screened) == optimizer.screen_strikes == 2, screened
@@ -384,7 +390,9 @@ class ListeningProposer(Proposer):
         self.told.append([e.text for c in request.rejected for e in c.edits if isinstance(e, Add)])
         if request.step:
             return []
-        return [EditGroup((Add(after=None, text=self.text),), self.name, True, self.text)]
+        names = tuple(e.id for e, _ in request.failures())  # written for them; fixes none
+        group = EditGroup((Add(after=None, text=self.text),), self.name, True, self.text)
+        return [replace(group, addresses=names)]
 
 
 def test_the_proposers_are_told_of_a_screened_out_proposal_at_its_first_failure(

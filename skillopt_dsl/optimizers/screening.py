@@ -27,6 +27,7 @@ from typing import Literal
 
 from skillopt_dsl.driver import RunView
 from skillopt_dsl.evaluate import Rollout
+from skillopt_dsl.evidence import BACKGROUND_CHANGE
 from skillopt_dsl.optimizers.proposers import EditGroup, edit_key
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
@@ -41,6 +42,11 @@ __all__ = [
 ]
 
 Stage = Literal["batch", "confirm"]
+
+DROP_ODDS = 4.0
+"""A proposal without a net gain is dropped once its fixes and breaks are this many times likelier
+for a useless edit than for one with the gain the gate certifies (`EditEvidence.rules_out`); with
+fewer moved answers than that, the evidence cannot tell, and the proposal stays on trial."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,28 @@ class EditEvidence:
     def hurts(self) -> bool:
         """No net gain over every example it was scored on: it hurts or cannot help."""
         return self.net <= 0
+
+    def odds(self, effect: float, background: float = BACKGROUND_CHANGE) -> float:
+        """How much likelier these screens are for an edit that helps by `effect` (a share of
+        the examples) than for a useless one, when any rewording moves `background` of the
+        answers at random, half each way (the noise model of the gate's pre-flight,
+        `evidence.BACKGROUND_CHANGE`). Per example scored, a useless edit fixes and breaks with
+        probability b/2 each and leaves the answer with 1 - b; a helpful one fixes with
+        b/2 + effect and leaves it with 1 - b - effect. A fix is evidence for it, an unmoved
+        answer against; few examples give odds near 1: the evidence cannot tell."""
+        unmoved = max(self.scored - self.fixes - self.breaks, 0)
+        keep = max(1 - background - effect, 1e-9) / (1 - background)
+        return ((background / 2 + effect) / (background / 2)) ** self.fixes * keep**unmoved
+
+    def rules_out(self, effect: float | None) -> bool:
+        """Whether the evidence says the edit hurts or cannot help by `effect`: no net gain,
+        and either two breaks more than fixes or odds against a helpful edit of `DROP_ODDS` to
+        1 or more (None: the gate runs no test; any edit without a net gain is out)."""
+        if self.net > 0:
+            return False
+        if effect is None or self.net <= -2:
+            return True
+        return self.odds(effect) <= 1 / DROP_ODDS
 
     @property
     def rate(self) -> float:

@@ -104,10 +104,11 @@ class ScreenedSteps:
             result = screen(view, candidate, batch, rollouts, addresses=group.addresses)
             record_screen(view, state, group, result)
             evidence = state.add_evidence(key, result)  # summed with earlier proposals of it
-            if not result.passed or evidence.hurts:
-                self._strike(state, kept, key, evidence.rate)
+            claim_failed = bool(group.addresses) and not result.passed
+            if claim_failed or evidence.rules_out(view.certifiable_gain()):
+                self._strike(state, kept, key, evidence.rate)  # it cannot help, or it hurts
                 continue
-            passed += 1
+            passed += int(result.passed)
             state.proposer_stats.setdefault(group.source, _new_stats())["survived"] += 1
             trial = _group_json(
                 group, edits=kept, key=key, net=evidence.net, scored=evidence.scored
@@ -165,7 +166,7 @@ class ScreenedSteps:
         joined = {**trial, "net": evidence.net, "scored": evidence.scored, "screens": screens}
         # back from a rejected bundle ("gated": its gate strikes), it is confirmed at least once
         done = screens > max(self.confirm_steps, int(trial.get("gated", 0)))
-        if evidence.hurts:
+        if evidence.rules_out(view.certifiable_gain()) or (done and evidence.net <= 0):
             self._strike(state, edits, trial["key"], evidence.rate)
         elif (result.passed and evidence.net >= self.min_net) or done:
             state.pending.append(joined)  # clear enough, or the evidence cannot tell: the gate
