@@ -38,6 +38,7 @@ from dspy.teleprompt import Teleprompter
 from skillopt_dsl.compile import CompileResult
 from skillopt_dsl.compile import compile as compile_module
 from skillopt_dsl.dspy.bridge import from_dspy_lm
+from skillopt_dsl.dspy.budget_check import budget_warning, one_decision
 from skillopt_dsl.dspy.program import DSPyProgram, normalize_instructions
 from skillopt_dsl.dspy.reach import probe_reach, unreached
 from skillopt_dsl.dspy.rows import (
@@ -272,16 +273,19 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         done: dict[str, PredictorResult] = {}
         stop_reason, aborted = "finished", UsageSnapshot()
         significance = self._significance(names, train, val)
-        warnings = self._budget_warning(program, train, val)
+        warnings = budget_warning(self.budget, self.gate, program, train, val)
         # One program, one set of examples: a predictor's run starts from the program the
         # earlier runs left, whose rollouts they already paid for (its seed evaluation).
         replies = ResponseCache()
         try:
-            probe = probe_reach(program, names, train, lm=target, shared=replies,
-                                budget=self.budget, seed=self.seed, run_dir=self.run_dir)  # fmt: skip
+            probe, rows = probe_reach(program, names, train, lm=target, shared=replies,
+                                      budget=self.budget, seed=self.seed, run_dir=self.run_dir)  # fmt: skip
         except BudgetExceeded as exc:
             logger.info("budget spent before the program's paths were known: %s", exc)
             return _summary({}, names, "budget", [program.sent()], self.run_dir, warnings)
+        per_run = (probe.calls + probe.cache_hits) / rows if rows else None
+        if per_run is not None and not warnings:  # priced at what a run was seen to cost
+            warnings = budget_warning(self.budget, self.gate, program, train, val, per_run)
         skipped: list[str] = []
         for index, name in enumerate(names):
             if unreached(program, name, train):
@@ -303,7 +307,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
                     budget=_share(
                         _remaining(self.budget, [probe, *(p.result.usage for p in done.values())]),
                         sum(not unreached(program, n, train) for n in names[index:]),
-                        self._one_decision(program, train, val)[0],
+                        one_decision(self.gate, program, train, val, per_run)[0],
                     ),
                     run_dir=self.run_dir / name if self.run_dir is not None else None,
                     resume=self.resume,
@@ -322,39 +326,6 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
                 stop_reason = "budget"  # its share is spent; the next predictor has its own
         spent = [probe, aborted]
         return _summary(done, names, stop_reason, spent, self.run_dir, warnings, tuple(skipped))
-
-    def _budget_warning(
-        self, program: DSPyProgram, train: list[Example], val: list[Example]
-    ) -> tuple[str, ...]:
-        """Say, before the first call, when `max_calls` cannot pay for the seed program's
-        validation pass plus one gate decision (WARNING, and in the result)."""
-        max_calls = None if self.budget is None else self.budget.max_calls
-        if max_calls is None:
-            return ()
-        per_run = len(program.predictor_names)
-        needed, batch, look = self._one_decision(program, train, val)
-        if max_calls >= needed:
-            return ()
-        message = (
-            f"budget max_calls={max_calls} cannot pay for the seed evaluation plus one gate "
-            f"decision: that takes at least {needed} calls (the gate's first look, {look} "
-            f"validation runs, of the seed program, {batch} training runs, 1 reflection call, "
-            f"{batch} screening runs and the first look of one candidate, at "
-            f"{per_run} call(s) per run, one per predictor; loops and format retries take "
-            f"more); raise max_calls to at least {needed} or use fewer validation examples"
-        )
-        logger.warning("%s", message)
-        return (message,)
-
-    def _one_decision(
-        self, program: DSPyProgram, train: list[Example], val: list[Example]
-    ) -> tuple[int, int, int]:
-        """The fewest calls that pay for one gate decision: the seed program and a candidate on
-        the gate's first look, the smallest training batch, its reflection and its screen
-        (with that batch and look size)."""
-        gate = self.gate if self.gate is not None else Gate()
-        batch, look = min(len(train), 2), gate.look_sizes(len(val))[0]
-        return (2 * look + 2 * batch) * len(program.predictor_names) + 1, batch, look
 
     def _significance(
         self, names: list[str], train: list[Example], val: list[Example]

@@ -47,13 +47,15 @@ def probe_reach(
     budget: Budget | None,
     seed: int,
     run_dir: Path | None,
-) -> UsageSnapshot:
+) -> tuple[UsageSnapshot, int]:
     """Run the seed program on `train` until every one of `names` was called (see the module
-    docstring); what it spent. Nothing is run for a single predictor (it is the program's
-    only path). A budget stop is raised as it is; a failed model call skips its row."""
+    docstring); what it spent, and the rows it ran (their requests, replies from the cache
+    included, are what a run of the program costs). Nothing is run for a single predictor
+    (it is the program's only path). A budget stop is raised as it is; a failed model call
+    skips its row."""
     ledger = UsageLedger(budget)
     if len(names) < 2 or not train:
-        return ledger.snapshot()
+        return ledger.snapshot(), 0
     path = None
     if run_dir is not None:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -73,7 +75,7 @@ def probe_reach(
                 logger.info("reach probe: %s failed (%s); its row is skipped", example.id, exc)
     finally:
         cache.flush()
-    return ledger.snapshot()
+    return ledger.snapshot(), len(ids)
 
 
 def unreached(program: DSPyProgram, name: str, train: Sequence[Example]) -> bool:
