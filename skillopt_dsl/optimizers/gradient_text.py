@@ -58,7 +58,7 @@ from skillopt_dsl.optimizers.proposers import (
 )
 from skillopt_dsl.optimizers.schedules import SCHEDULES, ScheduleName, lr_at
 from skillopt_dsl.optimizers.screening import draw_examples, merge_duplicates
-from skillopt_dsl.optimizers.search_step import ScreenedSteps, submit_gain
+from skillopt_dsl.optimizers.search_step import SUBMIT_MARGIN, ScreenedSteps, submit_gain
 from skillopt_dsl.skill import (
     ApplyReport,
     Skill,
@@ -265,7 +265,7 @@ class GradientText(ScreenedSteps, Optimizer):
                 if state.stop_reason is not None:
                     return state.stop_reason
             spent = view.usage().calls - state.epoch_start_calls
-            if not state.failures_this_epoch and not state.pending and not state.trials:
+            if not state.failures_this_epoch and not state.pending:
                 return "train_solved"  # every training example is solved: nothing to learn
             reason = self._end_epoch(state)
             if reason is not None:
@@ -375,7 +375,7 @@ class GradientText(ScreenedSteps, Optimizer):
         state.steps_measured += 1
         state.max_step_rate = max(state.max_step_rate, spent / max(len(batch), 1))
         self._compose_small_effects(view, state)
-        if self._ready(view, state):
+        if self._ready(view, state, solved=not failing and kind == "step"):
             self._submit_working(view, state, kind=kind, step=step)
         else:
             state.steps_since_accept += 1
@@ -398,9 +398,11 @@ class GradientText(ScreenedSteps, Optimizer):
         path = view.bound.budget([*state.pending_lrs, lr_t], incumbent.token_count)
         return max(0, path - token_distance(incumbent.text, working.text))
 
-    def _ready(self, view: RunView, state: GradientTextState) -> bool:
+    def _ready(self, view: RunView, state: GradientTextState, *, solved: bool = False) -> bool:
         """Whether the working candidate goes to the gate now: enough confirmed proposals, or
-        enough net gain shown on training data to expect the gate to see it."""
+        enough net gain shown on training data to expect the gate to see it (`submit_gain`;
+        once it has `solved` a whole batch, training data can show no more, and the gain the
+        gate certifies about half the time is enough)."""
         if not state.pending:
             return False
         if len(state.pending) > 1 and self._working(view, state)[0].hash in state.rejected_hashes:
@@ -411,7 +413,7 @@ class GradientText(ScreenedSteps, Optimizer):
         if self.submit_at_net is not None:
             return rate * view.validation_size >= self.submit_at_net
         needed = submit_gain(view)  # None: a gate without a test takes any gain
-        return needed is None or rate >= needed
+        return needed is None or rate >= (needed / SUBMIT_MARGIN if solved else needed)
 
     def _working(self, view: RunView, state: GradientTextState) -> tuple[Skill, ApplyReport]:
         """The incumbent with every pending proposal applied, in the order they joined."""

@@ -34,7 +34,7 @@ from skillopt_dsl.optimizers.gradient_text_state import (
     record_screen,
 )
 from skillopt_dsl.optimizers.proposers import EditGroup
-from skillopt_dsl.optimizers.screening import screen
+from skillopt_dsl.optimizers.screening import ScreenResult, screen
 from skillopt_dsl.skill import Edit, Skill, parse_edits
 from skillopt_dsl.types import Example
 
@@ -113,7 +113,8 @@ class ScreenedSteps:
             trial = _group_json(
                 group, edits=kept, key=key, net=evidence.net, scored=evidence.scored
             )
-            if evidence.net >= self._join_at():
+            failing = sum(r.score < 1.0 for r in rollouts)
+            if evidence.net >= self._join_at() or _clean_sweep(result, failing, self.min_net):
                 state.pending.append({**trial, "screens": 1})
             else:
                 state.trials.append({**trial, "screens": 1})
@@ -191,7 +192,7 @@ class ScreenedSteps:
         if self.submit_at_net is not None or needed is None or not self.screen:
             return
         chosen = [t for t in state.trials if t["net"] > 0 and t["screens"] > 0]
-        gain = sum(_shrunk_rate(g) for g in (*state.pending, *chosen))
+        gain = sum(g["net"] / max(g["scored"], 1) for g in (*state.pending, *chosen))
         if gain < needed or not chosen or len(state.pending) + len(chosen) < 2:
             return  # one proposal alone is confirmed first (`min_net`, `confirm_steps`)
         for trial in chosen:
@@ -209,8 +210,7 @@ class ScreenedSteps:
         state.remember(edits, delta, block=strikes >= self.screen_strikes)
 
 
-def _shrunk_rate(group: dict[str, Any]) -> float:
-    """A proposal's training gain per example, less one example's worth: of the few examples
-    a screen scores, one fix may be luck (the proposals that survive a screen are the lucky
-    ones too), so a single fix predicts nothing on validation."""
-    return max(0.0, group["net"] - 1.0) / max(group["scored"], 1)
+def _clean_sweep(result: ScreenResult, failing: int, least: float) -> bool:
+    """A clear fix on a batch of any size: it fixed every failure of its batch (at least
+    `least` of them) and broke nothing. `join_at_net` asks more fixes than a small batch has."""
+    return result.breaks == 0 and result.fixes >= max(failing, least)

@@ -1,0 +1,258 @@
+"""The search on hard ground (issue 36): calls priced as measured, submit when ready, a screen
+sized to its evidence, evidence summed across re-proposals, small effects composed, and no
+budget stop escaping `compile`.
+
+Each test names the regression it kills. The fakes: the contract suite's parity task, the
+shipped `TableLookup` agent driven by a scripted multi-turn model, scripted proposers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import skillopt_dsl as sd
+from skillopt_dsl.benchmarks import load_benchmark
+from skillopt_dsl.benchmarks.table_lookup import TableLookup, rows
+from skillopt_dsl.looks import look_cost
+from skillopt_dsl.optimizers import GradientText
+from skillopt_dsl.optimizers.gradient_text_state import GradientTextState
+from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
+from skillopt_dsl.optimizers.screening import EditEvidence, ScreenResult
+from skillopt_dsl.skill import Add
+from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
+from skillopt_dsl.testing.scripted import ScriptedLM
+from skillopt_dsl.val_book import CallRate
+
+TRAIN = contract_examples(0, 24)
+VAL = contract_examples(100, 30)
+GOOD = "A number divisible by 2 is even."
+
+
+@dataclass(kw_only=True)
+class Offers(Proposer):
+    """A fake proposer: the same edit groups (one `Add` each) at every step, each naming the
+    batch's failures it was written for."""
+
+    texts: Sequence[str]
+    name: str = "offers"
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        names = tuple(e.id for e, _ in request.failures())
+        return [
+            EditGroup((Add(after=None, text=t),), self.name, True, t, addresses=names)
+            for t in self.texts
+        ]
+
+
+def events(run_dir: Path, kind: str) -> list[dict[str, Any]]:
+    lines = (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] == kind]
+
+
+def parity(
+    tmp_path: Path, optimizer: GradientText, target: Any = contract_target, **kwargs: Any
+) -> sd.CompileResult:
+    return sd.compile(
+        ContractParity(), TRAIN, VAL, optimizer=optimizer, lm=ScriptedLM(target),
+        optimizer_lm=ScriptedLM(lambda m: "{}"), run_dir=tmp_path, threads=1, **kwargs,
+    )  # fmt: skip
+
+
+# -- calls priced as measured -----------------------------------------------------------------
+
+
+def test_a_look_is_priced_at_the_calls_a_rollout_costs() -> None:
+    """Kills: a look (the gate's reserve, the door's can-pay check) priced at one call per
+    rollout whatever the module spends (`looks.look_cost` ignoring the measured rate)."""
+    examples = contract_examples(0, 10)
+    scored = {examples[0].id, examples[1].id}
+    assert look_cost(examples, scored) == 18
+    assert look_cost(examples, scored, calls_per_rollout=3.5) == 63
+    assert look_cost(examples, scored, calls_per_rollout=0.2) == 18  # never a discount
+
+
+def test_the_call_rate_counts_requests_per_rollout_never_less_than_one() -> None:
+    """Kills: a rate that averages in evaluations that ran nothing, or prices below a call."""
+    rate = CallRate()
+    assert rate.per_rollout == 1.0 and rate.price(5) == 5
+    rate.observe(0, 4)  # nothing was sent (cached): no measurement
+    rate.observe(30, 8)
+    assert rate.per_rollout == pytest.approx(3.75) and rate.price(12) == 45
+    assert CallRate.from_dict(rate.to_dict()) == rate
+
+
+TABLE = load_benchmark("table_lookup", seed=0, sizes=(10, 20, 10))
+ANSWERS = {str(r["question"]): str(r["answer"]) for r in rows()}
+BARE = "Reply with the bare answer only."
+
+
+def looking_agent(messages: list[dict[str, str]]) -> str:
+    """A scripted multi-turn agent: it calls `lookup` twice (three model calls an episode),
+    then answers; the bare answer only when the skill says so, else in a sentence."""
+    question = messages[1]["content"].split("\n")[0]
+    turns = sum(m["role"] == "assistant" for m in messages)
+    if turns < 2:
+        city = question.split(" is ")[-1].split(" in")[0].rstrip("?") if " is " in question else ""
+        return "```json\n" + json.dumps({"tool": "lookup", "arguments": {"city": city}}) + "\n```"
+    answer = ANSWERS.get(question, "unknown")
+    return answer if BARE in messages[0]["content"] else f"I believe it is {answer}."
+
+
+@pytest.mark.parametrize("max_calls", [60, 150])
+def test_a_multi_turn_agent_run_is_priced_per_episode_and_returns_its_stop_reason(
+    tmp_path: Path, max_calls: int
+) -> None:
+    """Kills: pricing an agent episode as one call (the budget check, the gate's reserve and
+    the completion of validation all judged affordable at one call an example), which let
+    `BudgetExceeded` escape `compile` as a traceback instead of the result."""
+    optimizer = GradientText(proposers=[Offers(texts=[BARE])], batch_size=4)
+    result = sd.compile(
+        TableLookup(), TABLE.train, TABLE.val, optimizer=optimizer,
+        lm=ScriptedLM(looking_agent), optimizer_lm=ScriptedLM(lambda m: "{}"),
+        budget=sd.Budget(max_calls=max_calls), run_dir=tmp_path, threads=1,
+    )  # fmt: skip
+    assert result.stop_reason in ("budget", "perfect", "finished")
+    assert result.usage.calls <= max_calls
+    (check,) = events(tmp_path, "budget_check")
+    assert check["calls_per_rollout"] == pytest.approx(3.0)
+    assert check["decision_calls"] >= 3 * len(TABLE.val)
+
+
+def test_a_validation_completion_priced_too_low_ends_with_the_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills: `complete_incumbent` letting a budget stop escape `compile` when the calls left
+    were judged enough and were not (a rollout that cost more than its price)."""
+    monkeypatch.setattr(CallRate, "price", lambda self, rollouts: rollouts)  # one call each
+    optimizer = GradientText(proposers=[Offers(texts=[BARE])], batch_size=4)
+    result = sd.compile(
+        TableLookup(), TABLE.train, TABLE.val, optimizer=optimizer,
+        lm=ScriptedLM(looking_agent), optimizer_lm=ScriptedLM(lambda m: "{}"),
+        budget=sd.Budget(max_calls=150), run_dir=tmp_path, threads=1,
+    )  # fmt: skip
+    assert result.usage.calls <= 150 and result.stop_reason
+
+
+# -- submit when ready; stop when nothing is left to gain ---------------------------------------
+
+
+def test_a_clear_fix_goes_to_the_gate_once_training_has_nothing_more_to_show(
+    tmp_path: Path,
+) -> None:
+    """Kills: holding a candidate back until `compose` proposals have joined or the budget's
+    tail (a clear fix, 3 of its batch's 3 failures and no break, joins at once; the next batch
+    it solves whole, so it goes to the gate there instead of waiting out eleven more steps
+    on batches it already solves)."""
+    optimizer = GradientText(proposers=[Offers(texts=[GOOD])], compose=3, batch_size=8)
+    result = parity(tmp_path, optimizer, budget=sd.Budget(max_calls=200))
+    assert result.gate_log and result.gate_log[0].accepted
+    assert events(tmp_path, "compose")[0]["step"] <= 1
+    (screen,) = events(tmp_path, "screen")  # joined on its own batch: no confirmation
+    assert screen["stage"] == "batch"
+
+
+def test_a_run_whose_validation_is_perfect_stops_after_that_decision(tmp_path: Path) -> None:
+    """Kills: a search that goes on spending once the incumbent is perfect on validation (no
+    candidate can beat it there; the single edit cost the whole budget)."""
+    optimizer = GradientText(proposers=[Offers(texts=[GOOD, "Think twice."])], batch_size=8)
+    result = parity(tmp_path, optimizer, budget=sd.Budget(max_calls=400))
+    assert result.stop_reason == "perfect" and len(result.gate_log) == 1
+    (stop,) = events(tmp_path, "stop")
+    assert stop["reason"] == "perfect" and stop["calls_left"] > 250
+
+
+def wrong_on_validation_ones(messages: list[dict[str, str]]) -> str:
+    """The parity target, always wrong on the validation numbers ending in 1: validation is
+    never perfect (so only the training data can say that nothing is left to learn)."""
+    number = int(messages[-1]["content"].split()[-1])
+    if number >= 100 and number % 10 == 1:
+        return "even"
+    return contract_target(messages)
+
+
+def test_no_screen_runs_on_batches_the_working_candidate_solves(tmp_path: Path) -> None:
+    """Kills: proposing and screening on batches where nothing fails (screens that can only
+    show breaks, paid while the budget lasts), and a search that does not stop once every
+    training example is solved."""
+    optimizer = GradientText(proposers=[Offers(texts=[GOOD, "Think twice."])], batch_size=8)
+    result = parity(
+        tmp_path, optimizer, target=wrong_on_validation_ones, budget=sd.Budget(max_calls=400)
+    )
+    assert result.gate_log[0].accepted and result.stop_reason == "train_solved"
+    accepted_at = events(tmp_path, "gate")[0]["step"]
+    assert not [s for s in events(tmp_path, "screen") if s["step"] > accepted_at]
+
+
+# -- a screen sized to its evidence, evidence summed -----------------------------------------
+
+
+def test_the_screen_drops_only_what_its_evidence_rules_out() -> None:
+    """Kills: the fixed screen (no net gain on a few examples drops a proposal whose batch could
+    not show its effect), and a screen that never drops a proposal that moves nothing."""
+    gain = 0.15  # what the gate certifies about half the time
+    assert not EditEvidence(0, 0, 0.0, scored=2).rules_out(gain)  # two examples cannot tell
+    assert EditEvidence(0, 0, 0.0, scored=16).rules_out(gain)  # sixteen unmoved answers can
+    assert EditEvidence(1, 3, -2.0, scored=4).rules_out(gain)  # it hurts
+    assert not EditEvidence(2, 1, 1.0, scored=3).rules_out(gain)  # it gained
+    assert EditEvidence(0, 0, 0.0, scored=1).rules_out(None)  # a mean-only gate: no gain, out
+
+
+def test_evidence_for_an_edit_adds_up_across_the_steps_that_propose_it() -> None:
+    """Kills: each proposal's training evidence starting from zero (a small effect proposed
+    again and again is never seen), and evidence keyed on the raw text (the same edit with
+    other spacing or case is a stranger)."""
+    state = GradientTextState()
+    first = ScreenResult("batch", 8, 1, 0, 1.0, 8, True)
+    again = ScreenResult("batch", 8, 2, 1, 1.0, 8, True)
+    state.add_evidence("rule", first)
+    summed = state.add_evidence("rule", again)
+    assert summed == EditEvidence(3, 1, 2.0, 16, 2)
+    assert GradientTextState.from_dict(state.to_dict()).evidence_of("rule") == summed
+
+
+def test_a_re_proposed_edit_is_screened_with_its_earlier_evidence(tmp_path: Path) -> None:
+    """Kills: the search dropping the evidence it gathered when the same edit (after
+    normalisation) comes back in a later step."""
+
+    @dataclass(kw_only=True)
+    class Respelled(Proposer):
+        name: str = "respelled"
+
+        def propose(self, request: ProposalRequest) -> list[EditGroup]:
+            text = "think  TWICE." if request.step % 2 else "Think twice."
+            names = tuple(e.id for e, _ in request.failures())
+            return [EditGroup((Add(after=None, text=text),), self.name, True, text, names)]
+
+    result = parity(tmp_path, GradientText(proposers=[Respelled()], epochs=1, batch_size=8))
+    screens = [s for s in events(tmp_path, "screen") if s["source"] == "respelled"]
+    assert len(screens) == 2, screens  # the second strike ends it: it was one edit
+    assert not result.improved
+
+
+def three_rules(messages: list[dict[str, str]]) -> str:
+    """The parity target where "Rule k applies." makes the even numbers n with n % 3 == k
+    right (the others are answered "odd"): each rule alone is a small effect."""
+    system = next(m["content"] for m in messages if m["role"] == "system")
+    number = int(messages[-1]["content"].split()[-1])
+    if f"Rule {number % 3} applies." in system:
+        return "even" if number % 2 == 0 else "odd"
+    return "odd"
+
+
+def test_small_effects_are_composed_into_one_decision(tmp_path: Path) -> None:
+    """Kills: waiting for each small proposal's confirmations before any decision (the
+    proposals on trial whose summed gain the gate can certify are composed at once)."""
+    rules = ["Rule 0 applies.", "Rule 1 applies.", "Rule 2 applies."]
+    optimizer = GradientText(proposers=[Offers(texts=rules)], compose=10, batch_size=12)
+    result = parity(tmp_path, optimizer, target=three_rules, budget=sd.Budget(max_calls=300))
+    (composed, *_) = events(tmp_path, "compose_small")
+    assert composed["groups"] >= 2 and composed["gain"] >= composed["needed"]
+    first = result.gate_log[0]
+    assert first.accepted
+    assert sum(rule in result.best_skill.text for rule in rules) >= 2
