@@ -82,6 +82,7 @@ class ScreenedSteps:
         solves all of it: there a confirmation could only show breaks), then try each new
         proposal alone on it (it produced them); returns how many passed their first screen."""
         price = math.ceil(len(batch) * view.calls_per_rollout())
+        failures = sum(r.score < 1.0 for r in rollouts)
         for trial in list(state.trials) if failing else []:
             if self._keeps_reserve(view, state, price):
                 self._confirm(view, state, working, batch, rollouts, trial, room)
@@ -113,8 +114,7 @@ class ScreenedSteps:
             trial = _group_json(
                 group, edits=kept, key=key, net=evidence.net, scored=evidence.scored
             )
-            failing = sum(r.score < 1.0 for r in rollouts)
-            if evidence.net >= self._join_at() or _clean_sweep(result, failing, self.min_net):
+            if evidence.net >= self._join_at() or _clean_sweep(result, failures, self.min_net):
                 state.pending.append({**trial, "screens": 1})
             else:
                 state.trials.append({**trial, "screens": 1})
