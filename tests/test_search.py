@@ -11,13 +11,17 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+import pytest
 
 import skillopt_dsl as sd
 from skillopt_dsl.evaluate import EvaluationReport
 from skillopt_dsl.lm import LM
-from skillopt_dsl.optimizers import Beam, GradientText
+from skillopt_dsl.optimizers import Beam, GradientText, search_step
+from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, _group_json, _group_key
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
+from skillopt_dsl.optimizers.screening import EditEvidence, ScreenResult, merge_duplicates
 from skillopt_dsl.skill import Add
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
 from skillopt_dsl.testing.rule_world import RuleWorld, RuleWorldProposer, RuleWorldTask
@@ -410,3 +414,109 @@ def test_the_proposers_are_told_of_a_screened_out_proposal_at_its_first_failure(
     assert not any(
         useless in e.text for c in result.rejected for e in c.edits if isinstance(e, Add)
     )
+
+
+# -- issue 38 item 1: screening and confirmation as the search now keeps them -----------------
+
+
+def test_merged_duplicate_proposals_keep_the_addresses_of_both_copies() -> None:
+    """Kills: a merge that keeps only the first copy's named failures (the screen then scores
+    the proposal first on half the failures it was written for, and may drop it there), and
+    one that names failures when a copy named none (that copy was not written for them)."""
+    edits = (Add(after=None, text=GOOD),)
+    first = EditGroup(edits, "a", True, "first", addresses=("n2", "n4"))
+    second = EditGroup(edits, "b", True, "second", addresses=("n4", "n6"))
+    other = EditGroup((Add(after=None, text=HEDGE),), "a", True, "other", addresses=("n8",))
+    merged = merge_duplicates([first, other, second])
+    assert [g.rationale for g in merged] == ["first", "other"]
+    assert merged[0].addresses == ("n2", "n4", "n6") and merged[1].addresses == ("n8",)
+    unnamed = EditGroup(edits, "c", True, "unnamed")
+    assert merge_duplicates([first, unnamed])[0].addresses == ()
+
+
+class ConfirmView:
+    """The part of a run view that `GradientText._confirm` reads: the gain the gate certifies
+    about half the time (0.15); events are dropped."""
+
+    def certifiable_gain(self) -> float | None:
+        return 0.15
+
+    def emit(self, event: str, /, **payload: Any) -> None:
+        pass
+
+
+def standing_after(
+    monkeypatch: pytest.MonkeyPatch,
+    batch: ScreenResult,
+    *confirms: ScreenResult,
+    min_net: float = 2.0,
+) -> str:
+    """Where one proposal stands ("joined", "trial" or "struck") after its batch screen `batch`
+    and the confirmations `confirms` (scripted screen results, one per step, `confirm_steps=2`),
+    each run by `GradientText._confirm` while the proposal is still on trial."""
+    results = iter(confirms)
+    monkeypatch.setattr(search_step, "screen", lambda *args, **kwargs: next(results))
+    optimizer = GradientText(proposers=[], confirm_steps=2, min_net=min_net)
+    group = EditGroup((Add(after=None, text=GOOD),), "fixed", True, GOOD)
+    state, key = GradientTextState(step=1), _group_key(group.edits)
+    summed = state.add_evidence(key, batch)
+    state.trials.append(
+        {**_group_json(group, key=key, net=summed.net, scored=summed.scored), "screens": 1}
+    )
+    working, view = sd.Skill(ContractParity.skill), cast(Any, ConfirmView())
+    for _ in confirms:
+        if not state.trials:
+            break
+        optimizer._confirm(view, state, working, [], [], state.trials[0], room=1000)
+    if key in state.screen_strikes:
+        return "struck"
+    return "joined" if [g["key"] for g in state.pending] == [key] else "trial"
+
+
+def batch_result(fixes: int, breaks: int, scored: int) -> ScreenResult:
+    return ScreenResult("batch", scored, fixes, breaks, fixes - breaks, scored, fixes > breaks)
+
+
+def confirm_result(fixes: int, breaks: int, scored: int) -> ScreenResult:
+    return ScreenResult("confirm", scored, fixes, breaks, fixes - breaks, scored, fixes >= breaks)
+
+
+def test_a_proposal_joins_after_a_confirmation_only_with_min_net_in_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kills: joining on any passed confirmation (a net gain of one, whatever `min_net`), and
+    counting only the confirmation's own net (the batch's gain is evidence too)."""
+    assert standing_after(monkeypatch, batch_result(1, 0, 4), confirm_result(1, 0, 4)) == "joined"
+    assert standing_after(monkeypatch, batch_result(1, 0, 4), confirm_result(0, 0, 4)) == "trial"
+    loose = standing_after(monkeypatch, batch_result(1, 0, 4), confirm_result(0, 0, 4), min_net=1)
+    assert loose == "joined"
+
+
+def test_a_confirmation_that_loses_is_no_strike_by_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kills: striking a proposal at its first losing confirmation while its summed evidence
+    still shows a gain (issue 36: small noisy batches threw real gains away), and letting it
+    join on that loss because its sum reaches `min_net` (a loss is never a confirmation)."""
+    lost = standing_after(monkeypatch, batch_result(3, 0, 4), confirm_result(0, 1, 4))
+    assert lost == "trial"
+
+
+def test_a_proposal_is_struck_when_its_summed_evidence_rules_it_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kills: keeping on trial a proposal whose evidence, summed over its screens, says it
+    hurts (`EditEvidence.rules_out`: two breaks more than fixes) until its confirmations are
+    done."""
+    assert standing_after(monkeypatch, batch_result(1, 0, 2), confirm_result(0, 3, 8)) == "struck"
+
+
+def test_a_proposal_whose_confirmations_are_done_joins_only_with_a_net_gain(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kills: a proposal left on trial for ever once its `confirm_steps` confirmations are
+    done with a small positive net (where the batches cannot tell, the gate decides), and one
+    that joins with no net gain in all (it hurts or cannot help: struck)."""
+    small = (batch_result(1, 0, 2), confirm_result(0, 0, 1), confirm_result(0, 0, 2))
+    assert standing_after(monkeypatch, *small) == "joined"
+    none = (batch_result(1, 0, 2), confirm_result(0, 0, 1), confirm_result(0, 1, 2))
+    assert not EditEvidence(1, 1, 0.0, 5, 3).rules_out(0.15)  # the odds alone cannot tell
+    assert standing_after(monkeypatch, *none) == "struck"
