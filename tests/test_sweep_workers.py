@@ -102,19 +102,26 @@ def test_a_queued_sqlite_trial_is_claimed_by_one_worker_only(tmp_path: Path) -> 
     ids = [t._trial_id for t in study.get_trials(deepcopy=False)]
     claims = {trial_id: 0 for trial_id in ids}
     together = threading.Barrier(2)
+    errors: list[BaseException] = []
 
-    def worker() -> None:
-        storage = open_storage(url)
-        assert storage is not None
-        for trial_id in ids:
-            together.wait(timeout=30)
-            if storage.set_trial_state_values(trial_id, TrialState.RUNNING):
-                claims[trial_id] += 1  # one int update under the GIL
+    def worker(storage: optuna.storages.BaseStorage) -> None:
+        try:
+            for trial_id in ids:
+                together.wait(timeout=30)
+                if storage.set_trial_state_values(trial_id, TrialState.RUNNING):
+                    claims[trial_id] += 1  # one int update under the GIL
+        except BaseException as exc:  # reported below, not lost in the thread
+            together.abort()
+            errors.append(exc)
 
-    threads = [threading.Thread(target=worker) for _ in range(2)]
+    # opened here, one after the other: `open_storage` silences Optuna's warnings with
+    # `warnings.catch_warnings`, which is not thread-safe (workers are processes)
+    storages = [open_storage(url) for _ in range(2)]
+    threads = [threading.Thread(target=worker, args=(s,)) for s in storages]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
+    assert not errors, errors
     twice = [trial_id for trial_id, n in claims.items() if n > 1]
     assert not twice and set(claims.values()) == {1}, claims
