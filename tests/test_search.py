@@ -22,7 +22,7 @@ from skillopt_dsl.optimizers import Beam, GradientText, search_step
 from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, _group_json, _group_key
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.optimizers.screening import EditEvidence, ScreenResult, merge_duplicates
-from skillopt_dsl.skill import Add
+from skillopt_dsl.skill import Add, token_distance
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
 from skillopt_dsl.testing.rule_world import RuleWorld, RuleWorldProposer, RuleWorldTask
 from skillopt_dsl.testing.scripted import ScriptedLM
@@ -72,6 +72,19 @@ def tricky_target(messages: list[dict[str, str]]) -> str:
         right = number < 100
         truth = "even" if number % 2 == 0 else "odd"
         return truth if right else ("odd" if truth == "even" else "even")
+    return contract_target(messages)
+
+
+MILD = "Multiples of four are even."
+
+
+def mild_target(messages: list[dict[str, str]]) -> str:
+    """The parity target, except that MILD makes multiples of four right (a real but small
+    fix: ahead at the first look, not yet significant there)."""
+    system = next((m["content"] for m in messages if m["role"] == "system"), "")
+    number = int(messages[-1]["content"].split()[-1])
+    if "four" in system and number % 4 == 0:
+        return "even"
     return contract_target(messages)
 
 
@@ -520,3 +533,63 @@ def test_a_proposal_whose_confirmations_are_done_joins_only_with_a_net_gain(
     none = (batch_result(1, 0, 2), confirm_result(0, 0, 1), confirm_result(0, 1, 2))
     assert not EditEvidence(1, 1, 0.0, 5, 3).rules_out(0.15)  # the odds alone cannot tell
     assert standing_after(monkeypatch, *none) == "struck"
+
+
+def test_a_proposal_the_gate_rejected_alone_is_remembered_not_retried(tmp_path: Path) -> None:
+    """Kills: sending a lone proposal the gate rejected back on trial like a bundle's member
+    (it is confirmed again on training data, where it still looks good, and comes back to the
+    door unchanged: a second decision, or a duplicate, on the same text)."""
+    optimizer = GradientText(proposers=[FixedProposer(texts=[TRICK])], epochs=1)
+    result = compile_with(tmp_path, optimizer, target=tricky_target)
+    (decision,) = result.gate_log
+    assert not decision.accepted and not events(tmp_path, "duplicate")
+    assert any(TRICK in e.text for c in result.rejected for e in c.edits if isinstance(e, Add))
+    gated_at = events(tmp_path, "gate")[0]["step"]
+    later = [s for s in events(tmp_path, "screen") if s["rationale"] == TRICK]
+    assert all(s["step"] <= gated_at for s in later), later
+
+
+RULE_0 = "Rule 0 applies."
+RULE_1 = "Rule 1 applies."
+
+
+def test_proposals_that_overflow_the_path_go_back_on_trial_never_lost(tmp_path: Path) -> None:
+    """Kills: dropping the proposals `_fit_path` takes off an overflowing working candidate
+    (two fixes proposed once, in one step, each within the step's room but not together: the
+    second must reach a later decision of its own)."""
+    seed = sd.Skill(ContractParity.skill)
+    room = max(token_distance(seed.text, seed.apply([Add(after=None, text=t)])[0].text)
+               for t in (RULE_0, RULE_1))  # fmt: skip
+    optimizer = GradientText(
+        proposers=[LateProposer(first=[RULE_0, RULE_1], later=[], at=99)],
+        lr=0.01, lr_floor_tokens=room, compose=2, confirm_steps=0, min_net=1.0,
+        submit_at_net=1000.0, epochs=1, batch_size=12, slow_update=False,
+    )  # fmt: skip
+    result = compile_with(tmp_path, optimizer, target=three_rules_target, gate=sd.Gate.mean_only())
+    assert not events(tmp_path, "refused")
+    assert [d.accepted for d in result.gate_log] == [True, True], result.gate_log
+    assert RULE_0 in result.best_skill.text and RULE_1 in result.best_skill.text
+
+
+def test_proposals_still_on_trial_at_the_end_get_their_last_chance(tmp_path: Path) -> None:
+    """Kills: a search that ends with proposals on trial unjudged (a small fix proposed at the
+    last step, passed on its batch and awaiting confirmation, goes to the gate at the end)."""
+    optimizer = GradientText(
+        proposers=[LateProposer(first=[], later=[MILD], at=2)], epochs=1, slow_update=False
+    )
+    compile_with(tmp_path, optimizer, target=mild_target)
+    (screen,) = [s for s in events(tmp_path, "screen") if s["rationale"] == MILD]
+    assert screen["passed"] and screen["stage"] == "batch"
+    (gate,) = events(tmp_path, "gate")
+    assert gate["step"] == 3, "the final decision comes after the last step"
+
+
+def test_the_learning_rate_path_grows_only_by_steps_that_joined_something(
+    tmp_path: Path,
+) -> None:
+    """Kills: declaring every step's learning rate since the last decision (two empty steps
+    before the fix would triple the change the door allows for a one-step candidate)."""
+    optimizer = GradientText(proposers=[LateProposer(first=[], later=[GOOD], at=2)], epochs=1)
+    result = compile_with(tmp_path, optimizer)
+    (record,) = [r for r in result.history if r.accepted]
+    assert record.lr_budget == optimizer.lr, record

@@ -18,25 +18,13 @@ from skillopt_dsl.evidence import SignificanceBudget
 from skillopt_dsl.looks import SequentialJudge, look_cost
 from skillopt_dsl.optimizers import GradientText
 from skillopt_dsl.skill import Skill
-from skillopt_dsl.testing.contract import contract_target
 from skillopt_dsl.types import Example
 from tests.test_early_acceptance import synthetic
-from tests.test_search import GOOD, FixedProposer, compile_with, events
+from tests.test_search import GOOD, MILD, FixedProposer, compile_with, events, mild_target
 
 EXAMPLES = tuple(Example(id=f"e{i}", inputs={}, labels={}) for i in range(40))
 SEED = {f"e{i}": float(i % 2) for i in range(40)}
 AHEAD = {**SEED, "e0": 1.0, "e2": 1.0}  # ahead at the first look, never significant
-MILD = "Multiples of four are even."
-
-
-def mild_target(messages: list[dict[str, str]]) -> str:
-    """The parity target, except that MILD makes multiples of four right (a real but small
-    fix: ahead at the first look, not yet significant there)."""
-    system = next((m["content"] for m in messages if m["role"] == "system"), "")
-    number = int(messages[-1]["content"].split()[-1])
-    if "four" in system and number % 4 == 0:
-        return "even"
-    return contract_target(messages)
 
 
 def judge_with() -> tuple[SequentialJudge, SignificanceBudget]:
