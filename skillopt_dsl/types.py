@@ -1,34 +1,20 @@
-"""The two records that flow through every part of the library, `Example` and `Prediction`,
-and the JSON aliases used where a value is genuinely arbitrary JSON (`JSONValue`, `JSONObject`)."""
+"""The two records that flow through every part of the library, `Example` and `Prediction`.
+
+The JSON aliases (`JSONValue`, `JSONObject`) and readers (`json_int`, `json_float`) live in
+`skillopt_dsl.json_types`, a base module the model layer may import; they are re-exported here,
+so `from skillopt_dsl.types import JSONValue` keeps working."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, TypeAlias
+from typing import Any
 
-JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"] | None
-"""Any value `json.loads` can return: the type of arbitrary JSON, which is not `Any`."""
-
-JSONObject: TypeAlias = dict[str, JSONValue]
-"""A JSON object with arbitrary values (a JSON-ready record whose shape is open)."""
-
-
-def json_int(value: object) -> int:
-    """A field read from JSON as an int (a number or a numeric string, as `int()` takes it);
-    anything else raises `TypeError`, as `int()` does."""
-    if isinstance(value, int | float | str):
-        return int(value)
-    raise TypeError(f"expected a number, got {value!r}")
-
-
-def json_float(value: object) -> float:
-    """A field read from JSON as a float (a number or a numeric string, as `float()` takes
-    it); anything else raises `TypeError`, as `float()` does."""
-    if isinstance(value, int | float | str):
-        return float(value)
-    raise TypeError(f"expected a number, got {value!r}")
+from skillopt_dsl.json_types import JSONObject as JSONObject
+from skillopt_dsl.json_types import JSONValue as JSONValue
+from skillopt_dsl.json_types import json_float as json_float
+from skillopt_dsl.json_types import json_int as json_int
 
 
 def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:

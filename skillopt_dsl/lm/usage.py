@@ -35,8 +35,8 @@ from types import MappingProxyType
 from typing import Any, TypedDict
 
 from skillopt_dsl.errors import BudgetExceeded, RunDirError, UserInputError
+from skillopt_dsl.json_types import JSONObject, JSONValue, json_float, json_int
 from skillopt_dsl.lm.base import Completion
-from skillopt_dsl.types import JSONObject, JSONValue, json_float, json_int
 
 logger = logging.getLogger(__name__)
 
