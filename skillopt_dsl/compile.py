@@ -31,7 +31,7 @@ from skillopt_dsl.lm import (
     UsageSnapshot,
 )
 from skillopt_dsl.module import SkillModule
-from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.optimizers.base import Optimizer, StudyPlots
 from skillopt_dsl.optimizers.proposers import RejectedCandidate
 from skillopt_dsl.reachability import require_an_answer
 from skillopt_dsl.runs import RunDirectory
@@ -53,6 +53,9 @@ class CompileResult:
     output is a label (else None); `baseline_warning` says when the skill does not beat it.
     `rejected` is the optimizer's memory of rejected proposals at the end (screened out on
     training data or rejected by the gate; empty for an optimizer that keeps none).
+    `study_plots` is the optimizer's request that its caller draw a study's plots (an
+    `OptunaLR` sweep with `plots=True`; else None): compile draws nothing itself; the CLI draws
+    it, and so does `skillopt_dsl.report.draw_study_plots(result)`.
 
     `val_score`, `seed_val_score` and the baseline's validation score are measured on the same
     `val_examples` of the `val_size` validation examples: fewer than all of them when the best
@@ -78,6 +81,7 @@ class CompileResult:
     rejected: tuple[RejectedCandidate, ...] = ()
     val_examples: int = 0
     val_size: int = 0
+    study_plots: StudyPlots | None = None
 
     @property
     def improved(self) -> bool:
@@ -242,9 +246,9 @@ def compile_with(
             context.emit("baseline", **baseline.to_dict())
         stop_reason = chosen.compile(module, trainset, valset, context=context)
         context.complete_incumbent()  # the rest of validation, if accepted early and affordable
-        _draw_study_plots(chosen, context)
+        plots = chosen.study_plots(context)  # drawn by the caller (the CLI), never here
         test = _TestScores.measure(context, testset, UsageLedger(settings.test_budget))
-        return _finish(context, stop_reason, test, baseline, check)
+        return _finish(context, stop_reason, test, baseline, check, plots)
     finally:
         models.cache.flush()
 
@@ -402,17 +406,6 @@ def _start(context: CompileContext, cache: ResponseCache, resume: bool) -> None:
     _ = context.incumbent_report
 
 
-def _draw_study_plots(optimizer: Optimizer, context: CompileContext) -> None:
-    """Draw the study an optimizer names (`Optimizer.study_plots`: an OptunaLR sweep)."""
-    request = optimizer.study_plots(context)
-    if request is None:
-        return
-    from skillopt_dsl.report.study_plots import write_sweep_plots
-
-    plots = write_sweep_plots(request.study, request.folder)
-    context.emit("sweep_plots", folder=str(request.folder), plots=[str(p) for p in plots])
-
-
 @dataclass(frozen=True)
 class _TestScores:
     """The seed's and the best skill's test means (None where not scored) and their spend."""
@@ -480,6 +473,7 @@ def _finish(
     test: _TestScores,
     baseline: Baseline | None,
     check: Preflight | None = None,
+    plots: StudyPlots | None = None,
 ) -> CompileResult:
     best, seed_report = context.incumbent, context.seed_report
     assert seed_report is not None  # set by _start
@@ -512,6 +506,7 @@ def _finish(
         metadata=metadata,
         preflight=check,
         rejected=_rejected_memory(context),
+        study_plots=plots,
     )
     if result.baseline_warning is not None:
         logger.warning("%s: %s", context.module.name, result.baseline_warning)

@@ -135,6 +135,10 @@ def run_sweep_worker(
         seed=settings.seed,
     )
     compiled = compile_with(module, splits.train, splits.val, compile_settings, optimizer)
+    if compiled.study_plots is not None:  # `plots=True`: compile returns the request, draws nothing
+        from skillopt_dsl.report.study_plots import draw_study_plots
+
+        draw_study_plots(compiled)
     logger.info(
         "worker done: best val %.4f (seed %.4f)", compiled.val_score, compiled.seed_val_score
     )

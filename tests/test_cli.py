@@ -248,6 +248,9 @@ def test_compile_with_optuna_optimizer(tmp_path: Path, recipe: Path) -> None:
     assert config["optimizer"]["optimizer"] == "optuna-lr"
     assert config["optimizer"]["inner"]["epochs"] == 1
     assert "stopped: finished" in result.stdout
+    # Kills: the CLI not drawing the sweep plots compile returned (compile draws nothing).
+    assert (run_dir / "sweep-plots" / "history.png").is_file()
+    assert f"sweep plots: {run_dir / 'sweep-plots'}" in result.stdout
 
 
 def test_override_on_a_custom_optimizer_without_the_field(tmp_path: Path) -> None:

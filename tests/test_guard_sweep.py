@@ -1,6 +1,7 @@
 """Guards on OptunaLR's loop and plots (issue 20's audit): a sweep ends at exactly `n_trials`
 (with a timeout, so a loop that never ends fails instead of hanging), and the optimizer plots
-nothing: the caller (`compile`) draws the sweep plots. Models are `ScriptedLM` fakes.
+nothing: `compile` returns its request (`CompileResult.study_plots`) and draws nothing; the caller
+(the CLI, `skillopt_dsl.report.draw_study_plots`) draws the sweep plots. Models are `ScriptedLM` fakes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 import skillopt_dsl as sd
 from skillopt_dsl.optimizers import GradientText, OptunaLR, ReflectiveProposer
 from skillopt_dsl.optimizers import optuna_lr as optuna_lr_module
+from skillopt_dsl.report import draw_study_plots
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.testing.contract import (
     TRAIN,
@@ -75,11 +77,19 @@ def test_the_optimizer_module_does_not_import_the_report() -> None:
 
 
 @pytest.mark.timeout(120)
-def test_compile_draws_the_sweep_plots_of_an_in_memory_study(tmp_path: Path) -> None:
+def test_compile_returns_the_sweep_plots_the_caller_draws(tmp_path: Path) -> None:
     """Kills: sweep plots lost when the optimizer stopped drawing them (an in-memory study
-    with a run directory gets `<run_dir>/sweep-plots/`), and plots drawn when turned off."""
-    sweep(tmp_path / "on", n_trials=2, plots=True)
+    with a run directory gets `<run_dir>/sweep-plots/` once the caller draws the request
+    compile returned, recorded as a `sweep_plots` event), plots drawn by compile itself, and
+    plots asked for when turned off."""
+    result = sweep(tmp_path / "on", n_trials=2, plots=True)
+    assert not (tmp_path / "on" / "sweep-plots").exists()  # compile draws nothing
+    written = draw_study_plots(result)
     names = sorted(p.name for p in (tmp_path / "on" / "sweep-plots").iterdir())
     assert "history.png" in names and "score_vs_lr.png" in names
-    sweep(tmp_path / "off", n_trials=2, plots=False)
+    assert sorted(p.name for p in written) == names
+    events = (tmp_path / "on" / "events.jsonl").read_text().splitlines()
+    assert json.loads(events[-1])["event"] == "sweep_plots"
+    off = sweep(tmp_path / "off", n_trials=2, plots=False)
+    assert off.study_plots is None and draw_study_plots(off) == []
     assert not (tmp_path / "off" / "sweep-plots").exists()

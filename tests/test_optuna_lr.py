@@ -19,7 +19,7 @@ import skillopt_dsl as sd
 from skillopt_dsl.optimizers import GradientText, OptunaLR, ReflectiveProposer
 from skillopt_dsl.optimizers.optuna_lr import fail_orphaned_trials, open_storage
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
-from skillopt_dsl.report import write_sweep_plots
+from skillopt_dsl.report import draw_study_plots, write_sweep_plots
 from skillopt_dsl.skill import Add
 from skillopt_dsl.sweeps import load_sweep
 from skillopt_dsl.testing import ScriptedLM
@@ -144,8 +144,13 @@ def test_pruners_stop_a_setting_that_cannot_learn(tmp_path: Path, name: str) -> 
 
 
 def test_plots_written_next_to_the_study(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Kills: a sweep's plot request lost between the optimizer and `CompileResult`, or drawn
+    by compile itself (compile returns the request; `draw_study_plots` draws it)."""
     storage = f"sqlite:///{tmp_path / 'sweep.db'}"
-    sweep(n_trials=3, storage=storage, study_name="s", plots=True)
+    result = sweep(n_trials=3, storage=storage, study_name="s", plots=True)
+    assert result.study_plots is not None and result.study_plots.folder == tmp_path / "s-plots"
+    assert not (tmp_path / "s-plots").exists()  # compile draws nothing
+    draw_study_plots(result)
     names = sorted(p.name for p in (tmp_path / "s-plots").iterdir())
     assert names == ["history.png", "importances.png", "score_vs_lr.png"]
     with caplog.at_level(logging.INFO, logger="skillopt_dsl.report"):

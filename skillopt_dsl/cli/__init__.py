@@ -49,6 +49,7 @@ from skillopt_dsl.cli.options import (
 from skillopt_dsl.cli.overrides import lazy, optimizer_from_flags
 from skillopt_dsl.cli.tables import fmt_score, print_compile, print_eval, print_sweep
 from skillopt_dsl.cli_harness import EXIT_INTERRUPTED, handled
+from skillopt_dsl.compile import CompileResult
 from skillopt_dsl.compile import compile as compile_skill
 from skillopt_dsl.errors import ModelError, UserInputError
 from skillopt_dsl.evaluate import DEFAULT_THREADS, EvaluationReport, evaluate
@@ -273,7 +274,21 @@ def _run_compile(
             )
         except KeyboardInterrupt:
             _interrupted(directory, flags.resume_command(recipe.path, directory))
+    plots = _draw_study_plots(result)
     print_compile(result, time.perf_counter() - started)
+    if plots:
+        typer.echo(f"sweep plots: {plots[0].parent} ({len(plots)} files)")
+
+
+def _draw_study_plots(result: CompileResult) -> list[Path]:
+    """Draw the study plots the compile returned a request for (an `OptunaLR` sweep with
+    `plots=True`): compile draws nothing itself."""
+    if result.study_plots is None:
+        return []
+    draw: Callable[[CompileResult], list[Path]] = lazy(
+        "skillopt_dsl.report", "draw_study_plots", "sweep plots"
+    )
+    return draw(result)
 
 
 def _interrupted(run_dir: Path, command: str) -> NoReturn:

@@ -23,7 +23,8 @@ whose trials run under `trials/NNNN/`), else from the runs under a `trials/` fol
 
 The rooms: `record` reads a run (through `skillopt_dsl.runs`), `plots` draws its PNGs, `sweep`
 finds a sweep's trials, `scores` builds the scores table, `page` writes the HTML and markdown,
-`study_plots` draws an Optuna study's plots (asked for by the optimizer that ran the sweep).
+`study_plots` draws an Optuna study's plots (asked for by the optimizer that ran the sweep and
+returned by `compile` as `CompileResult.study_plots`: `draw_study_plots(result)`).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from skillopt_dsl.report.plots import (
 )
 from skillopt_dsl.report.record import GateEntry, RunRecord, load_run, read_events
 from skillopt_dsl.report.scores import ScoreRow, score_rows, scores_markdown
-from skillopt_dsl.report.study_plots import write_sweep_plots
+from skillopt_dsl.report.study_plots import draw_study_plots, write_sweep_plots
 from skillopt_dsl.report.sweep import SweepTrial, load_sweep_trials
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "RunRecord",
     "ScoreRow",
     "SweepTrial",
+    "draw_study_plots",
     "load_run",
     "load_sweep_trials",
     "plot_cost",

@@ -1,19 +1,40 @@
 """Plots of an Optuna study (score vs learning rate, optimisation history, parameter
-importances), drawn after a sweep by the optimizer that ran it."""
+importances), drawn after a sweep for the optimizer that ran it: `compile` returns the
+optimizer's request (`CompileResult.study_plots`) and draws nothing; `draw_study_plots(result)`
+draws it (the CLI calls it after every compile)."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import optuna
 
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from skillopt_dsl.runs import RunDirectory
+
+if TYPE_CHECKING:
+    import optuna
+
+    from skillopt_dsl.compile import CompileResult
 
 logger = logging.getLogger(__name__)
+
+
+def draw_study_plots(result: CompileResult) -> list[Path]:
+    """Draw the study plots a compile returned a request for (`result.study_plots`: an
+    `OptunaLR` sweep with `plots=True`) into the request's folder, and record them as a
+    `sweep_plots` event in the run's events.jsonl (when the run has a directory).
+
+    Returns the PNG files written; [] when nothing was asked or no trial completed."""
+    request = result.study_plots
+    if request is None:
+        return []
+    written = write_sweep_plots(request.study, request.folder)
+    if result.run_dir is not None:
+        RunDirectory(result.run_dir, create=False).event(
+            "sweep_plots", folder=str(request.folder), plots=[str(p) for p in written]
+        )
+    return written
 
 
 def write_sweep_plots(study: optuna.study.Study, folder: str | Path) -> list[Path]:
