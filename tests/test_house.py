@@ -1,10 +1,13 @@
-"""The shape of the house (issue 28), measured on the package's own source: no function takes
-more than 8 parameters outside the public keyword front doors, no module grows past 600 lines,
-and untyped `dict[str, Any]` / `Mapping[str, Any]` annotations stay at most 5 per 1,000 lines."""
+"""The shape of the house (issues 28 and 39), measured on the package's own source: no function
+takes more than 8 parameters outside the public keyword front doors, no module grows past 600
+lines, untyped `dict[str, Any]` / `Mapping[str, Any]` annotations stay at most 5 per 1,000
+lines, `compile` reaches nothing of `cli/` or `report/`, and the model layer (`lm/`) reaches
+neither `types.py` nor `module.py`."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -120,3 +123,108 @@ def test_untyped_string_maps_stay_rare() -> None:
     assert len(UNTYPED.findall("a: dict[str, Any]; b: Mapping[str,Any]; c: dict[str, int]")) == 2
     per_1000 = untyped / lines * 1000
     assert per_1000 <= MAX_UNTYPED_PER_1000, f"{untyped} in {lines} lines = {per_1000:.2f}/1,000"
+
+
+# -- the layers ---------------------------------------------------------------------------------
+# A module's imports are every `import skillopt_dsl...` / `from skillopt_dsl... import ...` in its
+# file, wherever it stands (module top, inside a function, under `if TYPE_CHECKING:`), with
+# `from skillopt_dsl.x import y` also naming `skillopt_dsl.x.y` when that is a module, and each
+# subpackage a module sits in (its `__init__` runs first; the root package's is left out, as it
+# imports everything). The rules below hold for everything a module reaches through them.
+
+
+def _module_name(relative: str) -> str:
+    parts = relative.removesuffix(".py").split("/")
+    return ".".join(["skillopt_dsl", *(parts[:-1] if parts[-1] == "__init__" else parts)])
+
+
+def imported_modules(text: str, modules: set[str]) -> set[str]:
+    """The package's modules (of `modules`) that a file's import statements name, and the
+    subpackages they sit in (not the root package)."""
+    named: set[str] = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            named.add(node.module)
+            named.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            named.update(alias.name for alias in node.names)
+    found: set[str] = set()
+    for name in named:
+        parts = name.split(".")
+        found.update(".".join(parts[:end]) for end in range(2, len(parts) + 1))
+    return found & modules
+
+
+def import_graph(sources: dict[str, str]) -> dict[str, set[str]]:
+    """Module name -> the package's modules its file imports (`sources`: name -> text)."""
+    modules = set(sources)
+    return {name: imported_modules(text, modules) for name, text in sources.items()}
+
+
+def reached_from(start: str, graph: dict[str, set[str]]) -> set[str]:
+    """Every module of the package that importing `start` reaches, `start` left out."""
+    seen, todo = {start}, [start]
+    while todo:
+        for name in graph[todo.pop()] - seen:
+            seen.add(name)
+            todo.append(name)
+    return seen - {start}
+
+
+@functools.cache
+def _graph() -> dict[str, set[str]]:
+    return import_graph({_module_name(relative): text for relative, text in _sources()})
+
+
+def test_the_import_reader_sees_every_form_of_import() -> None:
+    """Kills: the reader missing an import inside a function or under `TYPE_CHECKING`, the
+    `from skillopt_dsl import report` form, a subpackage's `__init__`, or an import reached
+    through another module (each would let a broken layer rule through)."""
+    sources = {
+        "skillopt_dsl.a": "def f():\n    from skillopt_dsl.b import thing\n",
+        "skillopt_dsl.b": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import skillopt_dsl.c\n",
+        "skillopt_dsl.c": "from skillopt_dsl import report\n",
+        "skillopt_dsl.report": "",
+        "skillopt_dsl.d": "from skillopt_dsl.report.page import write\n",
+        "skillopt_dsl.report.page": "",
+    }
+    graph = import_graph(sources)
+    assert reached_from("skillopt_dsl.a", graph) == {
+        "skillopt_dsl.b",
+        "skillopt_dsl.c",
+        "skillopt_dsl.report",
+    }
+    assert reached_from("skillopt_dsl.d", graph) == {
+        "skillopt_dsl.report",
+        "skillopt_dsl.report.page",
+    }
+
+
+def _in_folder(name: str, *folders: str) -> bool:
+    return any(
+        name == f"skillopt_dsl.{f}" or name.startswith(f"skillopt_dsl.{f}.") for f in folders
+    )
+
+
+def test_compile_imports_nothing_from_the_cli_or_the_report() -> None:
+    """Kills: `compile` (or anything it imports) importing `skillopt_dsl.cli` or
+    `skillopt_dsl.report`, e.g. drawing a sweep's plots itself: compile returns what the CLI and
+    the report draw (`CompileResult.study_plots`) and prints and draws nothing."""
+    reached = reached_from("skillopt_dsl.compile", _graph())
+    above = sorted(name for name in reached if _in_folder(name, "cli", "report"))
+    assert not above, f"compile returns what the CLI and the report draw; it imports {above}"
+
+
+def test_the_model_layer_imports_nothing_of_the_modules_nouns() -> None:
+    """Kills: a module of `skillopt_dsl/lm/` (or anything it imports) importing
+    `skillopt_dsl.types` (`Example`, `Prediction`) or `skillopt_dsl.module`: the model layer
+    calls models and counts their cost without knowing what a module or an example is (the
+    JSON aliases it needs live in `skillopt_dsl.json_types`)."""
+    graph = _graph()
+    nouns = {"skillopt_dsl.types", "skillopt_dsl.module"}
+    crossing = {
+        name: sorted(reached_from(name, graph) & nouns)
+        for name in sorted(graph)
+        if _in_folder(name, "lm")
+    }
+    assert not {k: v for k, v in crossing.items() if v}, f"the model layer reaches {crossing}"
