@@ -15,7 +15,9 @@ Kinds, by who writes them:
 
 - the driver: `seed`, `resume`, `evaluation`, `refused`, `duplicate`, `gate`, `step`,
   `selection_split`;
-- `compile`: `baseline`, `preflight`, `sweep_plots`, `test_skipped`, `finish`;
+- `compile`: `baseline`, `preflight`, `test_skipped`, `finish`;
+- the caller that draws a compile's study plots (`skillopt_dsl.report.draw_study_plots`, which
+  the CLI calls): `sweep_plots`, after `finish`;
 - the optimizers (through the run view): `proposal`, `proposer`, `screen`, `compose`,
   `candidate_sources`, `edit_report`, `stop`, `sweep`, and the proposers' notes
   (`reflection_dropped`, `consolidation_dropped`, `consolidation_adds_dropped`,
