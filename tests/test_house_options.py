@@ -54,7 +54,8 @@ FRONT_DOORS = {
         "optimizer": None, "gate": None, "budget": None, "lm": None, "optimizer_lm": None,
         "predictors": "all", "adapter": None, "run_dir": None, "resume": False, "seed": 0,
         "threads": None, "max_errors": None, "num_threads": None, "log_dir": None,
-        "reflection_lm": None, "prompt_model": None, "auto": None, "demos": False}),
+        "reflection_lm": None, "prompt_model": None, "auto": None, "demos": False,
+        "failure_score": 0.0}),
     "CommandAgent": FrontDoor(
         CommandAgent.__init__, CommandAgent, CommandAgentSettings, CommandAgentOptions, {
         "output": "json", "layout": "claude", "skill_name": "skill", "timeout_s": 600.0,

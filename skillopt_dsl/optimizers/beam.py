@@ -22,6 +22,7 @@ budget.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -37,7 +38,7 @@ from skillopt_dsl.optimizers.proposers import (
     default_proposers,
     edit_key,
 )
-from skillopt_dsl.optimizers.screening import draw_examples, screen
+from skillopt_dsl.optimizers.screening import EditEvidence, ScreenResult, draw_examples, screen
 from skillopt_dsl.optimizers.state import CheckpointedState
 from skillopt_dsl.skill import Edit, Skill, parse_edits, token_distance
 
@@ -82,6 +83,16 @@ class BeamState(CheckpointedState):
     rejected: list[dict[str, Any]] = field(default_factory=list)
     judged: list[str] = field(default_factory=list)
     empty_rounds: int = 0
+    evidence: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Every screen's result summed per proposal key (`EditEvidence`), as GradientText keeps it:
+    a proposal proposed again is judged on all it has shown."""
+
+    def add_evidence(self, key: str, result: ScreenResult) -> EditEvidence:
+        """Add one screen of proposal `key` to its evidence; returns the sum."""
+        data = self.evidence.get(key)
+        summed = (EditEvidence() if data is None else EditEvidence.from_dict(data)).plus(result)
+        self.evidence[key] = summed.to_dict()
+        return summed
 
     def beam(self) -> list[BeamMember]:
         """The members as typed records."""
@@ -243,14 +254,17 @@ class Beam(Optimizer):
         return affordable
 
     def _can_expand(self, view: RunView, split: SelectionSplit) -> bool:
-        """Whether the call budget pays for one more expansion (its mini-batch, a few proposal
-        calls, its selection score) and still for a gate decision on the whole validation set.
-        Without this reserve a small budget is spent on children the gate can never judge."""
+        """Whether the call budget pays for one more expansion (its mini-batch and the screen
+        on it, a few proposal calls, its selection score) and still for a gate decision, every
+        rollout at the calls it was measured to cost (`RunView.calls_per_rollout`: an agent
+        episode or a DSPy program makes several). Without this reserve a small budget is
+        spent on children the gate can never judge."""
         left = view.calls_left()
         if left is None:
             return True
-        expansion = 2 * self.batch_size + len(split.select) + _PROPOSAL_CALLS
-        return left >= expansion + view.validation_size
+        rollouts = 2 * self.batch_size + len(split.select)
+        expansion = math.ceil(rollouts * view.calls_per_rollout()) + _PROPOSAL_CALLS
+        return left >= expansion + view.decision_calls()
 
     def _close_round(
         self, view: RunView, state: BeamState, pool: dict[str, BeamMember], *, finished: bool
@@ -331,9 +345,13 @@ class Beam(Optimizer):
                 continue
             result = screen(view, candidate, batch, rollouts, addresses=group.addresses)
             view.emit("screen", step=step, source=group.source, rationale=group.rationale[:200], **result.to_dict())  # fmt: skip
-            if not result.passed:
-                self._remember(state, kept, result.net / max(result.scored, 1), step)
+            evidence = state.add_evidence("\n".join(edit_key(e) for e in kept), result)
+            claim_failed = bool(group.addresses) and not result.passed
+            if claim_failed or evidence.rules_out(view.certifiable_gain()):
+                self._remember(state, kept, evidence.rate, step)
                 continue
+            if not result.passed:
+                continue  # the evidence cannot tell yet: proposed again, it is screened again
             child = self._score_child(view, state, split, parent, candidate, kept, step)
             if child is not None:
                 children.append(child)

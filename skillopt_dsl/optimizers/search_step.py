@@ -114,7 +114,8 @@ class ScreenedSteps:
             trial = _group_json(
                 group, edits=kept, key=key, net=evidence.net, scored=evidence.scored
             )
-            if evidence.net >= self._join_at() or _clean_sweep(result, failures, self.min_net):
+            sweep = self.join_at_net is not None and _clean_sweep(result, failures, self.min_net)
+            if evidence.net >= self._join_at() or sweep:
                 state.pending.append({**trial, "screens": 1})
             else:
                 state.trials.append({**trial, "screens": 1})
