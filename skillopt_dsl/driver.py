@@ -196,9 +196,11 @@ class CompileContext(ValidationBook):
             extra_metrics=self.gate.guard_metrics(),
             progress=False,
         )
-        after = self.ledger.snapshot()  # replies from the response cache are requests too
+        after = self.ledger.snapshot()
         requests = after.calls + after.cache_hits - before.calls - before.cache_hits
-        self.call_rate.observe(requests, len(self.eval_cache) - cached)
+        self.call_rate.observe(
+            after.calls - before.calls, len(self.eval_cache) - cached, requests=requests
+        )
         self.emit("evaluation", split=label, **report.summary())
         return report
 

@@ -38,24 +38,38 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class CallRate:
-    """The model calls a rollout of this run's module really costs, as measured: `calls` (model
-    requests, replies from the response cache included: a new candidate pays for all of them)
-    over `rollouts` run (evaluation-cache hits, which send nothing, are not counted). One call
-    per rollout until something was measured; never less than one (a price, not a discount)."""
+    """The model calls a rollout of this run's module really costs, as measured: `calls` paid
+    over `rollouts` run, in the evaluations that paid for any (a reply a rollout repeats within
+    itself is paid once, as it will be again). Until something was paid, an evaluation served
+    whole from a cache (a seed pass whose replies an earlier run of the same program paid)
+    prices a rollout at the requests it made (`cached_requests` over `cached_rollouts`). One
+    call per rollout until anything was seen; never less than one (a price, not a discount)."""
 
     calls: int = 0
     rollouts: int = 0
+    cached_requests: int = 0
+    cached_rollouts: int = 0
 
     @property
     def per_rollout(self) -> float:
         """Calls per rollout (1.0 until measured)."""
-        return max(1.0, self.calls / self.rollouts) if self.rollouts else 1.0
+        if self.rollouts:
+            return max(1.0, self.calls / self.rollouts)
+        if self.cached_rollouts:
+            return max(1.0, self.cached_requests / self.cached_rollouts)
+        return 1.0
 
-    def observe(self, calls: int, rollouts: int) -> None:
-        """Add an evaluation that ran `rollouts` new rollouts for `calls` paid calls."""
-        if calls > 0 and rollouts > 0:
+    def observe(self, calls: int, rollouts: int, *, requests: int = 0) -> None:
+        """Add an evaluation that ran `rollouts` new rollouts for `calls` paid calls and
+        `requests` model requests in all (replies from the response cache included)."""
+        if rollouts <= 0:
+            return
+        if calls > 0:
             self.calls += calls
             self.rollouts += rollouts
+        elif requests > 0:
+            self.cached_requests += requests
+            self.cached_rollouts += rollouts
 
     def price(self, rollouts: int) -> int:
         """The calls `rollouts` rollouts are expected to cost."""
@@ -63,12 +77,22 @@ class CallRate:
 
     def to_dict(self) -> dict[str, int]:
         """JSON-ready copy (checkpointed)."""
-        return {"calls": self.calls, "rollouts": self.rollouts}
+        return {
+            "calls": self.calls,
+            "rollouts": self.rollouts,
+            "cached_requests": self.cached_requests,
+            "cached_rollouts": self.cached_rollouts,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, int]) -> CallRate:
         """The rate `to_dict` wrote."""
-        return cls(int(data.get("calls", 0)), int(data.get("rollouts", 0)))
+        return cls(
+            int(data.get("calls", 0)),
+            int(data.get("rollouts", 0)),
+            int(data.get("cached_requests", 0)),
+            int(data.get("cached_rollouts", 0)),
+        )
 
 
 class ValidationBook:

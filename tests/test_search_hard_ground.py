@@ -77,13 +77,19 @@ def test_a_look_is_priced_at_the_calls_a_rollout_costs() -> None:
     assert look_cost(examples, scored, calls_per_rollout=0.2) == 18  # never a discount
 
 
-def test_the_call_rate_counts_requests_per_rollout_never_less_than_one() -> None:
-    """Kills: a rate that averages in evaluations that ran nothing, or prices below a call."""
+def test_the_call_rate_counts_paid_calls_per_rollout_never_less_than_one() -> None:
+    """Kills: a rate that averages in evaluations that paid nothing (a seed pass served from
+    an earlier predictor's replies would price an agent episode at one call), one that counts
+    the replies a rollout repeats within itself (paid once, then always cached), or a price
+    below a call."""
     rate = CallRate()
     assert rate.per_rollout == 1.0 and rate.price(5) == 5
-    rate.observe(0, 4)  # nothing was sent (cached): no measurement
-    rate.observe(30, 8)
-    assert rate.per_rollout == pytest.approx(3.75) and rate.price(12) == 45
+    rate.observe(0, 12, requests=45)  # all from cache: a provisional price of the requests
+    assert rate.per_rollout == pytest.approx(3.75)
+    rate.observe(12, 12, requests=24)  # paid: each rollout asked twice, the second from cache
+    assert rate.per_rollout == 1.0 and rate.price(12) == 12
+    rate.observe(48, 8)
+    assert rate.per_rollout == pytest.approx(3.0) and rate.price(12) == 36
     assert CallRate.from_dict(rate.to_dict()) == rate
 
 

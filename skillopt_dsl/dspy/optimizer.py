@@ -283,7 +283,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         except BudgetExceeded as exc:
             logger.info("budget spent before the program's paths were known: %s", exc)
             return _summary({}, names, "budget", [program.sent()], self.run_dir, warnings)
-        per_run = (probe.calls + probe.cache_hits) / rows if rows else None
+        per_run = probe.calls / rows if rows and probe.calls else None
         if per_run is not None and not warnings:  # priced at what a run was seen to cost
             warnings = budget_warning(self.budget, self.gate, program, train, val, per_run)
         skipped: list[str] = []
