@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -16,8 +17,11 @@ import skillopt_dsl as sd
 from skillopt_dsl.errors import BudgetExceeded
 from skillopt_dsl.evidence import SignificanceBudget
 from skillopt_dsl.looks import SequentialJudge, look_cost
-from skillopt_dsl.optimizers import GradientText
+from skillopt_dsl.optimizers import GradientText, search_step
+from skillopt_dsl.optimizers.gradient_text_state import GradientTextState
+from skillopt_dsl.optimizers.screening import ScreenResult
 from skillopt_dsl.skill import Skill
+from skillopt_dsl.testing.contract import contract_target
 from skillopt_dsl.types import Example
 from tests.test_early_acceptance import synthetic
 from tests.test_search import GOOD, MILD, FixedProposer, compile_with, events, mild_target
@@ -133,3 +137,93 @@ def test_the_seed_is_scored_on_the_first_look_so_a_small_budget_decides(
     assert [d.accepted_at_look for d in result.gate_log] == [1], result.gate_log
     assert (result.val_examples, result.val_size) == (15, 30)
     assert result.val_score == 1.0 and result.seed_val_score < 1.0
+
+
+# -- issue 38 item 2: the calls a screen, a step and a look may spend ---------------------------
+
+
+def test_the_reserve_for_a_gate_decision_counts_the_screens_own_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills: a reserve check that asks only whether the calls left still hold the reserve
+    before a screen, not after it (with 57 calls and six passing proposals the screens ate
+    the first look's calls: no gate decision, the seed returned)."""
+    real, after = search_step.screen, []
+
+    def screen(view: Any, *args: Any, **kwargs: Any) -> ScreenResult:
+        result = real(view, *args, **kwargs)
+        after.append(view.calls_left() - view.decision_calls(first_look=True))
+        return result
+
+    monkeypatch.setattr(search_step, "screen", screen)
+    goods = [f"{GOOD} ({k})" for k in range(6)]
+    optimizer = GradientText(proposers=[FixedProposer(texts=goods)], epochs=1, batch_size=8)
+    result = compile_with(tmp_path, optimizer, budget=sd.Budget(max_calls=57))
+    assert after and min(after) >= 0, after  # every screen left the gate's first look
+    assert [d.accepted for d in result.gate_log] == [True] and result.usage.calls <= 57
+
+
+@pytest.mark.parametrize("step_rate", [0.0, 2.5, 3.0, 7.0])
+@pytest.mark.parametrize("calls_per_rollout", [1.0, 3.0])
+def test_a_tight_budgets_batch_never_costs_more_than_the_calls_it_may_use(
+    step_rate: float, calls_per_rollout: float
+) -> None:
+    """Kills: a batch rounded up past the calls the step may use, or sized at one call per
+    example, or at a first guess below the costliest rate a step has shown (each leaves the
+    gate's reserve short by the step's overrun). It is the largest such batch, at least 2."""
+    optimizer = GradientText(proposers=[], batch_size=8)
+    state = GradientTextState(max_step_rate=step_rate)
+    guess = optimizer._step_cost_guess(calls_per_rollout) / optimizer.batch_size
+    per_example = step_rate or guess
+    assert guess >= 3 * calls_per_rollout
+    for calls in range(80):
+        size = optimizer._batch_within(state, calls, calls_per_rollout)
+        assert size == 0 or 2 <= size <= optimizer.batch_size
+        assert size * per_example <= calls, (calls, size)
+        bigger = min(max(size + 1, 2), optimizer.batch_size + 1)
+        assert bigger > optimizer.batch_size or bigger * per_example > calls, (calls, size)
+
+
+@pytest.mark.parametrize(
+    ("fix", "max_calls", "accepted_at_look"), [(GOOD, 42, 1), (MILD, 70, None)]
+)
+def test_a_look_the_calls_left_pay_exactly_is_paid(
+    tmp_path: Path, fix: str, max_calls: int, accepted_at_look: int | None
+) -> None:
+    """Kills: a door (or a search) that asks for a call to spare before a look: here the calls
+    left pay the first look (the fix, accepted there) or the whole set (the mild fix) exactly,
+    and the decision is made with the last of them."""
+    texts = [MILD] if fix == MILD else [f"{GOOD} ({k})" for k in range(3)]
+    optimizer = GradientText(proposers=[FixedProposer(texts=texts)], epochs=1)
+    target = mild_target if fix == MILD else contract_target
+    result = compile_with(tmp_path, optimizer, target=target, budget=sd.Budget(max_calls=max_calls))
+    assert [(d.accepted, d.accepted_at_look) for d in result.gate_log] == [
+        (True, accepted_at_look)
+    ], result.gate_log
+    assert result.usage.calls == max_calls
+
+
+class CallsView:
+    """The part of a run view the search's call checks read: `left` calls left, a first look
+    that costs `first_look` calls."""
+
+    def __init__(self, left: int, first_look: int) -> None:
+        self.left, self.first_look = left, first_look
+
+    def calls_left(self) -> int | None:
+        return self.left
+
+    def decision_calls(self, *, first_look: bool = False) -> int:
+        return self.first_look if first_look else 2 * self.first_look
+
+
+def test_the_search_takes_a_first_look_the_calls_left_pay_exactly_as_paid() -> None:
+    """Kills: a search that wants a call to spare before it sends its working candidate (at
+    the budget's tail, and after the search, a decision the calls pay exactly is not made),
+    and a screen that may not spend the calls down to the reserve exactly."""
+    paid = GradientText._first_look_paid
+    assert paid(cast(Any, CallsView(15, 15))) and not paid(cast(Any, CallsView(14, 15)))
+    keeps = GradientText._keeps_reserve
+    state = GradientTextState(reserve=15)
+    assert keeps(cast(Any, CallsView(23, 15)), state, 8)
+    assert not keeps(cast(Any, CallsView(22, 15)), state, 8)
