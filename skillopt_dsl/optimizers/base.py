@@ -14,8 +14,9 @@ To write an optimizer, subclass `Optimizer` and implement two methods:
   is checkpointed), not on `self`; on resume `view.optimizer_state` holds the last one.
 - `config()`: the optimizer's settings as a JSON-ready dict (written to config.json).
 
-Optionally `study_plots(context)`, asked once the search has ended (OptunaLR names its study, and
-`compile` draws it: optimizers never plot), and `planned_decisions(n_train)`: the most gate decisions a run will ask for, over which
+Optionally `study_plots(context)`, asked once the search has ended (OptunaLR names its study;
+`compile` returns the request as `CompileResult.study_plots` and the CLI or
+`skillopt_dsl.report.draw_study_plots` draws it: optimizers and compile never plot), and `planned_decisions(n_train)`: the most gate decisions a run will ask for, over which
 the run's significance is planned (default None: the open-ended schedule).
 
 The door's bound comes from `lr_bound()`: by default the optimizer's `lr` (the most a step may

@@ -119,9 +119,9 @@ class OptunaLR(Optimizer):
         sampler: default `TPESampler(seed=seed)`.
         pruner: default none (every trial runs to the end); `MedianPruner()`, `WilcoxonPruner()`.
         seed: the default sampler's seed.
-        plots: ask the caller for sweep plots next to the study: `compile` draws them after the
-            sweep (`skillopt_dsl.report.write_sweep_plots`) in `plot_folder`; the optimizer
-            itself plots nothing.
+        plots: ask the caller for sweep plots next to the study, in `plot_folder`: `compile`
+            returns the request (`CompileResult.study_plots`), the CLI and
+            `skillopt_dsl.report.draw_study_plots(result)` draw it; the optimizer plots nothing.
         selection_fraction: share of the trainset carved off (seeded by the run's seed) for the
             trials' gates; trials learn on the rest. The validation set is for the final gate.
         heartbeat_interval, grace_period: seconds between a running trial's heartbeats, and the
