@@ -4,15 +4,19 @@ JSON state for resume (ScriptedLM only; the shared contract is in test_contract.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 import skillopt_dsl as sd
+from skillopt_dsl.door import SelectionSplit
 from skillopt_dsl.driver import _look_order
 from skillopt_dsl.optimizers import Beam, ReflectiveProposer
 from skillopt_dsl.optimizers.beam import BeamMember, BeamState, pareto_front
+from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
+from skillopt_dsl.skill import Add
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.testing.contract import (
     BAD_EDIT,
@@ -21,9 +25,11 @@ from skillopt_dsl.testing.contract import (
     TRAIN,
     VAL,
     ContractParity,
+    contract_examples,
     contract_reflector,
     contract_target,
 )
+from tests.test_search import GOOD, HEDGE, FixedProposer
 
 
 def beam(**kwargs: Any) -> Beam:
@@ -140,3 +146,86 @@ def test_a_small_call_budget_keeps_a_gate_decision_affordable() -> None:
     assert [d.accepted for d in result.gate_log] == [True]
     assert result.val_score == 1.0 and "divisible by 2" in result.best_skill.text
     assert result.usage.calls <= 150
+
+
+# -- issue 38 item 3: Beam's memory, its expansion price, its plateau ---------------------------
+
+
+def screens_of(run_dir: Path, rationale: str) -> list[dict[str, Any]]:
+    lines = (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    return [
+        e for e in map(json.loads, lines) if e["event"] == "screen" and e["rationale"] == rationale
+    ]
+
+
+def test_beam_never_rescreens_edits_its_memory_rejected(tmp_path: Path) -> None:
+    """Kills: Beam screening again, at every expansion, an edit it already remembers as
+    rejected (a proposal named for the batch's failures that fixed none of them: its calls
+    are spent again and again on a known loser)."""
+    optimizer = Beam(
+        proposers=[FixedProposer(texts=[HEDGE], named=True)], width=1, expansions=2, depth=3
+    )
+    result = run(optimizer, run_dir=tmp_path)
+    assert len(screens_of(tmp_path, HEDGE)) == 1
+    assert any(HEDGE in e.text for c in result.rejected for e in c.edits if isinstance(e, Add))
+
+
+class ExpansionView:
+    """The part of a run view `Beam._can_expand` reads: `left` calls left, `rate` calls a
+    rollout, and a gate decision of 45 calls (30 validation examples, the incumbent's 15 of
+    them unscored)."""
+
+    validation_size = 30
+
+    def __init__(self, left: int, rate: float) -> None:
+        self.left, self.rate = left, rate
+
+    def calls_left(self) -> int | None:
+        return self.left
+
+    def calls_per_rollout(self) -> float:
+        return self.rate
+
+    def decision_calls(self, *, first_look: bool = False) -> int:
+        return 15 if first_look else 45
+
+
+@pytest.mark.parametrize(("rate", "enough"), [(1.0, 71), (3.0, 115)])
+def test_beams_expansion_price_includes_the_screens_mini_batch(rate: float, enough: int) -> None:
+    """Kills: an expansion priced without the screen's mini-batch (the candidate's rollouts on
+    it cost as much as the parent's), at one call a rollout whatever was measured, or reserving
+    the validation set's size instead of the next decision's calls (`decision_calls`): each
+    lets a small budget start an expansion that leaves the gate unable to decide. Here:
+    8 parent rollouts, 8 screen rollouts, 6 selection rollouts at `rate`, 4 proposal calls."""
+    optimizer = Beam(proposers=[], batch_size=8)
+    select = tuple(contract_examples(0, 6))
+    split = SelectionSplit(fit=tuple(contract_examples(6, 18)), select=select, fraction=0.25)
+    assert optimizer._can_expand(cast(Any, ExpansionView(enough, rate)), split)
+    assert not optimizer._can_expand(cast(Any, ExpansionView(enough - 1, rate)), split)
+
+
+@dataclass(kw_only=True)
+class OneRound(Proposer):
+    """A fake proposer: `text` in round `at` only, nothing in the others."""
+
+    text: str
+    at: int
+    name: str = "one-round"
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        if request.epoch != self.at:
+            return []
+        return [EditGroup((Add(after=None, text=self.text),), self.name, True, self.text)]
+
+
+def test_beams_plateau_counts_consecutive_empty_rounds_only(tmp_path: Path) -> None:
+    """Kills: a plateau that counts every empty round of the run (an empty round, a round that
+    submits the fix, then one empty round would stop a `plateau=2` search: two empty rounds,
+    but not in a row)."""
+    proposers = [OneRound(text=GOOD, at=1)]
+    optimizer = Beam(proposers=proposers, width=1, expansions=1, depth=10, plateau=2)
+    result = run(optimizer, run_dir=tmp_path)
+    assert [d.accepted for d in result.gate_log] == [True]
+    lines = (tmp_path / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    (stop,) = [e for e in map(json.loads, lines) if e["event"] == "stop"]
+    assert stop["reason"] == "plateau" and stop["round"] == 4, stop
