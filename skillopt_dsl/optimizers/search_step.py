@@ -87,7 +87,7 @@ class ScreenedSteps:
             if self._keeps_reserve(view, state, price):
                 self._confirm(view, state, working, batch, rollouts, trial, room)
         blocked = state.blocked_keys() | {g["key"] for g in (*state.trials, *state.pending)}
-        passed = 0
+        passed, screened, survivors = 0, 0, []
         for group in groups:
             candidate, kept, report = clip_to_budget(working, group.edits, room, self.max_edits)
             outcomes = [o.to_dict() for o in report.outcomes]
@@ -104,6 +104,7 @@ class ScreenedSteps:
                 continue
             result = screen(view, candidate, batch, rollouts, addresses=group.addresses)
             record_screen(view, state, group, result)
+            screened += 1
             evidence = state.add_evidence(key, result)  # summed with earlier proposals of it
             claim_failed = bool(group.addresses) and not result.passed
             if claim_failed or evidence.rules_out(view.certifiable_gain()):
@@ -115,10 +116,13 @@ class ScreenedSteps:
                 group, edits=kept, key=key, net=evidence.net, scored=evidence.scored
             )
             sweep = self.join_at_net is not None and _clean_sweep(result, failures, self.min_net)
+            survivors.append({**trial, "screens": 1})
             if evidence.net >= self._join_at() or sweep:
-                state.pending.append({**trial, "screens": 1})
+                state.pending.append(survivors[-1])
             else:
-                state.trials.append({**trial, "screens": 1})
+                state.trials.append(survivors[-1])
+        for survivor in survivors:  # how many it was chosen among (`_luck`)
+            survivor["rivals"] = screened
         return passed
 
     def _join_at(self) -> float:
@@ -193,7 +197,7 @@ class ScreenedSteps:
         if self.submit_at_net is not None or needed is None or not self.screen:
             return
         chosen = [t for t in state.trials if t["net"] > 0 and t["screens"] > 0]
-        gain = sum(g["net"] / max(g["scored"], 1) for g in (*state.pending, *chosen))
+        gain = sum(_luck_free_rate(g) for g in (*state.pending, *chosen))
         if gain < needed or not chosen or len(state.pending) + len(chosen) < 2:
             return  # one proposal alone is confirmed first (`min_net`, `confirm_steps`)
         for trial in chosen:
@@ -209,6 +213,14 @@ class ScreenedSteps:
         proposal proposed again)."""
         strikes = state.screen_strikes[key] = state.screen_strikes.get(key, 0) + 1
         state.remember(edits, delta, block=strikes >= self.screen_strikes)
+
+
+def _luck_free_rate(group: dict[str, Any]) -> float:
+    """A proposal's training gain per example, less the luck of being chosen: a survivor of a
+    screen that tried `rivals` proposals on one batch is the luckiest of them, by up to an
+    example (none when it was tried alone: nothing was chosen)."""
+    luck = min(1.0, (group.get("rivals", 1) - 1) / 2)
+    return max(0.0, group["net"] - luck) / max(group["scored"], 1)
 
 
 def _clean_sweep(result: ScreenResult, failing: int, least: float) -> bool:
