@@ -24,7 +24,9 @@ from skillopt_dsl.dspy import (  # noqa: E402
     DSPyProgramError,
     SkillOptimizer,
     evaluate_program,
+    from_dspy_lm,
 )
+from skillopt_dsl.errors import ModelError, UserInputError  # noqa: E402
 from skillopt_dsl.evaluate import evaluate  # noqa: E402
 from skillopt_dsl.lm import LM, Budget  # noqa: E402
 from skillopt_dsl.optimizers import GradientText  # noqa: E402
@@ -425,3 +427,26 @@ def test_failure_score_outside_the_metrics_range_is_refused() -> None:
         with pytest.raises(Exception, match=r"failure_score must be a number in \[0, 1\]"):
             SkillOptimizer(exact, failure_score=wrong)
     assert SkillOptimizer(exact, failure_score=1).failure_score == 1.0
+
+
+# -- 7. smaller: DSPy's names for our settings -------------------------------------------------
+
+
+def test_a_dspy_lm_timeout_is_carried_as_the_per_request_timeout() -> None:
+    """Kills: `dspy.LM(timeout=30)` refused as a setting skillopt cannot carry (the refusal
+    used to name it), or accepted and dropped (our 120 s default kept: a 0.2 s timeout on a
+    server answering in 1 s must fail the call)."""
+    with serve(add_one) as server:
+        given = dspy.LM("openai/fake-target", api_base=server.url, api_key="k", timeout=30,
+                        num_retries=0)  # fmt: skip
+        tele = SkillOptimizer(exact, optimizer=small(), lm=given, budget=Budget(max_calls=40))
+        compiled = tele.compile(ParsesItsReply(), trainset=sums(1, 4), valset=sums(21, 4))
+        assert 0 < compiled.skillopt.usage.calls == server.requests <= 40
+        server.latency_s = 1.0
+        quick = dspy.LM("openai/fake-target", api_base=server.url, api_key="k", timeout=0.2,
+                        num_retries=0)  # fmt: skip
+        with pytest.raises(ModelError, match=r"(?i)timeout|timed out"):
+            from_dspy_lm(quick).complete([{"role": "user", "content": "what is 1 plus 1?"}])
+    with pytest.raises(UserInputError, match=r"timeout='soon'.*seconds"):
+        from_dspy_lm(dspy.LM("openai/x", api_base="http://127.0.0.1:9/v1", timeout="soon"))
+

@@ -33,6 +33,7 @@ from dspy.utils.exceptions import LMError
 
 from skillopt_dsl.errors import BudgetExceeded, ModelError, UserInputError
 from skillopt_dsl.lm import LM, SamplingParams, resolve_lm
+from skillopt_dsl.lm.client import DEFAULT_TIMEOUT_S
 from skillopt_dsl.lm.openai_compat import backend_for
 
 if TYPE_CHECKING:
@@ -253,8 +254,9 @@ _IGNORED_KEYS = ("rollout_id",)
 def from_dspy_lm(lm: Any) -> LM:
     """Our `LM` for a `dspy.LM`, so a DSPy user passes the LM they already built.
 
-    Its model string, `api_base` (or `base_url`), `api_key`, `num_retries` and sampling
-    settings (`temperature`, `max_tokens`, `top_p`, `stop`) are carried; a setting left unset
+    Its model string, `api_base` (or `base_url`), `api_key`, `num_retries`, `timeout` (seconds
+    per request, our backend's `timeout_s`) and sampling settings (`temperature`,
+    `max_tokens`, `top_p`, `stop`) are carried; a setting left unset
     takes our default (`SamplingParams`: temperature 0, 256 max tokens, which budgets reserve).
     A `bridge_lm` gives back the `LM` it bridges. Any other setting is refused, naming it,
     rather than dropped.
@@ -273,6 +275,7 @@ def from_dspy_lm(lm: Any) -> LM:
     settings = {k: v for k, v in dict(lm.kwargs).items() if v is not None}
     api_base = settings.pop("api_base", None) or settings.pop("base_url", None)
     api_key = settings.pop("api_key", None)
+    timeout = settings.pop("timeout", None)
     sampling = {k: settings.pop(k) for k in _SAMPLING_KEYS if k in settings}
     for key in _IGNORED_KEYS:
         settings.pop(key, None)
@@ -282,9 +285,22 @@ def from_dspy_lm(lm: Any) -> LM:
             "carry; drop them from the dspy.LM, or pass lm=skillopt_dsl.lm.LM(...) built with "
             "the backend and SamplingParams you need"
         )
-    backend = backend_for(lm.model, api_base=api_base, api_key=api_key)
+    backend = backend_for(lm.model, api_base=api_base, api_key=api_key,
+                          timeout_s=_timeout_s(lm.model, timeout))  # fmt: skip
     return LM(
         backend,
         params=SamplingParams(**sampling),
         max_retries=int(getattr(lm, "num_retries", 4) or 0),
     )
+
+
+def _timeout_s(model: str, timeout: Any) -> float:
+    """A `dspy.LM`'s `timeout=` as our backend's `timeout_s` (None: our default)."""
+    if timeout is None:
+        return DEFAULT_TIMEOUT_S
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise UserInputError(
+            f"the dspy.LM {model!r} sets timeout={timeout!r}; skillopt carries a timeout in "
+            "seconds (a number), per request"
+        )
+    return float(timeout)
