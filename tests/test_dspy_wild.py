@@ -450,3 +450,9 @@ def test_a_dspy_lm_timeout_is_carried_as_the_per_request_timeout() -> None:
     with pytest.raises(UserInputError, match=r"timeout='soon'.*seconds"):
         from_dspy_lm(dspy.LM("openai/x", api_base="http://127.0.0.1:9/v1", timeout="soon"))
 
+
+def test_max_metric_calls_is_refused_naming_budget_as_its_equivalent() -> None:
+    """Kills: GEPA's `max_metric_calls=N` refused as an unknown keyword without naming
+    `budget=Budget(max_calls=N)`, the setting that does its work here."""
+    with pytest.raises(TypeError, match=r"max_metric_calls=50.*budget=Budget\(max_calls=50\)"):
+        SkillOptimizer(exact, max_metric_calls=50)  # type: ignore[call-arg]

@@ -158,7 +158,8 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         log_dir: DSPy's (GEPA's) name for `run_dir` (give one of the two).
         reflection_lm: GEPA's name for `optimizer_lm`; prompt_model: MIPROv2's (give one).
         auto: refused with a hint: DSPy's `auto="light"` sizes MIPROv2's and GEPA's search;
-            ours is sized by `budget=` (and the optimizer's epochs).
+            ours is sized by `budget=` (and the optimizer's epochs). GEPA's
+            `max_metric_calls=N` is refused naming `budget=Budget(max_calls=N)`.
         demos: train each predictor's demos too (`skillopt_dsl.dspy.demos`): its skill is
             its instructions plus an `## Examples` section of demos (its own demos first),
             worked examples from real traces are proposed there and gated like any edit, and
@@ -182,6 +183,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         super().__init__()
         if not callable(metric):
             raise UserInputError(f"metric must be callable, got {type(metric).__name__}")
+        _refuse_dspy_budget(options)
         given = settings_from("SkillOptimizer", SkillOptimizerSettings, options)
         _refuse_auto(given.auto)
         threads, run_dir, optimizer_lm = _ours(given)
@@ -435,6 +437,17 @@ def _failure_score(value: float) -> float:
             f"failure_score must be a number in [0, 1] (the metric's range), got {value!r}"
         )
     return float(value)
+
+
+def _refuse_dspy_budget(options: Mapping[str, object]) -> None:
+    """GEPA's `max_metric_calls=N`, refused naming our equivalent, `budget=`."""
+    if "max_metric_calls" in options:
+        calls = options["max_metric_calls"]
+        raise TypeError(
+            f"SkillOptimizer() does not take max_metric_calls={calls!r} (GEPA's name); its "
+            f"equivalent is budget=Budget(max_calls={calls!r}) (from skillopt_dsl.lm import "
+            "Budget), which caps every model call, the program's and reflection's alike"
+        )
 
 
 def _refuse_auto(auto: str | None) -> None:
