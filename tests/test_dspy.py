@@ -488,12 +488,12 @@ def test_without_a_valset_the_trainset_split_is_stated_and_logged(
         accuracy, optimizer=optimizer(), lm=LM(ScriptedLM(fake_model)), adapter=RawSkillAdapter()
     )
     with caplog.at_level(logging.WARNING, logger="skillopt_dsl.dspy.optimizer"):
-        compiled = tele.compile(Pipeline(), trainset=examples(0, 8))
+        compiled = tele.compile(Pipeline(), trainset=examples(0, 10))
     split = compiled.skillopt.split
     assert split is not None and split.startswith(
-        "no valset given: the trainset's 8 examples were split (seed 0) into 4 for training "
-        "and 4 for the gate, valset = trainset["
+        "no valset given: the trainset's 10 examples were split (seed 0) into 5 for training "
+        "and 5 for the gate, valset = trainset["
     )
     assert split in caplog.messages and compiled.skillopt.warnings[0] == split
     judge = compiled.skillopt.predictors["judge"].result
-    assert judge.preflight is not None and judge.preflight.n_val == 4
+    assert judge.preflight is not None and judge.preflight.n_val == 5

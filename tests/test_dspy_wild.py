@@ -456,3 +456,23 @@ def test_max_metric_calls_is_refused_naming_budget_as_its_equivalent() -> None:
     `budget=Budget(max_calls=N)`, the setting that does its work here."""
     with pytest.raises(TypeError, match=r"max_metric_calls=50.*budget=Budget\(max_calls=50\)"):
         SkillOptimizer(exact, max_metric_calls=50)  # type: ignore[call-arg]
+
+
+def test_a_split_that_leaves_nothing_certifiable_stops_before_any_call() -> None:
+    """Kills: a 3-row trainset split without a valset into a gate row that can certify no gain,
+    then ~34 calls spent anyway (the refusal must come before the first request and say to pass
+    a valset or more rows); a split that can certify a gain still runs."""
+    with serve(add_one) as server:
+        tele = SkillOptimizer(
+            exact, optimizer=small(), lm=model(server), budget=Budget(max_calls=60)
+        )
+        with pytest.raises(
+            UserInputError, match=r"3 examples were split.*certify no gain"
+        ) as caught:
+            tele.compile(ParsesItsReply(), trainset=sums(1, 3))
+        assert server.requests == 0
+        assert str(caught.value).endswith(
+            "pass valset= with at least 5 examples, or at least 10 trainset rows to split"
+        )
+        compiled = tele.compile(ParsesItsReply(), trainset=sums(1, 10))
+        assert compiled.skillopt.split is not None and 0 < server.requests <= 60

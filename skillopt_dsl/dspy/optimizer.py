@@ -52,7 +52,7 @@ from skillopt_dsl.dspy.rows import (
 from skillopt_dsl.dspy.settings import ModelSpec, SkillOptimizerOptions, SkillOptimizerSettings
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.evaluate import DEFAULT_THREADS, EvaluationReport, evaluate
-from skillopt_dsl.evidence import SignificanceBudget, preflight
+from skillopt_dsl.evidence import Preflight, SignificanceBudget, preflight
 from skillopt_dsl.export import export_skill
 from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import LM, Backend, Budget, ResponseCache, UsageSnapshot
@@ -252,7 +252,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         )
         program.positions.update(positions)
         program.golds.update(_golds([*train_rows, *val_rows]))
-        outcome = self._train(program, self._selected(program), train, val)
+        outcome = self._train(program, self._selected(program), train, val, split)
         if split is not None:
             outcome = replace(outcome, split=split, warnings=(split, *outcome.warnings))
         compiled = program.built()
@@ -269,12 +269,13 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         names: list[str],
         train: list[Example],
         val: list[Example],
+        split: str | None = None,
     ) -> SkillOptimizerResult:
         target = _target_spec(self.lm)
         reflector = self.optimizer_lm if self.optimizer_lm is not None else target
         done: dict[str, PredictorResult] = {}
         stop_reason, aborted = "finished", UsageSnapshot()
-        significance = self._significance(names, train, val)
+        significance = self._significance(names, train, val, split)
         warnings = budget_warning(self.budget, self.gate, program, train, val)
         # One program, one set of examples: a predictor's run starts from the program the
         # earlier runs left, whose rollouts they already paid for (its seed evaluation).
@@ -330,11 +331,16 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         return _summary(done, names, stop_reason, spent, self.run_dir, warnings, tuple(skipped))
 
     def _significance(
-        self, names: list[str], train: list[Example], val: list[Example]
+        self, names: list[str], train: list[Example], val: list[Example], split: str | None
     ) -> SignificanceBudget:
         """One significance budget for the whole program, planned over every predictor's
         decisions, so all of them together accept a useless edit with probability at most the
-        gate's alpha; says before spending what the gate can certify on this valset."""
+        gate's alpha; says before spending what the gate can certify on this valset.
+
+        Raises:
+            UserInputError: the trainset was `split` (no valset given) into a validation set
+                on which no gain can be certified: the run would spend for nothing.
+        """
         gate = self.gate if self.gate is not None else Gate()
         budget = gate.significance_budget()
         from skillopt_dsl.optimizers.gradient_text import GradientText
@@ -343,6 +349,8 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         per_predictor = optimizer.planned_decisions(len(train))
         budget.plan(None if per_predictor is None else per_predictor * len(names))
         check = preflight(gate, len(val), budget.planned)
+        if split is not None and check.first_level is not None and check.clean_fix is None:
+            raise UserInputError(_uncertifiable_split(split, check, gate))
         check.log(logger, f"program of {len(names)} predictor(s)")
         return budget
 
@@ -437,6 +445,21 @@ def _failure_score(value: float) -> float:
             f"failure_score must be a number in [0, 1] (the metric's range), got {value!r}"
         )
     return float(value)
+
+
+def _uncertifiable_split(split: str, check: Preflight, gate: Gate) -> str:
+    """Why a split trainset is refused: its gate rows cannot certify any gain."""
+    needed = next(
+        (n for n in range(check.n_val + 1, 1001) if preflight(gate, n, check.planned).clean_fix),
+        None,
+    )
+    val_rows = "more held-out examples" if needed is None else f"at least {needed} examples"
+    rows = "more trainset rows" if needed is None else f"at least {2 * needed} trainset rows"
+    return (
+        f"{split}; on {check.n_val} validation example(s) the gate can certify no gain, not "
+        f"even every answer fixed, so the run would spend its calls for nothing: pass "
+        f"valset= with {val_rows}, or {rows} to split"
+    )
 
 
 def _refuse_dspy_budget(options: Mapping[str, object]) -> None:
