@@ -235,12 +235,14 @@ class ProposalEvent(TypedDict):
 
 
 class ProposerEvent(TypedDict):
-    """What one proposer spent and gave at a step (or that it sat out: `benched`)."""
+    """What one proposer spent and gave at a step (or that it sat out: `benched`, or was not
+    asked because its request was the one it last answered: `unchanged`)."""
 
     event: Literal["proposer"]
     step: int
     name: str
     benched: bool
+    unchanged: NotRequired[bool]
     calls: NotRequired[int]
     cache_hits: NotRequired[int]
     groups: NotRequired[int]

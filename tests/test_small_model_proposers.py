@@ -173,6 +173,28 @@ def test_proposer_events_count_the_calls_each_proposer_spent(tmp_path: Path) -> 
     assert spent["reflective"] == len(reflector.calls) > 0
 
 
+def test_a_proposer_is_not_asked_again_while_its_request_is_unchanged(tmp_path: Path) -> None:
+    """Kills: the reflector asked again at every step with nothing changed (the same skill,
+    the same failing examples and outputs, the same rejected list): 71 of one predictor's 78
+    calls in a ReAct run (issue 37). Each step here reads the whole 8-row trainset with the
+    same skill and an empty memory (the chat reply gives no edit), so only step 0 pays."""
+    reflector = _chatty()
+    optimizer = GradientText(
+        proposers=[ReflectiveProposer(read_successes=False, max_failure_groups=1)],
+        epochs=4,
+        batch_size=8,
+        slow_update=False,
+        bench_after=None,
+    )
+    sd.compile(Parity(), TRAIN[:8], VAL, optimizer=optimizer, lm=ScriptedLM(parity_target),
+               optimizer_lm=reflector, run_dir=tmp_path, threads=1)  # fmt: skip
+    events = _events(tmp_path, "proposer")
+    assert [(e["step"], e.get("unchanged", False), e["calls"]) for e in events] == [
+        (0, False, 2), (1, True, 0), (2, True, 0), (3, True, 0)
+    ]  # fmt: skip
+    assert len(reflector.calls) == 2
+
+
 # -- answer-shape rules mined from failures, no model -----------------------------------------
 
 

@@ -35,6 +35,9 @@ class GradientTextState(CheckpointedState):
     epochs_since_accept: int = 0
     accepted_this_epoch: bool = False
     proposer_stats: dict[str, dict[str, int]] = field(default_factory=dict)
+    proposer_asked: dict[str, str] = field(default_factory=dict)
+    """Per proposer, the fingerprint of the last request it called a model for: an unchanged
+    request is not asked again (`ProposerRuns.run`)."""
     pending: list[dict[str, Any]] = field(default_factory=list)
     pending_lrs: list[float] = field(default_factory=list)
     survived_this_epoch: bool = False
@@ -118,8 +121,9 @@ def record_screen(
 def _new_stats() -> dict[str, int]:
     """A proposer's counters: runs, steps benched, model calls, steps that paid for calls,
     edits proposed, proposals that passed the screen, candidates its proposals were submitted
-    in, and accepted ones."""
-    keys = ("runs", "skipped", "calls", "paid_runs", "edits", "survived", "submitted", "accepted")
+    in, accepted ones, and steps not asked because the request was unchanged."""
+    keys = ("runs", "skipped", "calls", "paid_runs", "edits", "survived", "submitted", "accepted",
+            "unchanged")  # fmt: skip
     return dict.fromkeys(keys, 0)
 
 

@@ -3,6 +3,8 @@ proposals never survive while another's do."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -13,7 +15,7 @@ from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Propos
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
-__all__ = ["ProposerRuns", "proposal_request"]
+__all__ = ["ProposerRuns", "proposal_request", "request_fingerprint"]
 
 
 @dataclass(frozen=True)
@@ -29,11 +31,20 @@ class ProposerRuns:
         self, view: RunView, state: GradientTextState, proposer: Proposer, request: ProposalRequest
     ) -> list[EditGroup]:
         """Run one proposer (unless benched), recording the model calls it spent and what it
-        gave."""
+        gave. A proposer that called a model is not asked again while its request is
+        unchanged (`request_fingerprint`): the same reflection would buy the same answer,
+        whose edits the step before already tried; the skip is counted (`unchanged`) and
+        emitted."""
         stats = state.proposer_stats.setdefault(proposer.name, _new_stats())
         if self.benched(state.proposer_stats, proposer.name, state.step - 1):
             stats["skipped"] += 1
             view.emit("proposer", step=state.step - 1, name=proposer.name, benched=True)
+            return []
+        fingerprint = request_fingerprint(request)
+        if state.proposer_asked.get(proposer.name) == fingerprint:
+            stats["unchanged"] = stats.get("unchanged", 0) + 1
+            view.emit("proposer", step=state.step - 1, name=proposer.name, benched=False,
+                      unchanged=True, calls=0)  # fmt: skip
             return []
         before = view.usage()
         groups = proposer.propose(request)
@@ -47,6 +58,7 @@ class ProposerRuns:
         stats["edits"] += edits
         if calls or replayed:
             stats["paid_runs"] += 1
+            state.proposer_asked[proposer.name] = fingerprint
         view.emit(
             "proposer", step=state.step - 1, name=proposer.name, calls=calls, cache_hits=replayed,
             groups=len(groups), edits=edits, benched=False,
@@ -66,6 +78,15 @@ class ProposerRuns:
         if self.spend_budget and not others:
             return False
         return stats["paid_runs"] >= self.bench_after and step % self.retry_every != 0
+
+
+def request_fingerprint(request: ProposalRequest) -> str:
+    """What a proposer's answer depends on: the skill text, the failing examples (ids and
+    outputs) and the rejected edits it is told about, hashed."""
+    failing = sorted((example.id, rollout.output) for example, rollout in request.failures())
+    rejected = [([e.model_dump() for e in c.edits], c.delta) for c in request.rejected]
+    blob = json.dumps([request.skill.hash, failing, rejected], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
 def proposal_request(
