@@ -19,15 +19,18 @@ import pytest
 import skillopt_dsl as sd
 from skillopt_dsl.benchmarks import load_benchmark
 from skillopt_dsl.benchmarks.table_lookup import TableLookup, rows
+from skillopt_dsl.errors import BudgetExceeded
+from skillopt_dsl.lm import UsageLedger
 from skillopt_dsl.looks import look_cost
 from skillopt_dsl.optimizers import GradientText
 from skillopt_dsl.optimizers.gradient_text_state import GradientTextState
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.optimizers.screening import EditEvidence, ScreenResult
-from skillopt_dsl.skill import Add
+from skillopt_dsl.run_state import RunState
+from skillopt_dsl.skill import Add, Skill
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
 from skillopt_dsl.testing.scripted import ScriptedLM
-from skillopt_dsl.val_book import CallRate
+from skillopt_dsl.val_book import CallRate, ValidationBook
 
 TRAIN = contract_examples(0, 24)
 VAL = contract_examples(100, 30)
@@ -130,19 +133,27 @@ def test_a_multi_turn_agent_run_is_priced_per_episode_and_returns_its_stop_reaso
     assert check["decision_calls"] >= 3 * len(TABLE.val)
 
 
-def test_a_validation_completion_priced_too_low_ends_with_the_result(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+class OutOfCallsBook(ValidationBook):
+    """A validation book whose every evaluation runs out of calls (a rollout that cost more
+    than its price), with an incumbent accepted early on the first 15 examples."""
+
+    def __init__(self) -> None:
+        first = sd.evaluate(ContractParity(), VAL[:15], lm=ScriptedLM(contract_target), threads=1)
+        self.module, self.valset = ContractParity(), tuple(VAL)
+        self.ledger, self.call_rate = UsageLedger(sd.Budget(max_calls=1000)), CallRate()
+        self.seed_report = first
+        self._state = RunState(incumbent=Skill(GOOD), incumbent_report=first, version=2)
+
+    def evaluate(self, skill: Any, examples: Any, *, label: str = "train") -> Any:
+        raise BudgetExceeded("max_calls=1000 reached")
+
+
+def test_a_validation_completion_that_runs_out_of_calls_keeps_the_reports_it_has() -> None:
     """Kills: `complete_incumbent` letting a budget stop escape `compile` when the calls left
-    were judged enough and were not (a rollout that cost more than its price)."""
-    monkeypatch.setattr(CallRate, "price", lambda self, rollouts: rollouts)  # one call each
-    optimizer = GradientText(proposers=[Offers(texts=[BARE])], batch_size=4)
-    result = sd.compile(
-        TableLookup(), TABLE.train, TABLE.val, optimizer=optimizer,
-        lm=ScriptedLM(looking_agent), optimizer_lm=ScriptedLM(lambda m: "{}"),
-        budget=sd.Budget(max_calls=150), run_dir=tmp_path, threads=1,
-    )  # fmt: skip
-    assert result.usage.calls <= 150 and result.stop_reason
+    were judged enough and were not: the user got a traceback instead of the result."""
+    book = OutOfCallsBook()
+    report = book.complete_incumbent()
+    assert len(report.records) == 15 and book.seed_report is not None
 
 
 # -- submit when ready; stop when nothing is left to gain ---------------------------------------
@@ -251,14 +262,72 @@ def three_rules(messages: list[dict[str, str]]) -> str:
     return "odd"
 
 
-def test_small_effects_are_composed_into_one_decision(tmp_path: Path) -> None:
-    """Kills: waiting for each small proposal's confirmations before any decision (the
-    proposals on trial whose summed gain the gate can certify are composed at once)."""
+class GainView:
+    """A fake view for the composition rule: the gate certifies `needed` about half the time;
+    records what the optimizer emits."""
+
+    def __init__(self, needed: float) -> None:
+        self.needed, self.emitted = needed, []  # type: list[tuple[str, dict[str, Any]]]
+
+    def certifiable_gain(self) -> float:
+        return self.needed
+
+    def emit(self, event: str, /, **payload: Any) -> None:
+        self.emitted.append((event, payload))
+
+
+def trial(text: str, net: float, scored: int, rivals: int = 1) -> dict[str, Any]:
+    edit = Add(after=None, text=text).model_dump()
+    return {"key": text, "edits": [edit], "net": net, "scored": scored, "screens": 1,
+            "rivals": rivals, "source": "t", "failure_driven": True, "rationale": text}  # fmt: skip
+
+
+def test_small_effects_on_trial_are_composed_once_their_sum_can_be_certified() -> None:
+    """Kills: waiting for each small proposal's confirmations before any decision, composing
+    one proposal alone (it is confirmed first), and taking a survivor chosen among several
+    at its face value (the luckiest of three is cut by one example)."""
+    optimizer = GradientText(proposers=[])
+    view = GainView(needed=0.1)  # the submit gain is twice it: 0.2 per example
+    state = GradientTextState(trials=[trial("R1", 2, 12), trial("R2", 1, 12)])
+    optimizer._compose_small_effects(view, state)  # type: ignore[arg-type]
+    assert [t["key"] for t in state.pending] == ["R1", "R2"] and not state.trials
+    assert view.emitted[0][0] == "compose_small"
+
+    alone = GradientTextState(trials=[trial("R1", 6, 12)])
+    optimizer._compose_small_effects(GainView(0.1), alone)  # type: ignore[arg-type]
+    assert not alone.pending, "one proposal alone waits for its confirmation"
+
+    chosen = GradientTextState(trials=[trial("R1", 2, 12, rivals=3), trial("R2", 1, 12, 3)])
+    optimizer._compose_small_effects(GainView(0.1), chosen)  # type: ignore[arg-type]
+    assert not chosen.pending, "(2 - 1 + 1 - 1) / 12 is below 0.2: the luck of being chosen"
+
+
+@dataclass(kw_only=True)
+class OneRuleAStep(Proposer):
+    """A fake proposer: rule k at step k (each screened alone), named for the failures."""
+
+    rules: Sequence[str]
+    name: str = "one-rule"
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        text = self.rules[request.step % len(self.rules)]
+        names = tuple(e.id for e, _ in request.failures())
+        return [EditGroup((Add(after=None, text=text),), self.name, True, text, names)]
+
+
+def test_a_step_composes_the_small_effects_on_trial(tmp_path: Path) -> None:
+    """Kills: a step that never asks for the composition (two rules on trial, neither with
+    `min_net` yet, whose sum the gate can certify, wait out their confirmations)."""
     rules = ["Rule 0 applies.", "Rule 1 applies.", "Rule 2 applies."]
-    optimizer = GradientText(proposers=[Offers(texts=rules)], compose=10, batch_size=12)
-    result = parity(tmp_path, optimizer, target=three_rules, budget=sd.Budget(max_calls=300))
+    optimizer = GradientText(
+        proposers=[OneRuleAStep(rules=rules)], compose=10, batch_size=12, join_at_net=None,
+        min_net=6.0,
+    )  # fmt: skip
+    result = parity(
+        tmp_path, optimizer, target=three_rules, budget=sd.Budget(max_calls=300),
+        gate=sd.Gate(alpha=0.2),
+    )  # fmt: skip
     (composed, *_) = events(tmp_path, "compose_small")
-    assert composed["groups"] >= 2 and composed["gain"] >= composed["needed"]
-    first = result.gate_log[0]
-    assert first.accepted
-    assert sum(rule in result.best_skill.text for rule in rules) >= 2
+    assert composed["groups"] >= 1 and composed["gain"] >= composed["needed"]
+    assert events(tmp_path, "compose")[0]["step"] <= 2
+    assert result.gate_log[0].accepted
