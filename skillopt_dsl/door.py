@@ -124,7 +124,7 @@ class SelectionSplit:
 
 
 @dataclass(frozen=True)
-class _Step:
+class Step:
     """A candidate at the door, with what the optimizer declared about it."""
 
     skill: Skill
@@ -135,7 +135,7 @@ class _Step:
     report: ApplyReport | None
 
 
-def _refusal(
+def refusal_reason(
     lrs: Sequence[float], bound: LearningRateBound, change: int, budget: int
 ) -> str | None:
     """Why the door refuses a candidate (None: it may go to the gate)."""
@@ -149,7 +149,7 @@ def _refusal(
     return None
 
 
-def _look_order(valset: Sequence[Example], seed: int) -> tuple[Example, ...]:
+def look_order(valset: Sequence[Example], seed: int) -> tuple[Example, ...]:
     """The order in which a candidate is scored on validation at the gate's looks: seeded,
     fixed before any candidate is seen, the same on resume."""
     ordered = sorted(valset, key=lambda e: e.id)

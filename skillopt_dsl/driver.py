@@ -35,11 +35,11 @@ from skillopt_dsl.door import (
     LearningRateBound,
     SelectionSplit,
     StateAfter,
+    Step,
     StepRecord,
     Verdict,
-    _look_order,
-    _refusal,
-    _Step,
+    look_order,
+    refusal_reason,
 )
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import EvaluationCache, EvaluationReport, evaluate
@@ -99,7 +99,7 @@ class CompileContext(ValidationBook):
             else gate.significance_budget()
         )
         self._judging = SequentialJudge(
-            gate, self.significance, self.valset, tuple(_look_order(self.valset, settings.seed))
+            gate, self.significance, self.valset, tuple(look_order(self.valset, settings.seed))
         )
         self.target_lm, self.optimizer_lm, self.gate = models.target, models.reflector, gate
         self.ledger, self.run, self.seed, self.threads = (
@@ -205,12 +205,12 @@ class CompileContext(ValidationBook):
         return report
 
     # -- the door ----------------------------------------------------------------------------
-    def _submit(self, step: _Step, bound: LearningRateBound, state_after: StateAfter) -> Verdict:
+    def _submit(self, step: Step, bound: LearningRateBound, state_after: StateAfter) -> Verdict:
         """The door (see the module docstring); `RunView.submit` is its only caller."""
         candidate, incumbent = step.skill, self._state.incumbent
         budget = bound.budget(step.lrs, incumbent.token_count)
         change = token_distance(incumbent.text, candidate.text)
-        refusal = _refusal(step.lrs, bound, change, budget)
+        refusal = refusal_reason(step.lrs, bound, change, budget)
         if refusal is not None:
             self.emit("refused", candidate_hash=candidate.hash, step=step.step, reason=refusal)
             verdict = Verdict("refused", candidate.hash, change, budget, refusal)
@@ -259,7 +259,7 @@ class CompileContext(ValidationBook):
 
     def _close(
         self,
-        step: _Step,
+        step: Step,
         verdict: Verdict,
         state_after: StateAfter,
         *,
@@ -553,7 +553,7 @@ class RunView:
         optimizer's JSON state after the verdict; it is checkpointed with it.
         """
         lrs = (float(lr),) if isinstance(lr, int | float) else tuple(float(x) for x in lr)
-        entry = _Step(candidate, lrs, step, epoch, kind, report)
+        entry = Step(candidate, lrs, step, epoch, kind, report)
         return self.__driver._submit(entry, self._bound, state_after)
 
     def record_empty_step(

@@ -12,7 +12,7 @@ import pytest
 
 import skillopt_dsl as sd
 from skillopt_dsl.door import SelectionSplit
-from skillopt_dsl.driver import _look_order
+from skillopt_dsl.driver import look_order
 from skillopt_dsl.optimizers import Beam, ReflectiveProposer
 from skillopt_dsl.optimizers.beam import BeamMember, BeamState, pareto_front
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
@@ -60,7 +60,7 @@ def test_beam_finds_the_fix_and_submits_only_through_the_gate(tmp_path: Path) ->
     assert all(h.kind == "beam" for h in result.history)
     accepted = [d for d in result.gate_log if d.accepted]
     # compared with the seed (right on the odd numbers) on the examples the decision scored
-    scored = _look_order(VAL, 0)[: accepted[0].examples_scored]
+    scored = look_order(VAL, 0)[: accepted[0].examples_scored]
     seed_there = sum(int(e.inputs["number"]) % 2 for e in scored) / len(scored)
     assert len(accepted) == 1 and accepted[0].incumbent_score == pytest.approx(seed_there)
     state = json.loads((tmp_path / "checkpoint.json").read_text())["optimizer"]

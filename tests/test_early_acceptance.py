@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import skillopt_dsl as sd
-from skillopt_dsl.driver import RunView, _look_order
+from skillopt_dsl.driver import RunView, look_order
 from skillopt_dsl.evaluate import EvaluationReport, Rollout
 from skillopt_dsl.evidence import SignificanceBudget
 from skillopt_dsl.looks import SequentialJudge
@@ -25,7 +25,7 @@ from tests.helpers import Parity
 
 TRAIN = contract_examples(0, 16)
 VAL = contract_examples(100, 40)
-ORDER = _look_order(VAL, 0)  # the looks' order: 10, 20, 30, then all 40
+ORDER = look_order(VAL, 0)  # the looks' order: 10, 20, 30, then all 40
 FIX = "A number divisible by 2 is even."
 DOOR: dict[str, Any] = dict(compose=1, confirm_steps=0, min_net=1.0, submit_at_net=0.0)
 
@@ -124,7 +124,7 @@ def rule_target(a: set[str], b: set[str]):
 
 def two_rules() -> tuple[set[str], set[str]]:
     """The numbers 'Rule A.' and 'Rule B.' fix (see the test below), for look-order seed 5."""
-    order = _look_order(VAL, 5)  # seed 5: 12 evens in the first 20, 5 in the next 10
+    order = look_order(VAL, 5)  # seed 5: 12 evens in the first 20, 5 in the next 10
     evens_early = [e.inputs["number"] for e in order[:20] if even(e)]
     assert len(evens_early) == 12, "the look order must hold 12 evens in its first 20"
     spared = next(e.inputs["number"] for e in order[:10] if even(e))

@@ -188,10 +188,10 @@ def test_loser_stopped_early_is_never_accepted(tmp_path: Path) -> None:
     The candidate is wrong on every example of the first look and right on all the others:
     on the whole set it would beat the seed (0.75 against 0.5, p < 0.001); behind at look 1,
     it stops there and is rejected."""
-    from skillopt_dsl.driver import _look_order
+    from skillopt_dsl.driver import look_order
 
     val = contract_examples(100, 40)
-    first_look = {e.inputs["number"] for e in _look_order(val, 0)[:10]}
+    first_look = {e.inputs["number"] for e in look_order(val, 0)[:10]}
     late = {e.inputs["number"] for e in val} - first_look | {e.inputs["number"] for e in TRAIN}
     target = ScriptedLM(late_winner_target(late))
     result = sd.compile(
@@ -235,10 +235,10 @@ def test_a_candidate_tied_at_an_interim_look_stops_being_scored(tmp_path: Path) 
     """Kills: a futility stop that lets a tie go on (only a candidate behind would stop): the
     candidate ties the seed on every example of look 1 and wins all later ones, so scored on
     the whole set it would pass; tied at look 1, it stops there."""
-    from skillopt_dsl.driver import _look_order
+    from skillopt_dsl.driver import look_order
 
     val = contract_examples(100, 40)
-    first_look = {e.inputs["number"] for e in _look_order(val, 0)[:10]}
+    first_look = {e.inputs["number"] for e in look_order(val, 0)[:10]}
     result = sd.compile(
         Parity(),
         TRAIN,
