@@ -19,7 +19,7 @@ import skillopt_dsl as sd
 from skillopt_dsl.evaluate import EvaluationReport
 from skillopt_dsl.lm import LM
 from skillopt_dsl.optimizers import Beam, GradientText, search_step
-from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, _group_json, _group_key
+from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, group_json, group_key
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.optimizers.screening import EditEvidence, ScreenResult, merge_duplicates
 from skillopt_dsl.skill import Add, token_distance
@@ -471,10 +471,10 @@ def standing_after(
     monkeypatch.setattr(search_step, "screen", lambda *args, **kwargs: next(results))
     optimizer = GradientText(proposers=[], confirm_steps=2, min_net=min_net)
     group = EditGroup((Add(after=None, text=GOOD),), "fixed", True, GOOD)
-    state, key = GradientTextState(step=1), _group_key(group.edits)
+    state, key = GradientTextState(step=1), group_key(group.edits)
     summed = state.add_evidence(key, batch)
     state.trials.append(
-        {**_group_json(group, key=key, net=summed.net, scored=summed.scored), "screens": 1}
+        {**group_json(group, key=key, net=summed.net, scored=summed.scored), "screens": 1}
     )
     working, view = sd.Skill(ContractParity.skill), cast(Any, ConfirmView())
     for _ in confirms:

@@ -44,10 +44,10 @@ from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
 from skillopt_dsl.optimizers.clipping import clip_to_budget
 from skillopt_dsl.optimizers.gradient_text_state import (
     GradientTextState,
-    _group_json,
-    _group_key,
-    _new_stats,
-    _outcome,
+    group_json,
+    group_key,
+    new_stats,
+    outcome_from_dict,
 )
 from skillopt_dsl.optimizers.proposer_runs import ProposerRuns, proposal_request
 from skillopt_dsl.optimizers.proposers import (
@@ -362,7 +362,7 @@ class GradientText(ScreenedSteps, Optimizer):
         asked = proposers if failing or kind != "step" else []  # a solved batch: nothing to fix
         groups = merge_duplicates([g for p in asked for g in runs.run(view, state, p, request)])
         self._emit_notes(view, request, step)
-        view.emit("proposal", step=step, kind=kind, groups=[_group_json(g) for g in groups])
+        view.emit("proposal", step=step, kind=kind, groups=[group_json(g) for g in groups])
         pending = len(state.pending)
         passed = self._screen_all(view, state, working, batch, rollouts, groups, room, failing)
         added = len(state.pending) - pending
@@ -380,7 +380,7 @@ class GradientText(ScreenedSteps, Optimizer):
         else:
             state.steps_since_accept += 1
             note = f"screen: {len(groups)} proposed, {passed} passed, {added} confirmed"
-            report = ApplyReport(tuple(_outcome(o) for o in state.step_outcomes))
+            report = ApplyReport(tuple(outcome_from_dict(o) for o in state.step_outcomes))
             view.record_empty_step(
                 step=step,
                 epoch=epoch,
@@ -433,7 +433,9 @@ class GradientText(ScreenedSteps, Optimizer):
         if candidate.hash in state.rejected_hashes and len(state.pending) > 1:
             self._submit_each(view, state, kind=kind)
             return
-        refused = tuple(_outcome(o) for o in state.step_outcomes if o["status"] != "applied")
+        refused = tuple(
+            outcome_from_dict(o) for o in state.step_outcomes if o["status"] != "applied"
+        )
         report = ApplyReport(report.outcomes + refused)
         state.step_outcomes = []
         pending, lrs = list(state.pending), list(state.pending_lrs)
@@ -446,13 +448,13 @@ class GradientText(ScreenedSteps, Optimizer):
 
         def state_after(verdict: Verdict) -> dict[str, Any]:
             for name in sources:
-                stats = state.proposer_stats.setdefault(name, _new_stats())
+                stats = state.proposer_stats.setdefault(name, new_stats())
                 stats["submitted"] += 1
                 stats["accepted"] += int(verdict.accepted)
             view.emit("candidate_sources", step=step, sources=sources, status=verdict.status)
             if verdict.accepted:
                 state.steps_since_accept, state.accepted_this_epoch = 0, True
-                state.forget({_group_key(parse_edits(g["edits"])) for g in pending})
+                state.forget({group_key(parse_edits(g["edits"])) for g in pending})
                 if view.incumbent_is_perfect():
                     state.stop_reason = "perfect"  # no candidate can beat it on validation
                 return state.to_dict()
@@ -460,7 +462,7 @@ class GradientText(ScreenedSteps, Optimizer):
             state.rejected_hashes.append(candidate.hash)
             for group in pending:
                 edits = parse_edits(group["edits"])
-                key = _group_key(edits)
+                key = group_key(edits)
                 strikes = state.gate_strikes[key] = state.gate_strikes.get(key, 0) + 1
                 if len(pending) == 1 or not self.screen or strikes >= self.gate_strikes:
                     state.remember(edits, verdict.delta)

@@ -81,16 +81,16 @@ class GradientTextState(CheckpointedState):
         """Remember one proposal (an edit group) as rejected: the proposers read it (they are
         asked not to propose it again); a `block`ed one joins the memory proper and is never
         screened again, an unblocked one is only told (`struck`)."""
-        key = _group_key(edits)
+        key = group_key(edits)
         if key in self.blocked_keys():
             return
         memory = RejectedCandidate(tuple(edits), delta, self.step, self.epoch).to_dict()
-        self.struck = [r for r in self.struck if _group_key(parse_edits(r["edits"])) != key]
+        self.struck = [r for r in self.struck if group_key(parse_edits(r["edits"])) != key]
         (self.rejected if block else self.struck).append(memory)
 
     def blocked_keys(self) -> set[str]:
         """The proposals never screened again: those in the memory proper."""
-        return {_group_key(c.edits) for c in self.memory()}
+        return {group_key(c.edits) for c in self.memory()}
 
     def told(self) -> list[RejectedCandidate]:
         """What the proposers are told was tried and rejected: the memory and the struck."""
@@ -98,10 +98,8 @@ class GradientTextState(CheckpointedState):
 
     def forget(self, keys: set[str]) -> None:
         """Drop accepted proposals from the memory and the struck."""
-        self.rejected = [
-            r for r in self.rejected if _group_key(parse_edits(r["edits"])) not in keys
-        ]
-        self.struck = [r for r in self.struck if _group_key(parse_edits(r["edits"])) not in keys]
+        self.rejected = [r for r in self.rejected if group_key(parse_edits(r["edits"])) not in keys]
+        self.struck = [r for r in self.struck if group_key(parse_edits(r["edits"])) not in keys]
 
 
 def record_screen(
@@ -118,7 +116,7 @@ def record_screen(
     )  # fmt: skip
 
 
-def _new_stats() -> dict[str, int]:
+def new_stats() -> dict[str, int]:
     """A proposer's counters: runs, steps benched, model calls, steps that paid for calls,
     edits proposed, proposals that passed the screen, candidates its proposals were submitted
     in, accepted ones, and steps not asked because the request was unchanged."""
@@ -127,7 +125,7 @@ def _new_stats() -> dict[str, int]:
     return dict.fromkeys(keys, 0)
 
 
-def _outcome(data: dict[str, Any]) -> EditOutcome:
+def outcome_from_dict(data: dict[str, Any]) -> EditOutcome:
     """An edit outcome from its `to_dict()` form."""
     (edit,) = parse_edits([data["edit"]])
     return EditOutcome(
@@ -135,12 +133,12 @@ def _outcome(data: dict[str, Any]) -> EditOutcome:
     )
 
 
-def _group_key(edits: Sequence[Edit]) -> str:
+def group_key(edits: Sequence[Edit]) -> str:
     """A proposal's identity for the memory: its edits' keys, in order."""
     return "\n".join(edit_key(e) for e in edits)
 
 
-def _group_json(
+def group_json(
     group: EditGroup, *, edits: Sequence[Edit] | None = None, **extra: Any
 ) -> dict[str, Any]:
     return {

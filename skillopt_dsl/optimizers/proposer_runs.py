@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from skillopt_dsl.driver import RunView
 from skillopt_dsl.evaluate import Rollout
-from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, _new_stats
+from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, new_stats
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
@@ -35,7 +35,7 @@ class ProposerRuns:
         unchanged (`request_fingerprint`): the same reflection would buy the same answer,
         whose edits the step before already tried; the skip is counted (`unchanged`) and
         emitted."""
-        stats = state.proposer_stats.setdefault(proposer.name, _new_stats())
+        stats = state.proposer_stats.setdefault(proposer.name, new_stats())
         if self.benched(state.proposer_stats, proposer.name, state.step - 1):
             stats["skipped"] += 1
             view.emit("proposer", step=state.step - 1, name=proposer.name, benched=True)

@@ -28,9 +28,9 @@ from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.optimizers.clipping import clip_to_budget
 from skillopt_dsl.optimizers.gradient_text_state import (
     GradientTextState,
-    _group_json,
-    _group_key,
-    _new_stats,
+    group_json,
+    group_key,
+    new_stats,
     record_screen,
 )
 from skillopt_dsl.optimizers.proposers import EditGroup
@@ -93,14 +93,14 @@ class ScreenedSteps:
             outcomes = [o.to_dict() for o in report.outcomes]
             state.step_outcomes += outcomes
             view.emit("edit_report", step=state.step - 1, outcomes=outcomes)
-            key = _group_key(kept)
+            key = group_key(kept)
             if not kept or key in blocked or candidate.text == working.text:
                 continue
             if not self._keeps_reserve(view, state, price):
                 break  # the calls left are the gate's: a proposal proposed again is tried again
             blocked.add(key)
             if not self.screen:  # every proposal goes to the gate (measuring the gate alone)
-                state.pending.append(_group_json(group, edits=kept, key=key, net=0.0, scored=0))
+                state.pending.append(group_json(group, edits=kept, key=key, net=0.0, scored=0))
                 continue
             result = screen(view, candidate, batch, rollouts, addresses=group.addresses)
             record_screen(view, state, group, result)
@@ -111,10 +111,8 @@ class ScreenedSteps:
                 self._strike(state, kept, key, evidence.rate)  # it cannot help, or it hurts
                 continue
             passed += int(result.passed)
-            state.proposer_stats.setdefault(group.source, _new_stats())["survived"] += 1
-            trial = _group_json(
-                group, edits=kept, key=key, net=evidence.net, scored=evidence.scored
-            )
+            state.proposer_stats.setdefault(group.source, new_stats())["survived"] += 1
+            trial = group_json(group, edits=kept, key=key, net=evidence.net, scored=evidence.scored)
             sweep = self.join_at_net is not None and _clean_sweep(result, failures, self.min_net)
             survivors.append({**trial, "screens": 1})
             if evidence.net >= self._join_at() or sweep:

@@ -73,11 +73,11 @@ def _heading_title(skill: Skill, title: str) -> str | None:
     return None
 
 
-def _has_heading(skill: Skill, title: str) -> bool:
+def has_heading(skill: Skill, title: str) -> bool:
     return _heading_title(skill, title) is not None
 
 
-def _existing_demos(skill: Skill) -> list[str]:
+def existing_demos(skill: Skill) -> list[str]:
     for section in skill.sections():
         if (section.heading or "").strip().casefold() == EXAMPLES_HEADING.casefold():
             blocks = [b.strip() for b in section.text.split("\n\n")]

@@ -13,8 +13,8 @@ from skillopt_dsl.optimizers.proposers.base import (
 )
 from skillopt_dsl.optimizers.proposers.common import (
     EXAMPLES_HEADING,
-    _existing_demos,
-    _has_heading,
+    existing_demos,
+    has_heading,
     module_demo,
 )
 from skillopt_dsl.skill import Add, Edit, Replace, Skill, tokenize
@@ -67,8 +67,8 @@ class _DemoPlanner:
     """Plans demo edits in order: create the section, then add under it, then swap."""
 
     def __init__(self, skill: Skill, max_demos: int, rng: random.Random) -> None:
-        self.has_section = _has_heading(skill, EXAMPLES_HEADING)
-        self.existing = _existing_demos(skill)
+        self.has_section = has_heading(skill, EXAMPLES_HEADING)
+        self.existing = existing_demos(skill)
         self.count = len(self.existing)
         self.max_demos, self.rng = max_demos, rng
 
