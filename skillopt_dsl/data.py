@@ -22,30 +22,30 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skillopt_dsl.data_rows import Row as Row
 from skillopt_dsl.data_rows import (
-    _as_example,
-    _Fields,
-    _fill_content_ids,
-    _resolve_fields,
-    _to_examples,
+    Fields,
+    as_example,
     content_hash,
+    fill_content_ids,
+    resolve_fields,
+    to_examples,
 )
+from skillopt_dsl.data_rows import Row as Row
 from skillopt_dsl.data_rows import dspy_input_keys as dspy_input_keys
 from skillopt_dsl.data_sources import (
-    _read_split_folder,
-    _resolve_source,
-    _single_pool,
+    read_split_folder,
+    resolve_source,
+    single_pool,
 )
 from skillopt_dsl.data_splitting import (
-    _SPLIT_KEYS,
     DEFAULT_SIZES,
+    SPLIT_KEYS,
     Sizes,
     SplitNames,
     Splits,
-    _check_splits,
-    _split_named,
-    _split_pool,
+    check_splits,
+    split_named,
+    split_pool,
 )
 from skillopt_dsl.errors import DataError, UserInputError
 from skillopt_dsl.types import Example
@@ -116,15 +116,15 @@ def load_splits(
             overlapping or duplicate ids, or sizes that do not fit the data.
         UserInputError: an unusable combination of arguments, or fields that cannot be inferred.
     """
-    loaded = _resolve_source(source, data_files=data_files, split=split, load_kwargs=load_kwargs)
-    fields = _resolve_fields(loaded, input_fields, label_fields, module, id_field)
+    loaded = resolve_source(source, data_files=data_files, split=split, load_kwargs=load_kwargs)
+    fields = resolve_fields(loaded, input_fields, label_fields, module, id_field)
     if split_names is not None:
-        splits = _split_named(loaded, split_names, sizes=sizes, seed=seed, fields=fields)
+        splits = split_named(loaded, split_names, sizes=sizes, seed=seed, fields=fields)
     else:
-        pool = _single_pool(loaded, split=split if not isinstance(source, str) else None)
-        examples = _to_examples(pool, fields, where="dataset")
-        splits = _split_pool(examples, sizes if sizes is not None else DEFAULT_SIZES, seed)
-    _check_splits(splits)
+        pool = single_pool(loaded, split=split if not isinstance(source, str) else None)
+        examples = to_examples(pool, fields, where="dataset")
+        splits = split_pool(examples, sizes if sizes is not None else DEFAULT_SIZES, seed)
+    check_splits(splits)
     logger.info("loaded splits: %s", splits.summary())
     return splits
 
@@ -182,7 +182,7 @@ def load_skillopt_dir(
     if not root.is_dir():
         raise DataError(f"SkillOpt split directory {str(root)!r} does not exist or is not a folder")
     parts: dict[str, list[Example]] = {}
-    for key in _SPLIT_KEYS:
+    for key in SPLIT_KEYS:
         folder = root / key
         if not folder.is_dir():
             if key == "test":
@@ -192,11 +192,11 @@ def load_skillopt_dir(
                 f"{str(root)!r} has no {key}/ folder; a SkillOpt split directory needs "
                 "train/ and val/ (test/ is optional), each with .json or .jsonl files"
             )
-        rows = _read_split_folder(folder)
-        fields = _Fields(tuple(input_fields), tuple(label_fields), None, optional_id="id")
-        parts[key] = _to_examples(rows, fields, where=f"{key}/")
+        rows = read_split_folder(folder)
+        fields = Fields(tuple(input_fields), tuple(label_fields), None, optional_id="id")
+        parts[key] = to_examples(rows, fields, where=f"{key}/")
     splits = Splits(parts["train"], parts["val"], parts["test"])
-    _check_splits(splits)
+    check_splits(splits)
     return splits
 
 
@@ -222,8 +222,8 @@ def as_examples(
             f"got a {type(items).__name__}"
         )
     declared = tuple(getattr(module, "input_fields", None) or ())
-    converted = [_as_example(item, index, declared, where) for index, item in enumerate(items)]
-    return _fill_content_ids(converted, where=where)
+    converted = [as_example(item, index, declared, where) for index, item in enumerate(items)]
+    return fill_content_ids(converted, where=where)
 
 
 def coerce_splits(

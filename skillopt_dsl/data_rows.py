@@ -23,7 +23,7 @@ Row: TypeAlias = dict[str, Any]
 
 
 @dataclass(frozen=True)
-class _Fields:
+class Fields:
     inputs: tuple[str, ...]
     labels: tuple[str, ...]
     id_field: str | None
@@ -37,7 +37,7 @@ class _Fields:
             raise UserInputError(f"columns {both} are both input and label fields; pick one")
 
 
-def _to_examples(source: Any, fields: _Fields, *, where: str) -> list[Example]:
+def to_examples(source: Any, fields: Fields, *, where: str) -> list[Example]:
     rows = _rows(source, where=where)
     _check_columns(rows, fields, where=where)
     examples: list[Example] = []
@@ -47,10 +47,10 @@ def _to_examples(source: Any, fields: _Fields, *, where: str) -> list[Example]:
         examples.append(
             Example(id=_explicit_id(row, index, fields, where), inputs=inputs, labels=labels)
         )
-    return _fill_content_ids(examples, where=where)
+    return fill_content_ids(examples, where=where)
 
 
-def _as_example(item: Any, index: int, declared: tuple[str, ...], where: str) -> Example:
+def as_example(item: Any, index: int, declared: tuple[str, ...], where: str) -> Example:
     """One row as an `Example`; an empty id means "give it a content hash"."""
     if isinstance(item, Example):
         return item
@@ -62,7 +62,7 @@ def _as_example(item: Any, index: int, declared: tuple[str, ...], where: str) ->
                 f"{where} row {index} is a dspy.Example without input keys; call "
                 ".with_inputs('field', ...) on it, or pass a module that declares its inputs"
             )
-        fields = _Fields(tuple(inputs), tuple(k for k in row if k not in inputs), None)
+        fields = Fields(tuple(inputs), tuple(k for k in row if k not in inputs), None)
         explicit = ""
     elif isinstance(item, Mapping):
         if not declared:
@@ -72,7 +72,7 @@ def _as_example(item: Any, index: int, declared: tuple[str, ...], where: str) ->
             )
         row = dict(item)
         labels = tuple(k for k in row if k not in declared and k != "id")
-        fields = _Fields(declared, labels, None, optional_id="id")
+        fields = Fields(declared, labels, None, optional_id="id")
         explicit = _explicit_id(row, index, fields, where)
     else:
         raise DataError(
@@ -106,20 +106,20 @@ def _dspy_row(item: Any) -> Row:
     return {k: v for k, v in item.toDict().items() if not str(k).startswith("dspy_")}
 
 
-def _resolve_fields(
+def resolve_fields(
     loaded: Any,
     input_fields: Sequence[str] | None,
     label_fields: Sequence[str] | None,
     module: SkillModule | None,
     id_field: str | None,
-) -> _Fields:
+) -> Fields:
     """The input/label columns: as given, else from the module, else from the first row."""
     if input_fields is not None and label_fields is not None:
-        return _Fields(tuple(input_fields), tuple(label_fields), id_field)
+        return Fields(tuple(input_fields), tuple(label_fields), id_field)
     if module is not None:
         inputs = tuple(input_fields) if input_fields is not None else tuple(module.input_fields)
         labels = tuple(label_fields) if label_fields is not None else tuple(module.output_fields)
-        return _Fields(inputs, labels, id_field)
+        return Fields(inputs, labels, id_field)
     first = _first_row(loaded)
     inputs = tuple(input_fields) if input_fields is not None else dspy_input_keys(first)
     if not inputs:
@@ -129,10 +129,10 @@ def _resolve_fields(
             "marked with .with_inputs(...)"
         )
     if label_fields is not None:
-        return _Fields(inputs, tuple(label_fields), id_field)
+        return Fields(inputs, tuple(label_fields), id_field)
     columns = _row(first, 0, where="dataset") if first is not None else {}
     labels = tuple(k for k in columns if k not in inputs and k != id_field)
-    return _Fields(inputs, labels, id_field)
+    return Fields(inputs, labels, id_field)
 
 
 def _first_row(loaded: Any) -> Any:
@@ -144,7 +144,7 @@ def _first_row(loaded: Any) -> Any:
     return next(iter(loaded), None)
 
 
-def _check_columns(rows: list[Row], fields: _Fields, *, where: str) -> None:
+def _check_columns(rows: list[Row], fields: Fields, *, where: str) -> None:
     columns: dict[str, None] = {}
     for row in rows:
         columns.update(dict.fromkeys(row))
@@ -175,7 +175,7 @@ def _value(row: Row, name: str, index: int, *, where: str) -> Any:
     return value
 
 
-def _explicit_id(row: Row, index: int, fields: _Fields, where: str) -> str:
+def _explicit_id(row: Row, index: int, fields: Fields, where: str) -> str:
     """The row's id from `id_field` (or SkillOpt's optional `id` key); "" means hash it later."""
     name = fields.id_field or fields.optional_id
     if name is None or (fields.id_field is None and name not in row):
@@ -200,7 +200,7 @@ def content_hash(inputs: Mapping[str, Any], labels: Mapping[str, Any]) -> str:
     return hashlib.sha1(payload.encode("utf-8")).hexdigest()[:12]
 
 
-def _fill_content_ids(examples: list[Example], *, where: str) -> list[Example]:
+def fill_content_ids(examples: list[Example], *, where: str) -> list[Example]:
     """Give hash ids to examples without one; identical content gets `-1`, `-2`, ... suffixes."""
     seen: dict[str, int] = {}
     result: list[Example] = []

@@ -15,7 +15,7 @@ from skillopt_dsl.data_rows import (
 from skillopt_dsl.errors import DataError, UserInputError
 
 
-def _resolve_source(
+def resolve_source(
     source: Any, *, data_files: Any, split: str | None, load_kwargs: Mapping[str, Any]
 ) -> Any:
     """Turn `source` into a list of rows, a `Dataset`, or a mapping of split name to rows."""
@@ -44,7 +44,7 @@ def _load_hf(
         ) from exc
 
 
-def _single_pool(loaded: Any, *, split: str | None) -> Any:
+def single_pool(loaded: Any, *, split: str | None) -> Any:
     """The one collection of rows that `sizes` will cut."""
     if not isinstance(loaded, Mapping):
         if split is not None:
@@ -66,7 +66,7 @@ def _single_pool(loaded: Any, *, split: str | None) -> Any:
     )
 
 
-def _read_split_folder(folder: Path) -> list[Row]:
+def read_split_folder(folder: Path) -> list[Row]:
     files = sorted(p for p in folder.iterdir() if p.suffix in {".json", ".jsonl"})
     if not files:
         raise DataError(f"{str(folder)!r} holds no .json or .jsonl files")

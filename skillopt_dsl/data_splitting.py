@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from skillopt_dsl.data_rows import (
-    _Fields,
-    _to_examples,
+    Fields,
+    to_examples,
 )
 from skillopt_dsl.errors import DataError, UserInputError
 from skillopt_dsl.types import Example
@@ -27,7 +27,7 @@ DEFAULT_SIZES: tuple[float, float, float] = (0.5, 0.2, 0.3)
 """Fractions (train, val, test) used when a single pool is split and `sizes` is not given."""
 
 
-_SPLIT_KEYS = ("train", "val", "test")
+SPLIT_KEYS = ("train", "val", "test")
 
 
 _MAX_NAMED_IDS = 5
@@ -46,7 +46,7 @@ class Splits:
         return f"train={len(self.train)} val={len(self.val)} test={len(self.test)}"
 
 
-def _split_pool(examples: list[Example], sizes: Sizes, seed: int) -> Splits:
+def split_pool(examples: list[Example], sizes: Sizes, seed: int) -> Splits:
     counts = _counts(sizes, len(examples))
     order = list(range(len(examples)))
     random.Random(seed).shuffle(order)
@@ -88,8 +88,8 @@ def _counts(sizes: Any, n: int) -> tuple[int, int, int]:
     return (n_train, n_val, n_test)
 
 
-def _split_named(
-    loaded: Any, names: SplitNames, *, sizes: Sizes | None, seed: int, fields: _Fields
+def split_named(
+    loaded: Any, names: SplitNames, *, sizes: Sizes | None, seed: int, fields: Fields
 ) -> Splits:
     if not isinstance(loaded, Mapping):
         raise UserInputError(
@@ -100,7 +100,7 @@ def _split_named(
         raise UserInputError(f"split_names must be (train, val, test_or_None), got {names!r}")
     caps = _named_caps(sizes)
     parts: list[list[Example]] = []
-    for key, name, cap in zip(_SPLIT_KEYS, names, caps, strict=True):
+    for key, name, cap in zip(SPLIT_KEYS, names, caps, strict=True):
         if name is None and key == "test":
             parts.append([])
             continue
@@ -108,7 +108,7 @@ def _split_named(
             raise DataError(
                 f"{key} split {name!r} not found; the dataset has splits {list(loaded)}"
             )
-        examples = _to_examples(loaded[name], fields, where=f"split {name!r}")
+        examples = to_examples(loaded[name], fields, where=f"split {name!r}")
         parts.append(_subsample(examples, cap, seed, name=str(name)))
     return Splits(parts[0], parts[1], parts[2])
 
@@ -138,7 +138,7 @@ def _subsample(examples: list[Example], cap: int | None, seed: int, *, name: str
     return [examples[i] for i in order[:cap]]
 
 
-def _check_splits(splits: Splits) -> None:
+def check_splits(splits: Splits) -> None:
     """Train and val must be non-empty; no id may repeat within or across splits."""
     for key in ("train", "val"):
         if not getattr(splits, key):
@@ -148,7 +148,7 @@ def _check_splits(splits: Splits) -> None:
             )
     owner: dict[str, str] = {}
     clashes: list[str] = []
-    for key in _SPLIT_KEYS:
+    for key in SPLIT_KEYS:
         for example in getattr(splits, key):
             if example.id in owner:
                 clashes.append(f"{example.id!r} ({owner[example.id]}/{key})")
