@@ -1,17 +1,24 @@
 """GradientText: SkillOpt's reflective loop with a real textual learning rate and a screen.
 
-Each step: roll out the *working candidate* (the incumbent plus the proposals confirmed since the
+Each step: roll out the *working candidate* (the incumbent plus the proposals joined since the
 last gate decision) on a training mini-batch, let the proposers read the rollouts and propose
 typed edit groups, and try each group *alone* on that mini-batch (`screening.screen`: first the
-failures it says it was written for, then the other failing examples, then the rest; it must fix
-more than it breaks). Survivors are confirmed on fresh training examples and join the working
-candidate. Once it holds `compose` proposals (or shows enough net gain on training data, or the
-call budget is about to run out) it goes to the door (`RunView.submit`), which measures the
-change itself and asks the gate: one decision, one share of significance, for several screened
-proposals. A clear fix (`join_at_net` on its own mini-batch) joins unconfirmed. Screening never
-touches validation, and the calls it may spend leave a whole gate decision's worth in the budget
-(`RunView.decision_calls`); in the budget's tail, where a whole decision no longer fits after a
-step, only the gate's first look, and a decision there stops where the calls end.
+failures it says it was written for, then the other failing examples, then the rest). What each
+screen shows is summed per proposal across the steps that propose it again (`EditEvidence`); a
+proposal is dropped only when that evidence rules out the gain the gate can certify, stays on
+trial (confirmed on fresh batches) while it cannot tell, and joins the working candidate on a
+clear gain (`search_step.ScreenedSteps`). The working candidate goes to the door
+(`RunView.submit`), which measures the change itself and asks the gate, once its training gain
+reaches what the gate certifies (`search_step.submit_gain`), once it solves a whole batch, when
+it holds `compose` proposals, or when the budget is about to run out: one decision, one share of
+significance, for several screened proposals; small effects on trial are composed into it when
+their sum can be certified. A batch the working candidate solves is not screened on. Screening
+never touches validation, and the calls it may spend leave a whole gate decision's worth in the
+budget, priced at the calls a rollout was measured to cost (`RunView.decision_calls`,
+`RunView.calls_per_rollout`); in the budget's tail, where a whole decision no longer fits after a
+step, only the gate's first look, and a decision there stops where the calls end. A search ends
+early when the incumbent is perfect on validation (`perfect`) or an epoch had no training
+failure (`train_solved`).
 
 Memory is per proposal (edit group). A proposal that fails a screen is shown to the proposers as
 rejected and is screened again only if proposed again, until its `screen_strikes`-th failure
