@@ -30,7 +30,7 @@ FUZZY_WORD_UNITS_MAX_CHARS: Final[int] = 240
 
 
 @dataclass(frozen=True)
-class _Span:
+class Span:
     start: int
     end: int
     match: MatchKind
@@ -38,7 +38,7 @@ class _Span:
 
 
 @dataclass(frozen=True)
-class _Miss:
+class Miss:
     reason: str
     similarity: float | None = None
 
@@ -51,12 +51,12 @@ def _occurrences(haystack: str, needle: str) -> list[int]:
     return found
 
 
-def _exact(text: str, target: str) -> _Span | _Miss | None:
+def _exact(text: str, target: str) -> Span | Miss | None:
     found = _occurrences(text, target)
     if len(found) > 1:
-        return _Miss(f"ambiguous: {len(found)} occurrences")
+        return Miss(f"ambiguous: {len(found)} occurrences")
     if found:
-        return _Span(found[0], found[0] + len(target), "exact")
+        return Span(found[0], found[0] + len(target), "exact")
     return None
 
 
@@ -76,15 +76,15 @@ def _collapse(text: str) -> tuple[str, list[int]]:
     return "".join(chars), offsets
 
 
-def _whitespace(text: str, target: str) -> _Span | _Miss | None:
+def _whitespace(text: str, target: str) -> Span | Miss | None:
     needle = " ".join(target.split())
     collapsed, offsets = _collapse(text)
     found = _occurrences(collapsed, needle)
     if len(found) > 1:
-        return _Miss(f"ambiguous: {len(found)} occurrences (whitespace-insensitive)")
+        return Miss(f"ambiguous: {len(found)} occurrences (whitespace-insensitive)")
     if found:
         start, last = found[0], found[0] + len(needle) - 1
-        return _Span(offsets[start], offsets[last] + 1, "whitespace")
+        return Span(offsets[start], offsets[last] + 1, "whitespace")
     return None
 
 
@@ -185,26 +185,26 @@ def _disjoint_count(units: list[_Unit], windows: list[tuple[int, int]]) -> int:
     return count
 
 
-def _fuzzy(text: str, target: str) -> _Span | _Miss:
+def _fuzzy(text: str, target: str) -> Span | Miss:
     needle = " ".join(target.split())
     if len(needle) > FUZZY_MAX_CHARS:
-        return _Miss(
+        return Miss(
             f"no match: not found exactly or ignoring whitespace, and anchors longer than "
             f"{FUZZY_MAX_CHARS} characters are not fuzzy-matched; quote the text exactly"
         )
     units = _units(text, by_line=len(needle) > FUZZY_WORD_UNITS_MAX_CHARS)
     best, ties = _best_windows(units, needle)
     if not ties:
-        return _Miss(f"no match: fuzzy similarity at most {best:.3f} < {FUZZY_THRESHOLD}", best)
+        return Miss(f"no match: fuzzy similarity at most {best:.3f} < {FUZZY_THRESHOLD}", best)
     if best < FUZZY_THRESHOLD:
-        return _Miss(f"no match: best fuzzy similarity {best:.3f} < {FUZZY_THRESHOLD}", best)
+        return Miss(f"no match: best fuzzy similarity {best:.3f} < {FUZZY_THRESHOLD}", best)
     if (count := _disjoint_count(units, ties)) > 1:
-        return _Miss(f"ambiguous: {count} fuzzy matches with similarity {best:.3f}", best)
+        return Miss(f"ambiguous: {count} fuzzy matches with similarity {best:.3f}", best)
     first, last = ties[0]
-    return _Span(units[first].start, units[last].end, "fuzzy", best)
+    return Span(units[first].start, units[last].end, "fuzzy", best)
 
 
-def _locate(text: str, target: str) -> _Span | _Miss:
+def locate(text: str, target: str) -> Span | Miss:
     """Find `target` in `text`: exact, then whitespace-insensitive, then fuzzy."""
     for stage in (_exact, _whitespace):
         found = stage(text, target)

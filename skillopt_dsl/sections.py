@@ -37,7 +37,7 @@ class Section:
 
 
 @dataclass(frozen=True)
-class _Heading:
+class Heading:
     level: int
     title: str
     line: str
@@ -67,7 +67,7 @@ def _fence_state(line: str, fence: str | None) -> tuple[str | None, bool]:
     return fence, False
 
 
-def _headings(text: str) -> list[_Heading]:
+def find_headings(text: str) -> list[Heading]:
     headings, fence = [], None
     for start, line in _lines_with_offsets(text):
         fence, is_fence = _fence_state(line, fence)
@@ -78,12 +78,12 @@ def _headings(text: str) -> list[_Heading]:
             continue
         title = _CLOSING_HASHES_RE.sub("", found.group(2) or "").strip()
         level = len(found.group(1))
-        headings.append(_Heading(level, title, line.strip(), start, start + len(line)))
+        headings.append(Heading(level, title, line.strip(), start, start + len(line)))
     return headings
 
 
-def _sections(text: str) -> list[Section]:
-    headings = _headings(text)
+def split_sections(text: str) -> list[Section]:
+    headings = find_headings(text)
     sections = []
     first = headings[0].start if headings else len(text)
     if text[:first].strip():
@@ -109,7 +109,7 @@ class _Region:
         return start < self.end and self.start < end
 
 
-def _protected_regions(text: str) -> list[_Region]:
+def protected_regions(text: str) -> list[_Region]:
     regions, pos = [], 0
     while (start := text.find(PROTECTED_OPEN, pos)) != -1:
         close = text.find(PROTECTED_CLOSE, start + len(PROTECTED_OPEN))
@@ -122,5 +122,5 @@ def _protected_regions(text: str) -> list[_Region]:
     return regions
 
 
-def _protected_texts(text: str) -> list[str]:
-    return [text[region.start : region.end] for region in _protected_regions(text)]
+def protected_texts(text: str) -> list[str]:
+    return [text[region.start : region.end] for region in protected_regions(text)]

@@ -52,9 +52,9 @@ from skillopt_dsl.anchors import (
     FUZZY_MAX_RATIO_CALLS,
     FUZZY_THRESHOLD,
     FUZZY_WORD_UNITS_MAX_CHARS,
-    _locate,
-    _Miss,
-    _Span,
+    Miss,
+    Span,
+    locate,
 )
 from skillopt_dsl.edits import (
     Add,
@@ -72,12 +72,12 @@ from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.sections import (
     PROTECTED_CLOSE,
     PROTECTED_OPEN,
+    Heading,
     Section,
-    _Heading,
-    _headings,
-    _protected_regions,
-    _protected_texts,
-    _sections,
+    find_headings,
+    protected_regions,
+    protected_texts,
+    split_sections,
 )
 
 __all__ = [
@@ -223,7 +223,7 @@ class Skill:
         Text before the first heading is a section with heading `None`, present only when it
         contains something other than whitespace.
         """
-        return _sections(self.text)
+        return split_sections(self.text)
 
     def apply(self, edits: Sequence[Edit]) -> tuple[Skill, ApplyReport]:
         """Apply `edits` in order, each to the text left by the previous ones.
@@ -243,9 +243,9 @@ class Skill:
 
 
 def _outcome(
-    edit: Edit, status: Status, reason: str, span: _Span | _Miss | None = None
+    edit: Edit, status: Status, reason: str, span: Span | Miss | None = None
 ) -> EditOutcome:
-    match = span.match if isinstance(span, _Span) else None
+    match = span.match if isinstance(span, Span) else None
     similarity = span.similarity if span is not None else None
     return EditOutcome(edit, status, reason, match, similarity)
 
@@ -283,34 +283,34 @@ def _line_end_after(text: str, pos: int) -> int:
     return len(text) if newline == -1 else newline + 1
 
 
-def _section_insert_point(text: str, headings: list[_Heading], index: int) -> int:
+def _section_insert_point(text: str, headings: list[Heading], index: int) -> int:
     heading = headings[index]
     end = next((h.start for h in headings[index + 1 :] if h.level <= heading.level), len(text))
     content_end = heading.line_end + len(text[heading.line_end : end].rstrip())
     return _line_end_after(text, content_end)
 
 
-def _heading_point(text: str, after: str) -> tuple[int, str] | _Miss | None:
-    headings = _headings(text)
+def _heading_point(text: str, after: str) -> tuple[int, str] | Miss | None:
+    headings = find_headings(text)
     wanted = after.strip()
     hits = [i for i, h in enumerate(headings) if wanted in (h.title, h.line)]
     if len(hits) > 1:
-        return _Miss(f"ambiguous: {len(hits)} headings match {wanted!r}")
+        return Miss(f"ambiguous: {len(hits)} headings match {wanted!r}")
     if hits:
         return _section_insert_point(text, headings, hits[0]), "heading"
     return None
 
 
-def _add_point(text: str, after: str | None) -> tuple[int, _Span] | _Miss:
+def _add_point(text: str, after: str | None) -> tuple[int, Span] | Miss:
     if after is None:
-        return len(text), _Span(len(text), len(text), "end")
+        return len(text), Span(len(text), len(text), "end")
     heading = _heading_point(text, after)
     if isinstance(heading, tuple):
-        return heading[0], _Span(heading[0], heading[0], "heading")
+        return heading[0], Span(heading[0], heading[0], "heading")
     if heading is not None:
         return heading
-    found = _locate(text, after)
-    if isinstance(found, _Miss):
+    found = locate(text, after)
+    if isinstance(found, Miss):
         return found
     return _line_end_after(text, found.end - 1), found
 
@@ -333,7 +333,7 @@ def _refusal(edit: Edit) -> str | None:
 
 
 def _protected_reason(text: str, start: int, end: int) -> str | None:
-    for region in _protected_regions(text):
+    for region in protected_regions(text):
         if start == end and region.contains_point(start):
             return f"insertion point {start} is inside a protected region"
         if start < end and region.overlaps(start, end):
@@ -341,7 +341,7 @@ def _protected_reason(text: str, start: int, end: int) -> str | None:
     return None
 
 
-def _edit_span(text: str, edit: Replace | Delete, span: _Span) -> tuple[int, int, str]:
+def _edit_span(text: str, edit: Replace | Delete, span: Span) -> tuple[int, int, str]:
     start, end = span.start, span.end
     if isinstance(edit, Replace):
         return start, end, edit.new
@@ -354,29 +354,29 @@ def _section_merge(text: str, block: str) -> tuple[int, str] | None:
     that title and level): where its body goes (the end of that section) and the body. Two
     proposals composed into one candidate that each open `## Output format` give one section."""
     first, _, body = block.strip("\n").partition("\n")
-    opened = _headings(first + "\n")
+    opened = find_headings(first + "\n")
     if len(opened) != 1 or not body.strip():
         return None
     wanted = opened[0]
-    headings = _headings(text)
+    headings = find_headings(text)
     hits = [i for i, h in enumerate(headings) if (h.title, h.level) == (wanted.title, wanted.level)]
     if len(hits) != 1:
         return None
     return _section_insert_point(text, headings, hits[0]), body.strip("\n")
 
 
-def _locate_change(text: str, edit: Edit) -> tuple[int, int, str, _Span] | _Miss:
+def _locate_change(text: str, edit: Edit) -> tuple[int, int, str, Span] | Miss:
     if isinstance(edit, Add) and edit.after is None:
         merged = _section_merge(text, edit.text)
         if merged is not None:
-            return merged[0], merged[0], merged[1], _Span(merged[0], merged[0], "heading")
+            return merged[0], merged[0], merged[1], Span(merged[0], merged[0], "heading")
     if isinstance(edit, Add):
         point = _add_point(text, edit.after)
-        if isinstance(point, _Miss):
+        if isinstance(point, Miss):
             return point
         return point[0], point[0], edit.text, point[1]
-    found = _locate(text, edit.old)
-    if isinstance(found, _Miss):
+    found = locate(text, edit.old)
+    if isinstance(found, Miss):
         return found
     return (*_edit_span(text, edit, found), found)
 
@@ -386,7 +386,7 @@ def _apply_one(text: str, edit: Edit) -> tuple[str, EditOutcome]:
     if refusal is not None:
         return text, _outcome(edit, "refused", refusal)
     located = _locate_change(text, edit)
-    if isinstance(located, _Miss):
+    if isinstance(located, Miss):
         return text, _outcome(edit, "not_matched", located.reason, located)
     start, end, new, span = located
     blocked = _protected_reason(text, start, end)
@@ -396,7 +396,7 @@ def _apply_one(text: str, edit: Edit) -> tuple[str, EditOutcome]:
         result = _insert_block(text, start, new)
     else:
         result = text[:start] + new + text[end:]
-    if _protected_texts(result) != _protected_texts(text):
+    if protected_texts(result) != protected_texts(text):
         return text, _outcome(edit, "refused", "would change the protected regions", span)
     reason = "" if span.match == "exact" else f"matched by {span.match}"
     return result, _outcome(edit, "applied", reason, span)
