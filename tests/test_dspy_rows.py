@@ -11,7 +11,7 @@ import pytest
 dspy = pytest.importorskip("dspy", reason="needs the [dspy] extra: pip install -e '.[dspy]'")
 
 from skillopt_dsl.dspy import evaluate_program  # noqa: E402
-from skillopt_dsl.dspy.rows import _examples, _input_names, program_inputs  # noqa: E402
+from skillopt_dsl.dspy.rows import given_examples, input_names, program_inputs  # noqa: E402
 from skillopt_dsl.lm import LM  # noqa: E402
 from skillopt_dsl.testing import ScriptedLM  # noqa: E402
 from tests.test_dspy_shapes import ExtractPerson, Person  # noqa: E402
@@ -25,7 +25,7 @@ def test_dict_rows_carry_json_values_and_the_metric_gets_the_users_objects() -> 
     object instead of the user's model."""
     program = dspy.Predict(ExtractPerson)
     rows = [{"sentence": "Ada turned 36", "person": Person(name="Ada", age=36)}]
-    (given,) = _examples(rows, program_inputs(program), where="trainset", program=program)
+    (given,) = given_examples(rows, program_inputs(program), where="trainset", program=program)
     assert given.example.labels["person"] == {"name": "Ada", "age": 36}
     assert type(given.example.labels["person"]) is dict
     assert given.gold is not None and given.gold.person == Person(name="Ada", age=36)
@@ -51,9 +51,9 @@ def test_an_optional_program_input_is_optional_in_rows() -> None:
     bare = [{"question": f"capital {n}?", "answer": "Paris"} for n in range(3)]
     hinted = [{**row, "hint": "France"} for row in bare]
     for rows in (bare, hinted):
-        given = _examples(rows, accepted, where="examples", program=program)
+        given = given_examples(rows, accepted, where="examples", program=program)
         examples = [g.example for g in given]
-        assert set(_input_names(examples, {}, accepted)) == set(rows[0]) - {"answer"}
+        assert set(input_names(examples, {}, accepted)) == set(rows[0]) - {"answer"}
 
     def exact(gold: Any, pred: Any, trace: Any = None) -> float:
         return float(pred.answer == gold.answer)

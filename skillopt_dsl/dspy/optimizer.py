@@ -42,12 +42,12 @@ from skillopt_dsl.dspy.budget_check import budget_warning, one_decision
 from skillopt_dsl.dspy.program import DSPyProgram, normalize_instructions
 from skillopt_dsl.dspy.reach import probe_reach, unreached
 from skillopt_dsl.dspy.rows import (
-    _examples,
-    _golds,
-    _input_names,
-    _refuse_shared,
-    _split_trainset,
+    given_examples,
+    golds,
+    input_names,
     program_inputs,
+    refuse_shared,
+    split_trainset,
 )
 from skillopt_dsl.dspy.settings import ModelSpec, SkillOptimizerOptions, SkillOptimizerSettings
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
@@ -226,7 +226,7 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
             extra = ["teacher"] * (teacher is not None) + sorted(kwargs)
             raise UserInputError(f"SkillOptimizer.compile does not take {extra}")
         accepted = program_inputs(student)
-        train_rows = _examples(trainset, accepted, where="trainset", program=student)
+        train_rows = given_examples(trainset, accepted, where="trainset", program=student)
         split = None
         if valset is not None and len(valset) == 0:
             raise UserInputError(
@@ -234,24 +234,24 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
                 "SkillOptimizer split the trainset"
             )
         if valset is None:
-            train_rows, val_rows, split = _split_trainset(train_rows, self.seed)
+            train_rows, val_rows, split = split_trainset(train_rows, self.seed)
             logger.warning("%s", split)
         else:
-            val_rows = _examples(valset, accepted, where="valset", program=student)
-            _refuse_shared(train_rows, val_rows)
+            val_rows = given_examples(valset, accepted, where="valset", program=student)
+            refuse_shared(train_rows, val_rows)
         train, val = [row.example for row in train_rows], [row.example for row in val_rows]
         positions = {row.example.id: row.where for row in [*train_rows, *val_rows]}
         program = DSPyProgram(
             student,
             self.metric,
-            inputs=_input_names([*train, *val], positions, accepted),
+            inputs=input_names([*train, *val], positions, accepted),
             adapter=self.adapter,
             context=contextvars.copy_context(),
             demos=self.demos,
             failure_score=self.failure_score,
         )
         program.positions.update(positions)
-        program.golds.update(_golds([*train_rows, *val_rows]))
+        program.golds.update(golds([*train_rows, *val_rows]))
         outcome = self._train(program, self._selected(program), train, val, split)
         if split is not None:
             outcome = replace(outcome, split=split, warnings=(split, *outcome.warnings))
@@ -407,7 +407,7 @@ def evaluate_program(
     model call, or on every row, raises `DSPyProgramError`. The report's `mean` is in [0, 1].
     """
     accepted = program_inputs(program)
-    given = _examples(examples, accepted, where="examples", program=program)
+    given = given_examples(examples, accepted, where="examples", program=program)
     if not given:
         raise UserInputError("evaluate_program needs at least one example")
     rows = [row.example for row in given]
@@ -415,12 +415,12 @@ def evaluate_program(
     target = DSPyProgram(
         program,
         metric,
-        inputs=_input_names(rows, positions, accepted),
+        inputs=input_names(rows, positions, accepted),
         adapter=adapter,
         context=None,
     )
     target.positions.update(positions)
-    target.golds.update(_golds(given))
+    target.golds.update(golds(given))
     module = target.module(target.predictor_names[0])
     return evaluate(
         module,

@@ -71,7 +71,7 @@ class GivenExample:
     where: str
 
 
-def _examples(
+def given_examples(
     items: Any, accepted: ProgramInputs | None, *, where: str, program: dspy.Module
 ) -> list[GivenExample]:
     """The user's rows as `Example`s (dict rows take the program's inputs as their inputs),
@@ -152,11 +152,11 @@ def _gold(row: Any, example: Example) -> dspy.Example | None:
     return None
 
 
-def _golds(rows: Sequence[GivenExample]) -> dict[str, dspy.Example]:
+def golds(rows: Sequence[GivenExample]) -> dict[str, dspy.Example]:
     return {row.example.id: row.gold for row in rows if row.gold is not None}
 
 
-def _refuse_shared(train: Sequence[GivenExample], val: Sequence[GivenExample]) -> None:
+def refuse_shared(train: Sequence[GivenExample], val: Sequence[GivenExample]) -> None:
     """The gate's examples must not be training examples: name the shared ones by position."""
     seen = {row.example.id: row.where for row in train}
     shared = [(seen[row.example.id], row) for row in val if row.example.id in seen]
@@ -171,7 +171,7 @@ def _refuse_shared(train: Sequence[GivenExample], val: Sequence[GivenExample]) -
         )
 
 
-def _split_trainset(
+def split_trainset(
     rows: list[GivenExample], seed: int
 ) -> tuple[list[GivenExample], list[GivenExample], str]:
     """A seeded split of the trainset when no valset is given: half (rounded down, at least
@@ -199,7 +199,7 @@ def _ranges(indices: list[int]) -> str:
     return f"[{shown}{', ...' if len(indices) > 12 else ''}]"
 
 
-def _input_names(
+def input_names(
     examples: Sequence[Example], positions: Mapping[str, str], accepted: ProgramInputs | None
 ) -> tuple[str, ...]:
     """The program's input fields: the same keys on every example, and keys the program takes
