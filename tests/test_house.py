@@ -1,8 +1,8 @@
 """The shape of the house (issues 28 and 39), measured on the package's own source: no function
 takes more than 8 parameters outside the public keyword front doors, no module grows past 600
 lines, untyped `dict[str, Any]` / `Mapping[str, Any]` annotations stay at most 5 per 1,000
-lines, `compile` reaches nothing of `cli/` or `report/`, and the model layer (`lm/`) reaches
-neither `types.py` nor `module.py`."""
+lines, `compile` reaches nothing of `cli/` or `report/`, the model layer (`lm/`) reaches
+neither `types.py` nor `module.py`, and no module imports another module's underscore name."""
 
 from __future__ import annotations
 
@@ -228,3 +228,94 @@ def test_the_model_layer_imports_nothing_of_the_modules_nouns() -> None:
         if _in_folder(name, "lm")
     }
     assert not {k: v for k, v in crossing.items() if v}, f"the model layer reaches {crossing}"
+
+
+# -- private names stay home --------------------------------------------------------------------
+# A name with a leading underscore is its module's own: no other module of the package imports it,
+# neither as `from skillopt_dsl.x import _y` (absolute or relative) nor as `import skillopt_dsl.x`
+# (or `from skillopt_dsl import x`) followed by `x._y`. Dunder names (`__version__`) are left out.
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The module a `from ... import` names, its relative dots resolved against `module`."""
+    if not node.level:
+        return node.module or ""
+    parts = module.split(".")
+    base = parts if is_package else parts[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _module_aliases(tree: ast.AST, module: str, is_package: bool) -> dict[str, str]:
+    """Local name -> package module, for each `import skillopt_dsl.x as m` / `from ... import m`."""
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and alias.name.startswith("skillopt_dsl"):
+                    aliases[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom):
+            source = _absolute(node, module, is_package)
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = f"{source}.{alias.name}"
+    return aliases
+
+
+def private_imports(relative: str, text: str, modules: set[str]) -> list[str]:
+    """`file: module.name` for each underscore name the file takes from another package module
+    (`modules`: the package's module names, for the `import skillopt_dsl.x as m` + `m._y` form)."""
+    module, tree = _module_name(relative), ast.parse(text)
+    is_package = relative.endswith("__init__.py")
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            source = _absolute(node, module, is_package)
+            if source.startswith("skillopt_dsl") and source != module:
+                found += [f"{source}.{a.name}" for a in node.names if _private(a.name)]
+    aliases = _module_aliases(tree, module, is_package)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            owner = ast.unparse(node.value)
+            owner = aliases.get(owner, owner)
+            if owner in modules and owner != module:
+                found.append(f"{owner}.{node.attr}")
+    return [f"{relative}: {name}" for name in found]
+
+
+def test_the_private_import_reader_sees_each_form() -> None:
+    """Kills: the reader missing a relative `from . import _x`, an import inside a function, the
+    `import skillopt_dsl.x as m` + `m._y` form, or flagging a dunder or a module's own names."""
+    text = (
+        "import skillopt_dsl.door as door\n"
+        "from skillopt_dsl import sections\n"
+        "from skillopt_dsl import __version__\n"
+        "from .anchors import _locate, Span\n"
+        "def f():\n"
+        "    from skillopt_dsl.data_rows import _Fields, to_examples\n"
+        "    import skillopt_dsl.looks\n"
+        "    return door._refusal, sections._sections, door.Step, self._own, Span._replace\n"
+        "    return skillopt_dsl.looks._judge, skillopt_dsl.skill._own\n"
+    )
+    modules = {f"skillopt_dsl.{m}" for m in ("skill", "door", "sections", "looks", "data_rows")}
+    found = private_imports("skill.py", text, modules)
+    assert sorted(name.split(": ")[1] for name in found) == [
+        "skillopt_dsl.anchors._locate",
+        "skillopt_dsl.data_rows._Fields",
+        "skillopt_dsl.door._refusal",
+        "skillopt_dsl.looks._judge",
+        "skillopt_dsl.sections._sections",
+    ]
+
+
+def test_no_underscore_name_is_imported_from_another_module() -> None:
+    """Kills: a module importing another module's underscore name (e.g. `from skillopt_dsl.door
+    import _look_order` in driver.py): a name other modules use is public, without the underscore."""
+    modules = set(_graph())
+    crossing = [
+        line for relative, text in _sources() for line in private_imports(relative, text, modules)
+    ]
+    assert not crossing, "underscore names imported across modules:\n" + "\n".join(crossing)
