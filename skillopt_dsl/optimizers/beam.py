@@ -38,7 +38,7 @@ from skillopt_dsl.optimizers.proposers import (
     default_proposers,
     edit_key,
 )
-from skillopt_dsl.optimizers.screening import EditEvidence, ScreenResult, draw_examples, screen
+from skillopt_dsl.optimizers.screening import EvidenceBook, draw_examples, screen
 from skillopt_dsl.optimizers.state import CheckpointedState
 from skillopt_dsl.skill import Edit, Skill, parse_edits, token_distance
 
@@ -74,7 +74,7 @@ class BeamMember:
 
 
 @dataclass
-class BeamState(CheckpointedState):
+class BeamState(EvidenceBook, CheckpointedState):
     """Checkpointed run state of Beam (JSON-serialisable)."""
 
     round: int = 0
@@ -86,13 +86,6 @@ class BeamState(CheckpointedState):
     evidence: dict[str, dict[str, float]] = field(default_factory=dict)
     """Every screen's result summed per proposal key (`EditEvidence`), as GradientText keeps it:
     a proposal proposed again is judged on all it has shown."""
-
-    def add_evidence(self, key: str, result: ScreenResult) -> EditEvidence:
-        """Add one screen of proposal `key` to its evidence; returns the sum."""
-        data = self.evidence.get(key)
-        summed = (EditEvidence() if data is None else EditEvidence.from_dict(data)).plus(result)
-        self.evidence[key] = summed.to_dict()
-        return summed
 
     def beam(self) -> list[BeamMember]:
         """The members as typed records."""

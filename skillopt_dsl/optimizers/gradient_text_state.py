@@ -12,7 +12,7 @@ from skillopt_dsl.optimizers.proposers import (
     RejectedCandidate,
     edit_key,
 )
-from skillopt_dsl.optimizers.screening import EditEvidence, ScreenResult
+from skillopt_dsl.optimizers.screening import EvidenceBook, ScreenResult
 from skillopt_dsl.optimizers.state import CheckpointedState
 from skillopt_dsl.skill import (
     Edit,
@@ -22,7 +22,7 @@ from skillopt_dsl.skill import (
 
 
 @dataclass
-class GradientTextState(CheckpointedState):
+class GradientTextState(EvidenceBook, CheckpointedState):
     """Checkpointed run state of GradientText (JSON-serialisable)."""
 
     epoch: int = 0
@@ -65,17 +65,6 @@ class GradientTextState(CheckpointedState):
     """Whether a batch of this epoch had an example the working candidate failed."""
     stop_reason: str | None = None
     """Set when the search must end at once ("perfect": the incumbent is perfect on validation)."""
-
-    def evidence_of(self, key: str) -> EditEvidence:
-        """What the screens of proposal `key` have shown so far (nothing: all zeros)."""
-        data = self.evidence.get(key)
-        return EditEvidence() if data is None else EditEvidence.from_dict(data)
-
-    def add_evidence(self, key: str, result: ScreenResult) -> EditEvidence:
-        """Add one screen of proposal `key` to its evidence; returns the sum."""
-        summed = self.evidence_of(key).plus(result)
-        self.evidence[key] = summed.to_dict()
-        return summed
 
     def remember(self, edits: Sequence[Edit], delta: float, *, block: bool = True) -> None:
         """Remember one proposal (an edit group) as rejected: the proposers read it (they are

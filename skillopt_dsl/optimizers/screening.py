@@ -34,6 +34,7 @@ from skillopt_dsl.types import Example
 
 __all__ = [
     "EditEvidence",
+    "EvidenceBook",
     "ScreenResult",
     "compare",
     "draw_examples",
@@ -151,6 +152,24 @@ class EditEvidence:
             int(data["scored"]),
             int(data["screens"]),
         )
+
+
+class EvidenceBook:
+    """Mixin of an optimizer's checkpointed state with an `evidence` field (proposal key ->
+    `EditEvidence.to_dict()`): every screen of a proposal summed, across re-proposals."""
+
+    evidence: dict[str, dict[str, float]]
+
+    def evidence_of(self, key: str) -> EditEvidence:
+        """What the screens of proposal `key` have shown so far (nothing: all zeros)."""
+        data = self.evidence.get(key)
+        return EditEvidence() if data is None else EditEvidence.from_dict(data)
+
+    def add_evidence(self, key: str, result: ScreenResult) -> EditEvidence:
+        """Add one screen of proposal `key` to its evidence; returns the sum."""
+        summed = self.evidence_of(key).plus(result)
+        self.evidence[key] = summed.to_dict()
+        return summed
 
 
 def compare(base: Sequence[Rollout], candidate: Sequence[Rollout]) -> tuple[int, int, float]:
