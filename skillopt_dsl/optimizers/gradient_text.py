@@ -65,7 +65,7 @@ from skillopt_dsl.optimizers.proposers import (
 )
 from skillopt_dsl.optimizers.schedules import SCHEDULES, ScheduleName, lr_at
 from skillopt_dsl.optimizers.screening import draw_examples, merge_duplicates
-from skillopt_dsl.optimizers.search_step import SUBMIT_MARGIN, ScreenedSteps, submit_gain
+from skillopt_dsl.optimizers.search_step import ScreenedSteps, submit_gain
 from skillopt_dsl.skill import (
     ApplyReport,
     Skill,
@@ -419,8 +419,8 @@ class GradientText(ScreenedSteps, Optimizer):
         rate = sum(g["net"] / max(g["scored"], 1) for g in state.pending)
         if self.submit_at_net is not None:
             return rate * view.validation_size >= self.submit_at_net
-        needed = submit_gain(view)  # None: a gate without a test takes any gain
-        return needed is None or rate >= (needed / SUBMIT_MARGIN if solved else needed)
+        needed = view.certifiable_gain() if solved else submit_gain(view)
+        return needed is None or rate >= needed  # None: a gate without a test takes any gain
 
     def _working(self, view: RunView, state: GradientTextState) -> tuple[Skill, ApplyReport]:
         """The incumbent with every pending proposal applied, in the order they joined."""
