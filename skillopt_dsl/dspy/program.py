@@ -260,7 +260,8 @@ class DSPyProgram:
         with self._lock:
             self._reach.setdefault(example_id, set()).update(watch.reached)
             (self._failed if raised else self._finished).add(example_id)
-            enough = min(_FAILED_ROWS_TO_STOP, max(1, len(self.positions)))
+            known = len(self.positions)  # the rows it will run; 0: not told (evaluate alone)
+            enough = min(_FAILED_ROWS_TO_STOP, known) if known else _FAILED_ROWS_TO_STOP
             return raised and not self._finished and len(self._failed) >= enough
 
     def sent(self) -> UsageSnapshot:
