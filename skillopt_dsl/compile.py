@@ -339,6 +339,9 @@ def _check_inputs(
         raise UserInputError(f"compile() takes a SkillModule instance, got {type(module).__name__}")
     if not trainset or not valset:
         raise UserInputError("compile() needs a non-empty trainset and valset")
+    seed_refusal = module.skill_refusal(module.seed_skill)
+    if seed_refusal is not None:
+        raise UserInputError(f"the seed skill cannot be run by {module.name}: {seed_refusal}")
     if resume and run_dir is None:
         raise UserInputError("resume=True needs the run_dir of the run to continue")
     val_ids = {e.id for e in valset}

@@ -210,7 +210,9 @@ class CompileContext(ValidationBook):
         candidate, incumbent = step.skill, self._state.incumbent
         budget = bound.budget(step.lrs, incumbent.token_count)
         change = token_distance(incumbent.text, candidate.text)
-        refusal = refusal_reason(step.lrs, bound, change, budget)
+        refusal = refusal_reason(step.lrs, bound, change, budget) or self.module.skill_refusal(
+            candidate
+        )
         if refusal is not None:
             self.emit("refused", candidate_hash=candidate.hash, step=step.step, reason=refusal)
             verdict = Verdict("refused", candidate.hash, change, budget, refusal)

@@ -281,6 +281,14 @@ class SkillModule:
             trace=trace,
         )
 
+    def skill_refusal(self, skill: Skill) -> str | None:
+        """Why this module cannot run `skill` at all (None: it can); the door refuses such a
+        candidate before the gate sees it, so a limit of the text's destination (a skill
+        folder's one-line description, for instance) is never enforced by truncation later.
+        The default accepts every text."""
+        del skill
+        return None
+
     def score(self, example: Example, outcome: RunOutcome) -> Score:
         """Score a run that completed: the module's metric on the prediction by default.
 
