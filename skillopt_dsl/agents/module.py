@@ -125,7 +125,7 @@ class AgentModule(SkillModule):
         """Run the tool loop on `example` under `skill` (see the module docstring)."""
         started = time.perf_counter()
         state = self.env.reset(example) if self.env is not None else None
-        tools = self.tools_for(state)
+        tools = self.episode_tools(skill, state)
         native = self._uses_native(lm)
         loop = _Loop(self, tools, native, self._first_messages(skill, example, tools, native))
         stop = loop.run(lm, seed)
@@ -171,6 +171,13 @@ class AgentModule(SkillModule):
     def tool_guide(self, tools: dict[str, Tool] | None = None) -> str:
         """The text-protocol tool list and instructions appended to the user message."""
         return render_tool_guide(tools if tools is not None else self.toolset)
+
+    def episode_tools(self, skill: Skill, state: Any) -> dict[str, Tool]:
+        """The tools of one episode under `skill`: the module's and the environment's
+        (`tools_for`) by default. A module whose tools read the skill being trained (a skill
+        folder's reference files) overrides this; the loop itself is the same."""
+        del skill
+        return self.tools_for(state)
 
     # -- helpers ---------------------------------------------------------------------------------
     def tools_for(self, state: Any) -> dict[str, Tool]:
