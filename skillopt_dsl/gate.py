@@ -32,7 +32,7 @@ alpha * 6 / (pi^2 k^2) for decision k = `decision_index + 1`, which sums to alph
 `spending="per-decision"` tests every decision at alpha (not noise-safe over a run).
 `Gate.mean_only()` is SkillOpt's rule (strict mean gain only), also not noise-safe.
 
-**Sequential evaluation** (skillopt_dsl.looks). A candidate is scored on validation in looks
+**Sequential evaluation** (skillopt_dsl.driver.looks). A candidate is scored on validation in looks
 (`Gate.look_sizes`: a quarter, half, three quarters of the set, each of at least `min_look`,
 then all of it). At an interim look it may be **accepted early** (`accept_early`, at its look's
 share of `early_share` of the level; never with guards, which must hold on the whole set), else

@@ -11,8 +11,8 @@ from typing import Any, cast
 import pytest
 
 import skillopt_dsl as sd
-from skillopt_dsl.door import SelectionSplit
 from skillopt_dsl.driver import look_order
+from skillopt_dsl.driver.door import SelectionSplit
 from skillopt_dsl.optimizers import Beam, ReflectiveProposer
 from skillopt_dsl.optimizers.beam import BeamMember, BeamState, pareto_front
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
@@ -66,7 +66,7 @@ def test_beam_finds_the_fix_and_submits_only_through_the_gate(tmp_path: Path) ->
     state = json.loads((tmp_path / "checkpoint.json").read_text())["optimizer"]
     restored = BeamState.from_dict(state)
     assert restored.round >= 1 and restored.members
-    assert any("hedge" in r["edits"][0]["text"] for r in restored.rejected), (
+    assert any("hedge" in r.to_dict()["edits"][0]["text"] for r in restored.rejected), (
         "children worse than their parent are remembered"
     )
 

@@ -13,9 +13,9 @@ import pytest
 
 import skillopt_dsl as sd
 from skillopt_dsl.driver import RunView, look_order
+from skillopt_dsl.driver.looks import SequentialJudge
 from skillopt_dsl.evaluate import EvaluationReport, Rollout
 from skillopt_dsl.evidence import SignificanceBudget
-from skillopt_dsl.looks import SequentialJudge
 from skillopt_dsl.optimizers import GradientText, Optimizer, ReflectiveProposer
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.testing import ScriptedLM

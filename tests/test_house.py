@@ -32,12 +32,12 @@ FRONT_DOORS = {
     "sleep/cli.py:run_command": "CLI command `skillopt-dsl sleep run`",
     "sleep/cli.py:harvest_command": "CLI command `skillopt-dsl sleep harvest`",
     "sleep/cli_review.py:review_command": "CLI command `skillopt-dsl sleep review`",
-    "data.py:load_splits": (
+    "data/loading.py:load_splits": (
         "`sd.load_splits`: its `**load_kwargs` forward any other keyword to "
         "`datasets.load_dataset` (`cache_dir=`, `name=`), which `Unpack[TypedDict]` cannot type "
         "until mypy supports PEP 728's `extra_items`"
     ),
-    "data.py:from_hf": "twin of `load_splits` for Hub datasets (same keywords, same reason)",
+    "data/loading.py:from_hf": "twin of `load_splits` for Hub datasets (same keywords, same reason)",
 }
 
 

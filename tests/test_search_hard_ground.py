@@ -19,18 +19,18 @@ import pytest
 import skillopt_dsl as sd
 from skillopt_dsl.benchmarks import load_benchmark
 from skillopt_dsl.benchmarks.table_lookup import TableLookup, rows
+from skillopt_dsl.driver.looks import look_cost
+from skillopt_dsl.driver.run_state import RunState
+from skillopt_dsl.driver.val_book import CallRate, ValidationBook
 from skillopt_dsl.errors import BudgetExceeded
 from skillopt_dsl.lm import UsageLedger
-from skillopt_dsl.looks import look_cost
 from skillopt_dsl.optimizers import GradientText
-from skillopt_dsl.optimizers.gradient_text_state import GradientTextState
+from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, ScreenedProposal
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.optimizers.screening import EditEvidence, ScreenResult
-from skillopt_dsl.run_state import RunState
 from skillopt_dsl.skill import Add, Skill
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
 from skillopt_dsl.testing.scripted import ScriptedLM
-from skillopt_dsl.val_book import CallRate, ValidationBook
 
 TRAIN = contract_examples(0, 24)
 VAL = contract_examples(100, 30)
@@ -276,10 +276,9 @@ class GainView:
         self.emitted.append((event, payload))
 
 
-def trial(text: str, net: float, scored: int, rivals: int = 1) -> dict[str, Any]:
-    edit = Add(after=None, text=text).model_dump()
-    return {"key": text, "edits": [edit], "net": net, "scored": scored, "screens": 1,
-            "rivals": rivals, "source": "t", "failure_driven": True, "rationale": text}  # fmt: skip
+def trial(text: str, net: float, scored: int, rivals: int = 1) -> ScreenedProposal:
+    edits = (Add(after=None, text=text),)
+    return ScreenedProposal(text, edits, "t", True, text, net, scored, screens=1, rivals=rivals)
 
 
 def test_small_effects_on_trial_are_composed_once_their_sum_can_be_certified() -> None:
@@ -290,7 +289,7 @@ def test_small_effects_on_trial_are_composed_once_their_sum_can_be_certified() -
     view = GainView(needed=0.1)  # the submit gain is twice it: 0.2 per example
     state = GradientTextState(trials=[trial("R1", 2, 12), trial("R2", 1, 12)])
     optimizer._compose_small_effects(view, state)  # type: ignore[arg-type]
-    assert [t["key"] for t in state.pending] == ["R1", "R2"] and not state.trials
+    assert [t.key for t in state.pending] == ["R1", "R2"] and not state.trials
     assert view.emitted[0][0] == "compose_small"
 
     alone = GradientTextState(trials=[trial("R1", 6, 12)])

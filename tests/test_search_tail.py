@@ -14,9 +14,9 @@ from typing import Any, cast
 import pytest
 
 import skillopt_dsl as sd
+from skillopt_dsl.driver.looks import SequentialJudge, look_cost
 from skillopt_dsl.errors import BudgetExceeded
 from skillopt_dsl.evidence import SignificanceBudget
-from skillopt_dsl.looks import SequentialJudge, look_cost
 from skillopt_dsl.optimizers import GradientText, search_step
 from skillopt_dsl.optimizers.gradient_text_state import GradientTextState
 from skillopt_dsl.optimizers.screening import ScreenResult

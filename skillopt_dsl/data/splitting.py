@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from skillopt_dsl.data_rows import (
+from skillopt_dsl.data.rows import (
     Fields,
     to_examples,
 )

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skillopt_dsl.data_rows import (
+from skillopt_dsl.data.rows import (
     Fields,
     as_example,
     content_hash,
@@ -30,14 +30,14 @@ from skillopt_dsl.data_rows import (
     resolve_fields,
     to_examples,
 )
-from skillopt_dsl.data_rows import Row as Row
-from skillopt_dsl.data_rows import dspy_input_keys as dspy_input_keys
-from skillopt_dsl.data_sources import (
+from skillopt_dsl.data.rows import Row as Row
+from skillopt_dsl.data.rows import dspy_input_keys as dspy_input_keys
+from skillopt_dsl.data.sources import (
     read_split_folder,
     resolve_source,
     single_pool,
 )
-from skillopt_dsl.data_splitting import (
+from skillopt_dsl.data.splitting import (
     DEFAULT_SIZES,
     SPLIT_KEYS,
     Sizes,

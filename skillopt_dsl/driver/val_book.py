@@ -20,11 +20,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from skillopt_dsl.driver.looks import SequentialJudge, look_cost
+from skillopt_dsl.driver.run_state import RunState
 from skillopt_dsl.errors import BudgetExceeded
 from skillopt_dsl.evaluate import EvaluationReport
-from skillopt_dsl.looks import SequentialJudge, look_cost
 from skillopt_dsl.module import SkillModule
-from skillopt_dsl.run_state import RunState
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 

@@ -30,7 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from skillopt_dsl.door import (
+from skillopt_dsl.driver.door import (
     RESERVED_EVENTS,
     LearningRateBound,
     SelectionSplit,
@@ -41,19 +41,19 @@ from skillopt_dsl.door import (
     look_order,
     refusal_reason,
 )
+from skillopt_dsl.driver.looks import SequentialJudge
+from skillopt_dsl.driver.run_state import RunState
+from skillopt_dsl.driver.val_book import CallRate, ValidationBook
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import EvaluationCache, EvaluationReport, evaluate
 from skillopt_dsl.evidence import Preflight, preflight
 from skillopt_dsl.gate import Gate, GateDecision
 from skillopt_dsl.lm import LM, UsageSnapshot
-from skillopt_dsl.looks import SequentialJudge
 from skillopt_dsl.module import SkillModule
-from skillopt_dsl.run_state import RunState
 from skillopt_dsl.runs import RunDirectory, rng_from_json, rng_to_json
 from skillopt_dsl.settings import CompileSettings, RunModels
 from skillopt_dsl.skill import ApplyReport, Skill, token_distance
 from skillopt_dsl.types import Example
-from skillopt_dsl.val_book import CallRate, ValidationBook
 
 __all__ = [
     "CompileContext",
@@ -233,7 +233,7 @@ class CompileContext(ValidationBook):
         return self._close(step, verdict, state_after, score=decision.candidate_score, note="")
 
     def _judge(self, candidate: Skill) -> tuple[EvaluationReport, GateDecision]:
-        """Score `candidate` look by look and let the gate decide (skillopt_dsl.looks)."""
+        """Score `candidate` look by look and let the gate decide (skillopt_dsl.driver.looks)."""
         return self._judging.judge(
             candidate,
             score=lambda skill, examples: self.evaluate(skill, examples, label="val"),

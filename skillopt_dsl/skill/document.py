@@ -46,7 +46,8 @@ from functools import cached_property
 
 from rapidfuzz.distance import Levenshtein
 
-from skillopt_dsl.anchors import (
+from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.skill.anchors import (
     FUZZY_LENGTH_TOLERANCE,
     FUZZY_MAX_CHARS,
     FUZZY_MAX_RATIO_CALLS,
@@ -56,7 +57,7 @@ from skillopt_dsl.anchors import (
     Span,
     locate,
 )
-from skillopt_dsl.edits import (
+from skillopt_dsl.skill.edits import (
     Add,
     ApplyReport,
     Delete,
@@ -68,8 +69,7 @@ from skillopt_dsl.edits import (
     Status,
     parse_edits,
 )
-from skillopt_dsl.errors import UserInputError
-from skillopt_dsl.sections import (
+from skillopt_dsl.skill.sections import (
     PROTECTED_CLOSE,
     PROTECTED_OPEN,
     Heading,

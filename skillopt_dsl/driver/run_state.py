@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from skillopt_dsl.door import StepRecord
+from skillopt_dsl.driver.door import StepRecord
 from skillopt_dsl.evaluate import EvaluationReport
 from skillopt_dsl.gate import GateDecision
 from skillopt_dsl.skill import Skill

@@ -11,7 +11,7 @@ from typing import Final
 import numpy as np
 from rapidfuzz.distance import Indel
 
-from skillopt_dsl.edits import MatchKind
+from skillopt_dsl.skill.edits import MatchKind
 
 FUZZY_THRESHOLD: Final[float] = 0.9
 """Minimum similarity (rapidfuzz `Indel.normalized_similarity`) for a fuzzy anchor match."""

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from skillopt_dsl.data_rows import (
+from skillopt_dsl.data.rows import (
     Row,
 )
 from skillopt_dsl.errors import DataError, UserInputError

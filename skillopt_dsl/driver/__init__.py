@@ -1,0 +1,36 @@
+"""The shared driver every optimizer runs under, and the one door to the incumbent.
+
+- `run`: `CompileContext` (the driver: models, gate, run directory, the run's private state)
+  and `RunView`, the read-only view an optimizer gets, with its one `submit` (the door);
+- `door`: the door's records and rules (`StepRecord`, `Verdict`, `LearningRateBound`, why a
+  candidate is refused, the order of the gate's looks);
+- `looks`: a gate decision look by look (`SequentialJudge`, what a look costs);
+- `val_book`: what validation has been paid for (the incumbent's scores, the measured call rate);
+- `run_state`: the run's mutable state, which only the driver writes.
+
+Every public name is importable from `skillopt_dsl.driver` itself.
+"""
+
+from __future__ import annotations
+
+from skillopt_dsl.driver.door import look_order
+from skillopt_dsl.driver.run import (
+    CompileContext,
+    LearningRateBound,
+    RunView,
+    SelectionSplit,
+    StateAfter,
+    StepRecord,
+    Verdict,
+)
+
+__all__ = [
+    "CompileContext",
+    "LearningRateBound",
+    "RunView",
+    "SelectionSplit",
+    "StateAfter",
+    "StepRecord",
+    "Verdict",
+    "look_order",
+]
