@@ -7,41 +7,38 @@ every file's old and new hash, then the files are swapped with `os.replace`. If 
 (or the process is killed) before the receipt is written, `recover` — run at the start of every
 Sleep command — puts every file back to its old bytes: the project ends with all old files or all
 new ones, never a mix. `rollback` restores the last adopted night's backups the same way.
+The transaction itself is `skillopt_dsl.file_transaction`, shared with a skill folder's adopt.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from skillopt_dsl.file_transaction import (
+    AfterReplace,
+    FileChange,
+    FilePlace,
+    atomic_write,
+    backup_bytes,
+    sha256_of,
+    transact,
+)
+from skillopt_dsl.file_transaction import backup as backup_file
+from skillopt_dsl.file_transaction import recover as recover_files
 from skillopt_dsl.sleep.advice import nothing_to_adopt
 from skillopt_dsl.sleep.errors import SleepError, StageMismatch
 from skillopt_dsl.sleep.harvest import utc_now
-from skillopt_dsl.sleep.project import SleepProject, atomic_write, sha256_of
+from skillopt_dsl.sleep.project import SleepProject
 from skillopt_dsl.sleep.stage import read_manifest, read_report
 
 __all__ = ["FileChange", "Receipt", "adopt", "adoptable_night", "recover", "rollback"]
 
 logger = logging.getLogger(__name__)
-
-_TMP_SUFFIX = ".sleep-new"
-
-
-class FileChange(BaseModel):
-    """One live file in a transaction: its hash before and after, and its backup's name."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    path: str
-    old_sha: str | None
-    new_sha: str | None
-    backup: str | None
 
 
 class Receipt(BaseModel):
@@ -62,6 +59,11 @@ class Receipt(BaseModel):
         return f"{stamp}-{self.action}-{self.night_id}.json"
 
 
+def _place(project: SleepProject) -> FilePlace:
+    """Where Sleep's transactions keep the live files, the backups and the journal."""
+    return FilePlace(root=project.path, backups=project.backups, journal=project.journal_path)
+
+
 # -- recovery ----------------------------------------------------------------------------------
 
 
@@ -70,12 +72,10 @@ def recover(project: SleepProject) -> str | None:
 
     Returns a message saying what was recovered, or None when nothing was pending.
     """
-    if not project.journal_path.exists():
+    text = recover_files(_place(project))
+    if text is None:
         return None
-    journal = Receipt.model_validate_json(project.journal_path.read_text(encoding="utf-8"))
-    for change in journal.files:
-        _restore_old(project, change)
-    os.unlink(project.journal_path)
+    journal = Receipt.model_validate_json(text)
     message = (
         f"an interrupted {journal.action} of night {journal.night_id} was undone: every file "
         f"is back to its old bytes; run `skillopt-dsl sleep {journal.action}` again"
@@ -84,33 +84,7 @@ def recover(project: SleepProject) -> str | None:
     return message
 
 
-def _restore_old(project: SleepProject, change: FileChange) -> None:
-    live = project.path / change.path
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(live.with_name(live.name + _TMP_SUFFIX))
-    if change.old_sha is None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(live)
-        return
-    current = sha256_of(live.read_bytes()) if live.exists() else None
-    if current != change.old_sha:
-        atomic_write(live, _backup_bytes(project, change))
-
-
-def _backup_bytes(project: SleepProject, change: FileChange) -> bytes:
-    assert change.backup is not None  # every existing old file is backed up first
-    data = (project.backups / change.backup).read_bytes()
-    if sha256_of(data) != change.old_sha:
-        raise SleepError(
-            f"backup {project.backups / change.backup} does not match its hash; it was "
-            f"modified. Restore {change.path} by hand from version control."
-        )
-    return data
-
-
 # -- the transaction ---------------------------------------------------------------------------
-
-AfterReplace = Callable[[str], None]
 
 
 def _transact(
@@ -120,42 +94,17 @@ def _transact(
     after_replace: AfterReplace | None,
 ) -> Receipt:
     project.receipts.mkdir(parents=True, exist_ok=True)
-    for change in receipt.files:
-        data = new_bytes[change.path]
-        if data is not None:
-            live = project.path / change.path
-            atomic_write(live.with_name(live.name + _TMP_SUFFIX), data)
-    atomic_write(project.journal_path, receipt.model_dump_json(indent=2).encode())
-    try:
-        for change in receipt.files:
-            live = project.path / change.path
-            if new_bytes[change.path] is None:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(live)
-            else:
-                os.replace(live.with_name(live.name + _TMP_SUFFIX), live)
-            if after_replace is not None:
-                after_replace(change.path)
-        atomic_write(project.receipts / receipt.name, receipt.model_dump_json(indent=2).encode())
-    except BaseException:
-        recover(project)
-        raise
-    os.unlink(project.journal_path)
+    record = receipt.model_dump_json(indent=2)
+
+    def write_receipt() -> None:
+        atomic_write(project.receipts / receipt.name, record.encode())
+
+    transact(_place(project), record, receipt.files, new_bytes, write_receipt, after_replace)
     return receipt
 
 
 def _backup(project: SleepProject, rel: str) -> FileChange:
-    live = project.path / rel
-    if not live.exists():
-        return FileChange(path=rel, old_sha=None, new_sha=None, backup=None)
-    data = live.read_bytes()
-    sha = sha256_of(data)
-    assert sha is not None
-    name = f"{sha}.bak"
-    target = project.backups / name
-    if not target.exists() or sha256_of(target.read_bytes()) != sha:
-        atomic_write(target, data)
-    return FileChange(path=rel, old_sha=sha, new_sha=None, backup=name)
+    return backup_file(_place(project), rel)
 
 
 # -- adopt -------------------------------------------------------------------------------------
@@ -258,7 +207,7 @@ def rollback(project: SleepProject, *, force: bool = False) -> Receipt:
     if not force:
         _check_unchanged(project, last.files)
     old_bytes: dict[str, bytes | None] = {
-        c.path: None if c.old_sha is None else _backup_bytes(project, c) for c in last.files
+        c.path: None if c.old_sha is None else backup_bytes(_place(project), c) for c in last.files
     }
     changes = [
         _backup(project, c.path).model_copy(update={"new_sha": c.old_sha}) for c in last.files

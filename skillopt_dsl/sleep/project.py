@@ -15,7 +15,6 @@ import os
 import re
 import socket
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,6 +23,7 @@ from pathlib import Path
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from skillopt_dsl.file_transaction import atomic_write, sha256_of
 from skillopt_dsl.sleep.errors import SleepError, SleepLocked
 from skillopt_dsl.sleep.harvest import ProjectMatcher, utc_now
 from skillopt_dsl.sleep.sources.registry import check_agent, check_replay_agent
@@ -104,29 +104,6 @@ def _valid(check: Callable[[str, str], str], value: str, what: str) -> str:
         return check(value, what)
     except SleepError as exc:
         raise ValueError(str(exc)) from None
-
-
-def sha256_of(data: bytes | None) -> str | None:
-    """The hex sha256 of `data`; None for an absent file."""
-    import hashlib
-
-    return None if data is None else hashlib.sha256(data).hexdigest()
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` via a fsynced temporary file and `os.replace` (all or nothing)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 @dataclass(frozen=True)
