@@ -28,6 +28,9 @@ from collections.abc import Mapping
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from skillopt_dsl.errors import RunDirError
+from skillopt_dsl.json_types import JSONObject
+from skillopt_dsl.lm.usage import UsageRecord
+from skillopt_dsl.skill import MatchKind, Status
 
 __all__ = [
     "BaselineEvent",
@@ -38,7 +41,9 @@ __all__ = [
     "EvaluationEvent",
     "FinishEvent",
     "GateEvent",
+    "GroupRecord",
     "NoteEvent",
+    "OutcomeRecord",
     "PreflightEvent",
     "ProposalEvent",
     "ProposerEvent",
@@ -53,10 +58,46 @@ __all__ = [
     "SweepEvent",
     "SweepPlotsEvent",
     "TestSkippedEvent",
+    "TrialRow",
     "as_event",
     "event_kinds",
     "read_event",
 ]
+
+
+# -- records inside events ------------------------------------------------------------------
+class OutcomeRecord(TypedDict):
+    """How one edit applied (`EditOutcome.to_dict()`): the edit's JSON, `status` ("applied",
+    "not_found", ...), why, and where and how closely its anchor matched."""
+
+    edit: JSONObject
+    status: Status
+    reason: str
+    match: MatchKind | None
+    similarity: float | None
+
+
+class GroupRecord(TypedDict):
+    """One proposed edit group (`gradient_text_state.group_json`)."""
+
+    source: str
+    failure_driven: bool
+    rationale: str
+    edits: list[JSONObject]
+
+
+class TrialRow(TypedDict):
+    """One trial of a sweep (`skillopt_dsl.studies.TrialRecord.to_dict()`; `state` by name)."""
+
+    number: int
+    state: str
+    params: JSONObject
+    value: float | None
+    skill_hash: str | None
+    run_dir: str | None
+    calls: int
+    cost_usd: float | None
+    stop_reason: str | None
 
 
 # -- the driver's events ---------------------------------------------------------------------
@@ -156,7 +197,7 @@ class StepEvent(TypedDict):
     candidate_hash: NotRequired[str | None]
     val_score: NotRequired[float | None]
     incumbent_score: NotRequired[float | None]
-    edit_report: NotRequired[list[dict[str, object]]]
+    edit_report: NotRequired[list[OutcomeRecord]]
     note: NotRequired[str]
     calls: NotRequired[int]
     cost_usd: NotRequired[float | None]
@@ -217,7 +258,7 @@ class FinishEvent(TypedDict):
     val_score: float
     seed_test_score: NotRequired[float | None]
     test_score: NotRequired[float | None]
-    usage: NotRequired[dict[str, object]]
+    usage: NotRequired[UsageRecord]
     steps: NotRequired[int]
     best_skill_hash: NotRequired[str]
     accepted_steps: NotRequired[int]
@@ -231,7 +272,7 @@ class ProposalEvent(TypedDict):
     event: Literal["proposal"]
     step: int
     kind: NotRequired[str]
-    groups: NotRequired[list[dict[str, object]]]
+    groups: NotRequired[list[GroupRecord]]
 
 
 class ProposerEvent(TypedDict):
@@ -288,7 +329,7 @@ class EditReportEvent(TypedDict):
 
     event: Literal["edit_report"]
     step: int
-    outcomes: list[dict[str, object]]
+    outcomes: list[OutcomeRecord]
 
 
 class StopEvent(TypedDict):
@@ -309,7 +350,7 @@ class SweepEvent(TypedDict):
     study_name: str
     storage: str | None
     best_number: int | None
-    trials: list[dict[str, object]]
+    trials: list[TrialRow]
     plots: list[str]
 
 

@@ -199,8 +199,9 @@ def _on_stop(state: ProgressState, payload: StopEvent) -> str:
 
 
 def _on_finish(state: ProgressState, payload: FinishEvent) -> str:
-    usage = payload.get("usage") or {}
-    calls, cost = usage.get("calls", state.calls), usage.get("cost_usd", state.cost_usd)
+    usage = payload.get("usage")
+    calls = state.calls if usage is None else usage.get("calls", state.calls)
+    cost = state.cost_usd if usage is None else usage.get("cost_usd", state.cost_usd)
     state.calls = calls if isinstance(calls, int) else state.calls
     state.cost_usd = float(cost) if isinstance(cost, int | float) else None
     state.best_val = float(payload["val_score"])

@@ -19,7 +19,11 @@ import skillopt_dsl as sd
 from skillopt_dsl.evaluate import EvaluationReport
 from skillopt_dsl.lm import LM
 from skillopt_dsl.optimizers import Beam, GradientText, search_step
-from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, group_json, group_key
+from skillopt_dsl.optimizers.gradient_text_state import (
+    GradientTextState,
+    ScreenedProposal,
+    group_key,
+)
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.optimizers.screening import EditEvidence, ScreenResult, merge_duplicates
 from skillopt_dsl.skill import Add, token_distance
@@ -473,9 +477,10 @@ def standing_after(
     group = EditGroup((Add(after=None, text=GOOD),), "fixed", True, GOOD)
     state, key = GradientTextState(step=1), group_key(group.edits)
     summed = state.add_evidence(key, batch)
-    state.trials.append(
-        {**group_json(group, key=key, net=summed.net, scored=summed.scored), "screens": 1}
+    proposal = ScreenedProposal.of(
+        group, group.edits, key=key, net=summed.net, scored=summed.scored
     )
+    state.trials.append(replace(proposal, screens=1))
     working, view = sd.Skill(ContractParity.skill), cast(Any, ConfirmView())
     for _ in confirms:
         if not state.trials:
@@ -483,7 +488,7 @@ def standing_after(
         optimizer._confirm(view, state, working, [], [], state.trials[0], room=1000)
     if key in state.screen_strikes:
         return "struck"
-    return "joined" if [g["key"] for g in state.pending] == [key] else "trial"
+    return "joined" if [g.key for g in state.pending] == [key] else "trial"
 
 
 def batch_result(fixes: int, breaks: int, scored: int) -> ScreenResult:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from skillopt_dsl.driver import LearningRateBound
 from skillopt_dsl.errors import BudgetExceeded
+from skillopt_dsl.json_types import JSONObject
 
 if TYPE_CHECKING:
     from skillopt_dsl.driver import CompileContext, RunView
@@ -123,7 +124,7 @@ class Optimizer(ABC):
         return None
 
     @abstractmethod
-    def config(self) -> dict[str, Any]:
+    def config(self) -> JSONObject:
         """This optimizer's settings, JSON-ready."""
 
 

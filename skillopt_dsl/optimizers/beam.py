@@ -24,11 +24,12 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import Literal, NotRequired, Self, TypedDict
 
 from skillopt_dsl.driver import RunView, SelectionSplit, Verdict
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
 from skillopt_dsl.optimizers.clipping import clip_to_budget
 from skillopt_dsl.optimizers.proposers import (
@@ -39,7 +40,7 @@ from skillopt_dsl.optimizers.proposers import (
     edit_key,
 )
 from skillopt_dsl.optimizers.screening import EvidenceBook, draw_examples, screen
-from skillopt_dsl.optimizers.state import CheckpointedState
+from skillopt_dsl.optimizers.state import CheckpointedState, as_json, stored
 from skillopt_dsl.skill import Edit, Skill, parse_edits, token_distance
 
 __all__ = ["Beam", "BeamMember", "BeamState", "pareto_front"]
@@ -49,14 +50,22 @@ logger = logging.getLogger(__name__)
 Selection = Literal["top-k", "pareto"]
 
 
-@dataclass(frozen=True)
-class BeamMember:
-    """A scored candidate: its text, its per-example selection scores, and the edits (as JSON)
-    that made it from its parent."""
+class BeamMemberRecord(TypedDict):
+    """A `BeamMember` as checkpoints hold it (`edits` may be absent in an older one)."""
 
     text: str
     scores: dict[str, float]
-    edits: tuple[dict[str, Any], ...] = ()
+    edits: NotRequired[list[JSONObject]]
+
+
+@dataclass(frozen=True)
+class BeamMember:
+    """A scored candidate: its text, its per-example selection scores, and the edits that
+    made it from its parent."""
+
+    text: str
+    scores: dict[str, float]
+    edits: tuple[Edit, ...] = ()
 
     @property
     def mean(self) -> float:
@@ -68,9 +77,15 @@ class BeamMember:
         """The candidate as a `Skill`."""
         return Skill(self.text)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> BeamMemberRecord:
         """JSON-ready copy."""
-        return {"text": self.text, "scores": dict(self.scores), "edits": list(self.edits)}
+        edits = [e.model_dump() for e in self.edits]
+        return BeamMemberRecord(text=self.text, scores=dict(self.scores), edits=edits)
+
+    @classmethod
+    def from_dict(cls, data: BeamMemberRecord) -> BeamMember:
+        """Rebuild from `to_dict` output."""
+        return cls(data["text"], dict(data["scores"]), tuple(parse_edits(data.get("edits", []))))
 
 
 @dataclass
@@ -79,8 +94,8 @@ class BeamState(EvidenceBook, CheckpointedState):
 
     round: int = 0
     step: int = 0
-    members: list[dict[str, Any]] = field(default_factory=list)
-    rejected: list[dict[str, Any]] = field(default_factory=list)
+    members: list[BeamMember] = field(default_factory=list)
+    rejected: list[RejectedCandidate] = field(default_factory=list)
     judged: list[str] = field(default_factory=list)
     empty_rounds: int = 0
     evidence: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -88,11 +103,18 @@ class BeamState(EvidenceBook, CheckpointedState):
     a proposal proposed again is judged on all it has shown."""
 
     def beam(self) -> list[BeamMember]:
-        """The members as typed records."""
-        return [
-            BeamMember(m["text"], dict(m["scores"]), tuple(m.get("edits", ())))
-            for m in self.members
-        ]
+        """The members (a copy of the list)."""
+        return list(self.members)
+
+    def to_dict(self) -> JSONObject:
+        """JSON-ready copy, in the shape checkpoints have always had."""
+        return {**super().to_dict(), "members": [as_json(m.to_dict()) for m in self.members]}
+
+    @classmethod
+    def from_dict(cls, data: JSONObject) -> Self:
+        """Rebuild from `to_dict` output."""
+        members = [BeamMember.from_dict(m) for m in stored(data, "members", BeamMemberRecord)]
+        return replace(super().from_dict(data), members=members)
 
 
 def pareto_front(members: Sequence[BeamMember]) -> list[BeamMember]:
@@ -188,7 +210,7 @@ class Beam(Optimizer):
         )
         return max(1, (max_calls - validation_size) // per_round)
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> JSONObject:
         return {
             "optimizer": self.name,
             "width": self.width,
@@ -263,7 +285,7 @@ class Beam(Optimizer):
         self, view: RunView, state: BeamState, pool: dict[str, BeamMember], *, finished: bool
     ) -> None:
         index = state.round
-        state.members = [m.to_dict() for m in self._survivors(list(pool.values()), view)]
+        state.members = self._survivors(list(pool.values()), view)
         state.round += 1 if finished else 0
         self._submit_best(view, state, index)
 
@@ -326,9 +348,9 @@ class Beam(Optimizer):
             epoch=state.round,
         )
         groups = [g for proposer in self.proposers for g in proposer.propose(request)]
-        for note in request.notes:
-            view.emit(note.pop("kind"), step=step, **note)
-        blocked = {edit_key(e) for c in state.memory() for e in c.edits}
+        for kind, fields in request.note_events():
+            view.emit(kind, step=step, **fields)
+        blocked = {edit_key(e) for c in state.rejected for e in c.edits}
         children: list[BeamMember] = []
         for group in groups:
             edits = [e for e in group.edits if edit_key(e) not in blocked]
@@ -362,7 +384,7 @@ class Beam(Optimizer):
     ) -> BeamMember | None:
         """Score a screened child on the selection split; remember it when it is no better."""
         scores = view.evaluate(candidate, split.select, label="selection").scores
-        child = BeamMember(candidate.text, scores, tuple(e.model_dump() for e in kept))
+        child = BeamMember(candidate.text, scores, tuple(kept))
         view.emit(
             "beam_child",
             step=step,
@@ -379,7 +401,7 @@ class Beam(Optimizer):
     @staticmethod
     def _remember(state: BeamState, edits: Sequence[Edit], delta: float, step: int) -> None:
         """Remember one proposal (an edit group) as rejected."""
-        state.rejected.append(RejectedCandidate(tuple(edits), delta, step, state.round).to_dict())
+        state.rejected.append(RejectedCandidate(tuple(edits), delta, step, state.round))
 
     def _submit_best(self, view: RunView, state: BeamState, round_index: int) -> None:
         incumbent, beam = view.incumbent, state.beam()
@@ -404,11 +426,10 @@ class Beam(Optimizer):
         best = _top(fresh, 1)[0]
         state.judged.append(best.skill.hash)
 
-        def state_after(verdict: Verdict) -> dict[str, Any]:
+        def state_after(verdict: Verdict) -> JSONObject:
             if not verdict.accepted and best.edits:  # rejected, duplicate or refused
-                edits = tuple(parse_edits(list(best.edits)))
-                memory = RejectedCandidate(edits, verdict.delta, state.step, round_index)
-                state.rejected.append(memory.to_dict())
+                memory = RejectedCandidate(best.edits, verdict.delta, state.step, round_index)
+                state.rejected.append(memory)
             return state.to_dict()
 
         view.submit(

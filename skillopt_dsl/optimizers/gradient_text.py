@@ -42,11 +42,11 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from skillopt_dsl.driver import RunView, Verdict
 from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
 from skillopt_dsl.optimizers.clipping import clip_to_budget
 from skillopt_dsl.optimizers.gradient_text_state import (
@@ -54,7 +54,6 @@ from skillopt_dsl.optimizers.gradient_text_state import (
     group_json,
     group_key,
     new_stats,
-    outcome_from_dict,
 )
 from skillopt_dsl.optimizers.proposer_runs import ProposerRuns, proposal_request
 from skillopt_dsl.optimizers.proposers import (
@@ -69,7 +68,6 @@ from skillopt_dsl.optimizers.search_step import ScreenedSteps, submit_gain
 from skillopt_dsl.skill import (
     ApplyReport,
     Skill,
-    parse_edits,
     token_distance,
 )
 from skillopt_dsl.types import Example
@@ -197,7 +195,7 @@ class GradientText(ScreenedSteps, Optimizer):
         affordable = (max_calls - validation_size) // per_decision
         return max(1, affordable if self.until_budget else min(steps, affordable))
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> JSONObject:
         return {
             "optimizer": self.name,
             "lr": self.lr,
@@ -387,7 +385,7 @@ class GradientText(ScreenedSteps, Optimizer):
         else:
             state.steps_since_accept += 1
             note = f"screen: {len(groups)} proposed, {passed} passed, {added} confirmed"
-            report = ApplyReport(tuple(outcome_from_dict(o) for o in state.step_outcomes))
+            report = ApplyReport(tuple(state.step_outcomes))
             view.record_empty_step(
                 step=step,
                 epoch=epoch,
@@ -416,7 +414,7 @@ class GradientText(ScreenedSteps, Optimizer):
             return False  # a bundle the gate has judged: it waits for a new proposal
         if len(state.pending) >= self.compose:
             return True
-        rate = sum(g["net"] / max(g["scored"], 1) for g in state.pending)
+        rate = sum(g.net / max(g.scored, 1) for g in state.pending)
         if self.submit_at_net is not None:
             return rate * view.validation_size >= self.submit_at_net
         needed = view.certifiable_gain() if solved else submit_gain(view)
@@ -424,7 +422,7 @@ class GradientText(ScreenedSteps, Optimizer):
 
     def _working(self, view: RunView, state: GradientTextState) -> tuple[Skill, ApplyReport]:
         """The incumbent with every pending proposal applied, in the order they joined."""
-        edits = [e for g in state.pending for e in parse_edits(g["edits"])]
+        edits = [e for g in state.pending for e in g.edits]
         return view.incumbent.apply(edits)
 
     def _submit_working(
@@ -440,9 +438,7 @@ class GradientText(ScreenedSteps, Optimizer):
         if candidate.hash in state.rejected_hashes and len(state.pending) > 1:
             self._submit_each(view, state, kind=kind)
             return
-        refused = tuple(
-            outcome_from_dict(o) for o in state.step_outcomes if o["status"] != "applied"
-        )
+        refused = tuple(o for o in state.step_outcomes if o.status != "applied")
         report = ApplyReport(report.outcomes + refused)
         state.step_outcomes = []
         pending, lrs = list(state.pending), list(state.pending_lrs)
@@ -450,10 +446,10 @@ class GradientText(ScreenedSteps, Optimizer):
         if step is None:
             step, state.step = state.step, state.step + 1
         epoch = state.epoch
-        sources = list(dict.fromkeys(g["source"] for g in pending))
+        sources = list(dict.fromkeys(g.source for g in pending))
         view.emit("compose", step=step, groups=len(pending), candidate_hash=candidate.hash)
 
-        def state_after(verdict: Verdict) -> dict[str, Any]:
+        def state_after(verdict: Verdict) -> JSONObject:
             for name in sources:
                 stats = state.proposer_stats.setdefault(name, new_stats())
                 stats["submitted"] += 1
@@ -461,20 +457,19 @@ class GradientText(ScreenedSteps, Optimizer):
             view.emit("candidate_sources", step=step, sources=sources, status=verdict.status)
             if verdict.accepted:
                 state.steps_since_accept, state.accepted_this_epoch = 0, True
-                state.forget({group_key(parse_edits(g["edits"])) for g in pending})
+                state.forget({group_key(g.edits) for g in pending})
                 if view.incumbent_is_perfect():
                     state.stop_reason = "perfect"  # no candidate can beat it on validation
                 return state.to_dict()
             state.steps_since_accept += 1
             state.rejected_hashes.append(candidate.hash)
             for group in pending:
-                edits = parse_edits(group["edits"])
-                key = group_key(edits)
+                key = group_key(group.edits)
                 strikes = state.gate_strikes[key] = state.gate_strikes.get(key, 0) + 1
                 if len(pending) == 1 or not self.screen or strikes >= self.gate_strikes:
-                    state.remember(edits, verdict.delta)
+                    state.remember(group.edits, verdict.delta)
                 else:
-                    state.trials.append({**group, "screens": 0, "gated": strikes})
+                    state.trials.append(replace(group, screens=0, gated=strikes))
             return state.to_dict()
 
         view.submit(
@@ -497,7 +492,7 @@ class GradientText(ScreenedSteps, Optimizer):
             budget = view.bound.budget(lrs, view.incumbent.token_count)
             if token_distance(view.incumbent.text, candidate.text) <= budget:
                 return
-            state.trials.append({**state.pending.pop(), "screens": 0})
+            state.trials.append(replace(state.pending.pop(), screens=0))
 
     def _submit_each(self, view: RunView, state: GradientTextState, *, kind: str) -> None:
         """The working candidate was judged already: send each of its proposals alone (while
@@ -506,12 +501,12 @@ class GradientText(ScreenedSteps, Optimizer):
         state.pending, state.pending_lrs = [], []
         for group in pending:
             if not self._first_look_paid(view):
-                state.trials.append({**group, "screens": 0})
+                state.trials.append(replace(group, screens=0))
                 continue
             state.pending, state.pending_lrs = [group], lrs
             self._submit_working(view, state, kind=kind)  # a judged text: the door refuses it
 
     @staticmethod
     def _emit_notes(view: RunView, request: ProposalRequest, step: int) -> None:
-        for note in request.notes:
-            view.emit(note.pop("kind"), step=step, **note)
+        for kind, fields in request.note_events():
+            view.emit(kind, step=step, **fields)

@@ -1,24 +1,119 @@
-"""The checkpointed run state of `GradientText` and the helpers that read and write it."""
+"""The checkpointed run state of `GradientText` and the helpers that read and write it.
+
+The state holds typed records (`ScreenedProposal` on trial and pending, `RejectedCandidate`
+in the memory and the struck, `EditOutcome`s of the step); `to_dict` writes them in the JSON
+shape checkpoints have always had (`ProposalRecord`, `RejectedRecord`, the outcome's dict), and
+`from_dict` reads a checkpoint written before they were records."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NotRequired, Self, TypedDict
 
 from skillopt_dsl.driver import RunView
+from skillopt_dsl.events import GroupRecord, OutcomeRecord
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.optimizers.proposers import (
     EditGroup,
     RejectedCandidate,
+    RejectedRecord,
     edit_key,
 )
 from skillopt_dsl.optimizers.screening import EvidenceBook, ScreenResult
-from skillopt_dsl.optimizers.state import CheckpointedState
+from skillopt_dsl.optimizers.state import CheckpointedState, as_json, stored
 from skillopt_dsl.skill import (
     Edit,
     EditOutcome,
     parse_edits,
 )
+
+
+class ProposalRecord(TypedDict):
+    """A `ScreenedProposal` as checkpoints hold it (`trials`, `pending`)."""
+
+    source: str
+    failure_driven: bool
+    rationale: str
+    edits: list[JSONObject]
+    key: str
+    net: float
+    scored: int
+    screens: NotRequired[int]
+    rivals: NotRequired[int]
+    gated: NotRequired[int]
+
+
+@dataclass(frozen=True)
+class ScreenedProposal:
+    """A proposal (an edit group, by its memory `key`) that passed its screen, on trial or
+    joined to the working candidate: its edits as fitted to the step's room, who proposed it
+    and why, and its summed training evidence (`net` gain over `scored` examples).
+
+    `screens`: screens it has had since it went on trial (None: it joined unscreened);
+    `rivals`: proposals screened on its batch, it among them (None: not counted); `gated`:
+    the gate strikes it came back on trial with (None: never rejected in a bundle)."""
+
+    key: str
+    edits: tuple[Edit, ...]
+    source: str
+    failure_driven: bool
+    rationale: str
+    net: float
+    scored: int
+    screens: int | None = None
+    rivals: int | None = None
+    gated: int | None = None
+
+    @classmethod
+    def of(
+        cls, group: EditGroup, edits: Sequence[Edit], *, key: str, net: float, scored: int
+    ) -> Self:
+        """The proposal `group` with its fitted `edits` and its evidence so far."""
+        return cls(
+            key, tuple(edits), group.source, group.failure_driven, group.rationale, net, scored
+        )
+
+    @property
+    def group(self) -> EditGroup:
+        """The proposal as the edit group it was (without the batch it addressed)."""
+        return EditGroup(self.edits, self.source, self.failure_driven, self.rationale)
+
+    def to_dict(self) -> ProposalRecord:
+        """The checkpoint's JSON form (the optional counts only when set)."""
+        record = ProposalRecord(
+            source=self.source,
+            failure_driven=self.failure_driven,
+            rationale=self.rationale,
+            edits=[e.model_dump() for e in self.edits],
+            key=self.key,
+            net=self.net,
+            scored=self.scored,
+        )
+        if self.screens is not None:
+            record["screens"] = self.screens
+        if self.rivals is not None:
+            record["rivals"] = self.rivals
+        if self.gated is not None:
+            record["gated"] = self.gated
+        return record
+
+    @classmethod
+    def from_dict(cls, data: ProposalRecord) -> Self:
+        """Rebuild from `to_dict` output."""
+        return cls(
+            data["key"],
+            tuple(parse_edits(data["edits"])),
+            data["source"],
+            data["failure_driven"],
+            data["rationale"],
+            data["net"],
+            data["scored"],
+            data.get("screens"),
+            data.get("rivals"),
+            data.get("gated"),
+        )
 
 
 @dataclass
@@ -30,7 +125,7 @@ class GradientTextState(EvidenceBook, CheckpointedState):
     order: list[str] = field(default_factory=list)
     cursor: int = 0
     slow_done: bool = False
-    rejected: list[dict[str, Any]] = field(default_factory=list)
+    rejected: list[RejectedCandidate] = field(default_factory=list)
     steps_since_accept: int = 0
     epochs_since_accept: int = 0
     accepted_this_epoch: bool = False
@@ -38,7 +133,7 @@ class GradientTextState(EvidenceBook, CheckpointedState):
     proposer_asked: dict[str, str] = field(default_factory=dict)
     """Per proposer, the fingerprint of the last request it called a model for: an unchanged
     request is not asked again (`ProposerRuns.run`)."""
-    pending: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[ScreenedProposal] = field(default_factory=list)
     pending_lrs: list[float] = field(default_factory=list)
     survived_this_epoch: bool = False
     epochs_without_survivor: int = 0
@@ -48,11 +143,11 @@ class GradientTextState(EvidenceBook, CheckpointedState):
     screen_stats: dict[str, int] = field(default_factory=dict)
     rejected_hashes: list[str] = field(default_factory=list)
     gate_strikes: dict[str, int] = field(default_factory=dict)
-    trials: list[dict[str, Any]] = field(default_factory=list)
-    step_outcomes: list[dict[str, Any]] = field(default_factory=list)
+    trials: list[ScreenedProposal] = field(default_factory=list)
+    step_outcomes: list[EditOutcome] = field(default_factory=list)
     epoch_start_calls: int = 0
     screen_strikes: dict[str, int] = field(default_factory=dict)
-    struck: list[dict[str, Any]] = field(default_factory=list)
+    struck: list[RejectedCandidate] = field(default_factory=list)
     """Proposals that failed a screen but may be screened again (`screen_strikes`): the
     proposers are told about them; `rejected` (the memory proper) holds the blocked ones."""
     reserve: int = 0
@@ -73,22 +168,48 @@ class GradientTextState(EvidenceBook, CheckpointedState):
         key = group_key(edits)
         if key in self.blocked_keys():
             return
-        memory = RejectedCandidate(tuple(edits), delta, self.step, self.epoch).to_dict()
-        self.struck = [r for r in self.struck if group_key(parse_edits(r["edits"])) != key]
+        memory = RejectedCandidate(tuple(edits), delta, self.step, self.epoch)
+        self.struck = [r for r in self.struck if group_key(r.edits) != key]
         (self.rejected if block else self.struck).append(memory)
 
     def blocked_keys(self) -> set[str]:
         """The proposals never screened again: those in the memory proper."""
-        return {group_key(c.edits) for c in self.memory()}
+        return {group_key(c.edits) for c in self.rejected}
 
     def told(self) -> list[RejectedCandidate]:
         """What the proposers are told was tried and rejected: the memory and the struck."""
-        return [*self.memory(), *(RejectedCandidate.from_dict(r) for r in self.struck)]
+        return [*self.rejected, *self.struck]
 
     def forget(self, keys: set[str]) -> None:
         """Drop accepted proposals from the memory and the struck."""
-        self.rejected = [r for r in self.rejected if group_key(parse_edits(r["edits"])) not in keys]
-        self.struck = [r for r in self.struck if group_key(parse_edits(r["edits"])) not in keys]
+        self.rejected = [r for r in self.rejected if group_key(r.edits) not in keys]
+        self.struck = [r for r in self.struck if group_key(r.edits) not in keys]
+
+    def to_dict(self) -> JSONObject:
+        """JSON-ready copy, in the shape checkpoints have always had."""
+        return {
+            **super().to_dict(),
+            "struck": [as_json(r.to_dict()) for r in self.struck],
+            "trials": [as_json(t.to_dict()) for t in self.trials],
+            "pending": [as_json(p.to_dict()) for p in self.pending],
+            "step_outcomes": [o.to_dict() for o in self.step_outcomes],
+        }
+
+    @classmethod
+    def from_dict(cls, data: JSONObject) -> Self:
+        """Rebuild from `to_dict` output (or a checkpoint written before the records)."""
+        state = super().from_dict(data)
+        return dataclasses.replace(
+            state,
+            struck=[RejectedCandidate.from_dict(r) for r in stored(data, "struck", RejectedRecord)],
+            trials=[ScreenedProposal.from_dict(t) for t in stored(data, "trials", ProposalRecord)],
+            pending=[
+                ScreenedProposal.from_dict(p) for p in stored(data, "pending", ProposalRecord)
+            ],
+            step_outcomes=[
+                outcome_from_dict(o) for o in stored(data, "step_outcomes", OutcomeRecord)
+            ],
+        )
 
 
 def record_screen(
@@ -114,7 +235,7 @@ def new_stats() -> dict[str, int]:
     return dict.fromkeys(keys, 0)
 
 
-def outcome_from_dict(data: dict[str, Any]) -> EditOutcome:
+def outcome_from_dict(data: OutcomeRecord) -> EditOutcome:
     """An edit outcome from its `to_dict()` form."""
     (edit,) = parse_edits([data["edit"]])
     return EditOutcome(
@@ -127,13 +248,11 @@ def group_key(edits: Sequence[Edit]) -> str:
     return "\n".join(edit_key(e) for e in edits)
 
 
-def group_json(
-    group: EditGroup, *, edits: Sequence[Edit] | None = None, **extra: Any
-) -> dict[str, Any]:
-    return {
-        "source": group.source,
-        "failure_driven": group.failure_driven,
-        "rationale": group.rationale,
-        "edits": [e.model_dump() for e in (group.edits if edits is None else edits)],
-        **extra,
-    }
+def group_json(group: EditGroup) -> GroupRecord:
+    """An edit group as the `proposal` event lists it."""
+    return GroupRecord(
+        source=group.source,
+        failure_driven=group.failure_driven,
+        rationale=group.rationale,
+        edits=[e.model_dump() for e in group.edits],
+    )

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from skillopt_dsl.driver import CompileContext, LearningRateBound, RunView, SelectionSplit
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.optimizers.base import Optimizer, StudyPlots
 from skillopt_dsl.optimizers.gradient_text import GradientText
 from skillopt_dsl.runs import RunDirectory
@@ -181,7 +182,7 @@ class OptunaLR(Optimizer):
         """Only the sweep's best reaches the run's gate (trials gate on a selection split)."""
         return 1
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> JSONObject:
         return {
             "optimizer": self.name,
             "inner": self.inner.config(),

@@ -19,23 +19,23 @@ worth, so that the loop in `gradient_text.py` reads as the loop:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
 
 from skillopt_dsl.driver import RunView
 from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.optimizers.clipping import clip_to_budget
 from skillopt_dsl.optimizers.gradient_text_state import (
     GradientTextState,
-    group_json,
+    ScreenedProposal,
     group_key,
     new_stats,
     record_screen,
 )
 from skillopt_dsl.optimizers.proposers import EditGroup
 from skillopt_dsl.optimizers.screening import ScreenResult, screen
-from skillopt_dsl.skill import Edit, Skill, parse_edits
+from skillopt_dsl.skill import Edit, Skill
 from skillopt_dsl.types import Example
 
 __all__ = ["SUBMIT_MARGIN", "ScreenedSteps", "submit_gain"]
@@ -86,12 +86,13 @@ class ScreenedSteps:
         for trial in list(state.trials) if failing else []:
             if self._keeps_reserve(view, state, price):
                 self._confirm(view, state, working, batch, rollouts, trial, room)
-        blocked = state.blocked_keys() | {g["key"] for g in (*state.trials, *state.pending)}
-        passed, screened, survivors = 0, 0, []
+        blocked = state.blocked_keys() | {g.key for g in (*state.trials, *state.pending)}
+        passed, screened = 0, 0
+        survivors: list[tuple[ScreenedProposal, bool]] = []  # and whether it joins at once
         for group in groups:
             candidate, kept, report = clip_to_budget(working, group.edits, room, self.max_edits)
+            state.step_outcomes += report.outcomes
             outcomes = [o.to_dict() for o in report.outcomes]
-            state.step_outcomes += outcomes
             view.emit("edit_report", step=state.step - 1, outcomes=outcomes)
             key = group_key(kept)
             if not kept or key in blocked or candidate.text == working.text:
@@ -100,7 +101,7 @@ class ScreenedSteps:
                 break  # the calls left are the gate's: a proposal proposed again is tried again
             blocked.add(key)
             if not self.screen:  # every proposal goes to the gate (measuring the gate alone)
-                state.pending.append(group_json(group, edits=kept, key=key, net=0.0, scored=0))
+                state.pending.append(ScreenedProposal.of(group, kept, key=key, net=0.0, scored=0))
                 continue
             result = screen(view, candidate, batch, rollouts, addresses=group.addresses)
             record_screen(view, state, group, result)
@@ -112,15 +113,14 @@ class ScreenedSteps:
                 continue
             passed += int(result.passed)
             state.proposer_stats.setdefault(group.source, new_stats())["survived"] += 1
-            trial = group_json(group, edits=kept, key=key, net=evidence.net, scored=evidence.scored)
+            trial = ScreenedProposal.of(
+                group, kept, key=key, net=evidence.net, scored=evidence.scored
+            )
             sweep = self.join_at_net is not None and _clean_sweep(result, failures, self.min_net)
-            survivors.append({**trial, "screens": 1})
-            if evidence.net >= self._join_at() or sweep:
-                state.pending.append(survivors[-1])
-            else:
-                state.trials.append(survivors[-1])
-        for survivor in survivors:  # how many it was chosen among (`_luck`)
-            survivor["rivals"] = screened
+            survivors.append((trial, evidence.net >= self._join_at() or sweep))
+        for trial, joins in survivors:  # with how many it was chosen among (`_luck_free_rate`)
+            survivor = dataclasses.replace(trial, screens=1, rivals=screened)
+            (state.pending if joins else state.trials).append(survivor)
         return passed
 
     def _join_at(self) -> float:
@@ -149,29 +149,28 @@ class ScreenedSteps:
         working: Skill,
         batch: list[Example],
         rollouts: Sequence[Rollout],
-        trial: dict[str, Any],
+        trial: ScreenedProposal,
         room: int,
     ) -> None:
         """Score a proposal on trial against the working candidate on a fresh mini-batch; it
         joins the working candidate once its net gain reaches `min_net`, and is remembered
         as rejected when it stops gaining or runs out of `confirm_steps`."""
         state.trials.remove(trial)
-        edits = parse_edits(trial["edits"])
+        edits = trial.edits
         candidate, kept, _ = clip_to_budget(working, edits, room, self.max_edits)
         if len(kept) != len(edits) or candidate.text == working.text:
             return  # no longer fits the working candidate: proposed again, it is tried again
-        group = EditGroup(
-            tuple(edits), trial["source"], trial["failure_driven"], trial["rationale"]
-        )
         result = screen(view, candidate, batch, rollouts, stage="confirm")
-        record_screen(view, state, group, result)
-        evidence = state.add_evidence(trial["key"], result)
-        screens = trial["screens"] + 1
-        joined = {**trial, "net": evidence.net, "scored": evidence.scored, "screens": screens}
-        # back from a rejected bundle ("gated": its gate strikes), it is confirmed at least once
-        done = screens > max(self.confirm_steps, int(trial.get("gated", 0)))
+        record_screen(view, state, trial.group, result)
+        evidence = state.add_evidence(trial.key, result)
+        screens = (trial.screens or 0) + 1
+        joined = dataclasses.replace(
+            trial, net=evidence.net, scored=evidence.scored, screens=screens
+        )
+        # back from a rejected bundle (`gated`: its gate strikes), it is confirmed at least once
+        done = screens > max(self.confirm_steps, trial.gated or 0)
         if evidence.rules_out(view.certifiable_gain()) or (done and evidence.net <= 0):
-            self._strike(state, edits, trial["key"], evidence.rate)
+            self._strike(state, edits, trial.key, evidence.rate)
         elif (result.passed and evidence.net >= self.min_net) or done:
             state.pending.append(joined)  # clear enough, or the evidence cannot tell: the gate
         else:
@@ -181,7 +180,7 @@ class ScreenedSteps:
         """No step is left to confirm them: proposals on trial that gained on training data
         join the working candidate, so that the last gate decision the budget pays for is not
         left unused."""
-        for trial in [t for t in state.trials if t["net"] > 0]:
+        for trial in [t for t in state.trials if t.net > 0]:
             state.trials.remove(trial)
             state.pending.append(trial)
 
@@ -194,7 +193,7 @@ class ScreenedSteps:
         needed = submit_gain(view)
         if self.submit_at_net is not None or needed is None or not self.screen:
             return
-        chosen = [t for t in state.trials if t["net"] > 0 and t["screens"] > 0]
+        chosen = [t for t in state.trials if t.net > 0 and (t.screens or 0) > 0]
         gain = sum(_luck_free_rate(g) for g in (*state.pending, *chosen))
         if gain < needed or not chosen or len(state.pending) + len(chosen) < 2:
             return  # one proposal alone is confirmed first (`min_net`, `confirm_steps`)
@@ -213,12 +212,12 @@ class ScreenedSteps:
         state.remember(edits, delta, block=strikes >= self.screen_strikes)
 
 
-def _luck_free_rate(group: dict[str, Any]) -> float:
+def _luck_free_rate(group: ScreenedProposal) -> float:
     """A proposal's training gain per example, less the luck of being chosen: a survivor of a
     screen that tried `rivals` proposals on one batch is the luckiest of them, by up to an
     example (none when it was tried alone: nothing was chosen)."""
-    luck = min(1.0, (group.get("rivals", 1) - 1) / 2)
-    return max(0.0, group["net"] - luck) / max(group["scored"], 1)
+    luck = min(1.0, ((group.rivals or 1) - 1) / 2)
+    return max(0.0, group.net - luck) / max(group.scored, 1)
 
 
 def _clean_sweep(result: ScreenResult, failing: int, least: float) -> bool:

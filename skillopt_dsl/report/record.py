@@ -13,7 +13,7 @@ from typing import Any
 from skillopt_dsl.baselines import Baseline
 from skillopt_dsl.driver import StepRecord
 from skillopt_dsl.errors import RunDirError, UserInputError
-from skillopt_dsl.events import RunEvent
+from skillopt_dsl.events import RunEvent, TrialRow
 from skillopt_dsl.export import load_skill
 from skillopt_dsl.gate import GateDecision
 from skillopt_dsl.runs import RunDirectory
@@ -198,7 +198,7 @@ def _seed_score(events: Sequence[RunEvent]) -> float | None:
     return None
 
 
-def last_sweep(events: Sequence[RunEvent]) -> list[dict[str, object]] | None:
+def last_sweep(events: Sequence[RunEvent]) -> list[TrialRow] | None:
     """The trial list of the last `sweep` event (written by OptunaLR), if any."""
     found = [e["trials"] for e in events if e["event"] == "sweep"]
     return list(found[-1]) if found and isinstance(found[-1], list) else None

@@ -46,6 +46,7 @@ from skillopt_dsl.optimizers.proposers.base import (
     ProposalRequest,
     Proposer,
     RejectedCandidate,
+    RejectedRecord,
     edit_key,
 )
 from skillopt_dsl.optimizers.proposers.common import (
@@ -89,6 +90,7 @@ __all__ = [
     "ProposerFactory",
     "ReflectiveProposer",
     "RejectedCandidate",
+    "RejectedRecord",
     "answer_shape",
     "ask_for_edits",
     "bullet_under_heading",

@@ -9,15 +9,25 @@ import random
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from skillopt_dsl.evaluate import Rollout
+from skillopt_dsl.json_types import JSONObject, JSONValue
 from skillopt_dsl.lm import LM
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.skill import Edit, Skill
 from skillopt_dsl.types import Example
 
 logger = logging.getLogger(__name__)
+
+
+class RejectedRecord(TypedDict):
+    """A `RejectedCandidate` as checkpoints hold it."""
+
+    edits: list[JSONObject]
+    delta: float
+    step: int
+    epoch: int
 
 
 @dataclass(frozen=True)
@@ -29,17 +39,17 @@ class RejectedCandidate:
     step: int
     epoch: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RejectedRecord:
         """JSON-ready form, as kept in checkpoints."""
-        return {
-            "edits": [e.model_dump() for e in self.edits],
-            "delta": self.delta,
-            "step": self.step,
-            "epoch": self.epoch,
-        }
+        return RejectedRecord(
+            edits=[e.model_dump() for e in self.edits],
+            delta=self.delta,
+            step=self.step,
+            epoch=self.epoch,
+        )
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RejectedCandidate:
+    def from_dict(cls, data: RejectedRecord) -> RejectedCandidate:
         """Rebuild from `to_dict` output."""
         from skillopt_dsl.skill import parse_edits
 
@@ -74,11 +84,17 @@ class ProposalRequest:
     budget_tokens: int
     step: int = 0
     epoch: int = 0
-    notes: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[JSONObject] = field(default_factory=list)
+    """The notes of this step (`note`): each its `kind` and fields, emitted as an event."""
 
-    def note(self, kind: str, **payload: Any) -> None:
-        """Record something worth keeping in the run's events (a dropped group, say)."""
+    def note(self, kind: str, **payload: JSONValue) -> None:
+        """Record something worth keeping in the run's events (a dropped group, say): an
+        event of kind `kind` with JSON fields `payload`."""
         self.notes.append({"kind": kind, **payload})
+
+    def note_events(self) -> list[tuple[str, JSONObject]]:
+        """The notes as events: each one's kind and its other fields."""
+        return [(str(n["kind"]), {k: v for k, v in n.items() if k != "kind"}) for n in self.notes]
 
     def failures(self, threshold: float = 1.0) -> list[tuple[Example, Rollout]]:
         """The batch's (example, rollout) pairs scoring below `threshold`."""
