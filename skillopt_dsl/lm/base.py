@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Literal, Protocol, runtime_checkable
 
 from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.json_types import JSONObject, JSONValue
 
 Message = dict[str, str]
 """One chat message: `{"role": "system" | "user" | "assistant", "content": "..."}`."""
@@ -38,7 +39,7 @@ class SamplingParams:
     seed: int = 0
     top_p: float | None = None
     stop: tuple[str, ...] | None = None
-    response_format: Mapping[str, object] | None = None
+    response_format: Mapping[str, JSONValue] | None = None
     reasoning_effort: ReasoningEffort | None = None
 
     def __post_init__(self) -> None:
@@ -57,7 +58,7 @@ class SamplingParams:
                 ) from None
             object.__setattr__(self, "response_format", copied)
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> JSONObject:
         """A JSON-ready record of every field (what the cache key and config.json hold)."""
         record = {f.name: getattr(self, f.name) for f in fields(self)}
         record["stop"] = None if self.stop is None else list(self.stop)
@@ -66,9 +67,9 @@ class SamplingParams:
         )
         return record
 
-    def provider_kwargs(self) -> dict[str, object]:
+    def provider_kwargs(self) -> JSONObject:
         """The optional fields that are set, as litellm / OpenAI request keywords."""
-        optional = {
+        optional: JSONObject = {
             "top_p": self.top_p,
             "stop": None if self.stop is None else list(self.stop),
             "response_format": None if self.response_format is None else dict(self.response_format),
@@ -101,7 +102,7 @@ class Backend(Protocol):
 
     - `price() -> Price | None`: the model's price (None: unknown), used to reserve the worst
       case cost of a call under `Budget(max_usd=...)`.
-    - `identity() -> Mapping[str, object]`: a JSON-ready record of everything besides the
+    - `identity() -> Mapping[str, JSONValue]`: a JSON-ready record of everything besides the
       sampling parameters that changes an answer: `{"model", "api_base", "provider_params"}`
       (never an API key). It enters the response cache key and the run's config.json.
     """

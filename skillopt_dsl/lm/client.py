@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Unpack
 
 from skillopt_dsl.errors import ModelError, UserInputError
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.lm.base import Backend, Completion, Message, SamplingParams
 from skillopt_dsl.lm.cache import ResponseCache, cache_key, canonical_json
 from skillopt_dsl.lm.failures import is_transient, retry_after_s, scrub, status_code
@@ -130,7 +131,7 @@ class LM:
         """Default sampling parameters."""
         return self._params
 
-    def identity(self) -> dict[str, object]:
+    def identity(self) -> JSONObject:
         """A JSON-ready record of everything that changes this client's answers (no API keys).
 
         `{"model", "api_base", "provider_params", "sampling"}`: the backend's model string and
@@ -141,7 +142,7 @@ class LM:
         """
         return self.request_identity(self._params)
 
-    def request_identity(self, params: SamplingParams) -> dict[str, object]:
+    def request_identity(self, params: SamplingParams) -> JSONObject:
         """`identity()` with the sampling parameters of one request (its seed included)."""
         return {**backend_identity(self._backend), "sampling": params.to_dict()}
 
@@ -337,7 +338,7 @@ def resolve_lm(
     )
 
 
-def backend_identity(backend: Backend) -> dict[str, object]:
+def backend_identity(backend: Backend) -> JSONObject:
     """The backend's part of `LM.identity()`: its own `identity()` when it has one, else its
     model string and `api_base` attribute (if any), with no provider parameters."""
     describe = getattr(backend, "identity", None)

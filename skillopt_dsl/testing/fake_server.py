@@ -25,6 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.lm.base import Message
 
 __all__ = ["FakeOpenAIServer", "echo_last_word"]
@@ -76,7 +77,7 @@ class _Handler(BaseHTTPRequestHandler):
         text = owner.respond(messages)
         self._send(200, _completion(request, messages, text, owner.send_usage))
 
-    def _send(self, status: int, payload: dict[str, object]) -> None:
+    def _send(self, status: int, payload: JSONObject) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -89,11 +90,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _completion(
-    request: dict[str, object], messages: list[Message], text: str, send_usage: bool
-) -> dict[str, object]:
+    request: JSONObject, messages: list[Message], text: str, send_usage: bool
+) -> JSONObject:
     prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
     completion_tokens = len(text.split())
-    answer: dict[str, object] = {
+    answer: JSONObject = {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
         "created": 0,
@@ -136,7 +137,7 @@ class FakeOpenAIServer:
         send_usage: bool = True,
     ) -> None:
         self.respond, self.latency_s, self.send_usage = respond, latency_s, send_usage
-        self._bodies: deque[dict[str, object]] = deque(maxlen=_KEPT_BODIES)
+        self._bodies: deque[JSONObject] = deque(maxlen=_KEPT_BODIES)
         self._max_requests, self._max_lifetime_s = max_requests, max_lifetime_s
         self._lock = threading.Lock()
         self._requests = 0
@@ -151,7 +152,7 @@ class FakeOpenAIServer:
             return self._requests
 
     @property
-    def bodies(self) -> list[dict[str, object]]:
+    def bodies(self) -> list[JSONObject]:
         """The JSON bodies of the admitted requests (the latest 10,000), in arrival order."""
         with self._lock:
             return list(self._bodies)

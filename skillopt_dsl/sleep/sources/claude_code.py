@@ -32,6 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.sleep.redact import Redactor
 from skillopt_dsl.sleep.sources.base import ReplayCommand, Source
 from skillopt_dsl.sleep.sources.reading import (
@@ -227,7 +228,7 @@ class ClaudeCodeSource(Source):
         ]
 
     def _record(
-        self, session: _ClaudeSession, record: dict[str, Any], path: Path, line_no: int
+        self, session: _ClaudeSession, record: JSONObject, path: Path, line_no: int
     ) -> None:
         kind = record.get("type")
         counts = session.counts
@@ -253,15 +254,14 @@ class ClaudeCodeSource(Source):
         session.last_when = when
         session.id = str(record.get("sessionId") or session.id)
         session.cwd = session.cwd or str(record.get("cwd") or "")
-        session.branch = session.branch or (record.get("gitBranch") or None)
+        branch = record.get("gitBranch")
+        session.branch = session.branch or (branch if isinstance(branch, str) and branch else None)
         turn = self._turn(kind, record, message, when, session)
         if turn is not None:
             session.turns.append(turn)
 
     @staticmethod
-    def _attachment(
-        session: _ClaudeSession, record: dict[str, Any], path: Path, line_no: int
-    ) -> None:
+    def _attachment(session: _ClaudeSession, record: JSONObject, path: Path, line_no: int) -> None:
         """A prompt queued while the agent worked; every other attachment is context."""
         attachment = record.get("attachment")
         if not isinstance(attachment, dict) or attachment.get("type") != "queued_command":
@@ -284,8 +284,8 @@ class ClaudeCodeSource(Source):
     @staticmethod
     def _turn(
         kind: str,
-        record: dict[str, Any],
-        message: dict[str, Any],
+        record: JSONObject,
+        message: JSONObject,
         when: datetime,
         session: _ClaudeSession,
     ) -> Turn | None:
@@ -299,8 +299,9 @@ class ClaudeCodeSource(Source):
         for block in blocks:
             if not isinstance(block, dict):
                 continue
-            if block.get("type") == "text" and isinstance(block.get("text"), str):
-                texts.append(block["text"])
+            text = block.get("text")
+            if block.get("type") == "text" and isinstance(text, str):
+                texts.append(text)
             elif block.get("type") == "tool_use":
                 name = str(block.get("name") or "tool")
                 call_id = str(block.get("id") or "")
@@ -351,7 +352,7 @@ _NOT_FAILURES = ("requires approval", "permission", "was blocked", "doesn't want
 _HOOK_FEEDBACK = re.compile(r"^(?:Stop|SubagentStop) hook feedback:")
 
 
-def _timeline_record(reader: StepReader, line: int, record: dict[str, Any]) -> None:
+def _timeline_record(reader: StepReader, line: int, record: JSONObject) -> None:
     kind = record.get("type")
     if record.get("isSidechain") is True:
         return
@@ -371,7 +372,7 @@ def _timeline_record(reader: StepReader, line: int, record: dict[str, Any]) -> N
         _user_steps(reader, line, record, blocks)
 
 
-def _queued_step(reader: StepReader, line: int, record: dict[str, Any]) -> None:
+def _queued_step(reader: StepReader, line: int, record: JSONObject) -> None:
     attachment = record.get("attachment")
     if not isinstance(attachment, dict) or attachment.get("type") != "queued_command":
         return
@@ -392,7 +393,7 @@ def _assistant_steps(reader: StepReader, line: int, blocks: list[Any]) -> None:
             _tool_step(reader, line, block)
 
 
-def _tool_step(reader: StepReader, line: int, block: dict[str, Any]) -> None:
+def _tool_step(reader: StepReader, line: int, block: JSONObject) -> None:
     name = str(block.get("name") or "").casefold()
     data = json_object(block.get("input"))
     call_id = str(block.get("id") or "")
@@ -405,7 +406,7 @@ def _tool_step(reader: StepReader, line: int, block: dict[str, Any]) -> None:
             reader.add("edit", line, reader.relative(path))
 
 
-def _user_steps(reader: StepReader, line: int, record: dict[str, Any], blocks: list[Any]) -> None:
+def _user_steps(reader: StepReader, line: int, record: JSONObject, blocks: list[Any]) -> None:
     texts: list[str] = []
     for block in blocks:
         if not isinstance(block, dict):
@@ -445,7 +446,7 @@ def _result_text(content: object) -> str:
     return ""
 
 
-def _result_step(reader: StepReader, line: int, block: dict[str, Any]) -> None:
+def _result_step(reader: StepReader, line: int, block: JSONObject) -> None:
     text = _result_text(block.get("content"))
     call_id = str(block.get("tool_use_id") or "")
     if text.startswith(_REFUSAL):

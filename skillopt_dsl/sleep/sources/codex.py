@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.sleep.redact import Redactor
 from skillopt_dsl.sleep.sources.base import ReplayCommand, Source
 from skillopt_dsl.sleep.sources.reading import (
@@ -227,9 +228,7 @@ class CodexSource(Source):
         merged = merge_turns(attach_outputs(ordered, rollout.outputs))
         return tuple(t for t in merged if t.text or t.calls)
 
-    def _record(
-        self, rollout: _CodexRollout, record: dict[str, object], path: Path, line_no: int
-    ) -> None:
+    def _record(self, rollout: _CodexRollout, record: JSONObject, path: Path, line_no: int) -> None:
         counts = rollout.counts
         if "payload" not in record:
             self._legacy(rollout, record, path, line_no)
@@ -265,7 +264,7 @@ class CodexSource(Source):
             self._item(rollout, payload, when)
 
     @staticmethod
-    def _meta(rollout: _CodexRollout, payload: dict[str, object]) -> None:
+    def _meta(rollout: _CodexRollout, payload: JSONObject) -> None:
         """The first `session_meta` is this rollout's (a fork copies its parent's after it)."""
         if rollout.meta_seen:
             return
@@ -277,9 +276,7 @@ class CodexSource(Source):
         if isinstance(git, dict) and git.get("branch"):
             rollout.branch = str(git["branch"])
 
-    def _legacy(
-        self, rollout: _CodexRollout, record: dict[str, object], path: Path, line_no: int
-    ) -> None:
+    def _legacy(self, rollout: _CodexRollout, record: JSONObject, path: Path, line_no: int) -> None:
         """The mid-2025 format: a bare header, `record_type` state lines, bare items."""
         counts = rollout.counts
         if "record_type" in record and "type" not in record:
@@ -313,7 +310,7 @@ class CodexSource(Source):
         self._item(rollout, record, when)
 
     @staticmethod
-    def _event(rollout: _CodexRollout, payload: dict[str, object], when: datetime) -> None:
+    def _event(rollout: _CodexRollout, payload: JSONObject, when: datetime) -> None:
         sub = payload.get("type")
         if sub not in ("user_message", "agent_message"):
             return
@@ -326,7 +323,7 @@ class CodexSource(Source):
         rollout.events.append(Turn(role, rollout.event_redactor.redact(text), when))
 
     @staticmethod
-    def _item(rollout: _CodexRollout, payload: dict[str, object], when: datetime) -> None:
+    def _item(rollout: _CodexRollout, payload: JSONObject, when: datetime) -> None:
         sub = payload.get("type")
         counts = rollout.counts
         if sub in _CODEX_CALLS:
@@ -362,7 +359,7 @@ class CodexSource(Source):
         rollout.items.append(Turn(role, rollout.item_redactor.redact(text), when))
 
 
-def _codex_input(payload: dict[str, object], redactor: Redactor) -> str:
+def _codex_input(payload: JSONObject, redactor: Redactor) -> str:
     """The input of a Codex tool call: arguments, input, a shell command or a search query."""
     kind = payload.get("type")
     if kind == "function_call":
@@ -404,7 +401,7 @@ _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.MULTIL
 def _timeline_record(
     reader: StepReader,
     line: int,
-    record: dict[str, object],
+    record: JSONObject,
     into: tuple[list[Step], list[Step]],
 ) -> None:
     """One line's steps; prompts and replies go to `into` (item messages, event messages)."""
@@ -420,9 +417,7 @@ def _timeline_record(
         _item_step(reader, line, payload, into[0])
 
 
-def _event_step(
-    reader: StepReader, line: int, payload: dict[str, object], into: list[Step]
-) -> None:
+def _event_step(reader: StepReader, line: int, payload: JSONObject, into: list[Step]) -> None:
     sub = payload.get("type")
     if sub == "turn_aborted":
         reader.add("interrupt", line, str(payload.get("reason") or "turn aborted"))
@@ -443,7 +438,7 @@ def _event_step(
             into.append(reader.step("prompt" if sub == "user_message" else "reply", line, text))
 
 
-def _item_step(reader: StepReader, line: int, payload: dict[str, object], into: list[Step]) -> None:
+def _item_step(reader: StepReader, line: int, payload: JSONObject, into: list[Step]) -> None:
     sub = payload.get("type")
     call_id = str(payload.get("call_id") or payload.get("id") or "")
     if sub in ("function_call", "custom_tool_call", "local_shell_call"):
@@ -463,7 +458,7 @@ def _item_step(reader: StepReader, line: int, payload: dict[str, object], into: 
             into.append(reader.step("prompt" if payload["role"] == "user" else "reply", line, text))
 
 
-def _call_step(reader: StepReader, line: int, payload: dict[str, object], call_id: str) -> None:
+def _call_step(reader: StepReader, line: int, payload: JSONObject, call_id: str) -> None:
     name = str(payload.get("name") or payload.get("type") or "").casefold()
     raw = payload.get("arguments") if "arguments" in payload else payload.get("input")
     if payload.get("type") == "local_shell_call":

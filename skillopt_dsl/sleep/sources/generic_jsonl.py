@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.sleep.redact import Redactor
 from skillopt_dsl.sleep.sources.base import Source
 from skillopt_dsl.sleep.sources.reading import Role, json_lines, record_time
@@ -78,7 +79,7 @@ class GenericJsonlSource(Source):
     @staticmethod
     def _line(
         grouped: dict[str, _GenericSession],
-        record: dict[str, object],
+        record: JSONObject,
         path: Path,
         line_no: int,
         counts: ReadCounts,

@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
+from skillopt_dsl.json_types import JSONObject, JSONValue
 from skillopt_dsl.sleep.redact import Redactor
 from skillopt_dsl.sleep.transcript import (
     TOOL_INPUT_CHARS,
@@ -26,7 +27,7 @@ Role = Literal["user", "assistant"]
 """Who spoke a turn."""
 
 
-def json_lines(path: Path, counts: ReadCounts) -> Iterator[tuple[int, dict[str, object]]]:
+def json_lines(path: Path, counts: ReadCounts) -> Iterator[tuple[int, JSONObject]]:
     """The JSON objects of a JSONL file, opened read only; bad lines are counted."""
     with path.open("rb") as handle:
         for line_no, raw in enumerate(handle, start=1):
@@ -44,7 +45,7 @@ def json_lines(path: Path, counts: ReadCounts) -> Iterator[tuple[int, dict[str, 
 
 
 def record_time(
-    record: Mapping[str, object], path: Path, line_no: int, counts: ReadCounts
+    record: Mapping[str, JSONValue], path: Path, line_no: int, counts: ReadCounts
 ) -> datetime | None:
     try:
         return parse_timestamp(record.get("timestamp"))

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.sleep.redact import Redactor
 from skillopt_dsl.sleep.transcript import Session, Step, StepKind, Timeline, ToolCall
 
@@ -89,7 +90,7 @@ class StepReader:
         return Timeline(self.session.path, self.session.cwd, tuple(self.steps))
 
 
-def numbered_records(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
+def numbered_records(path: Path) -> Iterator[tuple[int, JSONObject]]:
     """The JSON objects of a JSONL file with their 1-based line numbers, opened read only
     (bad lines skipped: the harvest already counted them)."""
     with path.open("rb") as handle:
@@ -102,7 +103,7 @@ def numbered_records(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
                 yield line_no, record
 
 
-def json_object(raw: object) -> dict[str, object]:
+def json_object(raw: object) -> JSONObject:
     """`raw` as a JSON object: itself when it is one, decoded when it is a string holding one,
     else empty."""
     if isinstance(raw, dict):
