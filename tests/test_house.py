@@ -319,3 +319,120 @@ def test_no_underscore_name_is_imported_from_another_module() -> None:
         line for relative, text in _sources() for line in private_imports(relative, text, modules)
     ]
     assert not crossing, "underscore names imported across modules:\n" + "\n".join(crossing)
+
+
+# -- circles and arrows up ----------------------------------------------------------------------
+# The file-level import graph: an arrow from a file to each package file its import statements name
+# (`from skillopt_dsl.x import y` names `skillopt_dsl.x.y` when that is a module, else
+# `skillopt_dsl.x`), wherever the statement stands (under `TYPE_CHECKING` too: a circle in the
+# types is a circle in the design). A package's `__init__` is a file like any other; importing a
+# submodule does not draw an arrow to the package around it.
+
+
+def direct_imports(module: str, text: str, modules: set[str], *, is_package: bool) -> set[str]:
+    """The package's modules that one file's import statements name directly."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom):
+            source = _absolute(node, module, is_package)
+            for alias in node.names:
+                child = f"{source}.{alias.name}"
+                found.add(child if child in modules else source)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return (found & modules) - {module}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected set of two or more modules (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            members = []
+            while True:
+                member = stack.pop()
+                members.append(member)
+                if member == node:
+                    break
+            if len(members) > 1:
+                found.append(sorted(members))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def arrows_up(graph: dict[str, set[str]], packages: set[str]) -> list[str]:
+    """Each arrow from a file to the front (`__init__`) of a package that holds it: a piece
+    reaching back up into its own folder's door instead of the sibling that defines the name."""
+    return sorted(
+        f"{source} -> {target}"
+        for source, targets in graph.items()
+        for target in targets
+        if target in packages and source.startswith(target + ".")
+    )
+
+
+def _file_graph() -> tuple[dict[str, set[str]], set[str]]:
+    sources = {_module_name(relative): (relative, text) for relative, text in _sources()}
+    modules = set(sources) | {"skillopt_dsl"}
+    packages = {_module_name(r) for r, _ in sources.values() if r.endswith("__init__.py")}
+    graph = {
+        name: direct_imports(name, text, modules, is_package=relative.endswith("__init__.py"))
+        for name, (relative, text) in sources.items()
+        if not relative.endswith("__main__.py")  # `python -m`'s entry sits above everything
+    }
+    return graph, packages | {"skillopt_dsl"}
+
+
+def test_the_circle_and_arrow_readers_see_what_they_must() -> None:
+    """Kills: a circle reader that misses a two-file circle through a `TYPE_CHECKING` import or
+    a relative import, and an arrow reader that misses `from skillopt_dsl.pkg import Name` in
+    `pkg/a.py` or calls an import of a sibling submodule an arrow up."""
+    texts = {
+        "skillopt_dsl.pkg": ("pkg/__init__.py", "from skillopt_dsl.pkg.a import A\n"),
+        "skillopt_dsl.pkg.a": (
+            "pkg/a.py",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import B\n",
+        ),
+        "skillopt_dsl.pkg.b": ("pkg/b.py", "from skillopt_dsl.pkg.a import A\n"),
+        "skillopt_dsl.pkg.c": ("pkg/c.py", "from skillopt_dsl.pkg import A\nfrom . import b\n"),
+    }
+    modules = set(texts)
+    graph = {
+        name: direct_imports(name, text, modules, is_package=relative.endswith("__init__.py"))
+        for name, (relative, text) in texts.items()
+    }
+    assert graph["skillopt_dsl.pkg.c"] == {"skillopt_dsl.pkg", "skillopt_dsl.pkg.b"}
+    assert circles(graph) == [["skillopt_dsl.pkg.a", "skillopt_dsl.pkg.b"]]
+    assert arrows_up(graph, {"skillopt_dsl.pkg"}) == ["skillopt_dsl.pkg.c -> skillopt_dsl.pkg"]
+
+
+def test_no_import_circles() -> None:
+    """Kills: two files importing each other, even only for types (e.g. `dspy/hooks.py` taking
+    `DSPyProgram` from `dspy/program.py`, which takes `ProposerHooks` from it): the lower file
+    declares what it needs (a Protocol) or the shared name moves down."""
+    graph, _ = _file_graph()
+    assert not circles(graph), f"import circles: {circles(graph)}"
+
+
+def test_no_arrow_runs_back_up_into_a_folders_door() -> None:
+    """Kills: a file importing a name from the `__init__` of its own folder (or the package root)
+    instead of from the sibling module that defines it, e.g. `from skillopt_dsl.optimizers import
+    GradientText` inside `optimizers/beam.py`."""
+    graph, packages = _file_graph()
+    up = arrows_up(graph, packages)
+    assert not up, "arrows back up:\n" + "\n".join(up)

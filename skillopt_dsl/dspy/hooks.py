@@ -10,11 +10,12 @@ parses with the program's own adapter before it is proposed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from skillopt_dsl.dspy.calls import ProgramTrace, origin, outputs_of
 from skillopt_dsl.dspy.demos import render_demo
 from skillopt_dsl.dspy.proposals import (
+    AdapterStyle,
     answer_parses,
     format_rule_for,
     reflection_case,
@@ -25,11 +26,26 @@ from skillopt_dsl.optimizers.proposers import mentions_format
 from skillopt_dsl.types import Example
 
 if TYPE_CHECKING:
-    from skillopt_dsl.dspy.program import DSPyProgram
     from skillopt_dsl.evaluate import Rollout
     from skillopt_dsl.module import FieldSpec
 
-__all__ = ["ProposerHooks", "program_trace"]
+__all__ = ["ProgramFacts", "ProposerHooks", "program_trace"]
+
+
+class ProgramFacts(Protocol):
+    """What the hooks read of the program (`skillopt_dsl.dspy.program.DSPyProgram` has it):
+    which predictors each row's runs reached, each predictor's signature, the adapter that
+    parses outputs, its output style, and whether demos are trained."""
+
+    parser: Any
+    style: AdapterStyle
+    demos: bool
+
+    def reached(self, example_id: str) -> frozenset[str]: ...
+
+    def always_reached(self, name: str) -> bool: ...
+
+    def signature(self, name: str) -> Any: ...
 
 
 def program_trace(rollout: Rollout | None) -> ProgramTrace | None:
@@ -42,7 +58,7 @@ class ProposerHooks:
     """The five proposer hooks, for a module with `program` and `predictor` (its name)."""
 
     if TYPE_CHECKING:  # set by `PredictorModule` (runtime annotations would be its fields)
-        program: DSPyProgram
+        program: ProgramFacts
         predictor: str
         output_fields: ClassVar[dict[str, FieldSpec]]
 

@@ -35,7 +35,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dspy
 import pydantic
@@ -337,6 +337,9 @@ class PredictorModule(ProposerHooks, SkillModule):
 
     Build it with `DSPyProgram.module(name)`, which declares its fields.
     """
+
+    if TYPE_CHECKING:  # the hooks read it as `ProgramFacts`; the module runs all of it
+        program: DSPyProgram
 
     def __init__(self, *, program: DSPyProgram, predictor: str) -> None:
         self.program = program
