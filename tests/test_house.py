@@ -436,3 +436,45 @@ def test_no_arrow_runs_back_up_into_a_folders_door() -> None:
     graph, packages = _file_graph()
     up = arrows_up(graph, packages)
     assert not up, "arrows back up:\n" + "\n".join(up)
+
+
+# The layers, from the bottom up (CONTRIBUTING.md, "Architecture"): a file imports only files of
+# its own layer or of layers below it. A new top-level file or folder is placed here.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "json_types", "options", "types", "cli_harness", "file_transaction"),
+    ("lm",),
+    ("skill", "metrics", "events", "evidence", "progress"),
+    ("module", "export", "studies"),
+    ("evaluate", "runs", "baselines", "data"),
+    ("gate", "reachability", "settings"),
+    ("driver",),
+    ("optimizers",),
+    ("compile", "agents", "skill_folder", "recipes"),
+    ("dspy", "sleep", "benchmarks", "report"),
+    ("cli", "sweeps", "testing"),
+)
+
+
+def layer_of(module: str) -> int | None:
+    """The layer of a package module (by its top-level file or folder); None when unplaced;
+    the root package sits above every layer."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return len(LAYERS)
+    return next((i for i, names in enumerate(LAYERS) if parts[1] in names), None)
+
+
+def test_every_import_points_down_the_layers() -> None:
+    """Kills: a lower layer importing a higher one (e.g. `driver/run.py` importing from
+    `optimizers/`, or `skill/` from `module.py`), and a new top-level file nobody placed in
+    `LAYERS`."""
+    graph, _ = _file_graph()
+    unplaced = sorted({m for m in graph if layer_of(m) is None})
+    assert not unplaced, f"place these in LAYERS (tests/test_house.py) and CONTRIBUTING: {unplaced}"
+    upward = sorted(
+        f"{source} -> {target}"
+        for source, targets in graph.items()
+        for target in targets
+        if (layer_of(target) or 0) > (layer_of(source) or 0)
+    )
+    assert not upward, "imports up the layers:\n" + "\n".join(upward)
