@@ -205,7 +205,7 @@ def test_sweep_sends_its_trials_to_the_servers(
 # Kills: a resumed run not repeating --api-base (its recorded model identity would differ, so
 # the printed resume command would be refused).
 def test_resume_command_repeats_the_api_bases() -> None:
-    flags = cli._CompileFlags(None, None, None, None, None, None, None, None, 0, 1, 10,
+    flags = cli.CompileFlags(None, None, None, None, None, None, None, None, 0, 1, 10,
                               "http://127.0.0.1:9/v1", "http://127.0.0.1:8/v1")  # fmt: skip
     words = flags.resume_command(Path("r.py"), Path("run")).split()
     assert words[words.index("--api-base") + 1] == "http://127.0.0.1:9/v1"

@@ -15,10 +15,8 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
-import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -31,6 +29,7 @@ from skillopt_dsl.cli.lists import benchmarks_list as benchmarks_list
 from skillopt_dsl.cli.lists import recipes_list as recipes_list
 from skillopt_dsl.cli.options import (
     ApiBaseOpt,
+    CompileFlags,
     DebugOpt,
     ExportFormat,
     MaxCallsOpt,
@@ -47,6 +46,17 @@ from skillopt_dsl.cli.options import (
     ThreadsOpt,
 )
 from skillopt_dsl.cli.overrides import lazy, optimizer_from_flags
+from skillopt_dsl.cli.skill_folder import (
+    AgentChoice,
+    AgentOpt,
+    DistractorsOpt,
+    FolderTask,
+    SkillFolderOpt,
+    TriggerDataOpt,
+    compile_folder,
+    compile_target,
+    skill_folder_app,
+)
 from skillopt_dsl.cli.tables import fmt_score, print_compile, print_eval, print_sweep
 from skillopt_dsl.cli_harness import EXIT_INTERRUPTED, handled
 from skillopt_dsl.compile import CompileResult
@@ -76,6 +86,7 @@ app = typer.Typer(
 app.add_typer(benchmarks_app, name="benchmarks")
 app.add_typer(recipes_app, name="recipes")
 app.add_typer(sleep_app, name="sleep")
+app.add_typer(skill_folder_app, name="skill-folder")
 
 
 def _lm_for(model: str, base: str | LM | None) -> LM:
@@ -142,56 +153,16 @@ def _checked_run_dir(recipe: Recipe, run_dir: Path | None, resume: bool) -> Path
     return run_dir
 
 
-@dataclass(frozen=True)
-class _CompileFlags:
-    """The flags a resumed run must repeat (they are part of the run's config)."""
-
-    optimizer: OptimizerChoice | None
-    lr: float | None
-    epochs: int | None
-    batch_size: int | None
-    model: str | None
-    optimizer_model: str | None
-    max_calls: int | None
-    max_usd: float | None
-    seed: int
-    threads: int
-    max_errors: int
-    api_base: str | None = None
-    optimizer_api_base: str | None = None
-
-    def overrides(self) -> dict[str, Any]:
-        """Optimizer settings given on the command line."""
-        pairs = (("lr", self.lr), ("epochs", self.epochs), ("batch_size", self.batch_size))
-        return {k: v for k, v in pairs if v is not None}
-
-    def resume_command(self, recipe: Path, run_dir: Path) -> str:
-        """The exact command that continues this run."""
-        words = ["skillopt-dsl", "compile", str(recipe)]
-        for name in (
-            "lr",
-            "epochs",
-            "batch_size",
-            "model",
-            "optimizer_model",
-            "api_base",
-            "optimizer_api_base",
-            "max_calls",
-            "max_usd",
-        ):
-            value = getattr(self, name)
-            if value is not None:
-                words += ["--" + name.replace("_", "-"), str(value)]
-        if self.optimizer is not None:
-            words += ["--optimizer", self.optimizer.value]
-        words += ["--seed", str(self.seed), "--threads", str(self.threads)]
-        words += ["--max-errors", str(self.max_errors), "--run-dir", str(run_dir), "--resume"]
-        return shlex.join(words)
-
-
 @app.command("compile")
 def compile_command(
-    recipe: RecipeArg,
+    recipe: Annotated[
+        Path | None,
+        typer.Argument(help="A recipe file, e.g. recipes/navigate_local.py (or --skill-folder)."),
+    ] = None,
+    skill_folder: SkillFolderOpt = None,
+    trigger_data: TriggerDataOpt = None,
+    distractors: DistractorsOpt = None,
+    agent: AgentOpt = AgentChoice.claude,
     optimizer: Annotated[
         OptimizerChoice | None,
         typer.Option("--optimizer", help="Optimizer to use instead of the recipe's."),
@@ -223,8 +194,10 @@ def compile_command(
     max_errors: MaxErrorsOpt = 10,
     debug: DebugOpt = False,
 ) -> None:
-    """Train the recipe's skill; prints seed vs best scores and where best_skill.md is."""
-    flags = _CompileFlags(
+    """Train the recipe's skill; prints seed vs best scores and where best_skill.md is. With
+    --skill-folder, train the folder's description on --trigger-data and stage the change in
+    the run dir (the folder is untouched until `skillopt-dsl skill-folder adopt RUN_DIR`)."""
+    flags = CompileFlags(
         optimizer,
         lr,
         epochs,
@@ -240,11 +213,15 @@ def compile_command(
         optimizer_api_base,
     )
     with handled(debug):
-        _run_compile(recipe, flags, run_dir, resume)
+        chosen = compile_target(recipe, skill_folder, trigger_data, distractors, agent)
+        if isinstance(chosen, FolderTask):
+            compile_folder(chosen, flags, run_dir, resume)
+        else:
+            _run_compile(chosen, flags, run_dir, resume)
 
 
 def _run_compile(
-    recipe_path: Path, flags: _CompileFlags, run_dir: Path | None, resume: bool
+    recipe_path: Path, flags: CompileFlags, run_dir: Path | None, resume: bool
 ) -> None:
     recipe = load_recipe(recipe_path)
     target, reflector = _models(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import shlex
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -103,3 +105,54 @@ MaxErrorsOpt = Annotated[
 
 
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks and debug logs.")]
+
+
+@dataclass(frozen=True)
+class CompileFlags:
+    """The flags a resumed run must repeat (they are part of the run's config)."""
+
+    optimizer: OptimizerChoice | None
+    lr: float | None
+    epochs: int | None
+    batch_size: int | None
+    model: str | None
+    optimizer_model: str | None
+    max_calls: int | None
+    max_usd: float | None
+    seed: int
+    threads: int
+    max_errors: int
+    api_base: str | None = None
+    optimizer_api_base: str | None = None
+
+    def overrides(self) -> dict[str, Any]:
+        """Optimizer settings given on the command line."""
+        pairs = (("lr", self.lr), ("epochs", self.epochs), ("batch_size", self.batch_size))
+        return {k: v for k, v in pairs if v is not None}
+
+    def resume_command(self, recipe: Path, run_dir: Path) -> str:
+        """The exact command that continues this run."""
+        return shlex.join(["skillopt-dsl", "compile", str(recipe), *self.resume_words(run_dir)])
+
+    def resume_words(self, run_dir: Path) -> list[str]:
+        """The flags that continue this run in `run_dir` (after what names the task)."""
+        words: list[str] = []
+        for name in (
+            "lr",
+            "epochs",
+            "batch_size",
+            "model",
+            "optimizer_model",
+            "api_base",
+            "optimizer_api_base",
+            "max_calls",
+            "max_usd",
+        ):
+            value = getattr(self, name)
+            if value is not None:
+                words += ["--" + name.replace("_", "-"), str(value)]
+        if self.optimizer is not None:
+            words += ["--optimizer", self.optimizer.value]
+        words += ["--seed", str(self.seed), "--threads", str(self.threads)]
+        words += ["--max-errors", str(self.max_errors), "--run-dir", str(run_dir), "--resume"]
+        return words
