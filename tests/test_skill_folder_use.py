@@ -141,6 +141,21 @@ def test_open_reference_returns_the_trained_text_not_the_seed(tmp_path: Path) ->
     assert seed.mean == 0.0
 
 
+def test_the_system_message_is_the_trained_body_when_the_body_trains(tmp_path: Path) -> None:
+    """Kills: the system message taking the folder's body while the body trains (an edit to
+    the body would never reach the model)."""
+    folder = make_folder(tmp_path / "skill")
+    module = notes_module(folder, trains=("body", "references"))
+    parts = tuple(
+        (name, "# Release notes\n\nTrained body.\n" if name == "body" else text)
+        for name, text in folder.document(("body", "references")).parts
+    )
+    fake = ScriptedLM(lambda messages: "a note")
+    evaluate(module, examples("b", 1), skill=FolderDocument(parts).to_skill(), lm=LM(fake))
+    system = fake.calls[0][0]["content"]
+    assert system.startswith("# Release notes\n\nTrained body.") and "one line" not in system
+
+
 def test_unknown_path_returns_the_valid_paths_and_the_run_goes_on(tmp_path: Path) -> None:
     """A wrong path is an error the model reads, listing the files; the episode continues.
     Kills: an unknown path ending the run or raising into evaluate; an error that does not
