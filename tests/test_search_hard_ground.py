@@ -330,3 +330,44 @@ def test_a_step_composes_the_small_effects_on_trial(tmp_path: Path) -> None:
     assert composed["groups"] >= 1 and composed["gain"] >= composed["needed"]
     assert events(tmp_path, "compose")[0]["step"] <= 2
     assert result.gate_log[0].accepted
+
+
+class PricedView:
+    """A fake run view for one screening step: rollouts cost `rate` calls each, `left` calls
+    remain, and a screen starting (any other use of the view) fails the test."""
+
+    def __init__(self, rate: float, left: int) -> None:
+        self.rate, self.left = rate, left
+
+    def calls_per_rollout(self) -> float:
+        return self.rate
+
+    def calls_left(self) -> int:
+        return self.left
+
+    def emit(self, event: str, **payload: Any) -> None:
+        del event, payload
+
+    def __getattr__(self, name: str) -> Any:  # anything else is the screen starting
+        raise AssertionError(f"a screen ran (it read view.{name}) past the real price")
+
+
+def test_a_screen_is_priced_at_the_calls_its_rollouts_cost() -> None:
+    """Kills: pricing a screen at one call per example (`price = len(batch)`): with 3-call
+    rollouts, a 4-example screen costs 12 calls, and 10 calls above the gate's reserve must not
+    start it (the screen would eat the calls of the decision it feeds)."""
+    state = GradientTextState(reserve=50)
+    batch = list(TRAIN[:4])
+    rollouts = sd.evaluate(ContractParity(), batch, lm=ScriptedLM(contract_target), threads=1)
+    group = EditGroup((Add(after=None, text=GOOD),), "offers", True, GOOD, addresses=())
+    optimizer = GradientText(proposers=[Offers(texts=[GOOD])])
+    view: Any = PricedView(rate=3.0, left=60)
+    passed = optimizer._screen_all(
+        view, state, Skill("Answer."), batch, rollouts.records, [group], room=100, failing=True
+    )
+    assert passed == 0 and not state.evidence
+    view.left = 62  # 12 calls above the reserve: the screen is paid, and runs
+    with pytest.raises(AssertionError, match="real price"):
+        optimizer._screen_all(
+            view, state, Skill("Answer."), batch, rollouts.records, [group], room=100, failing=True
+        )
