@@ -6,6 +6,11 @@ document under one learning rate and one gate.
 (`FolderDocument` has its format); `folder.changes(trained)` lists the files a trained document
 rewrites (a part the gate never changed stays byte-identical).
 
+Triggering as a task: `TriggerModule` asks the target model which skill to load for a request
+from a list of skill cards (`SkillCard`, `read_skill_cards`, `load_skill_cards`); trigger data
+loads with `load_trigger_splits`, and `measure_trigger` / `TriggerSummary` give precision,
+recall and accuracy beside `constant_trigger_summary` ("always" / "never trigger").
+
 After a compile, `stage_folder(result, folder)` stages the change in the run directory (the new
 files, `folder.diff`, a manifest pinning the live files' sha256 and the gate's evidence) without
 touching the folder; `adopt_folder(run_dir)` writes it in as one transaction with backups, and
@@ -21,6 +26,7 @@ from skillopt_dsl.skill_folder.adopt import (
     recover_folder,
     rollback_folder,
 )
+from skillopt_dsl.skill_folder.cards import SkillCard, load_skill_cards, read_skill_cards
 from skillopt_dsl.skill_folder.document import (
     BODY,
     DESCRIPTION,
@@ -38,11 +44,19 @@ from skillopt_dsl.skill_folder.stage import (
     read_folder_manifest,
     stage_folder,
 )
+from skillopt_dsl.skill_folder.trigger import ROUTER_INSTRUCTION, TriggerModule, pick_skill
+from skillopt_dsl.skill_folder.trigger_data import (
+    TriggerSummary,
+    constant_trigger_summary,
+    load_trigger_splits,
+    measure_trigger,
+)
 
 __all__ = [
     "BODY",
     "DESCRIPTION",
     "DESCRIPTION_LIMITS",
+    "ROUTER_INSTRUCTION",
     "SKILL_FILE",
     "DescriptionAgent",
     "FolderChange",
@@ -51,12 +65,21 @@ __all__ = [
     "FolderEvidence",
     "FolderManifest",
     "FolderReceipt",
+    "SkillCard",
     "SkillFolder",
     "StagedFolder",
+    "TriggerModule",
+    "TriggerSummary",
     "adopt_folder",
+    "constant_trigger_summary",
     "description_problem",
+    "load_skill_cards",
+    "load_trigger_splits",
+    "measure_trigger",
     "part_marker",
+    "pick_skill",
     "read_folder_manifest",
+    "read_skill_cards",
     "recover_folder",
     "rollback_folder",
     "stage_folder",
