@@ -19,6 +19,7 @@ from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import evaluate
 from skillopt_dsl.lm import LM, SamplingParams
 from skillopt_dsl.metrics.score import call_metric
+from skillopt_dsl.module import SkillModule
 from skillopt_dsl.optimizers import GradientText, ReflectiveProposer
 from skillopt_dsl.optimizers.proposers import format_rule, render_demo
 from skillopt_dsl.recipes import load_recipe
@@ -82,6 +83,8 @@ def test_recipe_loads_with_non_empty_disjoint_splits(path: Path) -> None:
 def test_recipe_module_renders_and_parses(path: Path) -> None:
     recipe = load_recipe(path)
     module = recipe.module
+    if type(module).render is not SkillModule.render:
+        pytest.skip("a module with its own rendering (the trigger router) is tested in its file")
     for example in recipe.splits.val[:3]:
         messages = module.render(module.seed_skill, example)
         assert messages[0] == {"role": "system", "content": module.seed_skill.text}

@@ -363,3 +363,22 @@ def test_the_words_proposer_appends_missed_words_on_one_line(tmp_path: Path) -> 
     assert avoid_edit.new == "Writes release notes. Not for: commit, summary."
     after, _ = module.seed_skill.apply([use_edit])
     assert module.skill_refusal(after) is None
+
+
+def test_the_trigger_recipe_routes_its_shipped_data() -> None:
+    """Kills: the recipe losing its example data (a path that only works from one directory),
+    showing every card despite `shown_others`, or a right router reply scoring below 1."""
+    from skillopt_dsl.metrics.score import Score
+    from skillopt_dsl.recipes import load_recipe
+
+    recipe = load_recipe(Path(__file__).resolve().parents[1] / "recipes" / "skill_trigger_local.py")
+    module = recipe.module
+    assert isinstance(module, TriggerModule) and recipe.splits.test
+    for example in recipe.splits.val[:4]:
+        user = str(module.render(module.seed_skill, example)[-1]["content"])
+        assert sum(line.startswith("- ") for line in user.splitlines()) == 5
+        reply = "release-notes" if example.labels["should_trigger"] else "none"
+        outcome = module.run(
+            module.seed_skill, example, LM(ScriptedLM(lambda m, r=reply: r)), seed=0
+        )
+        assert module.score(example, outcome) == Score(1.0)
