@@ -202,6 +202,10 @@ def test_beams_expansion_price_includes_the_screens_mini_batch(rate: float, enou
     split = SelectionSplit(fit=tuple(contract_examples(6, 18)), select=select, fraction=0.25)
     assert optimizer._can_expand(cast(Any, ExpansionView(enough, rate)), split)
     assert not optimizer._can_expand(cast(Any, ExpansionView(enough - 1, rate)), split)
+    tail = enough - 30  # the budget's tail reserves the decision's first look (15, not 45)
+    assert optimizer._can_expand(cast(Any, ExpansionView(tail, rate)), split, first_look=True)
+    view = cast(Any, ExpansionView(tail - 1, rate))
+    assert not optimizer._can_expand(view, split, first_look=True)
 
 
 @dataclass(kw_only=True)
@@ -218,13 +222,22 @@ class OneRound(Proposer):
         return [EditGroup((Add(after=None, text=self.text),), self.name, True, self.text)]
 
 
+def wrong_on_sevens(messages: list[dict[str, str]]) -> str:
+    """The contract's target, wrong on multiples of 7 whatever the skill says (so the fix
+    leaves validation short of perfect, and the search goes on after it)."""
+    answer = contract_target(messages)
+    if int(messages[-1]["content"].split()[-1]) % 7:
+        return answer
+    return "odd" if answer == "even" else "even"
+
+
 def test_beams_plateau_counts_consecutive_empty_rounds_only(tmp_path: Path) -> None:
     """Kills: a plateau that counts every empty round of the run (an empty round, a round that
     submits the fix, then one empty round would stop a `plateau=2` search: two empty rounds,
     but not in a row)."""
     proposers = [OneRound(text=GOOD, at=1)]
     optimizer = Beam(proposers=proposers, width=1, expansions=1, depth=10, plateau=2)
-    result = run(optimizer, run_dir=tmp_path)
+    result = run(optimizer, ScriptedLM(wrong_on_sevens), run_dir=tmp_path)
     assert [d.accepted for d in result.gate_log] == [True]
     lines = (tmp_path / "events.jsonl").read_text(encoding="utf-8").splitlines()
     (stop,) = [e for e in map(json.loads, lines) if e["event"] == "stop"]

@@ -18,7 +18,7 @@ import pytest
 
 import skillopt_dsl as sd
 from skillopt_dsl.benchmarks import load_benchmark
-from skillopt_dsl.benchmarks.table_lookup import TableLookup, rows
+from skillopt_dsl.benchmarks.table_lookup import TableLookup
 from skillopt_dsl.driver.looks import look_cost
 from skillopt_dsl.driver.run_state import RunState
 from skillopt_dsl.driver.val_book import CallRate, ValidationBook
@@ -31,26 +31,13 @@ from skillopt_dsl.optimizers.screening import EditEvidence, ScreenResult
 from skillopt_dsl.skill import Add, Skill
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
 from skillopt_dsl.testing.scripted import ScriptedLM
+from skillopt_dsl.testing.search_contract import BARE, PARITY_FIX, OfferedEdits, table_agent
 
 TRAIN = contract_examples(0, 24)
 VAL = contract_examples(100, 30)
-GOOD = "A number divisible by 2 is even."
-
-
-@dataclass(kw_only=True)
-class Offers(Proposer):
-    """A fake proposer: the same edit groups (one `Add` each) at every step, each naming the
-    batch's failures it was written for."""
-
-    texts: Sequence[str]
-    name: str = "offers"
-
-    def propose(self, request: ProposalRequest) -> list[EditGroup]:
-        names = tuple(e.id for e, _ in request.failures())
-        return [
-            EditGroup((Add(after=None, text=t),), self.name, True, t, addresses=names)
-            for t in self.texts
-        ]
+GOOD = PARITY_FIX
+Offers = OfferedEdits
+looking_agent = table_agent
 
 
 def events(run_dir: Path, kind: str) -> list[dict[str, Any]]:
@@ -97,20 +84,6 @@ def test_the_call_rate_counts_paid_calls_per_rollout_never_less_than_one() -> No
 
 
 TABLE = load_benchmark("table_lookup", seed=0, sizes=(10, 20, 10))
-ANSWERS = {str(r["question"]): str(r["answer"]) for r in rows()}
-BARE = "Reply with the bare answer only."
-
-
-def looking_agent(messages: list[dict[str, str]]) -> str:
-    """A scripted multi-turn agent: it calls `lookup` twice (three model calls an episode),
-    then answers; the bare answer only when the skill says so, else in a sentence."""
-    question = messages[1]["content"].split("\n")[0]
-    turns = sum(m["role"] == "assistant" for m in messages)
-    if turns < 2:
-        city = question.split(" is ")[-1].split(" in")[0].rstrip("?") if " is " in question else ""
-        return "```json\n" + json.dumps({"tool": "lookup", "arguments": {"city": city}}) + "\n```"
-    answer = ANSWERS.get(question, "unknown")
-    return answer if BARE in messages[0]["content"] else f"I believe it is {answer}."
 
 
 @pytest.mark.parametrize("max_calls", [60, 150])

@@ -233,6 +233,9 @@ class Beam(Optimizer):
         state = BeamState.from_dict(saved) if saved else BeamState()
         split = view.selection_split(self.selection_fraction)
         while state.round < self.depth or (self.until_budget and view.calls_left() is not None):
+            if view.incumbent_is_perfect():  # no candidate can beat it on validation
+                view.emit("stop", reason="perfect", round=state.round, calls_left=view.calls_left())
+                return "perfect"
             if not self._round(view, state, split):
                 raise BudgetExceeded(
                     f"{view.calls_left()} calls left: enough for a gate decision on "
@@ -246,7 +249,8 @@ class Beam(Optimizer):
     def _round(self, view: RunView, state: BeamState, split: SelectionSplit) -> bool:
         """One round: expand the beam, then submit its best new member to the gate. False when
         the calls left stopped the round early to keep a gate decision affordable."""
-        if not self._can_expand(view, split):
+        tail = not self._can_expand(view, split)  # a whole decision no longer fits after it
+        if tail and not self._can_expand(view, split, first_look=True):
             return False
         incumbent = view.incumbent
         budget = view.step_budget(self.lr)
@@ -256,7 +260,7 @@ class Beam(Optimizer):
             for parent in self._parents(list(pool.values()), view):
                 room = budget - token_distance(incumbent.text, parent.text)
                 for _ in range(self.expansions if room > 0 else 0):
-                    affordable = affordable and self._can_expand(view, split)
+                    affordable = affordable and self._can_expand(view, split, first_look=tail)
                     if not affordable:
                         break
                     for child in self._expand(view, state, split, parent, room):
@@ -268,18 +272,23 @@ class Beam(Optimizer):
         self._close_round(view, state, pool, finished=True)
         return affordable
 
-    def _can_expand(self, view: RunView, split: SelectionSplit) -> bool:
+    def _can_expand(
+        self, view: RunView, split: SelectionSplit, *, first_look: bool = False
+    ) -> bool:
         """Whether the call budget pays for one more expansion (its mini-batch and the screen
         on it, a few proposal calls, its selection score) and still for a gate decision, every
         rollout at the calls it was measured to cost (`RunView.calls_per_rollout`: an agent
         episode or a DSPy program makes several). Without this reserve a small budget is
-        spent on children the gate can never judge."""
+        spent on children the gate can never judge. `first_look`: the reserve is the next
+        decision's first look only, as in GradientText's tail (`_round` asks for it once a whole
+        decision no longer fits after an expansion): the gate accepts there only at a look the
+        calls pay for, and stops the decision (a rejection) at the first look they do not."""
         left = view.calls_left()
         if left is None:
             return True
         rollouts = 2 * self.batch_size + len(split.select)
         expansion = math.ceil(rollouts * view.calls_per_rollout()) + _PROPOSAL_CALLS
-        return left >= expansion + view.decision_calls()
+        return left >= expansion + view.decision_calls(first_look=first_look)
 
     def _close_round(
         self, view: RunView, state: BeamState, pool: dict[str, BeamMember], *, finished: bool

@@ -1,0 +1,124 @@
+"""A reusable contract suite for every optimizer that runs the screened search (issue 36's
+promises: calls priced as measured, a confirmed fix submitted while the budget pays for it).
+
+Subclass `ScreenedSearchContract` in a test module under a name pytest collects, and build the
+optimizer around the proposer it is given::
+
+    from skillopt_dsl.testing.search_contract import ScreenedSearchContract
+
+    class TestMySearch(ScreenedSearchContract):
+        def make_optimizer(self, proposer):
+            return MyOptimizer(proposers=[proposer], batch_size=4)
+
+The fakes: `OfferedEdits`, a proposer that offers the same edits at every step; the shipped
+`TableLookup` agent task driven by `table_agent`, a scripted agent that spends three model
+calls an episode (two `lookup` calls, then the answer) and answers bare only when the skill
+says `BARE`; and the contract's parity task (`ContractParity`), fixed by `PARITY_FIX`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from skillopt_dsl.benchmarks import load_benchmark
+from skillopt_dsl.benchmarks.table_lookup import TableLookup, rows
+from skillopt_dsl.compile import compile
+from skillopt_dsl.json_types import json_float
+from skillopt_dsl.lm import Budget
+from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
+from skillopt_dsl.skill import Add
+from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
+from skillopt_dsl.testing.scripted import ScriptedLM
+
+__all__ = ["BARE", "PARITY_FIX", "OfferedEdits", "ScreenedSearchContract", "table_agent"]
+
+BARE = "Reply with the bare answer only."
+"""The rule that fixes `TableLookup` for `table_agent`."""
+PARITY_FIX = "A number divisible by 2 is even."
+"""The rule that fixes `ContractParity` for `contract_target`."""
+
+_ANSWERS = {str(r["question"]): str(r["answer"]) for r in rows()}
+
+
+@dataclass(kw_only=True)
+class OfferedEdits(Proposer):
+    """A fake proposer: the same edit groups (one `Add` each) at every step, each naming the
+    batch's failures it was written for."""
+
+    texts: Sequence[str]
+    name: str = "offers"
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        names = tuple(e.id for e, _ in request.failures())
+        return [
+            EditGroup((Add(after=None, text=t),), self.name, True, t, addresses=names)
+            for t in self.texts
+        ]
+
+
+def table_agent(messages: list[dict[str, str]]) -> str:
+    """A scripted multi-turn agent for `TableLookup`: it calls `lookup` twice (three model
+    calls an episode), then answers; the bare answer only when the skill says `BARE`."""
+    question = messages[1]["content"].split("\n")[0]
+    turns = sum(m["role"] == "assistant" for m in messages)
+    if turns < 2:
+        city = question.split(" is ")[-1].split(" in")[0].rstrip("?") if " is " in question else ""
+        return "```json\n" + json.dumps({"tool": "lookup", "arguments": {"city": city}}) + "\n```"
+    answer = _ANSWERS.get(question, "unknown")
+    return answer if BARE in messages[0]["content"] else f"I believe it is {answer}."
+
+
+def _budget_checks(run_dir: Path) -> list[float]:
+    lines = (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    found = []
+    for line in lines:
+        record = json.loads(line)
+        if record.get("event") == "budget_check":
+            found.append(json_float(record["calls_per_rollout"]))
+    return found
+
+
+class ScreenedSearchContract:
+    """The promises every screened search keeps; subclass and implement `make_optimizer`."""
+
+    agent_calls = 100
+    parity_calls = 120
+
+    def make_optimizer(self, proposer: Proposer) -> Optimizer:
+        """A fresh optimizer whose only proposer is `proposer`."""
+        raise NotImplementedError
+
+    def test_a_multi_call_agent_gets_its_decision_within_its_budget(self, tmp_path: Path) -> None:
+        """Kills: a reserve that prices an agent episode (three calls) at one call (screens or
+        expansions the budget cannot follow with a decision), a reserve that holds a whole
+        decision back in the budget's tail (no expansion at all: the fix never found), a budget
+        stop escaping `compile` as a traceback, and a search that goes on once validation is
+        perfect (it stops and says `perfect`)."""
+        table = load_benchmark("table_lookup", seed=0, sizes=(10, 20, 10))
+        result = compile(
+            TableLookup(), table.train, table.val,
+            optimizer=self.make_optimizer(OfferedEdits(texts=[BARE])),
+            lm=ScriptedLM(table_agent), optimizer_lm=ScriptedLM(lambda m: "{}"),
+            budget=Budget(max_calls=self.agent_calls), run_dir=tmp_path, threads=1,
+        )  # fmt: skip
+        assert result.usage.calls <= self.agent_calls
+        assert _budget_checks(tmp_path) == [3.0]
+        assert result.gate_log and result.gate_log[0].accepted, result.gate_log
+        assert result.stop_reason == "perfect"
+
+    def test_a_clear_fix_reaches_the_gate_within_a_tight_budget(self, tmp_path: Path) -> None:
+        """Kills: a screen or an expansion that eats the calls the decision needs (the clear
+        fix is found and never judged)."""
+        result = compile(
+            ContractParity(), contract_examples(0, 24), contract_examples(100, 30),
+            optimizer=self.make_optimizer(OfferedEdits(texts=[PARITY_FIX])),
+            lm=ScriptedLM(contract_target), optimizer_lm=ScriptedLM(lambda m: "{}"),
+            budget=Budget(max_calls=self.parity_calls), run_dir=tmp_path, threads=1,
+        )  # fmt: skip
+        assert result.usage.calls <= self.parity_calls
+        assert result.gate_log and result.gate_log[0].accepted, result.gate_log
+        assert PARITY_FIX in result.best_skill.text
