@@ -197,6 +197,29 @@ def test_skill_tokens_count_instructions_per_call_and_opened_references_only(
     assert summary.open_rate == {BREAKING: 1.0, STYLE: 0.0}
 
 
+def fake_python_style_agent(messages: list[dict[str, str]]) -> str:
+    """FAKE target: opens the reference with a Python-style positional call."""
+    if last_result(messages) is None:
+        return f'{REFERENCE_TOOL}("{BREAKING}")'
+    return fake_agent(messages)
+
+
+def test_a_positional_call_is_counted_under_the_path_it_opened(tmp_path: Path) -> None:
+    """Kills: reading the opened path from the raw arguments, which a Python-style call keeps
+    positionally (the open counted under an empty path, the real file shown as never opened)."""
+    folder = make_folder(tmp_path / "skill")
+    module = notes_module(folder)
+    report = evaluate(
+        module,
+        examples("p", 1),
+        skill=trained_skill(folder),
+        lm=LM(ScriptedLM(fake_python_style_agent)),
+    )
+    assert report.mean == 1.0
+    assert report.records[0].trace.skill_cost.opened_paths == (BREAKING,)
+    assert module.use_summary(report).open_rate == {BREAKING: 1.0, STYLE: 0.0}
+
+
 def test_an_episode_that_opens_nothing_pays_only_the_instructions(tmp_path: Path) -> None:
     """Kills: reference tokens charged to a request that never opened a reference."""
     folder = make_folder(tmp_path / "skill")

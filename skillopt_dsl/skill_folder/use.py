@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from skillopt_dsl.agents import AgentModule, Environment, Tool, ToolCall, Trajectory
 from skillopt_dsl.agents.module import Protocol
+from skillopt_dsl.agents.protocol import bind_positional
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import EvaluationReport, Rollout
 from skillopt_dsl.lm.tokens import count_text_tokens
@@ -217,12 +218,17 @@ class SkillUseModule(AgentModule):
         """What the skill cost in `trajectory`, in `model`'s tokens: the system message on each
         model call, plus each reference text the tool returned."""
         opened = tuple(
-            (_reference_path(call), count_text_tokens(model, call.result))
+            (self._opened_path(call), count_text_tokens(model, call.result))
             for call in trajectory.tool_calls
             if _opened_reference(call)
         )
         instruction_tokens = count_text_tokens(model, self.instructions(skill))
         return SkillCost(instruction_tokens, trajectory.n_turns, opened)
+
+    def _opened_path(self, call: ToolCall) -> str:
+        """The path an `open_reference` call opened, however the model wrote the arguments
+        (a JSON object, or a Python-style positional call)."""
+        return str(bind_positional(self._reference_tool, call.arguments).get("path", "")).strip()
 
     def use_summary(self, rollouts: EvaluationReport | Sequence[Rollout]) -> SkillUseSummary:
         """Mean skill tokens per request and how often each reference was opened, over an
@@ -270,7 +276,3 @@ def _reference_text(view: SkillFolder, path: str) -> str:
 
 def _opened_reference(call: ToolCall) -> bool:
     return call.name == REFERENCE_TOOL and call.ok
-
-
-def _reference_path(call: ToolCall) -> str:
-    return str(call.arguments.get("path", "")).strip()
