@@ -11,6 +11,11 @@ from a list of skill cards (`SkillCard`, `read_skill_cards`, `load_skill_cards`)
 loads with `load_trigger_splits`, and `measure_trigger` / `TriggerSummary` give precision,
 recall and accuracy beside `constant_trigger_summary` ("always" / "never trigger").
 
+Use as a task: `SkillUseModule` runs a request with the folder loaded (the body and a list of
+the reference files as the system message, the tool `open_reference(path)`); each rollout's
+`SkillUseTrajectory` records the `SkillCost` the skill paid, and `use_summary` gives
+`SkillUseSummary` (mean skill tokens per request, how often each reference was opened).
+
 After a compile, `stage_folder(result, folder)` stages the change in the run directory (the new
 files, `folder.diff`, a manifest pinning the live files' sha256 and the gate's evidence) without
 touching the folder; `adopt_folder(run_dir)` writes it in as one transaction with backups, and
@@ -51,11 +56,14 @@ from skillopt_dsl.skill_folder.trigger_data import (
     load_trigger_splits,
     measure_trigger,
 )
+from skillopt_dsl.skill_folder.use import REFERENCE_TOOL, SkillUseModule, SkillUseTrajectory
+from skillopt_dsl.skill_folder.use_cost import SkillCost, SkillUseSummary
 
 __all__ = [
     "BODY",
     "DESCRIPTION",
     "DESCRIPTION_LIMITS",
+    "REFERENCE_TOOL",
     "ROUTER_INSTRUCTION",
     "SKILL_FILE",
     "DescriptionAgent",
@@ -66,7 +74,11 @@ __all__ = [
     "FolderManifest",
     "FolderReceipt",
     "SkillCard",
+    "SkillCost",
     "SkillFolder",
+    "SkillUseModule",
+    "SkillUseSummary",
+    "SkillUseTrajectory",
     "StagedFolder",
     "TriggerModule",
     "TriggerSummary",
