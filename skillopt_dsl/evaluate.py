@@ -247,6 +247,7 @@ class _Evaluation:
         self.module, self.skill, self.lm, self.cache = module, skill, lm, settings.cache
         self.seed, self.max_errors = settings.seed, settings.max_errors
         self.extra_metrics = dict(settings.extra_metrics or {})
+        self.refusal = module.skill_refusal(skill)
         self._errors = 0
         self._lock = threading.Lock()
 
@@ -282,6 +283,8 @@ class _Evaluation:
         return rollout
 
     def _rollout(self, example: Example) -> Rollout:
+        if self.refusal is not None:  # a text the module cannot run: no call, a score of 0
+            return self._refused(example, self.refusal)
         started = time.perf_counter()
         try:
             outcome = self.module.run(self.skill, example, self.lm, seed=self.seed)
@@ -312,13 +315,25 @@ class _Evaluation:
     def _failed(self, example: Example, exc: ModelError, *, latency: float) -> Rollout:
         """A failed call scores 0 for the metric and every extra metric; none of them is called."""
         prediction = self.module.failed_prediction(f"model call failed: {exc}")
+        return self._zero(example, prediction, f"the model call failed: {exc}", str(exc), latency)
+
+    def _refused(self, example: Example, refusal: str) -> Rollout:
+        """A skill text the module cannot run (`SkillModule.skill_refusal`, e.g. a candidate's
+        description over an agent's limit, met on training data before the door refuses it)
+        scores 0 like a failed call, with no call made and no error counted."""
+        why = f"the module cannot run this skill: {refusal}"
+        return self._zero(example, self.module.failed_prediction(why), why, why, 0.0)
+
+    def _zero(
+        self, example: Example, prediction: Prediction, feedback: str, error: str, latency: float
+    ) -> Rollout:
         return Rollout(
             example_id=example.id,
             output="",
             prediction=prediction,
             score=0.0,
-            feedback=f"the model call failed: {exc}",
-            error=str(exc),
+            feedback=feedback,
+            error=error,
             latency_s=latency,
             extra_scores=dict.fromkeys(self.extra_metrics, 0.0),
         )

@@ -5,17 +5,26 @@ truncated."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from skillopt_dsl.compile import compile
 from skillopt_dsl.errors import UserInputError
-from skillopt_dsl.skill import Add, Delete, Replace
+from skillopt_dsl.evaluate import evaluate
+from skillopt_dsl.module import RunOutcome
+from skillopt_dsl.optimizers import GradientText
+from skillopt_dsl.skill import Add, Delete, Replace, Skill
 from skillopt_dsl.skill_folder import (
     FolderDocument,
     SkillFolder,
     description_problem,
     part_marker,
 )
+from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
+from skillopt_dsl.testing.scripted import ScriptedLM
+from skillopt_dsl.testing.search_contract import PARITY_FIX, OfferedEdits
+from skillopt_dsl.types import Example
 
 SKILL_MD = (
     "---\nname: release-notes\ndescription: >\n  Write release notes\n  from a changelog.\n"
@@ -121,3 +130,46 @@ def test_a_folder_without_skill_md_says_what_a_skill_folder_is(tmp_path: Path) -
     """Kills: a bare FileNotFoundError traceback instead of a message saying what to fix."""
     with pytest.raises(UserInputError, match=r"SKILL\.md"):
         SkillFolder.read(tmp_path)
+
+
+class NoShouting(ContractParity):
+    """The contract's parity task, whose module cannot run a skill that shouts (a stand-in for
+    a trigger description an agent cannot read)."""
+
+    def skill_refusal(self, skill: Skill) -> str | None:
+        return "it shouts" if "SHOUT" in skill.text else None
+
+    def run(self, skill: Skill, example: Example, lm: Any, *, seed: int) -> RunOutcome:
+        if self.skill_refusal(skill) is not None:  # as a router with a two-line description
+            raise UserInputError("cannot render a shouting skill")
+        return super().run(skill, example, lm, seed=seed)
+
+
+def test_a_refused_text_met_on_training_data_scores_zero_without_a_call() -> None:
+    """Kills: evaluating a text the module refuses (the module raising mid-compile, as the
+    trigger router did on a two-line description proposed by a format rule), or calling the
+    model for it (the refusal is known before any call)."""
+    seen: list[str] = []
+
+    def target(messages: list[dict[str, str]]) -> str:
+        seen.append(messages[0]["content"])
+        return contract_target(messages)
+
+    report = evaluate(
+        NoShouting(), contract_examples(0, 4), skill="SHOUT", lm=ScriptedLM(target), threads=1
+    )
+    assert [r.score for r in report.records] == [0.0] * 4
+    assert all("cannot run this skill: it shouts" in (r.error or "") for r in report.records)
+    assert seen == []
+
+
+def test_the_search_drops_a_refused_proposal_and_keeps_going(tmp_path: Path) -> None:
+    """Kills: a compile killed by a proposal its module refuses (screened on training data
+    before the door ever sees it): the run goes on and the real fix is accepted."""
+    optimizer = GradientText(proposers=[OfferedEdits(texts=["SHOUT ANSWERS", PARITY_FIX])])
+    result = compile(
+        NoShouting(), contract_examples(0, 24), contract_examples(100, 30), optimizer=optimizer,
+        lm=ScriptedLM(contract_target), optimizer_lm=ScriptedLM(lambda m: "{}"),
+        run_dir=tmp_path, threads=1,
+    )  # fmt: skip
+    assert PARITY_FIX in result.best_skill.text and "SHOUT" not in result.best_skill.text
