@@ -12,17 +12,18 @@ its test figures, and the search budget never pays for them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from skillopt_dsl.baselines import Baseline, baseline_warning, constant_baseline, rescored
-from skillopt_dsl.driver import CompileContext, StepRecord
+from skillopt_dsl.driver import CompileContext, StepRecord, as_checkpoint
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.evaluate import evaluate
 from skillopt_dsl.evidence import Preflight, SignificanceBudget, preflight
 from skillopt_dsl.export import AgentKind, export_agent_skill, export_skill
 from skillopt_dsl.gate import Gate, GateDecision
+from skillopt_dsl.json_types import JSONValue
 from skillopt_dsl.lm import (
     LM,
     Budget,
@@ -32,10 +33,17 @@ from skillopt_dsl.lm import (
 )
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.optimizers.base import Optimizer, StudyPlots
-from skillopt_dsl.optimizers.proposers import RejectedCandidate
+from skillopt_dsl.optimizers.proposers import RejectedCandidate, RejectedRecord
+from skillopt_dsl.optimizers.state import stored
 from skillopt_dsl.reachability import require_an_answer
 from skillopt_dsl.runs import RunDirectory
-from skillopt_dsl.settings import DEFAULT_THREADS, CompileSettings, ModelSpec, RunModels
+from skillopt_dsl.settings import (
+    DEFAULT_THREADS,
+    CompileSettings,
+    EventListener,
+    ModelSpec,
+    RunModels,
+)
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
@@ -76,7 +84,7 @@ class CompileResult:
     seed_test_score: float | None = None
     baseline: Baseline | None = None
     test_usage: UsageSnapshot | None = None
-    metadata: Mapping[str, object] = field(default_factory=dict)
+    metadata: Mapping[str, JSONValue] = field(default_factory=dict)
     preflight: Preflight | None = None
     rejected: tuple[RejectedCandidate, ...] = ()
     val_examples: int = 0
@@ -157,7 +165,7 @@ def compile(
     seed: int = 0,
     threads: int = DEFAULT_THREADS,
     max_errors: int | None = None,
-    on_event: Callable[[str, Mapping[str, object]], None] | None = None,
+    on_event: EventListener | None = None,
     significance: SignificanceBudget | None = None,
     shared_cache: ResponseCache | None = None,
 ) -> CompileResult:
@@ -381,7 +389,8 @@ def _config(
 
 
 def _start(context: CompileContext, cache: ResponseCache, resume: bool) -> None:
-    checkpoint = context.run.load_checkpoint() if resume else None
+    saved = context.run.load_checkpoint() if resume else None
+    checkpoint = None if saved is None else as_checkpoint(saved)
     # Every reservation is journaled in the run directory before its call is sent, so a resume
     # counts the calls a kill left in flight (`UsageLedger.open_journal`).
     replayed = context.run.path is not None and context.ledger.open_journal(
@@ -466,7 +475,7 @@ def _test_mean(
 def _rejected_memory(context: CompileContext) -> tuple[RejectedCandidate, ...]:
     """The optimizer's rejected-proposal memory at the end of the run (screened out or
     rejected by the gate), when its state keeps one (`CheckpointedState.rejected`)."""
-    entries = context.optimizer_state.get("rejected", [])
+    entries = stored(context.optimizer_state, "rejected", RejectedRecord)
     return tuple(RejectedCandidate.from_dict(e) for e in entries)
 
 

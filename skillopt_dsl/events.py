@@ -36,6 +36,7 @@ __all__ = [
     "BaselineEvent",
     "CandidateSourcesEvent",
     "ComposeEvent",
+    "DecisionRecord",
     "DuplicateEvent",
     "EditReportEvent",
     "EvaluationEvent",
@@ -98,6 +99,34 @@ class TrialRow(TypedDict):
     calls: int
     cost_usd: float | None
     stop_reason: str | None
+
+
+class DecisionRecord(TypedDict):
+    """`GateDecision.to_dict()`: a decision as the checkpoint and the `gate` event store it (an
+    older run may lack the fields after `reason`; they take their defaults)."""
+
+    accepted: bool
+    candidate_score: float
+    incumbent_score: float
+    delta: float
+    reason: str
+    candidate_hash: NotRequired[str]
+    incumbent_hash: NotRequired[str]
+    n_examples: NotRequired[int]
+    statistic: NotRequired[float | None]
+    p_value: NotRequired[float | None]
+    guards: NotRequired[dict[str, dict[str, float]]]
+    test: NotRequired[str | None]
+    alpha: NotRequired[float | None]
+    decision_index: NotRequired[int]
+    critical: NotRequired[float | None]
+    charged: NotRequired[float | None]
+    examples_scored: NotRequired[int]
+    stopped_at_look: NotRequired[int | None]
+    calls_saved: NotRequired[int]
+    accepted_at_look: NotRequired[int | None]
+    early_alpha: NotRequired[float | None]
+    look_alpha: NotRequired[float | None]
 
 
 # -- the driver's events ---------------------------------------------------------------------

@@ -45,10 +45,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import EvaluationReport, Rollout
+from skillopt_dsl.events import DecisionRecord
 from skillopt_dsl.evidence import (
     SignificanceBudget,
     binomial_upper_tail,
@@ -185,12 +186,12 @@ class GateDecision:
         """True when the candidate stopped at an interim look (it was never accepted)."""
         return self.stopped_at_look is not None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> DecisionRecord:
         """A JSON-ready dict of every field."""
-        return asdict(self)
+        return cast(DecisionRecord, asdict(self))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GateDecision:
+    def from_dict(cls, data: DecisionRecord) -> GateDecision:
         """Rebuild a decision written by `to_dict`."""
         return cls(**data)
 

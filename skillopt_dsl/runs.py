@@ -29,6 +29,7 @@ from typing import Any
 from skillopt_dsl.errors import RunDirError
 from skillopt_dsl.events import RunEvent, read_event
 from skillopt_dsl.export import atomic_write_text, export_skill
+from skillopt_dsl.json_types import JSONObject, JSONValue
 from skillopt_dsl.skill import Skill
 
 __all__ = ["RunDirectory", "RunFiles", "config_changes"]
@@ -138,7 +139,7 @@ class RunDirectory:
     def __init__(self, path: str | Path | None, *, create: bool = True) -> None:
         self.path = Path(path) if path is not None else None
         self._lock = threading.Lock()
-        self.events: list[dict[str, Any]] = []
+        self.events: list[JSONObject] = []
         if self.path is not None and create:
             self.files.skills.mkdir(parents=True, exist_ok=True)
 
@@ -192,7 +193,7 @@ class RunDirectory:
                     handle.write(line + "\n")
                     handle.flush()
 
-    def load_events(self, *, repair: bool = True) -> list[dict[str, Any]]:
+    def load_events(self, *, repair: bool = True) -> list[JSONObject]:
         """Read events.jsonl. A torn last line (a kill mid-write) is cut from the file, or with
         `repair=False` (a reader that must change nothing) skipped; a corrupt complete line, or
         one that is not an event object, is refused."""
@@ -224,11 +225,11 @@ class RunDirectory:
         typed = (read_event(event) for event in self.events)
         return [event for event in typed if event is not None]
 
-    def load_config(self) -> dict[str, Any] | None:
+    def load_config(self) -> JSONObject | None:
         """config.json, or None when the run has none (a sweep trial's run)."""
         return None if self.path is None else _json_object(self.files.config)
 
-    def load_summary(self) -> dict[str, Any] | None:
+    def load_summary(self) -> JSONObject | None:
         """summary.json, or None when the run has not ended (killed or still running)."""
         return None if self.path is None else _json_object(self.files.summary)
 
@@ -245,7 +246,7 @@ class RunDirectory:
         if self.path is not None:
             atomic_write_text(self.files.version(version), skill.text)
 
-    def save_best(self, skill: Skill, metadata: Mapping[str, object]) -> Path | None:
+    def save_best(self, skill: Skill, metadata: Mapping[str, JSONValue]) -> Path | None:
         """Export best_skill.md."""
         if self.path is None:
             return None
@@ -257,7 +258,7 @@ class RunDirectory:
         if self.path is not None:
             atomic_write_text(self.files.checkpoint, _dumps(state))
 
-    def load_checkpoint(self) -> dict[str, Any] | None:
+    def load_checkpoint(self) -> JSONObject | None:
         """The last checkpoint, or None when the run never reached a gate decision."""
         if self.path is None or not self.files.checkpoint.exists():
             return None
@@ -291,7 +292,7 @@ class RunDirectory:
         return None if self.path is None else self.files.ledger
 
 
-def _json_object(path: Path) -> dict[str, Any] | None:
+def _json_object(path: Path) -> JSONObject | None:
     """A JSON object file (None when absent); unreadable or not an object is a `RunDirError`."""
     if not path.is_file():
         return None
@@ -308,7 +309,7 @@ def _lines(raw: bytes) -> list[tuple[int, bytes]]:
     return [(n, line) for n, line in enumerate(raw.splitlines(), start=1) if line.strip()]
 
 
-def _event_line(target: Path, number: int, line: bytes) -> dict[str, Any]:
+def _event_line(target: Path, number: int, line: bytes) -> JSONObject:
     try:
         event = json.loads(line)
     except json.JSONDecodeError as exc:

@@ -6,14 +6,15 @@
   candidate is refused, the order of the gate's looks);
 - `looks`: a gate decision look by look (`SequentialJudge`, what a look costs);
 - `val_book`: what validation has been paid for (the incumbent's scores, the measured call rate);
-- `run_state`: the run's mutable state, which only the driver writes.
+- `run_state`: the run's mutable state, which only the driver writes, and its checkpoint
+  (`CheckpointRecord`, read back with `as_checkpoint`).
 
 Every public name is importable from `skillopt_dsl.driver` itself.
 """
 
 from __future__ import annotations
 
-from skillopt_dsl.driver.door import look_order
+from skillopt_dsl.driver.door import StepRow, look_order
 from skillopt_dsl.driver.run import (
     CompileContext,
     LearningRateBound,
@@ -23,14 +24,19 @@ from skillopt_dsl.driver.run import (
     StepRecord,
     Verdict,
 )
+from skillopt_dsl.driver.run_state import CheckpointRecord, DriverRecord, as_checkpoint
 
 __all__ = [
+    "CheckpointRecord",
     "CompileContext",
+    "DriverRecord",
     "LearningRateBound",
     "RunView",
     "SelectionSplit",
     "StateAfter",
     "StepRecord",
+    "StepRow",
     "Verdict",
+    "as_checkpoint",
     "look_order",
 ]

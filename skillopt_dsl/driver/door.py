@@ -7,13 +7,36 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Literal, TypedDict, cast
 
+from skillopt_dsl.events import OutcomeRecord
 from skillopt_dsl.gate import GateDecision
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.skill import ApplyReport, Skill
 from skillopt_dsl.types import Example
+
+
+class StepRow(TypedDict):
+    """`StepRecord.to_dict()`: one step as the checkpoint's history and the `step` event
+    store it."""
+
+    step: int
+    epoch: int
+    kind: str
+    lr_budget: float
+    budget_tokens: int
+    change_tokens: int
+    measured_change: float
+    accepted: bool
+    candidate_hash: str | None
+    val_score: float | None
+    incumbent_score: float | None
+    edit_report: list[OutcomeRecord]
+    note: str
+    calls: int
+    cost_usd: float | None
 
 
 @dataclass(frozen=True)
@@ -39,14 +62,14 @@ class StepRecord:
     candidate_hash: str | None = None
     val_score: float | None = None
     incumbent_score: float | None = None
-    edit_report: list[dict[str, Any]] = field(default_factory=list)
+    edit_report: list[OutcomeRecord] = field(default_factory=list)
     note: str = ""
     calls: int = 0
     cost_usd: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> StepRow:
         """A JSON-ready dict of every field."""
-        return asdict(self)
+        return cast(StepRow, asdict(self))
 
 
 @dataclass(frozen=True)
@@ -107,7 +130,7 @@ class Verdict:
         return self.decision.delta if self.decision is not None else 0.0
 
 
-StateAfter = Callable[[Verdict], Mapping[str, Any]]
+StateAfter = Callable[[Verdict], JSONObject]
 """`state_after(verdict)` returns the optimizer's JSON state after the verdict (checkpointed)."""
 
 

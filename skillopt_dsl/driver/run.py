@@ -25,7 +25,7 @@ import copy
 import functools
 import logging
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
@@ -42,16 +42,17 @@ from skillopt_dsl.driver.door import (
     refusal_reason,
 )
 from skillopt_dsl.driver.looks import SequentialJudge
-from skillopt_dsl.driver.run_state import RunState
+from skillopt_dsl.driver.run_state import CheckpointRecord, RunState
 from skillopt_dsl.driver.val_book import CallRate, ValidationBook
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import EvaluationCache, EvaluationReport, evaluate
 from skillopt_dsl.evidence import Preflight, preflight
 from skillopt_dsl.gate import Gate, GateDecision
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.lm import LM, UsageSnapshot
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.runs import RunDirectory, rng_from_json, rng_to_json
-from skillopt_dsl.settings import CompileSettings, RunModels
+from skillopt_dsl.settings import CompileSettings, EventListener, RunModels
 from skillopt_dsl.skill import ApplyReport, Skill, token_distance
 from skillopt_dsl.types import Example
 
@@ -123,7 +124,7 @@ class CompileContext(ValidationBook):
         *,
         trainset: Sequence[Example],
         valset: Sequence[Example],
-        on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
+        on_event: EventListener | None = None,
     ) -> CompileContext:
         """A fresh driver for a nested run (a sweep trial) on the same module, models, gate,
         seed, ledger, response cache and evaluation cache, with its own splits: the budget stays
@@ -173,7 +174,7 @@ class CompileContext(ValidationBook):
         return tuple(self._state.history)
 
     @property
-    def optimizer_state(self) -> dict[str, Any]:
+    def optimizer_state(self) -> JSONObject:
         """A copy of the optimizer's last checkpointed state ({} on a fresh run)."""
         return copy.deepcopy(self._state.optimizer_state)
 
@@ -306,7 +307,7 @@ class CompileContext(ValidationBook):
         budget_tokens: int,
         note: str,
         report: ApplyReport | None = None,
-        state: Mapping[str, Any] | None = None,
+        state: JSONObject | None = None,
     ) -> None:
         self._append_step(
             edit_report=[o.to_dict() for o in report.outcomes] if report else [],
@@ -335,7 +336,7 @@ class CompileContext(ValidationBook):
         if self._on_event is not None:
             self._on_event(event, payload)
 
-    def export_metadata(self) -> dict[str, Any]:
+    def export_metadata(self) -> JSONObject:
         """Front matter for best_skill.md."""
         best = self.incumbent_report  # after an early acceptance, on a prefix: compare there
         seed = self.seed_report.restricted_to(best.example_ids) if self.seed_report else None
@@ -356,8 +357,7 @@ class CompileContext(ValidationBook):
         """Write the resumable state (atomically)."""
         self.run.save_checkpoint(
             {
-                "driver": self._state.to_checkpoint(len(self.valset))
-                | {"rng": rng_to_json(self.rng)},
+                "driver": self._state.to_checkpoint(len(self.valset), rng_to_json(self.rng)),
                 "optimizer": self._state.optimizer_state,
                 "significance": self.significance.to_dict(),
                 "call_rate": self.call_rate.to_dict(),
@@ -367,7 +367,7 @@ class CompileContext(ValidationBook):
             }
         )
 
-    def restore(self, checkpoint: Mapping[str, Any]) -> None:
+    def restore(self, checkpoint: CheckpointRecord) -> None:
         """Load the state written by `checkpoint` (the incumbent is re-scored from the cache)."""
         driver = checkpoint["driver"]
         self._state = RunState.from_checkpoint(driver, checkpoint.get("optimizer", {}))
@@ -453,7 +453,7 @@ class RunView:
         return self._bound
 
     @property
-    def optimizer_state(self) -> dict[str, Any]:
+    def optimizer_state(self) -> JSONObject:
         """A copy of the state saved with the last verdict ({} on a fresh run)."""
         return self.__driver.optimizer_state
 
@@ -567,7 +567,7 @@ class RunView:
         lr: float,
         note: str,
         report: ApplyReport | None = None,
-        state: Mapping[str, Any] | None = None,
+        state: JSONObject | None = None,
     ) -> None:
         """Record a step that produced no candidate (nothing reached the door), with the
         report of the edits it tried (clipped ones among them), if any."""
@@ -587,7 +587,7 @@ class RunView:
         split: SelectionSplit,
         run: RunDirectory,
         *,
-        on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
+        on_event: EventListener | None = None,
     ) -> CompileContext:
         """A separate driver for a sweep trial: it learns on `split.fit` and its gate decides
         on `split.select` (training examples only). Its incumbent is not this run's."""

@@ -50,6 +50,7 @@ from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.optimizers.base import Optimizer, StudyPlots
 from skillopt_dsl.optimizers.gradient_text import GradientText
+from skillopt_dsl.optimizers.state import as_json
 from skillopt_dsl.runs import RunDirectory
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.studies.claims import (
@@ -72,7 +73,7 @@ from skillopt_dsl.studies.storage import (
     optuna_module,
     plot_folder,
 )
-from skillopt_dsl.types import json_int
+from skillopt_dsl.types import json_float, json_int
 
 if TYPE_CHECKING:
     import optuna
@@ -242,9 +243,9 @@ class OptunaLR(Optimizer):
         if sweep.budget_hit:
             raise BudgetExceeded("the budget ran out during the sweep; the best trial was kept")
 
-    def _seed_params(self) -> dict[str, Any]:
+    def _seed_params(self) -> JSONObject:
         """The inner optimizer's own settings, where the search space can represent them."""
-        params: dict[str, Any] = {}
+        params: JSONObject = {}
         for name, spec in self.search_space.items():
             value = getattr(self.inner, name)
             if _contains(spec, value):
@@ -266,9 +267,12 @@ class OptunaLR(Optimizer):
             logger.warning("no trial of study %r completed; keeping the seed", study.study_name)
             return
         attrs = _attrs(study, best.number)
-        candidate = Skill(attrs["skill_text"])
-        state = {"submitted": True, "sweep": result.to_dict()}
-        lrs = [float(x) for x in attrs.get("step_lrs", [])]
+        text, step_lrs = attrs["skill_text"], attrs.get("step_lrs", [])
+        if not isinstance(text, str) or not isinstance(step_lrs, list):
+            raise TypeError(f"trial {best.number} lacks a skill or its rates: {attrs!r:.200}")
+        candidate = Skill(text)
+        state: JSONObject = {"submitted": True, "sweep": as_json(result.to_dict())}
+        lrs = [json_float(x) for x in step_lrs]
         if candidate.hash == view.incumbent.hash or not lrs:
             view.record_empty_step(
                 step=0,
@@ -295,7 +299,7 @@ def _top_of(spec: Any, default: float) -> float:
     return max(float(v) for v in spec if isinstance(v, int | float))
 
 
-def _attrs(study: optuna.study.Study, number: int) -> dict[str, Any]:
+def _attrs(study: optuna.study.Study, number: int) -> JSONObject:
     trial = next(t for t in study.get_trials(deepcopy=False) if t.number == number)
     return dict(trial.user_attrs)
 
@@ -366,7 +370,7 @@ def _store(trial: optuna.trial.Trial, child: CompileContext, before: Any, stop_r
         if after.cost_usd is None or before.cost_usd is None
         else after.cost_usd - before.cost_usd
     )
-    attrs: dict[str, Any] = {
+    attrs: JSONObject = {
         "skill_text": child.incumbent.text,
         "run_dir": None if child.run.path is None else str(child.run.path),
         "calls": after.calls - before.calls,

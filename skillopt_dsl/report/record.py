@@ -8,14 +8,15 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from skillopt_dsl.baselines import Baseline
-from skillopt_dsl.driver import StepRecord
+from skillopt_dsl.driver import StepRecord, StepRow
 from skillopt_dsl.errors import RunDirError, UserInputError
-from skillopt_dsl.events import RunEvent, TrialRow
+from skillopt_dsl.events import DecisionRecord, RunEvent, TrialRow
 from skillopt_dsl.export import load_skill
 from skillopt_dsl.gate import GateDecision
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.runs import RunDirectory
 
 logger = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ class RunRecord:
     """Everything the report shows about one run, read from its directory."""
 
     path: Path
-    config: dict[str, Any]
+    config: JSONObject
     summary: dict[str, Any] | None
     steps: list[StepRecord]
     gates: list[GateEntry]
@@ -119,7 +120,7 @@ class ScreenSummary:
         )
 
 
-def optimizer_settings(config: Mapping[str, object]) -> dict[str, Any]:
+def optimizer_settings(config: Mapping[str, object]) -> JSONObject:
     """The optimizer's settings from config.json (empty when it recorded none)."""
     settings = config.get("optimizer")
     return dict(settings) if isinstance(settings, dict) else {}
@@ -141,7 +142,7 @@ def run_records(path: Path) -> list[RunEvent]:
     return run.records()
 
 
-def read_events(path: Path) -> list[dict[str, Any]]:
+def read_events(path: Path) -> list[JSONObject]:
     """The events of the run folder that holds `path` (its events.jsonl), read without
     changing it: a torn last line (a killed run) is skipped (`RunDirectory.load_events`)."""
     return RunDirectory(path.parent, create=False).load_events(repair=False)
@@ -170,10 +171,11 @@ def _steps_and_gates(
             del steps[kept:]
             gates = [(index, gate) for index, gate in gates if index < kept]
         elif event["event"] == "step":
-            known: dict[str, Any] = {k: v for k, v in event.items() if k in _STEP_FIELDS}
-            steps.append(StepRecord(**known))
+            known = {k: v for k, v in event.items() if k in _STEP_FIELDS}
+            steps.append(StepRecord(**cast(StepRow, known)))
         elif event["event"] == "gate":
-            decision = GateDecision.from_dict({k: v for k, v in event.items() if k in _GATE_FIELDS})
+            fields = {k: v for k, v in event.items() if k in _GATE_FIELDS}
+            decision = GateDecision.from_dict(cast(DecisionRecord, fields))
             gates.append((len(steps), GateEntry(event["step"], event["epoch"], decision)))
     return steps, [gate for _, gate in gates]
 

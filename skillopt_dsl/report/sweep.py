@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from skillopt_dsl.errors import RunDirError
+from skillopt_dsl.json_types import json_float
 from skillopt_dsl.report.record import existing_dir, last_sweep, optimizer_settings, run_records
 from skillopt_dsl.runs import RunDirectory, RunFiles
 
@@ -97,7 +98,8 @@ def _trials_from_runs(trials_dir: Path) -> list[SweepTrial]:
         config, summary = trial.load_config() or {}, trial.load_summary()
         optimizer = optimizer_settings(config)
         params = {k: optimizer[k] for k in (*_LR_KEYS, "schedule") if k in optimizer}
-        value = None if summary is None else summary.get("val_score")
+        score = None if summary is None else summary.get("val_score")
+        value = None if score is None else json_float(score)
         state = "COMPLETE" if summary is not None else "RUNNING_OR_KILLED"
         trials.append(
             SweepTrial(number, params, value, state, run if _is_complete_run(run) else None)

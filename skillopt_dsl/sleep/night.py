@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from skillopt_dsl.compile import ModelSpec
 from skillopt_dsl.data import Splits
@@ -31,7 +31,7 @@ from skillopt_dsl.lm import (
     resolve_lm,
 )
 from skillopt_dsl.optimizers.base import Optimizer
-from skillopt_dsl.settings import CompileSettings
+from skillopt_dsl.settings import CompileSettings, EventListener
 from skillopt_dsl.sleep.adopt import adopt, recover
 from skillopt_dsl.sleep.agent_replay import AgentReplay, AgentRunsOnly, AgentSettings, settings_from
 from skillopt_dsl.sleep.consolidate import (
@@ -182,7 +182,7 @@ def harvest_tasks(
     config: SleepConfig,
     ledger: UsageLedger,
     *,
-    on_event: Callable[[str, Mapping[str, object]], None] | None = None,
+    on_event: EventListener | None = None,
     since: datetime | None = None,
     read_all: bool = False,
 ) -> tuple[HarvestResult, list[Task], MineStats]:
@@ -213,7 +213,7 @@ def harvest_tasks(
 
 
 def _emit(
-    on_event: Callable[[str, Mapping[str, object]], None] | None,
+    on_event: EventListener | None,
     event: str,
     payload: Mapping[str, object],
 ) -> None:
@@ -253,7 +253,7 @@ def replay_target(config: SleepConfig, settings: ProjectConfig) -> AgentSettings
 def run_night(
     config: SleepConfig,
     *,
-    on_event: Callable[[str, Mapping[str, object]], None] | None = None,
+    on_event: EventListener | None = None,
 ) -> NightResult:
     """Run one night on `config.project` and stage it (see the module docstring)."""
     project = SleepProject.open(config.project)
@@ -276,7 +276,7 @@ class _Night:
         self,
         project: SleepProject,
         config: SleepConfig,
-        on_event: Callable[[str, Mapping[str, object]], None] | None,
+        on_event: EventListener | None,
     ) -> None:
         self.project, self.config, self.on_event = project, config, on_event
         self.started = time.perf_counter()
@@ -461,8 +461,8 @@ class _Night:
             watermark_after=harvested.newest.isoformat()
             if harvested and harvested.newest
             else None,
-            harvest=stats.to_dict(),
-            mining=mine_stats.to_dict(),
+            harvest=dict(stats.to_dict()),
+            mining=dict(mine_stats.to_dict()),
             tasks={
                 "total": len(tasks),
                 "train": sum(1 for t in tasks if t.split == "train"),
@@ -482,12 +482,12 @@ class _Night:
                 sum(1 for t in tasks if t.split == "val"),
                 result.preflight if result else None,
             ),
-            gate_decisions=[d.to_dict() for d in result.gate_log] if result else [],
+            gate_decisions=[dict(d.to_dict()) for d in result.gate_log] if result else [],
             accepted=bool(proposals),
             proposed_files=sorted(proposals),
             no_regression=self.config.no_regression,
             budget=None if self.config.budget is None else vars(self.config.budget),
-            spend=spent,
+            spend=dict(spent),
             wall_s=time.perf_counter() - self.started,
             auto_adopt=self.config.auto_adopt,
         )
@@ -538,7 +538,19 @@ def _nothing_passed(result: Any) -> str | None:
     return f"no candidate passed the gate ({len(result.gate_log)} decision(s))"
 
 
-def _spend(mining: UsageSnapshot, compiled: UsageSnapshot | None) -> dict[str, object]:
+class SpendRecord(TypedDict):
+    """What a night spent (`NightReport.spend`): calls, tokens and dollars in all, and the
+    calls of mining and of the compile."""
+
+    calls: int
+    tokens: int
+    usd: float | None
+    mining_calls: int
+    compile_calls: int
+    cache_hits: int
+
+
+def _spend(mining: UsageSnapshot, compiled: UsageSnapshot | None) -> SpendRecord:
     parts = [mining] + ([compiled] if compiled is not None else [])
     usd = [p.cost_usd for p in parts if p.cost_usd is not None]
     return {

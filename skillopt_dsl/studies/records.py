@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
+from skillopt_dsl.events import TrialRow
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.skill import Skill
 
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["SweepResult", "TrialRecord"]
+__all__ = ["SweepResult", "SweepRow", "TrialRecord"]
 
 
 @dataclass(frozen=True)
@@ -22,7 +24,7 @@ class TrialRecord:
 
     number: int
     state: optuna.trial.TrialState
-    params: dict[str, object]
+    params: JSONObject
     value: float | None
     skill_hash: str | None
     run_dir: str | None
@@ -47,9 +49,29 @@ class TrialRecord:
             stop_reason=attrs.get("stop_reason"),
         )
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> TrialRow:
         """JSON-ready copy (the state by name)."""
-        return dataclasses.asdict(self) | {"state": self.state.name}
+        return TrialRow(
+            number=self.number,
+            state=self.state.name,
+            params=copy.deepcopy(self.params),
+            value=self.value,
+            skill_hash=self.skill_hash,
+            run_dir=self.run_dir,
+            calls=self.calls,
+            cost_usd=self.cost_usd,
+            stop_reason=self.stop_reason,
+        )
+
+
+class SweepRow(TypedDict):
+    """`SweepResult.to_dict()`: a study as the `sweep` event and the optimizer's state store it."""
+
+    study_name: str
+    storage: str | None
+    best_number: int | None
+    trials: list[TrialRow]
+    plots: list[str]
 
 
 @dataclass(frozen=True)
@@ -77,7 +99,7 @@ class SweepResult:
         best = study.best_trial.number if complete else None
         return cls(study.study_name, storage, trials, best, tuple(plots))
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> SweepRow:
         """JSON-ready copy."""
         return {
             "study_name": self.study_name,
