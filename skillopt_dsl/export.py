@@ -20,6 +20,7 @@ from typing import Literal
 import yaml
 
 from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.json_types import JSONValue
 from skillopt_dsl.skill import Skill
 
 __all__ = [
@@ -121,7 +122,7 @@ def export_agent_skill(
     *,
     name: str,
     description: str,
-    metadata: Mapping[str, object] | None = None,
+    metadata: Mapping[str, JSONValue] | None = None,
     agent: AgentKind = "claude",
 ) -> Path:
     """Write the skill where `agent` reads it, with the front matter that agent expects.

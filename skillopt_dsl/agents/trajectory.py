@@ -18,18 +18,49 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.lm.base import Message
 from skillopt_dsl.types import Prediction
 
-__all__ = ["CUT_ABOVE", "KEEP_HEAD", "KEEP_TAIL", "StopReason", "ToolCall", "Trajectory", "Turn"]
+__all__ = [
+    "CUT_ABOVE",
+    "KEEP_HEAD",
+    "KEEP_TAIL",
+    "StopReason",
+    "ToolCall",
+    "ToolCallRecord",
+    "Trajectory",
+    "Turn",
+    "TurnRecord",
+]
 
 CUT_ABOVE = 240
 KEEP_HEAD = 160
 KEEP_TAIL = 40
 
 StopReason = Literal["answered", "max_turns"]
+
+
+class ToolCallRecord(TypedDict):
+    """`ToolCall.to_dict()`: a tool call as JSON (arguments made JSON where they are not)."""
+
+    name: str
+    arguments: JSONObject
+    result: str
+    error: str | None
+    duration_s: float
+    call_id: str
+
+
+class TurnRecord(TypedDict):
+    """`Turn.to_dict()`: one model call of the loop and its tool calls."""
+
+    index: int
+    reply: str
+    calls: list[ToolCallRecord]
+    cached: bool
 
 
 @dataclass(frozen=True)
@@ -48,7 +79,7 @@ class ToolCall:
         """True when the tool ran and returned."""
         return self.error is None
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> ToolCallRecord:
         """A JSON-ready dict."""
         return {
             "name": self.name,
@@ -69,7 +100,7 @@ class Turn:
     calls: tuple[ToolCall, ...] = ()
     cached: bool = False
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> TurnRecord:
         """A JSON-ready dict."""
         return {
             "index": self.index,

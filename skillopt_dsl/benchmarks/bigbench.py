@@ -14,13 +14,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from skillopt_dsl.errors import DataError
+from skillopt_dsl.json_types import JSONObject, JSONValue
 
 logger = logging.getLogger(__name__)
 
-Row: TypeAlias = dict[str, Any]
+Row: TypeAlias = JSONObject
 """One flat dataset row: `id`, the input fields and the label fields."""
 
 NAVIGATE_QUESTION = "If you follow these instructions, do you return to the starting point?"
@@ -32,7 +33,7 @@ class TaskFile:
 
     index: int
     text: str
-    example: dict[str, Any]
+    example: JSONObject
 
 
 @cache
@@ -63,9 +64,7 @@ def correct_answer(task: TaskFile) -> str:
     raise DataError(f"BIG-bench example {task.index} has no single target string: {target!r}")
 
 
-def rows_for(
-    filename: str, prefix: str, convert: Callable[[TaskFile], dict[str, Any]]
-) -> list[Row]:
+def rows_for(filename: str, prefix: str, convert: Callable[[TaskFile], JSONObject]) -> list[Row]:
     """Convert every example of `filename` with `convert`, adding `id` and `answer`."""
     rows = [
         {"id": f"{prefix}-{task.index:04d}", **convert(task), "answer": correct_answer(task)}
@@ -131,13 +130,24 @@ def causal_judgment() -> list[Row]:
 def date_understanding() -> list[Row]:
     """`question` and `choices` (sorted MM/DD/YYYY dates) -> `answer`, one of the choices."""
 
-    def convert(task: TaskFile) -> dict[str, Any]:
-        return {"question": task.text, "choices": sorted(task.example["target_scores"])}
+    def convert(task: TaskFile) -> JSONObject:
+        choices = _choices(task)
+        return {"question": task.text, "choices": list[JSONValue](choices)}
 
     rows = rows_for("date_understanding.json", "date", convert)
     for row in rows:
-        check_choices([row], row["choices"], "date_understanding.json")
+        choices = row["choices"]
+        options = [c for c in choices if isinstance(c, str)] if isinstance(choices, list) else []
+        check_choices([row], options, "date_understanding.json")
     return rows
+
+
+def _choices(task: TaskFile) -> list[str]:
+    """An example's answer options (the keys of its `target_scores`), sorted."""
+    scores = task.example.get("target_scores")
+    if not isinstance(scores, dict):
+        raise DataError(f"BIG-bench example {task.index} has no target_scores object")
+    return sorted(scores)
 
 
 def arithmetic(operation: str) -> Callable[[], list[Row]]:

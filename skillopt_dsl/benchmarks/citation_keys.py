@@ -26,6 +26,8 @@ from __future__ import annotations
 import random
 from functools import cache
 
+from skillopt_dsl.json_types import JSONObject
+
 __all__ = ["N_ROWS", "STYLES", "rows"]
 
 N_ROWS = 400
@@ -184,7 +186,7 @@ def _rows() -> tuple[tuple[str, str, str], ...]:
     return tuple(made)
 
 
-def rows() -> list[dict[str, object]]:
+def rows() -> list[JSONObject]:
     """Every entry as a row `{id, reference, answer}`, ids `citation_keys-<n>` in generation
     order."""
     return [

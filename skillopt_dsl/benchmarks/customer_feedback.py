@@ -26,6 +26,7 @@ from functools import cache
 from typing import Literal
 
 from skillopt_dsl import metrics
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.module import InputField, OutputField, SkillModule
 
 __all__ = ["LABELS", "QUESTION", "CustomerFeedback", "rows"]
@@ -99,7 +100,7 @@ def _rows() -> tuple[tuple[str, str], ...]:
     return tuple(made)
 
 
-def rows() -> list[dict[str, object]]:
+def rows() -> list[JSONObject]:
     """Every review as a row `{id, question, answer}`, ids `customer_feedback-<n>` in
     generation order."""
     return [

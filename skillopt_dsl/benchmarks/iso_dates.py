@@ -30,6 +30,8 @@ import random
 from datetime import date
 from functools import cache
 
+from skillopt_dsl.json_types import JSONObject
+
 __all__ = ["FIRST_DAY", "LAST_DAY", "N_ROWS", "STYLES", "rows"]
 
 N_ROWS = 400
@@ -153,7 +155,7 @@ def _rows() -> tuple[tuple[str, str, str, str], ...]:
     return tuple(made)
 
 
-def rows() -> list[dict[str, object]]:
+def rows() -> list[JSONObject]:
     """Every sentence as a row `{id, text, answer}`, ids `iso_dates-<n>` in generation order."""
     return [
         {"id": f"iso_dates-{i}", "text": text, "answer": answer}

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.module import SkillModule
 
 __all__ = ["Benchmark", "get_benchmark", "list_benchmarks", "module_for", "register_benchmark"]
@@ -35,7 +36,7 @@ class Benchmark:
     description: str
     input_fields: tuple[str, ...]
     label_fields: tuple[str, ...]
-    loader: Callable[[], list[dict[str, object]]]
+    loader: Callable[[], list[JSONObject]]
     answer_choices: tuple[str, ...] | None = None
     module: type[SkillModule] | None = None
 

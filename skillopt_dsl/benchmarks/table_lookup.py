@@ -22,6 +22,7 @@ from functools import cache
 
 from skillopt_dsl import metrics
 from skillopt_dsl.agents.module import AgentModule
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.module import InputField, OutputField
 
 __all__ = ["CITIES", "TableLookup", "lookup", "rows"]
@@ -83,9 +84,9 @@ def lookup(city: str) -> dict[str, object]:
     }
 
 
-def rows() -> list[dict[str, object]]:
+def rows() -> list[JSONObject]:
     """Every question (one per city and attribute), with ids `table_lookup-<n>`."""
-    result: list[dict[str, object]] = []
+    result: list[JSONObject] = []
     for city in CITIES:
         for attribute, template in _QUESTIONS.items():
             result.append(

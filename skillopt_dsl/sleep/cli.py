@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 import typer
 
@@ -50,12 +49,14 @@ from skillopt_dsl.sleep.cli_options import (
 from skillopt_dsl.sleep.cli_review import review_command
 from skillopt_dsl.sleep.cli_schedule import schedule_command, unschedule_command
 from skillopt_dsl.sleep.errors import SleepError
+from skillopt_dsl.sleep.mine import MineRecord
 from skillopt_dsl.sleep.night import NightResult, SleepConfig, harvest_tasks, run_night
 from skillopt_dsl.sleep.progress import NightProgress
 from skillopt_dsl.sleep.project import SleepProject
 from skillopt_dsl.sleep.review import ReviewFolder, validate_task_rows
 from skillopt_dsl.sleep.sources import check_agent, check_replay_agent
 from skillopt_dsl.sleep.stage import NightReport
+from skillopt_dsl.sleep.transcript import HarvestRecord
 
 __all__ = ["sleep_app"]
 
@@ -328,7 +329,7 @@ def harvest_command(
             rows = [s.review_row() for s in harvested.sessions]
             merged = review.merge(found, rows, fractions=config.fractions)
         watermark = opened.watermark()
-        data: dict[str, Any] = {
+        data: HarvestSummary = {
             "sessions_path": str(review.sessions_path),
             "tasks_path": str(review.tasks_path),
             "dataset_path": str(review.folder / "tasks"),
@@ -360,7 +361,20 @@ def _since(value: str | None, read_all: bool) -> datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
-def _harvest_summary(data: Mapping[str, Any], folder: Path, home_dir: str) -> str:
+class HarvestSummary(TypedDict):
+    """What `sleep harvest` prints (`--json` prints it as it is)."""
+
+    sessions_path: str
+    tasks_path: str
+    dataset_path: str
+    read_after: str | datetime | None
+    watermark: str | None
+    review: dict[str, int]
+    harvest: HarvestRecord
+    mining: MineRecord
+
+
+def _harvest_summary(data: HarvestSummary, folder: Path, home_dir: str) -> str:
     h, m, home = data["harvest"], data["mining"], data["harvest"]["home_wide"]
     r = data["review"]
     lines = [
@@ -389,7 +403,7 @@ def _harvest_summary(data: Mapping[str, Any], folder: Path, home_dir: str) -> st
     return "\n".join(lines)
 
 
-def _harvest_advice(data: Mapping[str, Any], home_dir: str) -> list[str]:
+def _harvest_advice(data: HarvestSummary, home_dir: str) -> list[str]:
     """Why a harvest read fewer sessions than there are, and how to read them."""
     h = data["harvest"]
     skipped = int(h["skipped"].get("before_watermark", 0))

@@ -30,7 +30,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypedDict
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
@@ -98,6 +98,24 @@ class _Proposal(BaseModel):
     tasks: list[_ProposedTask] = Field(min_length=1, max_length=3)
 
 
+class MineRecord(TypedDict):
+    """`MineStats.to_dict()`: how the tasks were mined, as a night's report stores it."""
+
+    sessions: int
+    model_calls: int
+    model_tasks: int
+    heuristic_tasks: int
+    invalid_replies: int
+    budget_stopped: bool
+    model_dropped: str | None
+    recurring_clusters: int
+    tasks: int
+    invalid_reply_examples: list[str]
+    evidence: dict[str, int]
+    sessions_with_evidence_checks: int
+    sessions_with_paired_checks: int
+
+
 @dataclass
 class MineStats:
     """How the tasks were mined."""
@@ -116,7 +134,7 @@ class MineStats:
     sessions_with_evidence_checks: int = 0
     sessions_with_paired_checks: int = 0
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> MineRecord:
         """JSON-ready counts."""
         return {
             "sessions": self.sessions,

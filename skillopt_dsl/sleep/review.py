@@ -23,6 +23,7 @@ from typing import Any
 
 import pydantic
 
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.sleep.splits import balance_splits
 from skillopt_dsl.sleep.tasks import (
@@ -33,6 +34,7 @@ from skillopt_dsl.sleep.tasks import (
     load_tasks,
     save_tasks,
 )
+from skillopt_dsl.sleep.transcript import SessionRow
 
 __all__ = [
     "CHECK_FIELDS",
@@ -183,7 +185,7 @@ class ReviewFolder:
     def merge(
         self,
         mined: Sequence[Task],
-        sessions: Sequence[Mapping[str, object]],
+        sessions: Sequence[SessionRow],
         *,
         fractions: SplitFractions = DEFAULT_FRACTIONS,
     ) -> MergeReport:
@@ -283,19 +285,22 @@ class ReviewFolder:
                 enable_progress_bars()
 
 
-def _read_jsonl(path: Path) -> list[dict[str, object]]:
+def _read_jsonl(path: Path) -> list[JSONObject]:
     if not path.exists():
         return []
-    rows = []
+    rows: list[JSONObject] = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise SleepError(
                 f"{path}:{number} is not JSON ({exc}); fix or delete the line"
             ) from None
+        if not isinstance(row, dict):
+            raise SleepError(f"{path}:{number} is not a JSON object; fix or delete the line")
+        rows.append(row)
     return rows
 
 

@@ -21,7 +21,7 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,9 +29,11 @@ from skillopt_dsl.sleep.advice import cli_advice
 from skillopt_dsl.sleep.judge import ScoreBook
 from skillopt_dsl.sleep.project import SleepProject, atomic_write, sha256_of
 from skillopt_dsl.sleep.tasks import Task, save_tasks
+from skillopt_dsl.sleep.transcript import SessionRow
 from skillopt_dsl.types import json_int
 
 __all__ = [
+    "EvidenceRow",
     "Manifest",
     "NightReport",
     "describe_partial",
@@ -195,11 +197,26 @@ def _diff(rel: str, old: bytes | None, new: bytes) -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
+class EvidenceRow(TypedDict):
+    """One line of a night's `evidence.jsonl`: a val/test task's seed and candidate scores,
+    feedback and the candidate's reply (cut)."""
+
+    task_id: str
+    split: str
+    intent: str
+    weight: int
+    seed_score: float | None
+    candidate_score: float | None
+    seed_feedback: str | None
+    candidate_feedback: str | None
+    candidate_reply: str | None
+
+
 def evidence_rows(
     tasks: Sequence[Task], book: ScoreBook, seed_hash: str, best_hash: str
-) -> list[dict[str, object]]:
+) -> list[EvidenceRow]:
     """One row per val/test task: seed and candidate scores, feedback and the candidate's reply."""
-    rows = []
+    rows: list[EvidenceRow] = []
     for task in tasks:
         if task.split == "train":
             continue
@@ -228,8 +245,8 @@ def write_stage(
     live: Mapping[str, bytes | None],
     proposals: Mapping[str, bytes],
     tasks: Sequence[Task],
-    evidence: Sequence[dict[str, object]],
-    sessions: Sequence[dict[str, object]] = (),
+    evidence: Sequence[EvidenceRow],
+    sessions: Sequence[SessionRow] = (),
 ) -> Path:
     """Fill `partial` with the night's files and rename it to the night's folder."""
     proposed_dir = partial / "proposed"

@@ -21,6 +21,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_dsl.data import Splits
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.types import Example
 
@@ -212,7 +213,7 @@ class Task(BaseModel):
             raise ValueError("a task needs at least one rule check or a rubric")
         return self
 
-    def to_row(self) -> dict[str, object]:
+    def to_row(self) -> JSONObject:
         """A flat row for the dataset (checks as a JSON string, so every row has one schema)."""
         row = self.model_dump(mode="json")
         row["checks"] = json.dumps(row["checks"], ensure_ascii=False)
@@ -220,7 +221,7 @@ class Task(BaseModel):
         return row
 
     @classmethod
-    def from_row(cls, row: dict[str, object]) -> Task:
+    def from_row(cls, row: JSONObject) -> Task:
         """Rebuild a task from `to_row` output (or a hand-edited tasks.jsonl line)."""
         data = dict(row)
         for name in ("checks", "evidence"):
@@ -328,7 +329,7 @@ def load_tasks(path: Path, *, reviewed_only: bool = False) -> list[Task]:
     return [t for t in tasks if t.reviewed] if reviewed_only else tasks
 
 
-def _rows(path: Path) -> list[dict[str, object]]:
+def _rows(path: Path) -> list[JSONObject]:
     if path.is_file():
         lines = path.read_text(encoding="utf-8").splitlines()
         try:

@@ -14,15 +14,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypedDict
 
 __all__ = [
     "TOOL_INPUT_CHARS",
     "TOOL_OUTPUT_CHARS",
     "AgentName",
+    "CountsRecord",
+    "HarvestRecord",
     "HarvestStats",
+    "HomeCountsRecord",
     "ReadCounts",
     "Session",
+    "SessionRecord",
+    "SessionRow",
     "Step",
     "StepKind",
     "Timeline",
@@ -131,6 +136,73 @@ def attach_outputs(turns: Iterable[Turn], outputs: Mapping[str, ToolOutput]) -> 
     return paired
 
 
+class CountsRecord(TypedDict):
+    """`ReadCounts.to_dict()`: what reading transcripts found, as a night's report stores it."""
+
+    malformed_lines: int
+    meta_prompts: int
+    compact_summaries: int
+    notices: int
+    slash_commands: int
+    queued_prompts: int
+    tool_results: int
+    injected_blocks: int
+    mirrored_records: int
+    sidechain_records: int
+    malformed_examples: list[str]
+    unknown_records: int
+    unknown_types: dict[str, int]
+    known_records: dict[str, int]
+    redactions: dict[str, int]
+    redactions_total: int
+
+
+class HomeCountsRecord(TypedDict):
+    """The home directory's figures in `HarvestRecord.home_wide`."""
+
+    files_read: int
+    sessions_read: int
+    skipped: dict[str, int]
+    malformed_lines: int
+    unknown_records: int
+    unknown_types: dict[str, int]
+    redactions_total: int
+
+
+class HarvestRecord(CountsRecord):
+    """`HarvestStats.to_dict()`: the project's counts at the top level, the home's under
+    `home_wide` (the `harvest` event and the night's report)."""
+
+    sessions: int
+    skipped: dict[str, int]
+    home_wide: HomeCountsRecord
+
+
+class SessionRecord(TypedDict):
+    """`Session.to_dict()`: a session's ids and times (no text)."""
+
+    id: str
+    agent: str
+    cwd: str
+    path: str
+    branch: str | None
+    started: str
+    ended: str
+    turns: int
+
+
+class SessionRow(TypedDict):
+    """`Session.review_row()`: one line of `sessions.jsonl`."""
+
+    id: str
+    agent: str
+    cwd: str
+    started: str
+    prompts: list[str]
+    tool_calls: int
+    assistant_chars: int
+
+
 @dataclass
 class ReadCounts:
     """What reading transcripts found, all counts (one file's, one session's, or a sum).
@@ -194,20 +266,26 @@ class ReadCounts:
         """Records of unknown types."""
         return sum(self.unknown.values())
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> CountsRecord:
         """JSON-ready counts."""
-        data: dict[str, object] = {name: getattr(self, name) for name in _INT_COUNTS}
-        data.update(
-            {
-                "malformed_examples": list(self.malformed_examples),
-                "unknown_records": self.unknown_records,
-                "unknown_types": dict(sorted(self.unknown.items())),
-                "known_records": dict(sorted(self.records.items())),
-                "redactions": dict(sorted(self.redactions.items())),
-                "redactions_total": self.redactions_total,
-            }
-        )
-        return data
+        return {
+            "malformed_lines": self.malformed_lines,
+            "meta_prompts": self.meta_prompts,
+            "compact_summaries": self.compact_summaries,
+            "notices": self.notices,
+            "slash_commands": self.slash_commands,
+            "queued_prompts": self.queued_prompts,
+            "tool_results": self.tool_results,
+            "injected_blocks": self.injected_blocks,
+            "mirrored_records": self.mirrored_records,
+            "sidechain_records": self.sidechain_records,
+            "malformed_examples": list(self.malformed_examples),
+            "unknown_records": self.unknown_records,
+            "unknown_types": dict(sorted(self.unknown.items())),
+            "known_records": dict(sorted(self.records.items())),
+            "redactions": dict(sorted(self.redactions.items())),
+            "redactions_total": self.redactions_total,
+        }
 
 
 _INT_COUNTS = (
@@ -269,7 +347,7 @@ class Session:
         """How many characters of reply text the agent wrote."""
         return sum(len(t.text) for t in self.turns if t.role == "assistant")
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> SessionRecord:
         """A JSON-ready summary (ids and times, no text)."""
         return {
             "id": self.id,
@@ -282,7 +360,7 @@ class Session:
             "turns": len(self.turns),
         }
 
-    def review_row(self) -> dict[str, object]:
+    def review_row(self) -> SessionRow:
         """One line of `sessions.jsonl`: what was read, prompts redacted and in order."""
         return {
             "id": self.id,
@@ -362,7 +440,7 @@ class HarvestStats:
     home_skipped: Counter[str] = field(default_factory=Counter)
     home: ReadCounts = field(default_factory=ReadCounts)
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> HarvestRecord:
         """JSON-ready figures: the project's at the top level, the home's under `home_wide`."""
         return {
             "sessions": self.sessions,
