@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from skillopt_dsl.errors import MetricError, UserInputError
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.lm.base import Backend
 from skillopt_dsl.lm.client import resolve_lm
 from skillopt_dsl.metrics._common import check_output_field, parse_failure_score, quote
@@ -52,7 +53,7 @@ def _render(title: str, values: Mapping[str, object]) -> str:
     return f"## {title}\n" + "\n".join(lines)
 
 
-def _first_json_object(text: str) -> dict[str, object] | None:
+def _first_json_object(text: str) -> JSONObject | None:
     decoder = json.JSONDecoder()
     for match in re.finditer(r"\{", text):
         try:

@@ -24,6 +24,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_dsl.file_transaction import atomic_write, sha256_of
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.sleep.errors import SleepError, SleepLocked
 from skillopt_dsl.sleep.harvest import ProjectMatcher, utc_now
 from skillopt_dsl.sleep.sources.registry import check_agent, check_replay_agent
@@ -226,7 +227,7 @@ class SleepProject:
     def lock(self, command: str) -> Iterator[None]:
         """Hold the project's lock; a second holder gets `SleepLocked` naming the first."""
         self.sleep_dir.mkdir(parents=True, exist_ok=True)
-        holder = {
+        holder: JSONObject = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "command": command,
@@ -239,7 +240,7 @@ class SleepProject:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.lock_path)
 
-    def _acquire(self, holder: dict[str, object]) -> None:
+    def _acquire(self, holder: JSONObject) -> None:
         for _ in range(2):
             try:
                 fd = os.open(self.lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -256,7 +257,7 @@ class SleepProject:
             return
         raise SleepLocked(f"could not take the lock {self.lock_path}; try again")
 
-    def _holder(self) -> dict[str, object] | None:
+    def _holder(self) -> JSONObject | None:
         try:
             data = json.loads(self.lock_path.read_text(encoding="utf-8"))
         except (FileNotFoundError, json.JSONDecodeError):
@@ -264,7 +265,7 @@ class SleepProject:
         return data if isinstance(data, dict) else None
 
 
-def _alive(holder: dict[str, object]) -> bool:
+def _alive(holder: JSONObject) -> bool:
     if holder.get("host") != socket.gethostname():
         return True  # another machine's process: assume it is alive
     pid = holder.get("pid")
@@ -279,7 +280,7 @@ def _alive(holder: dict[str, object]) -> bool:
     return True
 
 
-def _locked_message(path: Path, holder: dict[str, object]) -> str:
+def _locked_message(path: Path, holder: JSONObject) -> str:
     return (
         f"another Sleep command holds this project's lock: `{holder.get('command')}` "
         f"(pid {holder.get('pid')} on {holder.get('host')}, since {holder.get('started')}). "
