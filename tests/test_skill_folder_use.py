@@ -235,7 +235,8 @@ def test_an_episode_that_opens_nothing_pays_only_the_instructions(tmp_path: Path
 
 def test_the_door_refuses_a_document_missing_a_part_the_module_needs(tmp_path: Path) -> None:
     """Kills: `skill_refusal` accepting a document without a trained part, one with a part the
-    module does not train, or a text that is no folder document; a refused skill run anyway."""
+    module does not train, or a text that is no folder document; a refused skill run anyway
+    (evaluate scores it 0 with no call; `run` raises)."""
     folder = make_folder(tmp_path / "skill")
     module = notes_module(folder, trains=("body", "references"))
     assert module.skill_refusal(module.seed_skill) is None
@@ -244,13 +245,13 @@ def test_the_door_refuses_a_document_missing_a_part_the_module_needs(tmp_path: P
     extra = module.skill_refusal(folder.seed_skill(("description", "body", "references")))
     assert extra is not None and "description" in extra
     assert module.skill_refusal(Skill(BODY_TEXT)) is not None
+    fake = ScriptedLM(fake_agent)
+    refused = evaluate(module, examples("d", 2), skill=folder.seed_skill(("body",)), lm=LM(fake))
+    assert refused.mean == 0.0 and fake.calls == []
+    assert all("lacks the part" in (r.error or "") for r in refused.records)
+    assert module.use_summary(refused).unrecorded == 2
     with pytest.raises(UserInputError, match="lacks the part"):
-        evaluate(
-            module,
-            examples("d", 1),
-            skill=folder.seed_skill(("body",)),
-            lm=LM(ScriptedLM(fake_agent)),
-        )
+        module.run(folder.seed_skill(("body",)), examples("d", 1)[0], LM(fake), seed=0)
 
 
 def test_declaration_errors_are_clear(tmp_path: Path) -> None:

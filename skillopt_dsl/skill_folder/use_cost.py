@@ -63,7 +63,8 @@ class SkillUseSummary:
 
     Attributes:
         requests: rollouts that carry a skill cost (every one that ran).
-        unrecorded: rollouts without one (a model call failed for good before the run ended).
+        unrecorded: rollouts without one (a model call failed for good, or the module refused
+            the skill and made no call).
         mean_skill_tokens: mean `SkillCost.total` per request.
         mean_instruction_tokens: mean system-message tokens paid per request (all calls).
         mean_reference_tokens: mean reference tokens paid per request.
