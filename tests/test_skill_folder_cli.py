@@ -132,7 +132,7 @@ def test_adopt_of_a_changed_folder_says_what_to_do(
     [
         ([], "compile needs a recipe"),
         (["--skill-folder", "x"], "--skill-folder needs --trigger-data"),
-        (["--trigger-data", "x.jsonl"], "go with --skill-folder"),
+        (["--trigger-data", "x.jsonl"], "with --skill-folder"),
         (["r.py", "--skill-folder", "x", "--trigger-data", "t"], "not both"),
     ],
 )

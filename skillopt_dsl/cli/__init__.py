@@ -50,7 +50,11 @@ from skillopt_dsl.cli.skill_folder import (
     AgentChoice,
     AgentOpt,
     DistractorsOpt,
+    FolderFlags,
     FolderTask,
+    ProposerOpt,
+    ReplyTokensOpt,
+    ShownOthersOpt,
     SkillFolderOpt,
     TriggerDataOpt,
     compile_folder,
@@ -163,6 +167,9 @@ def compile_command(
     trigger_data: TriggerDataOpt = None,
     distractors: DistractorsOpt = None,
     agent: AgentOpt = AgentChoice.claude,
+    proposer: ProposerOpt = None,
+    shown_others: ShownOthersOpt = None,
+    reply_tokens: ReplyTokensOpt = None,
     optimizer: Annotated[
         OptimizerChoice | None,
         typer.Option("--optimizer", help="Optimizer to use instead of the recipe's."),
@@ -213,7 +220,10 @@ def compile_command(
         optimizer_api_base,
     )
     with handled(debug):
-        chosen = compile_target(recipe, skill_folder, trigger_data, distractors, agent)
+        folder_flags = FolderFlags(
+            trigger_data, distractors, agent, proposer, shown_others, reply_tokens
+        )
+        chosen = compile_target(recipe, skill_folder, folder_flags)
         if isinstance(chosen, FolderTask):
             compile_folder(chosen, flags, run_dir, resume)
         else:

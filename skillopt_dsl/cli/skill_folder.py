@@ -4,7 +4,11 @@ commands that adopt or roll back what it staged.
 `compile --skill-folder` trains the folder's description with `TriggerModule` (a router picks
 one skill for each request among the folder's skill and the distractors), prints seed vs
 compiled beside the constant answers "always trigger" and "never trigger", then stages the
-change in the run directory (`stage_folder`): the folder itself is never written. `skill-folder
+change in the run directory (`stage_folder`): the folder itself is never written. `--proposer`
+chooses where description edits come from (`words`, the default: the missed requests' words,
+no model call; `reflect`: the optimizer model's reflection; `both`), and the CLI prints which
+proposers run. The held-out table is replayed from the run's response cache (the compile
+already scored the test split), so it costs no new call. `skill-folder
 adopt RUN_DIR` writes it in (refusing changed files, with backups, as one transaction);
 `skill-folder rollback RUN_DIR` puts the old bytes back; `skill-folder diff RUN_DIR` prints it.
 """
@@ -30,11 +34,14 @@ from skillopt_dsl.cli_harness import EXIT_INTERRUPTED, handled
 from skillopt_dsl.compile import CompileResult
 from skillopt_dsl.compile import compile as compile_skill
 from skillopt_dsl.errors import UserInputError
-from skillopt_dsl.lm import LM, Budget
+from skillopt_dsl.lm import LM, Budget, ResponseCache, resolve_lm
 from skillopt_dsl.lm.endpoint import OPTIMIZER_API_BASE_ENV, at_api_base
-from skillopt_dsl.optimizers import GradientText, ReflectiveProposer
+from skillopt_dsl.optimizers import ConsolidationProposer, GradientText, ReflectiveProposer
+from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.optimizers.proposers import Proposer
 from skillopt_dsl.progress import CompileProgress
 from skillopt_dsl.runs import RunFiles
+from skillopt_dsl.skill import Skill
 from skillopt_dsl.skill_folder.adopt import adopt_folder, recover_folder, rollback_folder
 from skillopt_dsl.skill_folder.document import DescriptionAgent
 from skillopt_dsl.skill_folder.folder import SkillFolder
@@ -47,16 +54,23 @@ if TYPE_CHECKING:  # the trigger task loads only when --skill-folder is used
     from skillopt_dsl.skill_folder.trigger_data import TriggerSummary
 
 __all__ = [
+    "DEFAULT_REPLY_TOKENS",
     "AgentChoice",
+    "FolderFlags",
     "FolderTask",
+    "ProposerChoice",
     "compile_folder",
     "compile_target",
     "folder_models",
+    "proposers_line",
     "skill_folder_app",
     "trigger_optimizer",
 ]
 
 Model = LM | str | None
+
+DEFAULT_REPLY_TOKENS = 16
+"""The most tokens a router reply may use on the command line (a skill name needs a few)."""
 
 
 class AgentChoice(StrEnum):
@@ -64,6 +78,14 @@ class AgentChoice(StrEnum):
 
     claude = "claude"
     codex = "codex"
+
+
+class ProposerChoice(StrEnum):
+    """Where `compile --skill-folder`'s description edits come from (`--proposer`)."""
+
+    words = "words"
+    reflect = "reflect"
+    both = "both"
 
 
 SkillFolderOpt = Annotated[
@@ -100,24 +122,83 @@ AgentOpt = Annotated[
         "1024 characters, codex: 500; one line).",
     ),
 ]
+ProposerOpt = Annotated[
+    ProposerChoice | None,
+    typer.Option(
+        "--proposer",
+        help="With --skill-folder: where description edits come from. words (the default): "
+        "the missed requests' words, no model call; reflect: the optimizer model reflects "
+        "on the failures (slow and noise on the embedded 135M model; give a capable "
+        "--optimizer-model); both.",
+    ),
+]
+ShownOthersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--shown-others",
+        min=1,
+        help="With --skill-folder: how many of the other skills each request's list shows (a "
+        "sample seeded per request; default: all). Fewer makes each routing call shorter.",
+    ),
+]
+ReplyTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--reply-tokens",
+        min=1,
+        help=f"With --skill-folder: the most tokens a router reply may use (default "
+        f"{DEFAULT_REPLY_TOKENS}; a skill name needs few, raise it for a reasoning model).",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class FolderFlags:
+    """The `compile` flags only a skill-folder task takes; None where not given."""
+
+    trigger_data: Path | None = None
+    distractors: Path | None = None
+    agent: AgentChoice = AgentChoice.claude
+    proposer: ProposerChoice | None = None
+    shown_others: int | None = None
+    reply_tokens: int | None = None
+
+    def given(self) -> list[str]:
+        """The folder-only flags given on the command line (the agent has a default)."""
+        named = (
+            ("--trigger-data", self.trigger_data),
+            ("--distractors", self.distractors),
+            ("--proposer", self.proposer),
+            ("--shown-others", self.shown_others),
+            ("--reply-tokens", self.reply_tokens),
+        )
+        return [flag for flag, value in named if value is not None]
 
 
 @dataclass(frozen=True)
 class FolderTask:
     """What `compile --skill-folder` trains: the folder, its trigger data, the other skills
-    the router sees (None: the folders beside it) and whose description limits apply."""
+    the router sees (None: the folders beside it), whose description limits apply, where edits
+    come from, how many other skills a request's list shows (None: all) and the router's reply
+    cap in tokens."""
 
     skill_folder: Path
     trigger_data: Path
     distractors: Path | None
     agent: AgentChoice
+    proposer: ProposerChoice = ProposerChoice.words
+    shown_others: int | None = None
+    reply_tokens: int = DEFAULT_REPLY_TOKENS
 
     def words(self) -> list[str]:
         """The flags that name this task on the command line."""
         words = ["--skill-folder", str(self.skill_folder), "--trigger-data", str(self.trigger_data)]
         if self.distractors is not None:
             words += ["--distractors", str(self.distractors)]
-        return [*words, "--agent", self.agent.value]
+        words += ["--agent", self.agent.value, "--proposer", self.proposer.value]
+        if self.shown_others is not None:
+            words += ["--shown-others", str(self.shown_others)]
+        return [*words, "--reply-tokens", str(self.reply_tokens)]
 
     @property
     def description_agent(self) -> DescriptionAgent:
@@ -126,17 +207,15 @@ class FolderTask:
 
 
 def compile_target(
-    recipe: Path | None,
-    skill_folder: Path | None,
-    trigger_data: Path | None,
-    distractors: Path | None,
-    agent: AgentChoice,
+    recipe: Path | None, skill_folder: Path | None, flags: FolderFlags
 ) -> Path | FolderTask:
     """What `compile` trains: the recipe, or the skill folder's task; an error for neither,
     both, or a half-given folder task."""
+    trigger_data = flags.trigger_data
     if skill_folder is None:
-        if trigger_data is not None or distractors is not None:
-            raise UserInputError("--trigger-data and --distractors go with --skill-folder PATH")
+        if given := flags.given():
+            verb = "goes" if len(given) == 1 else "go"
+            raise UserInputError(f"{' and '.join(given)} {verb} with --skill-folder PATH")
         if recipe is None:
             raise UserInputError(
                 "compile needs a recipe (skillopt-dsl compile recipes/<task>.py) or a skill "
@@ -150,7 +229,15 @@ def compile_target(
             "--skill-folder needs --trigger-data FILE.jsonl: rows "
             '{"request": "...", "should_trigger": true|false}'
         )
-    return FolderTask(skill_folder, trigger_data, distractors, agent)
+    return FolderTask(
+        skill_folder,
+        trigger_data,
+        flags.distractors,
+        flags.agent,
+        proposer=flags.proposer or ProposerChoice.words,
+        shown_others=flags.shown_others,
+        reply_tokens=flags.reply_tokens or DEFAULT_REPLY_TOKENS,
+    )
 
 
 def folder_models(flags: CompileFlags) -> tuple[Model, Model]:
@@ -173,12 +260,52 @@ def _model(spec: object) -> Model:
     raise UserInputError(f"a command-line model must be a model string, got {spec!r}")
 
 
-def trigger_optimizer() -> GradientText:
-    """The default search for a description: the missed requests' words (one-line edits, no
-    model call, for routers too small to reflect) and reflection by the optimizer model."""
+def trigger_optimizer(proposer: ProposerChoice = ProposerChoice.both) -> GradientText:
+    """The search for a description: `words`, the missed requests' words (one-line edits, no
+    model call, for routers too small to reflect; the end-of-epoch consolidation then calls no
+    model either); `reflect`, reflection by the optimizer model; `both` (the default here; the
+    CLI's default is `words`)."""
     from skillopt_dsl.skill_folder.trigger_proposer import TriggerWordsProposer
 
+    if proposer is ProposerChoice.words:
+        return GradientText(
+            proposers=[TriggerWordsProposer()],
+            consolidation=ConsolidationProposer(use_model=False),
+        )
+    if proposer is ProposerChoice.reflect:
+        return GradientText(proposers=[ReflectiveProposer()])
     return GradientText(proposers=[TriggerWordsProposer(), ReflectiveProposer()])
+
+
+def proposers_line(optimizer: Optimizer | None, reflector: Model) -> str:
+    """Which proposers the search runs, and which of them call the optimizer model."""
+    from skillopt_dsl.skill_folder.trigger_proposer import TriggerWordsProposer
+
+    found = _proposers(optimizer)
+    if not found:
+        return f"proposers: {type(optimizer).__name__}'s own"
+    calling = [p.name for p in found if not isinstance(p, TriggerWordsProposer)]
+    names = ", ".join(p.name for p in found)
+    if not calling:
+        return f"proposers: {names} (no optimizer-model call; --proposer both adds reflection)"
+    model = reflector if isinstance(reflector, str) else getattr(reflector, "model", None)
+    by = model or "the embedded model (--optimizer-model to change it)"
+    return f"proposers: {names} ({', '.join(calling)} by {by})"
+
+
+def _proposers(optimizer: Optimizer | None) -> list[Proposer]:
+    """The optimizer's proposers (or its `inner` optimizer's), plus a model-calling
+    consolidation; empty when it has none."""
+    for candidate in (optimizer, getattr(optimizer, "inner", None)):
+        proposers = getattr(candidate, "proposers", None)
+        if proposers is None:
+            continue
+        found = list(proposers)
+        consolidation = getattr(candidate, "consolidation", None)
+        if isinstance(consolidation, ConsolidationProposer) and consolidation.use_model:
+            found.append(consolidation)
+        return found
+    return []
 
 
 def _distractors(task: FolderTask, folder: SkillFolder) -> tuple[SkillCard, ...]:
@@ -222,11 +349,20 @@ def compile_folder(
     recover_folder(task.skill_folder)
     folder = SkillFolder.read(task.skill_folder)
     module = TriggerModule(
-        folder, _distractors(task, folder), agent=task.description_agent, order_seed=flags.seed
+        folder,
+        _distractors(task, folder),
+        agent=task.description_agent,
+        order_seed=flags.seed,
+        shown_others=task.shown_others,
+        reply_tokens=task.reply_tokens,
     )
     splits = load_trigger_splits(task.trigger_data, seed=flags.seed)
     target, reflector = folder_models(flags)
     directory = _run_dir(folder, run_dir, resume)
+    optimizer = optimizer_from_flags(
+        trigger_optimizer(task.proposer), flags.optimizer, flags.overrides()
+    )
+    typer.echo(proposers_line(optimizer, reflector))
     started = time.perf_counter()
     with CompileProgress(Console(stderr=True)) as progress:
         try:
@@ -234,9 +370,7 @@ def compile_folder(
                 module,
                 splits.train,
                 splits.val,
-                optimizer=optimizer_from_flags(
-                    trigger_optimizer(), flags.optimizer, flags.overrides()
-                ),
+                optimizer=optimizer,
                 lm=target,
                 optimizer_lm=reflector,
                 budget=_budget(flags),
@@ -252,7 +386,8 @@ def compile_folder(
             _interrupted(["skillopt-dsl", "compile", *task.words(), *flags.resume_words(directory)])
     print_compile(result, time.perf_counter() - started)
     held_out = splits.test or splits.val
-    print_trigger(_trigger_rows(module, held_out, result, target, flags.threads), len(held_out))
+    replay = resolve_lm(target).with_cache(ResponseCache(RunFiles(directory).cache))
+    print_trigger(_trigger_rows(module, held_out, result, replay, flags), len(held_out))
     print_staged(stage_folder(result, folder, directory))
 
 
@@ -265,19 +400,21 @@ def _trigger_rows(
     module: TriggerModule,
     examples: Sequence[Example],
     result: CompileResult,
-    target: Model,
-    threads: int,
+    replay: LM,
+    flags: CompileFlags,
 ) -> list[tuple[str, TriggerSummary]]:
-    """Precision and recall on the held-out requests: seed and compiled (one routing call per
-    request each), and the constant answers (no call)."""
+    """Precision and recall on the held-out requests: seed and compiled (the compile's own
+    calls, answered by `replay`'s cache when it scored them), and the constant answers (no
+    call)."""
     from skillopt_dsl.skill_folder.trigger_data import constant_trigger_summary, measure_trigger
 
-    seed = measure_trigger(module, examples, skill=result.seed_skill, lm=target, threads=threads)
-    best = (
-        seed
-        if result.best_skill == result.seed_skill
-        else measure_trigger(module, examples, skill=result.best_skill, lm=target, threads=threads)
-    )
+    def measured(skill: Skill) -> TriggerSummary:
+        return measure_trigger(
+            module, examples, skill=skill, lm=replay, threads=flags.threads, seed=flags.seed
+        )
+
+    seed = measured(result.seed_skill)
+    best = seed if result.best_skill == result.seed_skill else measured(result.best_skill)
     return [
         ("seed", seed),
         ("compiled", best),
@@ -296,7 +433,7 @@ def print_trigger(rows: Sequence[tuple[str, TriggerSummary]], n: int) -> None:
 def print_staged(staged: StagedFolder) -> None:
     """Where the staged change is and the command that adopts it, or why nothing was staged."""
     if not staged.accepted:
-        typer.echo(f"nothing staged: {staged.manifest.note}")
+        typer.echo(staged.manifest.note)
         return
     typer.echo(f"staged: {', '.join(c.path for c in staged.changes)} (the folder is unchanged)")
     typer.echo(f"diff:   {staged.diff_path}")

@@ -26,7 +26,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
 from skillopt_dsl.errors import UserInputError
@@ -128,12 +128,15 @@ class TriggerModule(SkillModule):
         agent: DescriptionAgent = "claude",
         order_seed: int = 0,
         shown_others: int | None = None,
+        reply_tokens: int | None = None,
     ) -> None:
         """`folder`: the skill whose description is trained; `others`: the other skills'
         cards (the user's own, or shipped distractors); `agent`: whose description limits the
         door enforces; `order_seed`: seeds the per-request order of the list; `shown_others`:
         how many of `others` each request's list shows (a seeded sample; None: all of them),
-        which keeps the prompt short for a small model."""
+        which keeps the prompt short for a small model; `reply_tokens`: the most tokens a
+        routing reply may use (a skill name needs few; None: the model's own `max_tokens`),
+        which keeps a small model from copying the whole list back."""
         if not others:
             raise UserInputError("a trigger task needs at least one other skill to choose among")
         if shown_others is not None and not 1 <= shown_others <= len(others):
@@ -141,12 +144,15 @@ class TriggerModule(SkillModule):
                 f"shown_others must be between 1 and {len(others)} (the other skills), "
                 f"got {shown_others}"
             )
+        if reply_tokens is not None and reply_tokens < 1:
+            raise UserInputError(f"reply_tokens must be at least 1, got {reply_tokens}")
         cards = check_cards((*others, SkillCard(folder.name, "(this skill)")))
         self.folder = folder
         self.others: tuple[SkillCard, ...] = cards[:-1]
         self.agent: DescriptionAgent = agent
         self.order_seed = order_seed
         self.shown_others = shown_others
+        self.reply_tokens = reply_tokens
         super().__init__(skill=folder.seed_skill((DESCRIPTION,)), metric=trigger_match)
 
     # -- what the router sees ---------------------------------------------------------------
@@ -193,7 +199,10 @@ class TriggerModule(SkillModule):
     def run(self, skill: Skill, example: Example, lm: LM, *, seed: int) -> RunOutcome:
         """One routing call; the trace says which skill was picked among which."""
         messages = self.render(skill, example)
-        reply = lm.complete(messages, seed=seed)
+        params = (
+            None if self.reply_tokens is None else replace(lm.params, max_tokens=self.reply_tokens)
+        )
+        reply = lm.complete(messages, seed=seed, params=params)
         shown = self.card_order(example.request)
         picked = pick_skill(reply.text, shown)
         return RunOutcome(

@@ -175,9 +175,13 @@ def measure_trigger(
     skill: Skill | None = None,
     lm: str | LM | None = None,
     threads: int = 4,
+    seed: int = 0,
 ) -> TriggerSummary:
     """Route `examples` under `skill` (default: the module's seed description) with `lm` (the
-    embedded model when None) and count the picks."""
+    embedded model when None) and count the picks. `seed` is the rollout seed (a compile's
+    `seed`, so its response cache answers the calls it already made)."""
     check_trigger_examples(examples)
-    report = evaluate(module, examples, skill=skill, lm=lm, threads=threads, progress=False)
+    report = evaluate(
+        module, examples, skill=skill, lm=lm, threads=threads, seed=seed, progress=False
+    )
     return TriggerSummary.from_rollouts(examples, report.records)
