@@ -226,7 +226,9 @@ def _long_lover(messages: list[Message]) -> str:
 
 def test_the_door_refuses_a_description_over_the_limit(tmp_path: Path) -> None:
     """Kills: a module that accepts any text at the door (the over-long description would reach
-    the gate, win, and be truncated or rejected at export)."""
+    the gate, win, and be truncated or rejected at export). The screen is off, so the proposal
+    goes straight to the door (with it on, training rollouts of a refused text score 0 and it
+    never gets that far: `test_skill_folder.py`)."""
     module = TriggerModule(_folder(tmp_path), OTHERS)
     train = [_example(f"{w} t{n}", w == "yes") for n in range(8) for w in ("yes", "no")]
     val = [_example(f"{w} v{n}", w == "yes") for n in range(10) for w in ("yes", "no")]
@@ -240,6 +242,7 @@ def test_the_door_refuses_a_description_over_the_limit(tmp_path: Path) -> None:
             epochs=1,
             batch_size=8,
             proposers=[LongDescriptionProposer()],
+            screen=False,
         ),
         lm=LM(ScriptedLM(_long_lover)),
         optimizer_lm=LM(ScriptedLM(lambda m: "{}")),
