@@ -1,5 +1,5 @@
 """`skillopt-dsl sleep ...`: harvest, review, run, status, diff, adopt, rollback, schedule,
-unschedule.
+unschedule, trigger-rows.
 
 Every command prints a short summary (or, with `--json`, one JSON object for scripts); errors
 print one line and exit 1 (`--debug` shows the traceback); progress goes to stderr as log lines.
@@ -48,6 +48,7 @@ from skillopt_dsl.sleep.cli_options import (
 )
 from skillopt_dsl.sleep.cli_review import review_command
 from skillopt_dsl.sleep.cli_schedule import schedule_command, unschedule_command
+from skillopt_dsl.sleep.cli_trigger import trigger_rows_command
 from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.sleep.mine import MineRecord
 from skillopt_dsl.sleep.night import NightResult, SleepConfig, harvest_tasks, run_night
@@ -422,3 +423,4 @@ sleep_app.command("adopt")(adopt_command)
 sleep_app.command("rollback")(rollback_command)
 sleep_app.command("schedule")(schedule_command)
 sleep_app.command("unschedule")(unschedule_command)
+sleep_app.command("trigger-rows")(trigger_rows_command)

@@ -13,7 +13,7 @@
 The shipped contract suite is `skillopt_dsl.testing.SourceContract`.
 """
 
-from skillopt_dsl.sleep.sources.base import ReplayCommand, Source
+from skillopt_dsl.sleep.sources.base import ReplayCommand, SkillTurn, Source
 from skillopt_dsl.sleep.sources.claude_code import ClaudeCodeSource, slash_command
 from skillopt_dsl.sleep.sources.codex import CodexSource
 from skillopt_dsl.sleep.sources.generic_jsonl import GenericJsonlSource
@@ -39,6 +39,7 @@ __all__ = [
     "CodexSource",
     "GenericJsonlSource",
     "ReplayCommand",
+    "SkillTurn",
     "Source",
     "agent_choices",
     "check_agent",

@@ -7,7 +7,8 @@ reads under the home directory, `files` and `read`, decorated with `register_sou
 `skillopt_dsl.testing.SourceContract` checks it. What else the agent has, it declares here too:
 its line-numbered `timeline` reader (the evidence's), its `memory_file` (what `--agent` trains)
 and its `replay_command` (what `--replay-agent` runs); each is in the CLI's choices and help
-as soon as the source is registered.
+as soon as the source is registered. A format that records which skill the agent loaded
+answers `skill_turns` and sets `records_skill_loads` (what `sleep trigger-rows` reads).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from skillopt_dsl.sleep.transcript import (
 if TYPE_CHECKING:
     from skillopt_dsl.agents.command_settings import OutputFormat
 
-__all__ = ["ReplayCommand", "Source"]
+__all__ = ["ReplayCommand", "SkillTurn", "Source"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,20 @@ class ReplayCommand:
     key_env: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class SkillTurn:
+    """One user request and the skills the agent loaded while answering it (until the next
+    request), as the transcript records the loads.
+
+    Attributes:
+        request: the request's text, redacted as the harvest redacts it.
+        skills: the names of the skills loaded (empty when none was).
+    """
+
+    request: str
+    skills: frozenset[str] = frozenset()
+
+
 class Source(ABC):
     """One agent's transcript format. Contract: `files(stats)` lists transcript files under
     `home` (sorted, read only; files it skips, such as sub-agent transcripts, are counted in
@@ -58,7 +73,9 @@ class Source(ABC):
 
     Optional: `timeline(session)` re-reads one session's file (read only) into redacted `Step`s
     with the lines they came from; the default builds them from the session's turns, numbered
-    by turn.
+    by turn. `skill_turns(session)` pairs each request with the skills the agent loaded for
+    it; the default is empty, for a format that records no skill load (`records_skill_loads`
+    False).
 
     Class attributes: `name`, the `--source` name and every `Session.agent` it reads;
     `folders`, the folders under `home` it looks in (relative, for messages such as
@@ -71,6 +88,7 @@ class Source(ABC):
     folders: ClassVar[tuple[str, ...]]
     memory_file: ClassVar[str | None] = None
     replay_command: ClassVar[ReplayCommand | None] = None
+    records_skill_loads: ClassVar[bool] = False
 
     def __init__(self, home: Path) -> None:
         self.home = home
@@ -91,3 +109,9 @@ class Source(ABC):
     def timeline(cls, session: Session) -> Timeline:
         """The steps of one session this source read (see the class docstring)."""
         return timeline_from_turns(session)
+
+    @classmethod
+    def skill_turns(cls, session: Session) -> tuple[SkillTurn, ...]:
+        """Each request of `session` with the skills loaded for it; empty for a format that
+        records no skill load (see the class docstring)."""
+        return ()

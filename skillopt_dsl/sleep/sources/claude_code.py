@@ -22,6 +22,12 @@ The timeline (`ClaudeCodeSource.timeline`) reads `tool_use` / `tool_result` bloc
 "Exit code N"), "[Request interrupted by user]", the refusal "The user doesn't want to proceed
 with this tool use ... the user said:", "Stop hook feedback:" messages and `isCompactSummary`.
 The memory file is `CLAUDE.md`; replays run `claude -p` (`ANTHROPIC_API_KEY`).
+
+A skill load (`ClaudeCodeSource.skill_turns`) is the model's `Skill` tool call
+(`{"name": "Skill", "input": {"skill": "pdf"}}`; `command` in older versions; a plugin's skill
+is `plugin:name`) whose result came back without `is_error` (Claude Code answers
+"Launching skill: pdf" and adds the skill's body as an `isMeta` record, which is not a request).
+A skill the user invoked by typing `/pdf` is a slash command, not a load the model chose.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from typing import Any
 
 from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.sleep.redact import Redactor
-from skillopt_dsl.sleep.sources.base import ReplayCommand, Source
+from skillopt_dsl.sleep.sources.base import ReplayCommand, SkillTurn, Source
 from skillopt_dsl.sleep.sources.reading import (
     block_text,
     json_lines,
@@ -63,7 +69,7 @@ from skillopt_dsl.sleep.transcript import (
     merge_turns,
 )
 
-__all__ = ["ClaudeCodeSource", "slash_command"]
+__all__ = ["ClaudeCodeSource", "skill_loaded", "slash_command"]
 
 _CLAUDE_META_PREFIXES = (
     "<local-command-stdout>",
@@ -136,6 +142,24 @@ _SETTINGS_COMMANDS = frozenset(
 )
 """Claude Code commands that change settings or the session, not requests for work."""
 
+_SKILL_TOOL = "Skill"
+_SKILL_NAME = re.compile(r'"(?:skill|command)"\s*:\s*"([^"]+)"')
+
+
+def skill_loaded(call: ToolCall) -> str | None:
+    """The skill a tool call loaded: the name in a `Skill` call's input when its result came
+    back and is not an error, else None.
+
+    >>> skill_loaded(ToolCall("Skill", '{"skill": "pdf"}', "Launching skill: pdf"))
+    'pdf'
+    >>> skill_loaded(ToolCall("Skill", '{"skill": "pdf"}', "Unknown skill", failed=True))
+    """
+    if call.name != _SKILL_TOOL or call.failed is True or not call.output:
+        return None
+    found = _SKILL_NAME.search(call.input)
+    return found.group(1) if found else None
+
+
 _TAG = re.compile(r"<(command-name|command-args)>(.*?)</\1>", re.DOTALL)
 
 
@@ -174,6 +198,7 @@ class ClaudeCodeSource(Source):
     name = "claude"
     folders = (".claude/projects",)
     memory_file = "CLAUDE.md"
+    records_skill_loads = True
     replay_command = ReplayCommand(
         ("claude", "-p", "{prompt}", "--output-format", "json", "--permission-mode", "acceptEdits"),
         "json",
@@ -204,6 +229,19 @@ class ClaudeCodeSource(Source):
         for line, record in numbered_records(session.path):
             _timeline_record(reader, line, record)
         return reader.timeline()
+
+    @classmethod
+    def skill_turns(cls, session: Session) -> tuple[SkillTurn, ...]:
+        """Each request with the skills loaded (`skill_loaded`) before the next request."""
+        turns: list[SkillTurn] = []
+        for turn in session.turns:
+            if turn.role == "user":
+                turns.append(SkillTurn(turn.text))
+                continue
+            loaded = {name for call in turn.calls if (name := skill_loaded(call))}
+            if turns and loaded:
+                turns[-1] = SkillTurn(turns[-1].request, turns[-1].skills | loaded)
+        return tuple(turns)
 
     def read(self, path: Path, counts: ReadCounts) -> list[Session]:
         session = _ClaudeSession(id=path.stem, counts=counts)
