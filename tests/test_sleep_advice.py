@@ -18,6 +18,7 @@ from fixtures.sleep.world import PROMPTS, make_project, write_sessions
 from typer.testing import CliRunner
 
 import skillopt_dsl.sleep
+from skillopt_dsl.cli import app
 from skillopt_dsl.evidence import preflight
 from skillopt_dsl.gate import Gate
 from skillopt_dsl.sleep import SleepConfig, run_night
@@ -26,10 +27,13 @@ from skillopt_dsl.sleep.cli import sleep_app
 
 SLEEP = Path(skillopt_dsl.sleep.__file__).parent
 _MENTION = re.compile(
-    r"sleep (harvest|review|run|status|diff|adopt|rollback|schedule|unschedule)\b([^`\n]*)"
+    r"sleep (harvest|review|run|status|diff|adopt|rollback|schedule|unschedule|trigger-rows)\b"
+    r"([^`\n]*)"
 )
 _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
 # other programs' command lines (their flags are theirs): `systemctl --user ...`, `claude -p`
+# the project's own compile command (its flags are checked against `skillopt-dsl compile`)
+_COMPILE = re.compile(r"skillopt-dsl compile\b([^`\n]*)")
 _OTHER_PROGRAM = re.compile(r"\b(?:systemctl|crontab|claude|codex|git|pytest)\b [^`\n]*")
 
 
@@ -39,6 +43,11 @@ def _options() -> dict[str, set[str]]:
         name: {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
         for name, command in group.commands.items()  # type: ignore[attr-defined]
     }
+
+
+def _compile_options() -> set[str]:
+    compile_command = typer.main.get_command(app).commands["compile"]  # type: ignore[attr-defined]
+    return {o for p in compile_command.params for o in (*p.opts, *p.secondary_opts)}
 
 
 def _wrong_flags(text: str, options: dict[str, set[str]]) -> list[str]:
@@ -53,7 +62,10 @@ def _wrong_flags(text: str, options: dict[str, set[str]]) -> list[str]:
             for f in _FLAG.findall(match.group(2))
             if f not in options.get(command, set())
         ]
-    alone = _OTHER_PROGRAM.sub("", _MENTION.sub("", text))
+    compile_options = _compile_options()
+    for match in _COMPILE.finditer(text):
+        wrong += [f"compile {f}" for f in _FLAG.findall(match.group(1)) if f not in compile_options]
+    alone = _OTHER_PROGRAM.sub("", _COMPILE.sub("", _MENTION.sub("", text)))
     wrong += [f for f in _FLAG.findall(alone) if f not in every]
     return wrong
 
