@@ -311,19 +311,29 @@ class SkillModule:
 
         `inputs` / `outputs` map field names to a type, or to `(type, description)`.
         """
-        if not name.isidentifier():
-            raise UserInputError(f"module name {name!r} must be a Python identifier")
-        namespace: dict[str, Any] = {"__doc__": description, "__annotations__": {}}
-        for role, fields in (("input", inputs), ("output", outputs)):
-            for field_name, declared in fields.items():
-                annotation, desc = declared if isinstance(declared, tuple) else (declared, "")
-                namespace["__annotations__"][field_name] = annotation
-                namespace[field_name] = FieldSpec(role=role, desc=desc)  # type: ignore[arg-type]
+        namespace = declared_namespace(name, inputs, outputs, description)
         namespace["skill"] = skill
         namespace["metric"] = metric
         subclass = type(name, (cls,), namespace)
         instance: SkillModule = subclass()
         return instance
+
+
+def declared_namespace(
+    name: str, inputs: Mapping[str, object], outputs: Mapping[str, object], description: str
+) -> dict[str, Any]:
+    """The class namespace of a module declared without a class statement (`create`): the
+    docstring and one `FieldSpec` per field, `inputs` / `outputs` mapping each field name to a
+    type or `(type, description)`."""
+    if not name.isidentifier():
+        raise UserInputError(f"module name {name!r} must be a Python identifier")
+    namespace: dict[str, Any] = {"__doc__": description, "__annotations__": {}}
+    for role, fields in (("input", inputs), ("output", outputs)):
+        for field_name, declared in fields.items():
+            annotation, desc = declared if isinstance(declared, tuple) else (declared, "")
+            namespace["__annotations__"][field_name] = annotation
+            namespace[field_name] = FieldSpec(role=role, desc=desc)  # type: ignore[arg-type]
+    return namespace
 
 
 def _inherited_spec(cls: type, name: str) -> Any:

@@ -44,7 +44,7 @@ from skillopt_dsl.agents.protocol import bind_positional
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import EvaluationReport, Rollout
 from skillopt_dsl.lm.tokens import count_text_tokens
-from skillopt_dsl.module import FieldSpec, RunOutcome
+from skillopt_dsl.module import RunOutcome, declared_namespace
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.skill_folder.document import BODY, DESCRIPTION, FolderDocument
 from skillopt_dsl.skill_folder.folder import SkillFolder
@@ -141,15 +141,7 @@ class SkillUseModule(AgentModule):
     ) -> SkillUseModule:
         """Declare a use task without a class statement: `inputs` / `outputs` map field names
         to a type or `(type, description)`, as in `SkillModule.create`."""
-        if not name.isidentifier():
-            raise UserInputError(f"module name {name!r} must be a Python identifier")
-        namespace: dict[str, Any] = {"__doc__": description, "__annotations__": {}}
-        for role, fields in (("input", inputs), ("output", outputs)):
-            for field_name, declared in fields.items():
-                annotation, desc = declared if isinstance(declared, tuple) else (declared, "")
-                namespace["__annotations__"][field_name] = annotation
-                namespace[field_name] = FieldSpec(role=role, desc=desc)  # type: ignore[arg-type]
-        subclass = type(name, (cls,), namespace)
+        subclass = type(name, (cls,), declared_namespace(name, inputs, outputs, description))
         instance: SkillUseModule = subclass(folder=folder, trains=trains, metric=metric)
         return instance
 
