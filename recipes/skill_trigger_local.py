@@ -9,9 +9,9 @@ for the usual compile screen. Any litellm model string replaces the router:
 The skill is the shipped `examples/skill_folders/release-notes` folder, whose description
 ("Writes text about software changes.") is deliberately mediocre; the router sees it among four
 of ten shipped near-neighbour cards (`distractors.jsonl`: commit messages, PR descriptions,
-version bumps...) and 74 requests (`release-notes.trigger.jsonl`, 38 should trigger, 36 are
-near misses). The trained document holds the description alone, and the door refuses a
-description an agent could not read (several lines, or over Claude's 1,024 characters).
+version bumps...) and 200 requests (`release-notes.trigger.jsonl`, 100 should trigger, 100
+should not, most of them near misses). The trained document holds the description alone, and
+the door refuses a description an agent could not read (several lines, or over Claude's 1,024 characters).
 
 `TriggerWordsProposer` needs no optimizer model: it appends the words of missed requests to the
 description. SmolLM2-135M routes close to chance (it mostly copies a line of the list), so expect

@@ -288,9 +288,9 @@ def test_trigger_data_keeps_its_booleans(tmp_path: Path) -> None:
     losing its near misses."""
     splits = load_trigger_splits(EXAMPLES / "release-notes.trigger.jsonl")
     rows = [*splits.train, *splits.val, *splits.test]
-    assert len(rows) == 74
+    assert len(rows) == 200
     assert {type(e.labels["should_trigger"]) for e in rows} == {bool}
-    assert sum(e.labels["should_trigger"] for e in rows) == 38
+    assert sum(e.labels["should_trigger"] for e in rows) == 100
 
 
 @pytest.mark.parametrize(
