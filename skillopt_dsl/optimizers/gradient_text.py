@@ -421,9 +421,13 @@ class GradientText(ScreenedSteps, Optimizer):
         return needed is None or rate >= needed  # None: a gate without a test takes any gain
 
     def _working(self, view: RunView, state: GradientTextState) -> tuple[Skill, ApplyReport]:
-        """The incumbent with every pending proposal applied, in the order they joined."""
+        """The incumbent with every pending proposal applied, in the order they joined, then
+        tidied by each proposer (`Proposer.tidy`: what stacked when composed is merged)."""
         edits = [e for g in state.pending for e in g.edits]
-        return view.incumbent.apply(edits)
+        working, report = view.incumbent.apply(edits)
+        for proposer in self.proposers:
+            working = proposer.tidy(working)
+        return working, report
 
     def _submit_working(
         self, view: RunView, state: GradientTextState, *, kind: str, step: int | None = None

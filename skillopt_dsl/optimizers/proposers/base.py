@@ -118,6 +118,13 @@ class Proposer(ABC):
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
         """Return zero or more edit groups; never raise for one bad group."""
 
+    def tidy(self, skill: Skill) -> Skill:
+        """The composed candidate, tidied: when several proposals made on the same text are
+        applied one after another, a proposer whose edits then stack (two clauses where one is
+        meant) merges them here, before the door and the gate see the candidate. Default: the
+        skill unchanged."""
+        return skill
+
 
 def edit_key(edit: Edit) -> str:
     """A normalised identity for an edit (whitespace-collapsed, case-folded), for dedup and memory."""
