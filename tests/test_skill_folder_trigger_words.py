@@ -1,5 +1,7 @@
 """`TriggerWordsProposer` never makes a description say "Use for:" (or "Not for:") twice: a
-description that has the clause (a proposal joined before) gets the new words added to it."""
+description that has the clause (a proposal joined before) gets the new words added to it, and
+two proposals composed onto one candidate are merged by its `tidy` before the gate; the words it
+proposes set the failed requests apart from the other label's."""
 
 from __future__ import annotations
 
@@ -7,13 +9,21 @@ import json
 import random
 from pathlib import Path
 
+import skillopt_dsl as sd
 from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.lm import LM
-from skillopt_dsl.optimizers.proposers import ProposalRequest
-from skillopt_dsl.skill import Skill
+from skillopt_dsl.lm.base import Message
+from skillopt_dsl.optimizers import GradientText
+from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest
+from skillopt_dsl.skill import Replace, Skill
 from skillopt_dsl.skill_folder import SkillCard, SkillFolder, TriggerModule
 from skillopt_dsl.skill_folder.document import DESCRIPTION, FolderDocument
-from skillopt_dsl.skill_folder.trigger_proposer import TriggerWordsProposer, with_clause
+from skillopt_dsl.skill_folder.trigger_proposer import (
+    TriggerWordsProposer,
+    distinctive_words,
+    merge_clauses,
+    with_clause,
+)
 from skillopt_dsl.testing.scripted import ScriptedLM
 from skillopt_dsl.types import Example, Prediction
 
@@ -39,12 +49,7 @@ def _missed(*requests: str) -> list[Example]:
 
 def _use_for(module: TriggerModule, skill: Skill, batch: list[Example]) -> Skill:
     """The skill after the one "Use for" proposal on `batch` (every request missed)."""
-    rollouts = [Rollout(e.id, "x", Prediction({"should_trigger": False}), 0.0) for e in batch]
-    request = ProposalRequest(
-        module, skill, batch, rollouts, batch, [], LM(ScriptedLM(lambda m: "")),
-        random.Random(0), 100,
-    )  # fmt: skip
-    (group,) = TriggerWordsProposer(words=2).propose(request)
+    (group,) = TriggerWordsProposer(words=2).propose(_request(module, skill, batch))
     after, report = skill.apply(group.edits)
     assert report.all_applied, report
     return after
@@ -73,3 +78,118 @@ def test_with_clause_keeps_the_rest_of_the_description() -> None:
     merged = with_clause("Writes notes. use for: a, b. Not for: c.", "Use for", ["d"])
     assert merged == "Writes notes. Use for: a, b, d. Not for: c."
     assert with_clause("Writes notes.", "Not for", ["x", "y"]) == "Writes notes. Not for: x, y."
+
+
+# -- composing two proposals made on the same line -----------------------------------------------
+def test_two_use_for_proposals_composed_on_one_line_say_it_once(tmp_path: Path) -> None:
+    """Kills: two "Use for" proposals made on the same description and composed onto one
+    candidate (as GradientText composes pending proposals: the second's `old`, the clause-free
+    line, is found inside the line the first grew) shipping "Use for: ... Use for: ...", and a
+    `tidy` that merges them but drops a word or the text around them."""
+    module = _module(tmp_path, "Writes release notes.")
+    seed = module.seed_skill
+    first = _proposal(module, seed, _missed("changelog tagged", "changelog tagged"))
+    second = _proposal(module, seed, _missed("version summary", "version summary"))
+    stacked, report = seed.apply([*first.edits, *second.edits])
+    assert report.all_applied
+    assert _description(stacked).count("Use for:") == 2  # the bug, before tidy
+    tidied = TriggerWordsProposer().tidy(stacked)
+    assert (
+        _description(tidied)
+        == "Writes release notes. Use for: version, summary, changelog, tagged."
+    )
+    assert module.skill_refusal(tidied) is None
+    assert merge_clauses("A. Not for: x. Use for: a. Not for: y, x. B.") == (
+        "A. Not for: x, y. Use for: a. B."
+    )
+
+
+class _FakeStackingProposer(TriggerWordsProposer):
+    """A fake: proposes the text that two composed "Use for" proposals stack (one edit), and
+    tidies with `TriggerWordsProposer.tidy`."""
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        description = _description(request.skill)
+        if "Use for" in description:
+            return []
+        new = f"{description} Use for: yes. Use for: tagged."
+        return [EditGroup((Replace(old=description, new=new),), "fake", True, "stacked")]
+
+
+def _yes_router(messages: list[Message]) -> str:
+    content = str(messages[-1]["content"])
+    request = content.split("Request: ")[1]
+    shown = next(line for line in content.splitlines() if line.startswith("- release-notes:"))
+    return "release-notes" if request.startswith("yes") and "Use for" in shown else "none"
+
+
+def test_gradient_text_tidies_the_composed_candidate_before_the_gate(tmp_path: Path) -> None:
+    """Kills: GradientText sending the composed candidate to the door and the gate without its
+    proposers' `tidy` (the accepted description says "Use for:" twice)."""
+    module = _module(tmp_path, "Writes release notes.")
+    train = [_example(f"{w} t{n}", w == "yes") for n in range(4) for w in ("yes", "no")]
+    val = [_example(f"{w} v{n}", w == "yes") for n in range(10) for w in ("yes", "no")]
+    result = sd.compile(
+        module,
+        train,
+        val,
+        optimizer=GradientText(
+            epochs=1, batch_size=8, proposers=[_FakeStackingProposer()], screen=False
+        ),
+        lm=LM(ScriptedLM(_yes_router)),
+        optimizer_lm=LM(ScriptedLM(lambda m: "{}")),
+        run_dir=tmp_path / "run",
+        threads=1,
+    )
+    assert result.val_score == 1.0
+    assert module.description_of(result.best_skill) == "Writes release notes. Use for: yes, tagged."
+
+
+# -- which words ----------------------------------------------------------------------------------
+def test_words_that_near_misses_use_as_often_are_not_proposed() -> None:
+    """Kills: choosing words by raw frequency among the missed requests ("write", "version",
+    which the near misses use as often, rank first and tell the router nothing), stopwords,
+    and words the description has."""
+    missed = _missed(
+        "write the changelog for version 2", "write a changelog for version 3", "please write notes"
+    )
+    near_misses = [
+        _example("write a commit message for version 2", False),
+        _example("write the version bump", False),
+    ]
+    assert distinctive_words(missed, near_misses, "Writes notes.", 3) == ["changelog"]
+
+
+def _example(request: str, should: bool) -> Example:
+    return Example(id=request, inputs={"request": request}, labels={"should_trigger": should})
+
+
+def _proposal(module: TriggerModule, skill: Skill, batch: list[Example]) -> EditGroup:
+    """The one "Use for" proposal on `batch` (every request missed)."""
+    (group,) = TriggerWordsProposer(words=2).propose(_request(module, skill, batch))
+    return group
+
+
+def test_a_proposal_over_the_agents_limit_is_not_made(tmp_path: Path) -> None:
+    """Kills: proposing a clause that takes the description past the agent's limit (Codex: 500
+    characters), which the door would only refuse after the proposal took a screen's place."""
+    root = tmp_path / "release-notes"
+    root.mkdir()
+    description = "Writes release notes " + "x" * 470 + "."
+    (root / "SKILL.md").write_text(
+        f"---\nname: release-notes\ndescription: {description}\n---\n# Body\n", encoding="utf-8"
+    )
+    module = TriggerModule(SkillFolder.read(root), OTHERS, agent="codex")
+    batch = _missed("changelog tagged", "changelog tagged")
+    assert TriggerWordsProposer().propose(_request(module, module.seed_skill, batch)) == []
+    claude = TriggerModule(SkillFolder.read(root), OTHERS)
+    assert len(TriggerWordsProposer().propose(_request(claude, claude.seed_skill, batch))) == 1
+
+
+def _request(module: TriggerModule, skill: Skill, batch: list[Example]) -> ProposalRequest:
+    """A proposal request on `batch`, every request of it missed (the router loaded nothing)."""
+    rollouts = [Rollout(e.id, "x", Prediction({"should_trigger": False}), 0.0) for e in batch]
+    return ProposalRequest(
+        module, skill, batch, rollouts, batch, [], LM(ScriptedLM(lambda m: "")),
+        random.Random(0), 100,
+    )  # fmt: skip
