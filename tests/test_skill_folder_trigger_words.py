@@ -157,16 +157,54 @@ def test_words_that_near_misses_use_as_often_are_not_proposed() -> None:
         _example("write a commit message for version 2", False),
         _example("write the version bump", False),
     ]
-    assert distinctive_words(missed, near_misses, "Writes notes.", 3) == ["changelog"]
+    assert distinctive_words(missed, missed, near_misses, "Writes notes.", 3) == ["changelog"]
+
+
+def test_of_one_off_words_those_the_whole_label_uses_win() -> None:
+    """Kills: ranking a small batch's failures by their own words alone (each used once, the
+    first seen wins: "regressions"), ignoring that the label's other training requests use
+    "changelog" often; and words cut at a hyphen ("cve-") or kept with a possessive
+    ("branch's")."""
+    missed = _missed("patch regressions", "the changelog now")
+    alike = [*missed, *_missed("changelog for 2.0", "a changelog entry")]
+    words = distinctive_words(missed, alike, [], "Writes notes.", 1)
+    assert words == ["changelog"]
+    tokens = distinctive_words(_missed("fix for cve-2026-1 in branch's code"), [], [], "x", 5)
+    assert tokens == ["branch", "code"]
+
+
+def test_proposals_made_on_different_lines_all_apply_when_composed(tmp_path: Path) -> None:
+    """Kills: anchoring a proposal on the whole description line, which no longer matches once
+    another proposal composed before it grew the line (the run's "not_matched" proposals:
+    a "Use for" extension after a "Not for" clause joined)."""
+    module = _module(tmp_path, "Writes release notes.")
+    seed = module.seed_skill
+    use = _proposal(module, seed, _missed("changelog tagged", "changelog tagged"))
+    grown, _ = seed.apply(use.edits)
+    avoid = _proposal(module, seed, _missed("commit message", "commit message"), wanted=False)
+    more = _proposal(module, grown, _missed("version summary", "version summary"))
+    composed, report = seed.apply([*use.edits, *avoid.edits, *more.edits])
+    assert report.all_applied, report
+    assert _description(TriggerWordsProposer().tidy(composed)) == (
+        "Writes release notes. Not for: commit, message. Use for: changelog, tagged, version, "
+        "summary."
+    )
 
 
 def _example(request: str, should: bool) -> Example:
     return Example(id=request, inputs={"request": request}, labels={"should_trigger": should})
 
 
-def _proposal(module: TriggerModule, skill: Skill, batch: list[Example]) -> EditGroup:
-    """The one "Use for" proposal on `batch` (every request missed)."""
-    (group,) = TriggerWordsProposer(words=2).propose(_request(module, skill, batch))
+def _proposal(
+    module: TriggerModule, skill: Skill, batch: list[Example], *, wanted: bool = True
+) -> EditGroup:
+    """The one proposal on `batch`, every request of it failed: missed ("Use for"), or with
+    `wanted=False` relabelled as should-not-trigger and loaded ("Not for")."""
+    if not wanted:
+        batch = [Example(e.id, e.inputs, {"should_trigger": False}) for e in batch]
+    (group,) = TriggerWordsProposer(words=2).propose(
+        _request(module, skill, batch, loaded=not wanted)
+    )
     return group
 
 
@@ -186,9 +224,12 @@ def test_a_proposal_over_the_agents_limit_is_not_made(tmp_path: Path) -> None:
     assert len(TriggerWordsProposer().propose(_request(claude, claude.seed_skill, batch))) == 1
 
 
-def _request(module: TriggerModule, skill: Skill, batch: list[Example]) -> ProposalRequest:
-    """A proposal request on `batch`, every request of it missed (the router loaded nothing)."""
-    rollouts = [Rollout(e.id, "x", Prediction({"should_trigger": False}), 0.0) for e in batch]
+def _request(
+    module: TriggerModule, skill: Skill, batch: list[Example], *, loaded: bool = False
+) -> ProposalRequest:
+    """A proposal request on `batch`, every request of it failed: the router loaded nothing
+    (or, with `loaded`, loaded this skill)."""
+    rollouts = [Rollout(e.id, "x", Prediction({"should_trigger": loaded}), 0.0) for e in batch]
     return ProposalRequest(
         module, skill, batch, rollouts, batch, [], LM(ScriptedLM(lambda m: "")),
         random.Random(0), 100,

@@ -8,14 +8,15 @@ chosen by how many more of the failed requests use it than of the training reque
 other label (a word that near misses use as often as the missed requests, such as "write" or
 "version", tells the router nothing), never a stopword or a word the description has. A
 description that has such a clause already gets the words added to it. Each proposal is one
-`Replace` of the whole description line inside the one-part folder document, so it stays one
-line, and a proposal the module's door would refuse (over the agent's description limit) is
-not made.
+`Replace` inside the one-part folder document's description line, so it stays one line,
+anchored on as little as it changes (the clause it extends, or the text before the clauses),
+so that it still applies after other proposals were composed onto the line; a proposal the
+module's door would refuse (over the agent's description limit) is not made.
 
-Two proposals made on the same line and composed onto one candidate would stack two clauses
-(the second's `old`, the line before either, is found inside the line the first grew), so the
-proposer's `tidy` merges repeated clauses into one when the optimizer composes proposals
-(`Proposer.tidy`): the candidate the gate scores says `Use for:` once.
+Two proposals that each add a new clause of the same kind, made on the same line and composed
+onto one candidate, stack two clauses (the second's `old` is found in the line the first
+grew), so the proposer's `tidy` merges repeated clauses into one when the optimizer composes
+proposals (`Proposer.tidy`): the candidate the gate scores says `Use for:` once.
 It is a proposer for models too weak to reflect; a capable optimizer model's
 `ReflectiveProposer` writes better descriptions.
 """
@@ -35,7 +36,7 @@ from skillopt_dsl.types import Example
 
 __all__ = ["TriggerWordsProposer", "distinctive_words", "merge_clauses", "with_clause"]
 
-_WORD = re.compile(r"[a-z][a-z'-]{3,}")
+_WORD = re.compile(r"[a-z][a-z'-]{2,}[a-z]")
 _COMMON = frozenset(
     [
         "this",
@@ -117,15 +118,17 @@ class TriggerWordsProposer(Proposer):
         groups = []
         for wanted, lead in ((True, "Use for"), (False, "Not for")):
             failed = [e for e, _ in request.failures() if e.labels.get("should_trigger") is wanted]
+            alike = [e for e in request.trainset if e.labels.get("should_trigger") is wanted]
             others = [e for e in request.trainset if e.labels.get("should_trigger") is not wanted]
-            words = distinctive_words(failed, others, description, self.words)
+            words = distinctive_words(failed, alike, others, description, self.words)
             if not words:
                 continue
             new = with_clause(description, lead, words)
             if request.module.skill_refusal(_with_description(document, new)) is not None:
                 continue  # over the agent's limit: the door would refuse it
             why = f"{len(failed)} {'missed' if wanted else 'wrongly loaded'} request(s) use {words}"
-            edit = Replace(old=description, new=new, rationale=why)
+            old, changed = _anchored(description, new, lead)
+            edit = Replace(old=old, new=changed, rationale=why)
             groups.append(
                 EditGroup((edit,), self.name, True, why, addresses=tuple(e.id for e in failed))
             )
@@ -173,16 +176,24 @@ def merge_clauses(description: str) -> str:
 
 
 def distinctive_words(
-    failed: Sequence[Example], others: Sequence[Example], description: str, limit: int
+    failed: Sequence[Example],
+    alike: Sequence[Example],
+    others: Sequence[Example],
+    description: str,
+    limit: int,
 ) -> list[str]:
-    """The `limit` words that set the `failed` requests apart from the `others` (training
-    requests with the other label): by the share of failed requests that use a word less the
-    share of others that do, highest first (ties: first seen); only words with a positive
-    margin, never a stopword or a word the description has."""
+    """The `limit` words of the `failed` requests that set them apart from the `others`
+    (training requests with the other label), highest margin first (ties: first seen): the
+    share of failed requests that use a word, plus the share of `alike` (training requests
+    with the failed ones' label) that do, less twice the share of others that do, so that of
+    the words a small batch's failures use once each, those its whole label uses win. Only
+    words with a positive margin, never a stopword or a word the description has."""
     known = set(_WORD.findall(description.casefold()))
-    used, against = _document_counts(failed), _document_counts(others)
+    used, common, against = (_document_counts(e) for e in (failed, alike, others))
     margins = {
-        word: count / len(failed) - against[word] / max(len(others), 1)
+        word: count / len(failed)
+        + common[word] / max(len(alike), 1)
+        - 2 * against[word] / max(len(others), 1)
         for word, count in used.items()
         if word not in known and word not in _COMMON
     }
@@ -195,8 +206,25 @@ def _document_counts(examples: Sequence[Example]) -> Counter[str]:
     counts: Counter[str] = Counter()
     for example in examples:
         request = str(example.inputs.get("request", "")).casefold()
-        counts.update(list(dict.fromkeys(_WORD.findall(request))))
+        words = (word.removesuffix("'s") for word in _WORD.findall(request))
+        counts.update(list(dict.fromkeys(words)))
     return counts
+
+
+def _anchored(description: str, new: str, lead: str) -> tuple[str, str]:
+    """The smallest `old` -> `new` pair that makes `description` into `new` (`with_clause`'s
+    result), so that the edit still applies after other proposals were composed onto the
+    line: the `lead` clause when the description has one, else the text before its first
+    clause with the new clause right after it (the whole line when it has no clause)."""
+    clause, grown = _clause(lead).search(description), _clause(lead).search(new)
+    if clause is not None and grown is not None:
+        return clause.group(), grown.group()
+    added = new[len(description.rstrip()) :]  # " Lead: words.", appended by with_clause
+    starts = [m.start() for other in _LEADS for m in _clause(other).finditer(description)]
+    base = description[: min(starts)].rstrip() if starts else description
+    if base and description.count(base) == 1:
+        return base, base + added
+    return description, new
 
 
 def _clause(lead: str) -> re.Pattern[str]:
