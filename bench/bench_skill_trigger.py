@@ -13,7 +13,8 @@ Rows, all on the test split:
 - seed: the shipped description ("Writes text about software changes.");
 - always trigger / never trigger: the constant answers (no model call);
 - ours: `compile(TriggerModule, ...)` with the CLI's description search (`trigger_optimizer()`:
-  `TriggerWordsProposer` and `ReflectiveProposer`, GradientText), `Budget(max_calls=N)` over router
+  `TriggerWordsProposer` and `ReflectiveProposer`, GradientText; `--proposer words` drops the
+  reflection, as the CLI's default does), `Budget(max_calls=N)` over router
   and reflection calls, the same Qwen server as router and reflection model;
 - gepa: `gepa.optimize` training the description alone (seed candidate `{"description": seed}`)
   through `TriggerAdapter`, which routes with `TriggerModule.run` and scores with
@@ -47,7 +48,7 @@ from _common import git_commit, print_table, write_results
 from qwen_proxy import CountingProxy
 
 import skillopt_dsl as sd
-from skillopt_dsl.cli.skill_folder import trigger_optimizer
+from skillopt_dsl.cli.skill_folder import ProposerChoice, trigger_optimizer
 from skillopt_dsl.lm import LM, Budget, SamplingParams
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.skill_folder import (
@@ -79,6 +80,7 @@ class Setup:
     router_tokens: int
     reflection_tokens: int
     timeout_s: float
+    proposer: ProposerChoice = ProposerChoice.both
 
 
 @dataclass
@@ -139,7 +141,7 @@ def run_ours(setup: Setup, proxy: CountingProxy, run_dir: Path) -> MethodRow:
         setup.module,
         setup.train,
         setup.val,
-        optimizer=trigger_optimizer(),
+        optimizer=trigger_optimizer(setup.proposer),
         lm=router,
         optimizer_lm=reflector,
         budget=Budget(max_calls=setup.calls),
@@ -152,7 +154,7 @@ def run_ours(setup: Setup, proxy: CountingProxy, run_dir: Path) -> MethodRow:
         for d in result.gate_log
     ]  # fmt: skip
     return MethodRow(
-        method="ours (GradientText, trigger_optimizer)",
+        method=f"ours (GradientText, trigger_optimizer({setup.proposer.value}))",
         description=setup.module.description_of(result.best_skill),
         calls=result.usage.calls,
         server_calls=server_count(proxy) - before,
@@ -324,6 +326,13 @@ def parse_args() -> argparse.Namespace:
     add("--router-max-tokens", type=int, default=16)
     add("--reflection-max-tokens", type=int, default=200)
     add("--timeout-s", type=float, default=900.0, help="per request (a 1-thread server is slow)")
+    add(
+        "--proposer",
+        type=ProposerChoice,
+        default=ProposerChoice.both,
+        choices=list(ProposerChoice),
+        help="ours' proposers (the CLI's --proposer; default both)",
+    )
     add("--runs-dir", type=Path, default=Path("runs/bench_skill_trigger"))
     add("--out", default="skill_trigger_qwen", help="bench/results/<out>.json")
     return parser.parse_args()
@@ -340,7 +349,7 @@ def build_setup(args: argparse.Namespace) -> Setup:
     splits = load_trigger_splits(path, seed=args.seed, sizes=tuple(args.sizes))
     return Setup(
         module, splits.train, splits.val, splits.test, args.calls,
-        args.router_max_tokens, args.reflection_max_tokens, args.timeout_s,
+        args.router_max_tokens, args.reflection_max_tokens, args.timeout_s, args.proposer,
     )  # fmt: skip
 
 
@@ -366,17 +375,20 @@ def positives(split: Sequence[Example]) -> int:
     return sum(bool(example.labels["should_trigger"]) for example in split)
 
 
-def report(setup: Setup, args: argparse.Namespace, rows: list[MethodRow], wall_s: float) -> None:
-    """Print the table and each description, and write the results file."""
+def report(
+    setup: Setup, args: argparse.Namespace, rows: list[MethodRow], wall_s: float, commit: str
+) -> None:
+    """Print the table and each description, and write the results file (`commit`: the code
+    the run imported, read when it started)."""
     splits = {"train": setup.train, "val": setup.val, "test": setup.test}
     figures = {
         "model": MODEL, "api_base": args.api_base, "gepa_api_base": args.gepa_api_base,
-        "calls": args.calls, "split_seed": args.seed, "shown_others": args.shown_others,
+        "calls": args.calls, "proposer": args.proposer.value, "split_seed": args.seed, "shown_others": args.shown_others,
         "sizes": {name: {"n": len(split), "should_trigger": positives(split)}
                   for name, split in splits.items()},
         "router_max_tokens": args.router_max_tokens,
         "reflection_max_tokens": args.reflection_max_tokens,
-        "git_commit": git_commit(), "wall_s": wall_s, "rows": [row.to_dict() for row in rows],
+        "git_commit": commit, "wall_s": wall_s, "rows": [row.to_dict() for row in rows],
     }  # fmt: skip
     print_table(
         f"trigger accuracy on {len(setup.test)} held-out requests ({positives(setup.test)} should "
@@ -394,9 +406,9 @@ def main() -> None:
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     setup = build_setup(args)
-    started = time.perf_counter()
+    commit, started = git_commit(), time.perf_counter()
     rows = run_lanes(setup, args)
-    report(setup, args, rows, time.perf_counter() - started)
+    report(setup, args, rows, time.perf_counter() - started, commit)
 
 
 if __name__ == "__main__":
