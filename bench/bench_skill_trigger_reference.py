@@ -95,7 +95,10 @@ def main() -> None:
         args.runs_dir / time.strftime("%Y%m%dT%H%M%S"),
     )
     optimizer = GradientText(
-        proposers=[WrittenDescription(description=args.description)], screen=False, epochs=1
+        proposers=[WrittenDescription(description=args.description)],
+        screen=False,
+        epochs=1,
+        compose=1,
     )
     result = sd.compile(module, splits.train, splits.val, optimizer=optimizer, lm=router,
                         optimizer_lm=router, budget=Budget(max_calls=args.calls), run_dir=run_dir, threads=1)  # fmt: skip
