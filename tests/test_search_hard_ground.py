@@ -336,11 +336,11 @@ def test_a_screen_is_priced_at_the_calls_its_rollouts_cost() -> None:
     optimizer = GradientText(proposers=[Offers(texts=[GOOD])])
     view: Any = PricedView(rate=3.0, left=60)
     passed = optimizer._screen_all(
-        view, state, Skill("Answer."), batch, rollouts.records, [group], room=100, failing=True
+        view, state, Skill("Answer."), batch, rollouts.records, [group], room=100
     )
     assert passed == 0 and not state.evidence
     view.left = 62  # 12 calls above the reserve: the screen is paid, and runs
     with pytest.raises(AssertionError, match="real price"):
         optimizer._screen_all(
-            view, state, Skill("Answer."), batch, rollouts.records, [group], room=100, failing=True
+            view, state, Skill("Answer."), batch, rollouts.records, [group], room=100
         )

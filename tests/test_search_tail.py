@@ -104,7 +104,7 @@ def test_a_run_whose_calls_end_mid_decision_keeps_the_decision(tmp_path: Path) -
     result = compile_with(tmp_path, optimizer, target=mild_target, budget=sd.Budget(max_calls=56))
     assert result.usage.calls <= 56
     [decision] = result.gate_log
-    assert decision.stopped_at_look == 1 and not decision.accepted, decision.reason
+    assert decision.stopped_at_look is not None and not decision.accepted, decision.reason
     assert "calls left do not pay" in decision.reason
     assert result.best_skill.text == result.seed_skill.text
 
@@ -192,9 +192,10 @@ def test_a_look_the_calls_left_pay_exactly_is_paid(
 ) -> None:
     """Kills: a door (or a search) that asks for a call to spare before a look: here the calls
     left pay the first look (the fix, accepted there) or the whole set (the mild fix) exactly,
-    and the decision is made with the last of them."""
+    and the decision is made with the last of them (`budget_steps=None`: the batch asked for,
+    whose step leaves the calls exactly)."""
     texts = [MILD] if fix == MILD else [f"{GOOD} ({k})" for k in range(3)]
-    optimizer = GradientText(proposers=[FixedProposer(texts=texts)], epochs=1)
+    optimizer = GradientText(proposers=[FixedProposer(texts=texts)], epochs=1, budget_steps=None)
     target = mild_target if fix == MILD else contract_target
     result = compile_with(tmp_path, optimizer, target=target, budget=sd.Budget(max_calls=max_calls))
     assert [(d.accepted, d.accepted_at_look) for d in result.gate_log] == [

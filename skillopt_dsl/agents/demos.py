@@ -45,6 +45,9 @@ class ToolDemonstrationsProposer(Proposer):
     max_demos: int = 4
     name: str = "tool-demonstrations"
 
+    def max_calls(self, batch_size: int) -> int:
+        return 0  # no model call
+
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
         module = request.module
         if not isinstance(module, AgentModule):

@@ -535,11 +535,16 @@ def _remaining(budget: Budget | None, spent: Sequence[UsageSnapshot]) -> Budget 
 def _share(budget: Budget | None, parts: int, least: int) -> Budget | None:
     """One predictor's share of the calls left in `budget`: an even split between the `parts`
     predictors still to train, but at least `least` (one decision's worth) while the budget
-    has it. The search spends the calls it is given, so an unsplit budget would go whole to
-    the first predictor. Token and cost limits stay whole (they do not drive the search)."""
+    has it, and all of it when what would be left after one decision's worth could not pay
+    for another predictor's (split, neither would get a decision). The search spends the
+    calls it is given, so an unsplit budget would go whole to the first predictor. Token and
+    cost limits stay whole (they do not drive the search)."""
     if budget is None or budget.max_calls is None or parts <= 1:
         return budget
-    calls = max(budget.max_calls // parts, min(least, budget.max_calls))
+    calls = budget.max_calls // parts
+    if calls < least:
+        rest = budget.max_calls - least
+        calls = budget.max_calls if rest < least else least
     return dataclasses.replace(budget, max_calls=calls)
 
 

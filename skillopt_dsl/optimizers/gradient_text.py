@@ -16,9 +16,12 @@ their sum can be certified. A batch the working candidate solves is not screened
 never touches validation, and the calls it may spend leave a whole gate decision's worth in the
 budget, priced at the calls a rollout was measured to cost (`RunView.decision_calls`,
 `RunView.calls_per_rollout`); in the budget's tail, where a whole decision no longer fits after a
-step, only the gate's first look, and a decision there stops where the calls end. A search ends
-early when the incumbent is perfect on validation (`perfect`) or an epoch had no training
-failure (`train_solved`).
+step, only the gate's first look, and a decision there stops where the calls end. A small budget
+plans smaller batches (`budget_steps`); a ready candidate whose decision would be the budget's
+last waits while a step still fits before it; where no screened step fits before the gate's first
+look, a lean step (a small batch, its proposers, no screen) sends its proposals to the gate
+(docs/concepts.md, "Small budgets"). A search ends early when the incumbent is perfect on
+validation (`perfect`) or an epoch had no training failure (`train_solved`).
 
 Memory is per proposal (edit group). A proposal that fails a screen is shown to the proposers as
 rejected and is screened again only if proposed again, until its `screen_strikes`-th failure
@@ -131,6 +134,10 @@ class GradientText(ScreenedSteps, Optimizer):
             longer screened (1: the first failure ends it).
         gate_strikes: the gate rejections (in bundles) after which a proposal is remembered
             as rejected; until then it goes back on trial after each.
+        budget_steps: with a call budget, the run's first step plans a batch smaller than
+            `batch_size` (at least 2) when the calls left after a gate decision would pay for
+            fewer than this many steps of `batch_size`: a small budget gets more, smaller
+            steps (None: always `batch_size`). Measured in bench/bench_search_yield.py.
     """
 
     lr: float = 0.3
@@ -156,6 +163,7 @@ class GradientText(ScreenedSteps, Optimizer):
     retry_every: int = 4
     screen_strikes: int = 2
     gate_strikes: int = 2
+    budget_steps: int | None = 3
     name: str = "gradient-text"
 
     def __post_init__(self) -> None:
@@ -172,7 +180,7 @@ class GradientText(ScreenedSteps, Optimizer):
                 "gate_strikes",
             ),
         )
-        for name in ("bench_after", "plateau"):
+        for name in ("bench_after", "plateau", "budget_steps"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise UserInputError(f"{name} must be >= 1 or None, got {value}")
@@ -221,6 +229,7 @@ class GradientText(ScreenedSteps, Optimizer):
             "retry_every": self.retry_every,
             "screen_strikes": self.screen_strikes,
             "gate_strikes": self.gate_strikes,
+            "budget_steps": self.budget_steps,
         }
 
     # -- the loop --------------------------------------------------------------------------
@@ -249,12 +258,14 @@ class GradientText(ScreenedSteps, Optimizer):
                 state.accepted_this_epoch = state.survived_this_epoch = False
                 state.failures_this_epoch = False
             while state.cursor < len(state.order):
-                size = self._affordable(view, state)
+                size, kind = self._affordable(view, state), "step"
+                if not size:
+                    size, kind = self._lean_batch(view, state), "lean"
                 if not size:
                     return "budget"
                 ids = state.order[state.cursor : state.cursor + size]
                 state.cursor += len(ids)
-                self._step(view, state, [by_id[i] for i in ids], total, self.proposers, "step")
+                self._step(view, state, [by_id[i] for i in ids], total, self.proposers, kind)
                 if state.stop_reason is not None:
                     return state.stop_reason
                 if (
@@ -311,6 +322,8 @@ class GradientText(ScreenedSteps, Optimizer):
             return self.batch_size
         state.reserve = view.decision_calls()
         rate = view.calls_per_rollout()
+        if not state.batch_cap:  # planned once, at the run's first step
+            state.batch_cap = self._planned_batch(left - state.reserve, rate)
         size = self._batch_within(state, left - state.reserve, rate)
         if size:
             return size
@@ -326,8 +339,33 @@ class GradientText(ScreenedSteps, Optimizer):
         """The largest batch (at most `batch_size`, at least 2) whose step costs at most
         `calls`, at the costliest rate per example a step has shown (or a first guess)."""
         per_example = state.max_step_rate or self._step_cost_guess(rate) / self.batch_size
-        size = min(self.batch_size, math.floor(calls / per_example))
+        size = min(state.batch_cap or self.batch_size, math.floor(calls / per_example))
         return size if size >= min(2, self.batch_size) else 0
+
+    def _lean_batch(self, view: RunView, state: GradientTextState) -> int:
+        """The batch of a lean step, taken where no screened step fits before the gate's first
+        look but a smaller one without a screen does: its rollouts and its proposers' calls
+        (`Proposer.max_calls`), and its proposals go to the gate untried (where training evidence cannot be bought,
+        the gate decides). 0: none fits, or a candidate is waiting for the gate."""
+        left = view.calls_left()
+        if left is None or state.pending or not self.screen:
+            return 0
+        calls = left - view.decision_calls(first_look=True)
+        rate = view.calls_per_rollout()
+        for size in range(min(self.batch_size, math.floor(calls / rate)), 0, -1):
+            if size * rate + sum(p.max_calls(size) for p in self.proposers) <= calls:
+                return size
+        return 0
+
+    def _planned_batch(self, calls: int, rate: float) -> int:
+        """The batch a run plans for its steps: `batch_size`, or smaller (at least 2) when the
+        `calls` a budget leaves for training would pay for fewer than `budget_steps` steps of
+        it (at the first guess of a step's cost): a small budget takes more, smaller steps."""
+        if self.budget_steps is None:
+            return self.batch_size
+        per_example = self._step_cost_guess(rate) / self.batch_size
+        fits = math.floor(calls / (self.budget_steps * per_example))
+        return max(min(2, self.batch_size), min(self.batch_size, fits))
 
     def _step_cost_guess(self, calls_per_rollout: float) -> int:
         """A first guess of a step's calls: its rollouts, a proposer call, about three
@@ -364,23 +402,27 @@ class GradientText(ScreenedSteps, Optimizer):
         request = proposal_request(view, state, working, batch, rollouts, room)
         spend = self.until_budget and view.calls_left() is not None
         runs = ProposerRuns(self.bench_after, self.retry_every, spend_budget=spend)
-        asked = proposers if failing or kind != "step" else []  # a solved batch: nothing to fix
+        asked = proposers if failing or kind == "slow_update" else []  # solved: nothing to fix
         groups = merge_duplicates([g for p in asked for g in runs.run(view, state, p, request)])
         self._emit_notes(view, request, step)
         view.emit("proposal", step=step, kind=kind, groups=[group_json(g) for g in groups])
         pending = len(state.pending)
-        passed = self._screen_all(view, state, working, batch, rollouts, groups, room, failing)
+        lean = kind == "lean"
+        passed = self._screen_all(view, state, working, batch, rollouts, groups, room, untried=lean)
         added = len(state.pending) - pending
         if added:
             state.pending_lrs.append(lr_t)
         if passed or added:
             state.survived_this_epoch = True
         spent = view.usage().calls - before  # the gate's calls are not a step's
-        state.step_calls += spent
-        state.steps_measured += 1
-        state.max_step_rate = max(state.max_step_rate, spent / max(len(batch), 1))
-        self._compose_small_effects(view, state)
-        if self._ready(view, state, solved=not failing and kind == "step"):
+        if not lean:  # a lean step screens nothing: its cost says nothing of a step's
+            state.step_calls += spent
+            state.steps_measured += 1
+            state.max_step_rate = max(state.max_step_rate, spent / max(len(batch), 1))
+            self._compose_small_effects(view, state)
+        if (lean and state.pending) or self._ready(
+            view, state, solved=not failing and kind == "step"
+        ):
             self._submit_working(view, state, kind=kind, step=step)
         else:
             state.steps_since_accept += 1
@@ -408,7 +450,7 @@ class GradientText(ScreenedSteps, Optimizer):
         enough net gain shown on training data to expect the gate to see it (`submit_gain`;
         once it has `solved` a whole batch, training data can show no more, and the gain the
         gate certifies about half the time is enough)."""
-        if not state.pending:
+        if not state.pending or self._last_decision_waits(view, state):
             return False
         if len(state.pending) > 1 and self._working(view, state)[0].hash in state.rejected_hashes:
             return False  # a bundle the gate has judged: it waits for a new proposal
@@ -419,6 +461,20 @@ class GradientText(ScreenedSteps, Optimizer):
             return rate * view.validation_size >= self.submit_at_net
         needed = view.certifiable_gain() if solved else submit_gain(view)
         return needed is None or rate >= needed  # None: a gate without a test takes any gain
+
+    def _last_decision_waits(self, view: RunView, state: GradientTextState) -> bool:
+        """Whether a ready working candidate waits: the decision it would get is the last the
+        call budget pays for (after it, no step and decision would fit), and a step still fits
+        before it. Submitted now, the calls after it would go unused; spent on steps first,
+        they may add proposals to the one candidate the gate will judge (which goes to the
+        gate in the budget's tail, `_affordable`)."""
+        left = view.calls_left()
+        if left is None:
+            return False
+        decision, rate = view.decision_calls(), view.calls_per_rollout()
+        spare = left - decision
+        after = self._batch_within(state, spare - decision, rate)
+        return not after and bool(self._batch_within(state, spare, rate))
 
     def _working(self, view: RunView, state: GradientTextState) -> tuple[Skill, ApplyReport]:
         """The incumbent with every pending proposal applied, in the order they joined, then

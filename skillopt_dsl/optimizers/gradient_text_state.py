@@ -153,6 +153,9 @@ class GradientTextState(EvidenceBook, CheckpointedState):
     reserve: int = 0
     """The calls the current step leaves for the gate decision after it (a whole decision, or
     in the budget's tail the gate's first look; 0 without a call budget)."""
+    batch_cap: int = 0
+    """The largest batch the run's steps take, planned at its first step under a call budget
+    (`GradientText.budget_steps`; 0: not planned, `batch_size`)."""
     evidence: dict[str, dict[str, float]] = field(default_factory=dict)
     """Every screen's result summed per proposal key (`EditEvidence`), across the steps that
     proposed it again: a small but repeated effect is seen."""

@@ -76,14 +76,18 @@ class ScreenedSteps:
         rollouts: Sequence[Rollout],
         groups: Sequence[EditGroup],
         room: int,
-        failing: bool,
+        *,
+        untried: bool = False,
     ) -> int:
         """Confirm the proposals on trial on this mini-batch (unless the working candidate
         solves all of it: there a confirmation could only show breaks), then try each new
-        proposal alone on it (it produced them); returns how many passed their first screen."""
+        proposal alone on it (it produced them); returns how many passed their first screen.
+        `untried` (a lean step, or `screen=False`): no confirmation and no screen, every new
+        proposal joins the working candidate for the gate to judge."""
         price = math.ceil(len(batch) * view.calls_per_rollout())
         failures = sum(r.score < 1.0 for r in rollouts)
-        for trial in list(state.trials) if failing else []:
+        failing, untried = failures > 0, untried or not self.screen
+        for trial in list(state.trials) if failing and not untried else []:
             if self._keeps_reserve(view, state, price):
                 self._confirm(view, state, working, batch, rollouts, trial, room)
         blocked = state.blocked_keys() | {g.key for g in (*state.trials, *state.pending)}
@@ -97,10 +101,10 @@ class ScreenedSteps:
             key = group_key(kept)
             if not kept or key in blocked or candidate.text == working.text:
                 continue
-            if not self._keeps_reserve(view, state, price):
+            if not untried and not self._keeps_reserve(view, state, price):
                 break  # the calls left are the gate's: a proposal proposed again is tried again
             blocked.add(key)
-            if not self.screen:  # every proposal goes to the gate (measuring the gate alone)
+            if untried:  # every proposal goes to the gate
                 state.pending.append(ScreenedProposal.of(group, kept, key=key, net=0.0, scored=0))
                 continue
             result = screen(view, candidate, batch, rollouts, addresses=group.addresses)

@@ -110,6 +110,9 @@ class TriggerWordsProposer(Proposer):
     words: int = 3
     name: str = "trigger-words"
 
+    def max_calls(self, batch_size: int) -> int:
+        return 0  # no model call
+
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
         document = FolderDocument.from_skill(request.skill)
         if DESCRIPTION not in document.names:

@@ -131,6 +131,9 @@ class RememberingProposer(Proposer):
         self.remembered = list(remembered)
         self._keys = {edit_key(e) for c in self.remembered for e in c.edits}
 
+    def max_calls(self, batch_size: int) -> int:
+        return self.inner.max_calls(batch_size)
+
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
         """The inner proposer's groups for a request that lists the remembered candidates as
         rejected, without any remembered edit."""

@@ -151,6 +151,9 @@ class AnswerShapeProposer(Proposer):
     min_broken: int = 1
     name: str = "answer-shape"
 
+    def max_calls(self, batch_size: int) -> int:
+        return 0  # no model call
+
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
         module = request.module
         field = _answer_field(module, request.trainset)

@@ -118,6 +118,12 @@ class Proposer(ABC):
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
         """Return zero or more edit groups; never raise for one bad group."""
 
+    def max_calls(self, batch_size: int) -> int:
+        """The most optimizer-model calls one `propose` on a batch of `batch_size` rollouts
+        makes (what a search prices a proposer at when the calls left are few; retries
+        included). Default: one; a proposer that calls no model returns 0."""
+        return 1
+
     def tidy(self, skill: Skill) -> Skill:
         """The composed candidate, tidied: when several proposals made on the same text are
         applied one after another, a proposer whose edits then stack (two clauses where one is

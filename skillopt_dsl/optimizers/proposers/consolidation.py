@@ -32,6 +32,9 @@ class ConsolidationProposer(Proposer):
     use_model: bool = True
     name: str = "consolidation"
 
+    def max_calls(self, batch_size: int) -> int:
+        return 2  # one reply and its one retry
+
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
         groups = (
             [EditGroup(tuple(edits), self.name, False, "repeated paragraphs")]

@@ -33,6 +33,9 @@ class DemonstrationsProposer(Proposer):
     max_demos: int = 6
     name: str = "demonstrations"
 
+    def max_calls(self, batch_size: int) -> int:
+        return 0  # no model call
+
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
         rejected = {edit_key(e) for c in request.rejected for e in c.edits}
         failing = [e for e, _ in request.failures()]

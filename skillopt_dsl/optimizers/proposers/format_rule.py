@@ -29,6 +29,9 @@ class FormatRuleProposer(Proposer):
 
     name: str = "format-rule"
 
+    def max_calls(self, batch_size: int) -> int:
+        return 0  # no model call
+
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
         failures = request.failures()
         broke = [e.id for e, r in failures if module_broke_format(request.module, r)]

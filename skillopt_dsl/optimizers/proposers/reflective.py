@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import typing
 from dataclasses import dataclass
 
@@ -58,6 +59,12 @@ class ReflectiveProposer(Proposer):
     read_successes: bool = True
     max_edits_per_group: int = 3
     name: str = "reflective"
+
+    def max_calls(self, batch_size: int) -> int:
+        """Two calls (a reply and its one retry) for each group read: the failures' groups and
+        one group of successes."""
+        failure_groups = min(math.ceil(batch_size / self.group_size), self.max_failure_groups)
+        return 2 * (failure_groups + int(self.read_successes and batch_size > 1))
 
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
         failures = request.failures()
