@@ -30,6 +30,7 @@ FRONT_DOORS = {
     "cli/__init__.py:eval_command": "CLI command `skillopt-dsl eval`",
     "cli/__init__.py:transfer_command": "CLI command `skillopt-dsl transfer`",
     "sleep/cli.py:run_command": "CLI command `skillopt-dsl sleep run`",
+    "cli/sleep_describe.py:describe_command": "CLI command `skillopt-dsl sleep describe`",
     "sleep/cli.py:harvest_command": "CLI command `skillopt-dsl sleep harvest`",
     "sleep/cli_review.py:review_command": "CLI command `skillopt-dsl sleep review`",
     "data/loading.py:load_splits": (

@@ -61,6 +61,7 @@ from skillopt_dsl.cli.skill_folder import (
     compile_target,
     skill_folder_app,
 )
+from skillopt_dsl.cli.sleep_describe import describe_command
 from skillopt_dsl.cli.tables import fmt_score, print_compile, print_eval, print_sweep
 from skillopt_dsl.cli_harness import EXIT_INTERRUPTED, handled
 from skillopt_dsl.compile import CompileResult
@@ -89,6 +90,7 @@ app = typer.Typer(
 )
 app.add_typer(benchmarks_app, name="benchmarks")
 app.add_typer(recipes_app, name="recipes")
+sleep_app.command("describe")(describe_command)  # it reuses compile --skill-folder (a layer up)
 app.add_typer(sleep_app, name="sleep")
 app.add_typer(skill_folder_app, name="skill-folder")
 

@@ -62,6 +62,8 @@ __all__ = [
     "compile_folder",
     "compile_target",
     "folder_models",
+    "folder_run_dir",
+    "folder_task",
     "proposers_line",
     "skill_folder_app",
     "trigger_optimizer",
@@ -211,7 +213,6 @@ def compile_target(
 ) -> Path | FolderTask:
     """What `compile` trains: the recipe, or the skill folder's task; an error for neither,
     both, or a half-given folder task."""
-    trigger_data = flags.trigger_data
     if skill_folder is None:
         if given := flags.given():
             verb = "goes" if len(given) == 1 else "go"
@@ -224,14 +225,20 @@ def compile_target(
         return recipe
     if recipe is not None:
         raise UserInputError("give a recipe or --skill-folder, not both")
-    if trigger_data is None:
+    return folder_task(skill_folder, flags)
+
+
+def folder_task(skill_folder: Path, flags: FolderFlags) -> FolderTask:
+    """The skill folder's task from its flags (the defaults where not given); an error when
+    `flags` has no trigger data."""
+    if flags.trigger_data is None:
         raise UserInputError(
             "--skill-folder needs --trigger-data FILE.jsonl: rows "
             '{"request": "...", "should_trigger": true|false}'
         )
     return FolderTask(
         skill_folder,
-        trigger_data,
+        flags.trigger_data,
         flags.distractors,
         flags.agent,
         proposer=flags.proposer or ProposerChoice.words,
@@ -323,7 +330,9 @@ def _distractors(task: FolderTask, folder: SkillFolder) -> tuple[SkillCard, ...]
     return cards
 
 
-def _run_dir(folder: SkillFolder, run_dir: Path | None, resume: bool) -> Path:
+def folder_run_dir(folder: SkillFolder, run_dir: Path | None, resume: bool) -> Path:
+    """`run_dir`, or `runs/<folder name>-<UTC time>` when none is given; an error when
+    `resume` names no run to continue."""
     if resume and (run_dir is None or not RunFiles(run_dir).config.is_file()):
         raise UserInputError("--resume needs --run-dir naming a run that has a config.json")
     if run_dir is not None:
@@ -358,7 +367,7 @@ def compile_folder(
     )
     splits = load_trigger_splits(task.trigger_data, seed=flags.seed)
     target, reflector = folder_models(flags)
-    directory = _run_dir(folder, run_dir, resume)
+    directory = folder_run_dir(folder, run_dir, resume)
     optimizer = optimizer_from_flags(
         trigger_optimizer(task.proposer), flags.optimizer, flags.overrides()
     )

@@ -51,6 +51,8 @@ from skillopt_dsl.skill_folder.stage import (
 )
 from skillopt_dsl.skill_folder.trigger import ROUTER_INSTRUCTION, TriggerModule, pick_skill
 from skillopt_dsl.skill_folder.trigger_data import (
+    TRIGGER_SIZES,
+    TriggerSizes,
     TriggerSummary,
     constant_trigger_summary,
     load_trigger_splits,
@@ -66,6 +68,7 @@ __all__ = [
     "REFERENCE_TOOL",
     "ROUTER_INSTRUCTION",
     "SKILL_FILE",
+    "TRIGGER_SIZES",
     "DescriptionAgent",
     "FolderChange",
     "FolderChanged",
@@ -81,6 +84,7 @@ __all__ = [
     "SkillUseTrajectory",
     "StagedFolder",
     "TriggerModule",
+    "TriggerSizes",
     "TriggerSummary",
     "adopt_folder",
     "constant_trigger_summary",

@@ -22,6 +22,12 @@ from skillopt_dsl.sleep.review import ReviewFolder
 from skillopt_dsl.sleep.sources import ClaudeCodeSource, CodexSource, GenericJsonlSource, Source
 from skillopt_dsl.sleep.stage import Manifest, NightReport
 from skillopt_dsl.sleep.tasks import Check, Task
+from skillopt_dsl.sleep.trigger_rows import (
+    TriggerRows,
+    trigger_rows,
+    trigger_splits,
+    write_trigger_rows,
+)
 
 __all__ = [
     "LEARNED_END",
@@ -49,10 +55,14 @@ __all__ = [
     "Source",
     "StageMismatch",
     "Task",
+    "TriggerRows",
     "Turn",
     "adopt",
     "harvest",
     "recover",
     "rollback",
     "run_night",
+    "trigger_rows",
+    "trigger_splits",
+    "write_trigger_rows",
 ]

@@ -19,20 +19,23 @@ from skillopt_dsl.sleep.harvest import ProjectMatcher
 from skillopt_dsl.sleep.sources import make_sources
 from skillopt_dsl.sleep.trigger_rows import TriggerRows, trigger_rows, write_trigger_rows
 
-__all__ = ["trigger_rows_command"]
+__all__ = ["RowsProjectOpt", "SkillNameOpt", "rows_summary", "trigger_rows_command"]
+
+SkillNameOpt = Annotated[
+    str, typer.Option("--skill", help="The skill's name (its SKILL.md front matter `name`).")
+]
+RowsProjectOpt = Annotated[
+    Path | None,
+    typer.Option("--project", help="Only this project's sessions (default: every project)."),
+]
 
 
 def trigger_rows_command(
-    skill: Annotated[
-        str, typer.Option("--skill", help="The skill's name (its SKILL.md front matter `name`).")
-    ],
+    skill: SkillNameOpt,
     out: Annotated[Path, typer.Option("--out", help="The trigger JSONL file to write.")],
     source: SourceOpt = "auto",
     home: HomeOpt = None,
-    project: Annotated[
-        Path | None,
-        typer.Option("--project", help="Only this project's sessions (default: every project)."),
-    ] = None,
+    project: RowsProjectOpt = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -47,11 +50,12 @@ def trigger_rows_command(
         if as_json:
             emit_json({"out": str(out), **found.to_dict()})
         else:
-            typer.echo(_summary(found, out))
+            typer.echo("\n".join(rows_summary(found, out)))
+            typer.echo(f"next: skillopt-dsl compile --skill-folder PATH --trigger-data {out}")
 
 
-def _summary(found: TriggerRows, out: Path) -> str:
-    """What the command prints."""
+def rows_summary(found: TriggerRows, out: Path) -> list[str]:
+    """What was read and labelled, as printed lines (the rows were written to `out`)."""
     d = found.to_dict()
     lines = [
         f"{d['rows']} row(s) for skill {d['skill']!r}: {d['should_trigger']} should trigger "
@@ -68,5 +72,4 @@ def _summary(found: TriggerRows, out: Path) -> str:
         )
     if not d["should_trigger"] or not d["should_not_trigger"]:
         lines.append("only one label found: a trigger dataset needs both to measure anything")
-    lines.append(f"next: skillopt-dsl compile --skill-folder PATH --trigger-data {out}")
-    return "\n".join(lines)
+    return lines

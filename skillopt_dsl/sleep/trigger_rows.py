@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
+from skillopt_dsl.data import Splits, load_splits
+from skillopt_dsl.errors import DataError
+from skillopt_dsl.skill_folder import TRIGGER_SIZES, TriggerSizes
 from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.sleep.harvest import ProjectMatcher, is_own_replay
 from skillopt_dsl.sleep.sources.base import SkillTurn, Source
@@ -33,6 +36,7 @@ __all__ = [
     "TriggerRowsRecord",
     "names_skill",
     "trigger_rows",
+    "trigger_splits",
     "write_trigger_rows",
 ]
 
@@ -191,3 +195,42 @@ def write_trigger_rows(rows: Sequence[TriggerRow], path: Path) -> None:
     with os.fdopen(handle, "w", encoding="utf-8") as file:
         file.write(text)
     os.replace(temporary, path)
+
+
+_MORE_ROWS = (
+    "to get more rows, use the skill (and its neighbours) in more sessions, read more of them (drop --project, "
+    "--source auto, another --home), or write rows by hand and run skillopt-dsl compile "
+    "--skill-folder PATH --trigger-data FILE"
+)
+
+
+def trigger_splits(
+    found: TriggerRows, *, seed: int = 0, sizes: TriggerSizes = TRIGGER_SIZES
+) -> Splits:
+    """`found`'s rows cut into the seeded train/val/test splits `load_trigger_splits` makes of
+    them once written. Raises `SleepError` (a `UserInputError`), with the counts and what to
+    do, when the rows hold only one label or are too few for non-empty train and val."""
+    positives = found.positives
+    counts = (
+        f"{len(found.rows)} trigger row(s) for skill {found.skill!r} ({positives} should "
+        f"trigger, {len(found.rows) - positives} should not)"
+    )
+    if positives in (0, len(found.rows)):
+        raise SleepError(
+            f"{counts} hold only one label, so no description can be measured against the "
+            f"constant answers: {_MORE_ROWS}"
+        )
+    try:
+        return load_splits(
+            [row.to_dict() for row in found.rows],
+            input_fields=["request"],
+            label_fields=["should_trigger"],
+            seed=seed,
+            sizes=sizes,
+        )
+    except DataError as error:
+        reason = str(error).split("; ", 1)[0]  # what is empty, less the advice to edit sizes
+        raise SleepError(
+            f"{counts} are too few to split into train, validation and test ({reason}): "
+            f"{_MORE_ROWS}"
+        ) from error

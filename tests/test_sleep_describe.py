@@ -1,0 +1,239 @@
+"""`skillopt-dsl sleep describe` (issue 40): trigger rows from the agent's own sessions, the
+description compiled on them by `compile --skill-folder`'s path, the change staged, never
+written. The home is the shipped fixture (`tests/fixtures/sleep/skill_home`) plus one session of
+generated skill loads; the router and the optimizer model are scripted fakes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from skillopt_dsl.cli import app
+from skillopt_dsl.cli import skill_folder as folder_cli
+from skillopt_dsl.cli.options import CompileFlags
+from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.lm import LM
+from skillopt_dsl.sleep import trigger_splits
+from skillopt_dsl.sleep.trigger_rows import TriggerRow, TriggerRows
+from skillopt_dsl.testing import ScriptedLM
+
+FIXTURE = Path(__file__).parent / "fixtures" / "sleep" / "skill_home"
+PROJECTS = Path(".claude") / "projects" / "-work-docs"
+PDF_MD = "---\nname: pdf\ndescription: Works with PDF files.\n---\n# PDF\n\nUse pypdf.\n"
+XLSX_MD = "---\nname: xlsx\ndescription: Works with spreadsheets.\n---\n# XLSX\n"
+runner = CliRunner()
+
+
+def _fake_router(messages: Sequence[dict[str, str]]) -> str:
+    """FAKE router: loads pdf for an invoice request when pdf's card says invoice."""
+    user = messages[-1]["content"]
+    card = next(line for line in user.splitlines() if line.startswith("- pdf"))
+    request = user.split("Request:", 1)[1]
+    return "pdf" if "invoice" in card and "invoice" in request else "none"
+
+
+def _fake_reflector(_messages: Sequence[dict[str, str]]) -> str:
+    """FAKE optimizer model: proposes nothing (the words proposer calls no model)."""
+    return json.dumps({"edits": []})
+
+
+def _record(session: str, n: int, kind: str, content: object, **extra: object) -> str:
+    """One Claude Code 2.1.14 record of a generated session (the fixture's shape)."""
+    record = {
+        "parentUuid": f"{session}-{n - 1}" if n > 1 else None,
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": "/work/docs",
+        "sessionId": session,
+        "version": "2.1.14",
+        "type": kind,
+        "message": {"role": kind, "content": content},
+        "uuid": f"{session}-{n}",
+        "timestamp": f"2026-01-21T10:{n // 60:02d}:{n % 60:02d}.000Z",
+        **extra,
+    }
+    return json.dumps(record)
+
+
+def _load_session(session: str, requests: Sequence[tuple[str, str]]) -> str:
+    """A session where each (request, skill) is asked and the agent loads that skill."""
+    lines: list[str] = []
+    for request, skill in requests:
+        n = len(lines) + 1
+        use = {"type": "tool_use", "id": f"toolu_{n}", "name": "Skill", "input": {"skill": skill}}
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": "Launching"}
+        lines += [
+            _record(session, n, "user", request),
+            _record(session, n + 1, "assistant", [use]),
+            _record(session, n + 2, "user", [result], toolUseResult={"success": True}),
+            _record(session, n + 3, "assistant", [{"type": "text", "text": "Done."}]),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _home(tmp_path: Path) -> Path:
+    """The fixture home plus a session of 60 loads: invoices load pdf, sheets load xlsx."""
+    home = tmp_path / "home"
+    shutil.copytree(FIXTURE, home)
+    requests = [
+        (f"request {n} about the {'invoice' if n % 2 else 'sheet'}", "pdf" if n % 2 else "xlsx")
+        for n in range(60)
+    ]
+    session = "b2b2b2b2-0000-4000-8000-000000000001"
+    (home / PROJECTS / f"{session}.jsonl").write_text(_load_session(session, requests))
+    return home
+
+
+def _skills(tmp_path: Path) -> Path:
+    """A pdf skill folder with a reference file, and an xlsx folder beside it (a distractor)."""
+    root = tmp_path / "skills" / "pdf"
+    (root / "references").mkdir(parents=True)
+    (root / "SKILL.md").write_text(PDF_MD)
+    (root / "references" / "forms.md").write_text("Flatten forms first.\n")
+    (tmp_path / "skills" / "xlsx").mkdir()
+    (tmp_path / "skills" / "xlsx" / "SKILL.md").write_text(XLSX_MD)
+    return root
+
+
+def _hashes(root: Path) -> dict[str, tuple[str, int]]:
+    """sha256 and modification time of every file under `root`."""
+    return {
+        p.relative_to(root).as_posix(): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }  # fmt: skip
+
+
+@dataclass
+class Described:
+    """One `sleep describe` run on the grown home, and what it left."""
+
+    output: str
+    exit_code: int
+    folder: Path
+    run: Path
+    folder_before: dict[str, tuple[str, int]]
+    folder_after: dict[str, tuple[str, int]]
+    home_before: dict[str, tuple[str, int]]
+    home_after: dict[str, tuple[str, int]]
+
+
+def _fake_models(monkeypatch: pytest.MonkeyPatch, calls: list[str]) -> None:
+    """Route `compile_folder`'s models to the fakes, counting the router's calls."""
+
+    def router(messages: Sequence[dict[str, str]]) -> str:
+        calls.append(messages[-1]["content"])
+        return _fake_router(messages)
+
+    def models(_flags: CompileFlags) -> tuple[LM, LM]:
+        fake = LM(ScriptedLM(router, model="scripted/router"))
+        return fake, LM(ScriptedLM(_fake_reflector, model="scripted/reflector"))
+
+    monkeypatch.setattr(folder_cli, "folder_models", models)
+
+
+def _describe(args: Sequence[str], monkeypatch: pytest.MonkeyPatch, calls: list[str]) -> str:
+    _fake_models(monkeypatch, calls)
+    result = runner.invoke(app, ["sleep", "describe", *args], catch_exceptions=False)
+    return result.output
+
+
+@pytest.fixture(scope="module")
+def described(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Described]:
+    tmp_path = tmp_path_factory.mktemp("describe")
+    home, folder, run = _home(tmp_path), _skills(tmp_path), tmp_path / "run"
+    folder_before, home_before = _hashes(folder), _hashes(home)
+    args = ["--skill-folder", str(folder), "--home", str(home), "--source", "claude",
+            "--run-dir", str(run), "--threads", "2"]  # fmt: skip
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _fake_models(monkeypatch, [])
+        result = runner.invoke(app, ["sleep", "describe", *args])
+    yield Described(
+        result.output, result.exit_code, folder, run,
+        folder_before, _hashes(folder), home_before, _hashes(home),
+    )  # fmt: skip
+
+
+def test_the_live_folder_stays_byte_identical(described: Described) -> None:
+    """Kills: describe writing (or touching) any file of the skill folder instead of staging."""
+    assert described.exit_code == 0, described.output
+    assert described.folder_after == described.folder_before
+    assert "staged: SKILL.md (the folder is unchanged)" in described.output
+
+
+def test_the_home_is_only_read(described: Described) -> None:
+    """Kills: the rows (or anything else) written under the agent home, or a file there touched."""
+    assert described.exit_code == 0, described.output
+    assert described.home_after == described.home_before
+    rows = (described.run / "trigger_rows.jsonl").read_text().splitlines()
+    assert len(rows) == 63 and all(
+        set(json.loads(r)) == {"request", "should_trigger"} for r in rows
+    )
+
+
+def test_the_output_shows_seed_and_constant_baselines(described: Described) -> None:
+    """Kills: describe printing the compiled score without the seed and the constant answers
+    it must beat, or without the rows it read."""
+    out = described.output
+    assert "63 row(s) for skill 'pdf': 32 should trigger" in out
+    assert re.search(r"│ validation │ 0\.\d+ │", out)
+    assert re.search(r"\n  seed\s+accuracy 0\.\d+\s+precision\s+\S+\s+recall 0\.000", out)
+    assert re.search(r"always trigger\s+accuracy 0\.\d+\s+precision 0\.\d+\s+recall 1\.000", out)
+    assert re.search(r"never trigger\s+accuracy 0\.\d+\s+precision\s+n/a\s+recall 0\.000", out)
+    assert re.search(r"compiled\s+accuracy 0\.\d+\s+precision 1\.000\s+recall 0\.9\d\d", out)
+
+
+def test_the_staged_change_is_what_adopt_applies(described: Described) -> None:
+    """Kills: a stage whose proposal differs from what `skill-folder adopt` writes, or an adopt
+    that rewrites more than the description."""
+    assert f"skillopt-dsl skill-folder adopt {described.run}" in described.output
+    proposed = (described.run / "skill_folder" / "proposed" / "SKILL.md").read_bytes()
+    assert re.search(rb"\ndescription: '?Works with PDF files\. Use for: invoice", proposed)
+    adopted = runner.invoke(app, ["skill-folder", "adopt", str(described.run)])
+    assert adopted.exit_code == 0, adopted.output
+    assert (described.folder / "SKILL.md").read_bytes() == proposed
+    after = _hashes(described.folder)
+    assert after["references/forms.md"] == described.folder_before["references/forms.md"]
+    rolled = runner.invoke(app, ["skill-folder", "rollback", str(described.run)])
+    assert rolled.exit_code == 0, rolled.output
+    assert (described.folder / "SKILL.md").read_text() == PDF_MD
+
+
+@pytest.mark.parametrize(
+    ("skill", "message"),
+    [
+        ("pdf", "3 trigger row(s) for skill 'pdf' (2 should trigger, 1 should not) are too few "
+                "to split"),
+        ("docx", "3 trigger row(s) for skill 'docx' (0 should trigger, 3 should not) hold only "
+                 "one label"),
+    ],
+)  # fmt: skip
+def test_too_few_rows_or_one_label_is_refused_before_any_call(
+    skill: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills: describe compiling (or writing a run dir) on rows too few to split or holding one
+    label, and a refusal that does not say the counts and what to do."""
+    calls: list[str] = []
+    folder, run = _skills(tmp_path), tmp_path / "run"
+    args = ["--skill-folder", str(folder), "--skill", skill, "--home", str(FIXTURE),
+            "--run-dir", str(run)]  # fmt: skip
+    out = " ".join(_describe(args, monkeypatch, calls).split())
+    assert message in out and "to get more rows" in out
+    assert not calls and not run.exists()
+
+
+def test_trigger_splits_refuses_one_label_as_user_input() -> None:
+    """Kills: one-label rows split and trained on (every description ties the constant)."""
+    rows = TriggerRows("pdf", [TriggerRow(f"r{n}", True) for n in range(20)])
+    with pytest.raises(UserInputError, match=r"20 should trigger, 0 should not"):
+        trigger_splits(rows)
+    rows.rows.append(TriggerRow("other", False))
+    assert len(trigger_splits(rows).val) > 0
