@@ -345,8 +345,9 @@ class GradientText(ScreenedSteps, Optimizer):
     def _lean_batch(self, view: RunView, state: GradientTextState) -> int:
         """The batch of a lean step, taken where no screened step fits before the gate's first
         look but a smaller one without a screen does: its rollouts and its proposers' calls
-        (`Proposer.max_calls`), and its proposals go to the gate untried (where training evidence cannot be bought,
-        the gate decides). 0: none fits, or a candidate is waiting for the gate."""
+        (`Proposer.max_calls`) fit, and its proposals go to the gate untried (where training
+        evidence cannot be bought, the gate decides). 0: none fits, or a candidate is waiting
+        for the gate."""
         left = view.calls_left()
         if left is None or state.pending or not self.screen:
             return 0
