@@ -18,6 +18,7 @@ from skillopt_dsl.cli import app
 from skillopt_dsl.cli import skill_folder as folder_cli
 from skillopt_dsl.cli.options import CompileFlags
 from skillopt_dsl.lm import LM
+from skillopt_dsl.skill_folder import describe as describe_module
 from skillopt_dsl.testing import ScriptedLM
 
 runner = CliRunner()
@@ -131,14 +132,14 @@ def test_the_held_out_table_costs_no_new_router_call(
     """Kills: the seed/compiled trigger rows routing the held-out requests again instead of
     replaying the calls the compile's test scoring made (twice the calls on a slow model)."""
     seen: list[int] = []
-    compile_skill: Callable[..., Any] = folder_cli.compile_skill
+    compile_with: Callable[..., Any] = describe_module.compile_with
 
     def counted(*args: Any, **kwargs: Any) -> Any:
-        result = compile_skill(*args, **kwargs)
+        result = compile_with(*args, **kwargs)
         seen.append(len(fakes.router.calls))
         return result
 
-    monkeypatch.setattr(folder_cli, "compile_skill", counted)
+    monkeypatch.setattr(describe_module, "compile_with", counted)
     out = _compile(task, tmp_path / "run", "--seed", "3")  # the rollout seed is in every key
     assert "compiled             accuracy 1.000" in out  # the compiled row differs from the seed's
     assert seen == [len(fakes.router.calls)]

@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -237,3 +238,78 @@ def test_trigger_splits_refuses_one_label_as_user_input() -> None:
         trigger_splits(rows)
     rows.rows.append(TriggerRow("other", False))
     assert len(trigger_splits(rows).val) > 0
+
+
+@pytest.fixture(scope="module")
+def described_json(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[dict[str, Any], Path]]:
+    """The same run as `described`, on a fresh copy of the same home and folder, with --json."""
+    tmp_path = tmp_path_factory.mktemp("describe_json")
+    home, folder, run = _home(tmp_path), _skills(tmp_path), tmp_path / "run"
+    args = ["--skill-folder", str(folder), "--home", str(home), "--source", "claude",
+            "--run-dir", str(run), "--threads", "2", "--json"]  # fmt: skip
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _fake_models(monkeypatch, [])
+        result = runner.invoke(app, ["sleep", "describe", *args])
+    assert result.exit_code == 0, result.output
+    yield json.loads(result.stdout), run
+
+
+def _text_trigger(output: str) -> dict[str, tuple[float, float | None, float]]:
+    """The printed trigger table: label -> (accuracy, precision or None for n/a, recall)."""
+    found: dict[str, tuple[float, float | None, float]] = {}
+    pattern = r"\n  (.+?)\s+accuracy (\S+)\s+precision\s+(\S+)\s+recall (\S+)"
+    for label, accuracy, precision, recall in re.findall(pattern, output):
+        found[label] = (
+            float(accuracy), None if precision == "n/a" else float(precision), float(recall)
+        )  # fmt: skip
+    return found
+
+
+def test_json_holds_the_measured_figures_the_text_prints(
+    described: Described, described_json: tuple[dict[str, Any], Path]
+) -> None:
+    """Kills: `--json` printing nothing but JSON-less text, dropping a figure (rows, seed or
+    compiled or constant trigger scores, gate decisions, stop reason, calls, what was staged),
+    or figures that differ from the ones the text output prints for the same run."""
+    data, run = described_json
+    assert data["rows"]["rows"] == 63 and data["rows"]["should_trigger"] == 32
+    assert data["rows"]["out"] == str(run / "trigger_rows.jsonl")
+    text = _text_trigger(described.output)
+    assert set(data["trigger"]) == set(text) == {
+        "seed", "compiled", "always trigger", "never trigger"
+    }  # fmt: skip
+    for label, (accuracy, precision, recall) in text.items():
+        row = data["trigger"][label]
+        assert round(row["accuracy"], 3) == accuracy, label
+        assert (None if row["precision"] is None else round(row["precision"], 3)) == precision
+        assert round(row["recall"], 3) == recall, label
+    assert data["held_out"] == int(re.findall(r"trigger on (\d+) held-out", described.output)[0])
+    val = re.findall(r"│ validation │ (\S+) │\s+\S+ │\s+(\S+) │", described.output)[0]
+    assert (f"{data['scores']['seed_val']:.4f}", f"{data['scores']['val']:.4f}") == val
+    stopped = re.findall(r"stopped: (\S+); (\d+) of (\d+) candidates", described.output)[0]
+    gate = data["gate"]
+    assert (data["stop_reason"], str(gate["accepted"]), str(gate["decisions"])) == stopped
+    assert gate["accepted"] >= 1
+    assert f"search calls: {data['calls']['search']} " in described.output
+    assert f"test   calls: {data['calls']['test']} " in described.output
+    staged = data["staged"]
+    assert staged["accepted"] is True and staged["files"] == ["SKILL.md"]
+    assert staged["adopt"] == f"skillopt-dsl skill-folder adopt {run}"
+    assert data["run_dir"] == str(run)
+
+
+def test_json_prints_one_object_and_no_table(
+    described_json: tuple[dict[str, Any], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills: the text tables (or the rows summary) leaking into `--json`'s stdout, which a
+    script then cannot parse; and a refusal under `--json` that exits 0."""
+    data, _run = described_json
+    assert isinstance(data, dict) and "proposers" not in json.dumps(data)
+    folder = _skills(tmp_path)
+    args = ["--skill-folder", str(folder), "--home", str(FIXTURE), "--run-dir",
+            str(tmp_path / "run"), "--json"]  # fmt: skip
+    _fake_models(monkeypatch, [])
+    result = runner.invoke(app, ["sleep", "describe", *args])
+    assert result.exit_code == 1 and "too few to split" in " ".join(result.output.split())

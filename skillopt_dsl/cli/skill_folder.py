@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import shlex
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -31,26 +30,28 @@ from skillopt_dsl.cli.options import CompileFlags, DebugOpt
 from skillopt_dsl.cli.overrides import optimizer_from_flags
 from skillopt_dsl.cli.tables import print_compile
 from skillopt_dsl.cli_harness import EXIT_INTERRUPTED, handled
-from skillopt_dsl.compile import CompileResult
-from skillopt_dsl.compile import compile as compile_skill
 from skillopt_dsl.errors import UserInputError
-from skillopt_dsl.lm import LM, Budget, ResponseCache, resolve_lm
+from skillopt_dsl.lm import LM, Budget
 from skillopt_dsl.lm.endpoint import OPTIMIZER_API_BASE_ENV, at_api_base
 from skillopt_dsl.optimizers import ConsolidationProposer, GradientText, ReflectiveProposer
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.proposers import Proposer
 from skillopt_dsl.progress import CompileProgress
 from skillopt_dsl.runs import RunFiles
-from skillopt_dsl.skill import Skill
+from skillopt_dsl.settings import CompileSettings
 from skillopt_dsl.skill_folder.adopt import adopt_folder, recover_folder, rollback_folder
+from skillopt_dsl.skill_folder.describe import (
+    DEFAULT_REPLY_TOKENS,
+    DescriptionOutcome,
+    DescriptionTask,
+    train_description,
+    words_optimizer,
+)
 from skillopt_dsl.skill_folder.document import DescriptionAgent
 from skillopt_dsl.skill_folder.folder import SkillFolder
-from skillopt_dsl.skill_folder.stage import StagedFolder, stage_dir, stage_folder
-from skillopt_dsl.types import Example
+from skillopt_dsl.skill_folder.stage import StagedFolder, stage_dir
 
 if TYPE_CHECKING:  # the trigger task loads only when --skill-folder is used
-    from skillopt_dsl.skill_folder.cards import SkillCard
-    from skillopt_dsl.skill_folder.trigger import TriggerModule
     from skillopt_dsl.skill_folder.trigger_data import TriggerSummary
 
 __all__ = [
@@ -64,15 +65,13 @@ __all__ = [
     "folder_models",
     "folder_run_dir",
     "folder_task",
+    "print_outcome",
     "proposers_line",
     "skill_folder_app",
     "trigger_optimizer",
 ]
 
 Model = LM | str | None
-
-DEFAULT_REPLY_TOKENS = 16
-"""The most tokens a router reply may use on the command line (a skill name needs a few)."""
 
 
 class AgentChoice(StrEnum):
@@ -207,6 +206,18 @@ class FolderTask:
         """`agent` as the skill folder's `DescriptionAgent`."""
         return "codex" if self.agent is AgentChoice.codex else "claude"
 
+    @property
+    def description_task(self) -> DescriptionTask:
+        """This task as `train_description` takes it."""
+        return DescriptionTask(
+            skill_folder=self.skill_folder,
+            trigger_data=self.trigger_data,
+            distractors=self.distractors,
+            agent=self.description_agent,
+            shown_others=self.shown_others,
+            reply_tokens=self.reply_tokens,
+        )
+
 
 def compile_target(
     recipe: Path | None, skill_folder: Path | None, flags: FolderFlags
@@ -275,10 +286,7 @@ def trigger_optimizer(proposer: ProposerChoice = ProposerChoice.both) -> Gradien
     from skillopt_dsl.skill_folder.trigger_proposer import TriggerWordsProposer
 
     if proposer is ProposerChoice.words:
-        return GradientText(
-            proposers=[TriggerWordsProposer()],
-            consolidation=ConsolidationProposer(use_model=False),
-        )
+        return words_optimizer()
     if proposer is ProposerChoice.reflect:
         return GradientText(proposers=[ReflectiveProposer()])
     return GradientText(proposers=[TriggerWordsProposer(), ReflectiveProposer()])
@@ -315,21 +323,6 @@ def _proposers(optimizer: Optimizer | None) -> list[Proposer]:
     return []
 
 
-def _distractors(task: FolderTask, folder: SkillFolder) -> tuple[SkillCard, ...]:
-    from skillopt_dsl.skill_folder.cards import load_skill_cards, read_skill_cards
-
-    where = task.distractors if task.distractors is not None else folder.root.resolve().parent
-    if where.is_file():
-        return load_skill_cards(where)
-    cards = read_skill_cards(where, exclude=(folder.name,))
-    if not cards:
-        raise UserInputError(
-            f"no other skills to choose among in {where}: pass --distractors FILE.jsonl (one "
-            '{"name": ..., "description": ...} a line) or a folder of skill folders'
-        )
-    return cards
-
-
 def folder_run_dir(folder: SkillFolder, run_dir: Path | None, resume: bool) -> Path:
     """`run_dir`, or `runs/<folder name>-<UTC time>` when none is given; an error when
     `resume` names no run to continue."""
@@ -348,88 +341,52 @@ def _budget(flags: CompileFlags) -> Budget | None:
 
 
 def compile_folder(
-    task: FolderTask, flags: CompileFlags, run_dir: Path | None, resume: bool
-) -> None:
-    """Train the folder's description, print the scores and stage the change (see the module
-    docstring); an interrupted adopt of the folder is undone first."""
-    from skillopt_dsl.skill_folder.trigger import TriggerModule
-    from skillopt_dsl.skill_folder.trigger_data import load_trigger_splits
-
+    task: FolderTask, flags: CompileFlags, run_dir: Path | None, resume: bool, *, echo: bool = True
+) -> DescriptionOutcome:
+    """Train the folder's description, print the scores (unless `echo` is False: `--json`)
+    and stage the change (see the module docstring); an interrupted adopt of the folder is
+    undone first. Returns what was measured and staged."""
     recover_folder(task.skill_folder)
     folder = SkillFolder.read(task.skill_folder)
-    module = TriggerModule(
-        folder,
-        _distractors(task, folder),
-        agent=task.description_agent,
-        order_seed=flags.seed,
-        shown_others=task.shown_others,
-        reply_tokens=task.reply_tokens,
-    )
-    splits = load_trigger_splits(task.trigger_data, seed=flags.seed)
     target, reflector = folder_models(flags)
     directory = folder_run_dir(folder, run_dir, resume)
     optimizer = optimizer_from_flags(
         trigger_optimizer(task.proposer), flags.optimizer, flags.overrides()
     )
-    typer.echo(proposers_line(optimizer, reflector))
-    started = time.perf_counter()
+    if echo:
+        typer.echo(proposers_line(optimizer, reflector))
     with CompileProgress(Console(stderr=True)) as progress:
+        settings = CompileSettings(
+            lm=target,
+            optimizer_lm=reflector,
+            budget=_budget(flags),
+            run_dir=directory,
+            resume=resume,
+            seed=flags.seed,
+            threads=flags.threads,
+            max_errors=flags.max_errors,
+            on_event=progress,
+        )
         try:
-            result = compile_skill(
-                module,
-                splits.train,
-                splits.val,
-                optimizer=optimizer,
-                lm=target,
-                optimizer_lm=reflector,
-                budget=_budget(flags),
-                run_dir=directory,
-                resume=resume,
-                testset=splits.test or None,
-                seed=flags.seed,
-                threads=flags.threads,
-                max_errors=flags.max_errors,
-                on_event=progress,
-            )
+            outcome = train_description(task.description_task, settings, optimizer)
         except KeyboardInterrupt:
             _interrupted(["skillopt-dsl", "compile", *task.words(), *flags.resume_words(directory)])
-    print_compile(result, time.perf_counter() - started)
-    held_out = splits.test or splits.val
-    replay = resolve_lm(target).with_cache(ResponseCache(RunFiles(directory).cache))
-    print_trigger(_trigger_rows(module, held_out, result, replay, flags), len(held_out))
-    print_staged(stage_folder(result, folder, directory))
+    if echo:
+        print_outcome(outcome)
+    return outcome
+
+
+def print_outcome(outcome: DescriptionOutcome) -> None:
+    """What `compile --skill-folder` prints after the run: the scores, the trigger table and
+    what was staged."""
+    print_compile(outcome.result, outcome.compile_wall_s)
+    print_trigger(outcome.trigger, outcome.held_out)
+    print_staged(outcome.staged)
 
 
 def _interrupted(words: list[str]) -> NoReturn:
     typer.echo(f"\nInterrupted; nothing was staged. Resume with:\n  {shlex.join(words)}", err=True)
     raise typer.Exit(EXIT_INTERRUPTED)
-
-
-def _trigger_rows(
-    module: TriggerModule,
-    examples: Sequence[Example],
-    result: CompileResult,
-    replay: LM,
-    flags: CompileFlags,
-) -> list[tuple[str, TriggerSummary]]:
-    """Precision and recall on the held-out requests: seed and compiled (the compile's own
-    calls, answered by `replay`'s cache when it scored them), and the constant answers (no
-    call)."""
-    from skillopt_dsl.skill_folder.trigger_data import constant_trigger_summary, measure_trigger
-
-    def measured(skill: Skill) -> TriggerSummary:
-        return measure_trigger(
-            module, examples, skill=skill, lm=replay, threads=flags.threads, seed=flags.seed
-        )
-
-    seed = measured(result.seed_skill)
-    best = seed if result.best_skill == result.seed_skill else measured(result.best_skill)
-    return [
-        ("seed", seed),
-        ("compiled", best),
-        ("always trigger", constant_trigger_summary(examples, True)),
-        ("never trigger", constant_trigger_summary(examples, False)),
-    ]
 
 
 def print_trigger(rows: Sequence[tuple[str, TriggerSummary]], n: int) -> None:

@@ -49,7 +49,14 @@ from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import DEFAULT_THREADS
 from skillopt_dsl.runs import RunFiles
 from skillopt_dsl.skill_folder import SkillFolder
-from skillopt_dsl.sleep.cli_options import DebugOpt, HomeOpt, SourceOpt, sleep_errors
+from skillopt_dsl.sleep.cli_options import (
+    DebugOpt,
+    HomeOpt,
+    JsonOpt,
+    SourceOpt,
+    emit_json,
+    sleep_errors,
+)
 from skillopt_dsl.sleep.cli_trigger import RowsProjectOpt, rows_summary
 from skillopt_dsl.sleep.harvest import ProjectMatcher
 from skillopt_dsl.sleep.sources import make_sources
@@ -137,6 +144,7 @@ def describe_command(
     seed: SeedOpt = 0,
     threads: ThreadsOpt = DEFAULT_THREADS,
     max_errors: MaxErrorsOpt = 10,
+    as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Train a skill folder's description on your own sessions' skill loads and stage it.
@@ -145,7 +153,8 @@ def describe_command(
     trigger) or another skill (should not), refuses rows that hold one label or are too few to
     split, then runs `compile --skill-folder` on them: seed vs compiled beside "always" and
     "never trigger", the change staged in the run dir (the folder is untouched until
-    `skillopt-dsl skill-folder adopt RUN_DIR`)."""
+    `skillopt-dsl skill-folder adopt RUN_DIR`). With `--json`, one JSON object instead: the
+    rows read, the scores, the trigger table, the gate and what was staged."""
     flags = CompileFlags(
         optimizer=None,
         lr=None,
@@ -167,7 +176,10 @@ def describe_command(
         directory = _fresh_run_dir(folder, run_dir)
         data = directory / ROWS_FILE
         write_trigger_rows(found.rows, data)
-        typer.echo("\n".join(rows_summary(found, data)))
+        if not as_json:
+            typer.echo("\n".join(rows_summary(found, data)))
         folder_flags = FolderFlags(data, distractors, agent, proposer, shown_others, reply_tokens)
         task = folder_task(skill_folder, folder_flags)
-        compile_folder(task, flags, directory, resume=False)
+        outcome = compile_folder(task, flags, directory, resume=False, echo=not as_json)
+        if as_json:
+            emit_json({"rows": {"out": str(data), **found.to_dict()}, **outcome.to_dict()})
