@@ -59,7 +59,7 @@ from skillopt_dsl.sleep.sources import check_agent, check_replay_agent
 from skillopt_dsl.sleep.stage import NightReport
 from skillopt_dsl.sleep.transcript import HarvestRecord
 
-__all__ = ["sleep_app"]
+__all__ = ["night_summary", "sleep_app"]
 
 logger = logging.getLogger("skillopt_dsl.sleep.progress")
 
@@ -75,7 +75,8 @@ def _budget(calls: int | None, tokens: int | None, usd: float | None) -> Budget 
     return Budget(max_calls=calls, max_tokens=tokens, max_usd=usd)
 
 
-def _summary(result: NightResult) -> str:
+def night_summary(result: NightResult) -> str:
+    """What `sleep run` prints after a night (without `--json`)."""
     r: NightReport = result.report
 
     def f(v: float | None) -> str:
@@ -102,6 +103,7 @@ def _summary(result: NightResult) -> str:
     if r.accepted:
         follow = "adopted" if r.adopted else f"review: skillopt-dsl sleep diff {r.night_id}"
         lines.append(f"  proposal: {', '.join(r.proposed_files)} ({follow})")
+    lines += [f"  {described.line()}" for described in result.described]
     return "\n".join(lines)
 
 
@@ -209,6 +211,16 @@ def run_command(
             help="Never propose again an edit an earlier night's gate rejected.",
         ),
     ] = False,
+    describe: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--describe",
+            help="After the night's own work, train this skill folder's description on the "
+            "trigger rows of the project's sessions (repeatable; each folder gets an equal "
+            "share of the budget). Staged under the night; only `skillopt-dsl skill-folder "
+            "adopt` writes it, never --auto-adopt.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -248,15 +260,20 @@ def run_command(
             dream_variants=dream_variants,
             contrastive=contrastive,
             remember_rejected=remember_rejected,
+            describe=tuple(describe or ()),
         )
         if tasks is not None:
             validate_task_rows(tasks)
         with NightProgress(Console(stderr=True), max_calls=max_calls) as progress:
             result = run_night(config, on_event=progress)
         if as_json:
-            emit_json({"path": str(result.path), **result.report.model_dump()})
+            described = {"describe": [d.to_dict() for d in result.described]}
+            emit_json(
+                {"path": str(result.path), **result.report.model_dump()}
+                | (described if result.described else {})
+            )
         else:
-            typer.echo(_summary(result))
+            typer.echo(night_summary(result))
 
 
 def _optimizer_lm(model: str | None, api_base: str | None) -> Any:

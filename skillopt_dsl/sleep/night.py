@@ -40,6 +40,12 @@ from skillopt_dsl.sleep.consolidate import (
     gate_minimum_val,
     remaining_budget,
 )
+from skillopt_dsl.sleep.describe_stage import (
+    DescribePlan,
+    FolderDescribed,
+    describe_folders,
+    split_budget,
+)
 from skillopt_dsl.sleep.dreams import dream_variants
 from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.sleep.harvest import AgentName, HarvestResult, HarvestStats, harvest, utc_now
@@ -118,6 +124,9 @@ class SleepConfig:
         contrastive: feedback of a reply below the task's best pairs it with the GOOD reply.
         remember_rejected: keep the edits the gate rejected and never propose them again on
             later nights (`skillopt_dsl.sleep.rejections`).
+        describe: skill folders whose descriptions the night trains after its own work
+            (default: `sleep.json`'s `describe`; `skillopt_dsl.sleep.describe_stage`), each on
+            an equal share of `budget`; staged under the night, never auto-adopted.
     """
 
     project: Path
@@ -144,6 +153,7 @@ class SleepConfig:
     dream_variants: int = 0
     contrastive: bool = False
     remember_rejected: bool = False
+    describe: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         if self.agent is not None:
@@ -154,10 +164,11 @@ class SleepConfig:
 
 @dataclass(frozen=True)
 class NightResult:
-    """A staged night: its folder and its report."""
+    """A staged night: its folder, its report and its described skill folders (if any)."""
 
     path: Path
     report: NightReport
+    described: tuple[FolderDescribed, ...] = ()
 
 
 def _choose_agent(
@@ -282,7 +293,9 @@ class _Night:
         self.started = time.perf_counter()
         self.night_id = project.new_night_id()
         self.partial = project.night_dir(self.night_id + ".partial")
-        self.mine_ledger = UsageLedger(config.budget)
+        self.folders = config.describe or tuple(project.path / p for p in project.config().describe)
+        self.own_budget, self.share = split_budget(config.budget, len(self.folders))
+        self.mine_ledger = UsageLedger(self.own_budget)
         self.book = ScoreBook()
 
     def run(self) -> NightResult:
@@ -327,7 +340,7 @@ class _Night:
             lm=replay_lm,
             optimizer_lm=self.config.optimizer_lm,
             gate=gate,
-            budget=remaining_budget(self.config.budget, self.mine_ledger.snapshot()),
+            budget=remaining_budget(self.own_budget, self.mine_ledger.snapshot()),
             run_dir=self.partial / "run",
             seed=self.config.seed,
             threads=self.config.threads,
@@ -373,7 +386,26 @@ class _Night:
             logger.info("the rejected-edit memory holds %d candidate(s)", held)
         if self.config.auto_adopt:
             report = self._auto_adopt(path, report)
-        return NightResult(path, report)
+        return NightResult(path, report, self._describe(path, target))
+
+    def _describe(
+        self, path: Path, target: AgentSettings | ModelSpec
+    ) -> tuple[FolderDescribed, ...]:
+        """The listed folders' descriptions, trained and staged under `path` (none: nothing)."""
+        if not self.folders:
+            return ()
+        plan = DescribePlan(
+            folders=self.folders,
+            source=self.config.source,
+            home=self.config.home.expanduser(),
+            project=self.project.matcher(self.project.config()),
+            lm=None if isinstance(target, AgentSettings) else target,
+            optimizer_lm=self.config.optimizer_lm,
+            share=self.share,
+            seed=self.config.seed,
+            threads=self.config.threads,
+        )
+        return describe_folders(plan, path, self.on_event)
 
     def _tasks(self) -> tuple[HarvestResult | None, list[Task], MineStats]:
         if self.config.tasks is not None:

@@ -84,6 +84,8 @@ class ProjectConfig(BaseModel):
             project's own path always does), e.g. where it was checked out on another machine.
         replay: what the replays run on (`--replay-agent` or `--model` override it); default
             the embedded local model.
+        describe: skill folders (relative to the project, or absolute) whose descriptions
+            every night trains after its own work (`sleep run --describe` overrides it).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -92,6 +94,7 @@ class ProjectConfig(BaseModel):
     skill_file: str | None = None
     session_cwds: list[str] = Field(default_factory=list)
     replay: ReplayConfig | None = None
+    describe: list[str] = Field(default_factory=list)
 
     @pydantic.field_validator("agent")
     @classmethod
