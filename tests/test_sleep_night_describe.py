@@ -154,12 +154,15 @@ def test_a_described_folder_is_staged_and_never_written(tmp_path: Path) -> None:
 
 def test_too_few_rows_skip_the_folder_and_the_night_finishes(tmp_path: Path) -> None:
     """Kills: a refusal (too few rows) crashing the night, the folder skipped without its
-    reason, or the night's own work (its staged proposal, its watermark) lost to it."""
+    reason, or the night's own work (its staged proposal, its watermark) lost to it; and the
+    command's advice ("drop --project") given for a night, which has no such option."""
     project, home, folder = _world(tmp_path, loads=3)
     result = run_night(_config(project, home, describe=(folder,)))
     (described,) = result.described
     assert described.status == "skipped" and described.run_dir is None
     assert "too few to split" in (described.skipped or "")
+    assert "the next night reads" in (described.skipped or "")
+    assert "--project" not in (described.skipped or "")
     assert result.report.accepted and (result.path / "proposed" / "CLAUDE.md").is_file()
     assert SleepProject.open(project).watermark() is not None
     assert "skipped: 3 trigger row(s) for skill 'pdf'" in sleep_cli.night_summary(result)

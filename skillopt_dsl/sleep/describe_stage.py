@@ -44,6 +44,7 @@ from skillopt_dsl.sleep.trigger_rows import (
 
 __all__ = [
     "DESCRIBE_DIR",
+    "NIGHT_ADVICE",
     "ROWS_FILE",
     "DescribePlan",
     "FolderDescribed",
@@ -58,6 +59,14 @@ DESCRIBE_DIR = "describe"
 
 ROWS_FILE = "trigger_rows.jsonl"
 """The file in a description run's directory that holds the rows it was trained on."""
+
+NIGHT_ADVICE = (
+    "the next night reads the project's sessions again, so the rows grow as the skill (and its "
+    "neighbours) are used; to train now on rows written by hand, run skillopt-dsl compile "
+    "--skill-folder PATH --trigger-data FILE"
+)
+"""What a night says of a folder it skipped for too few rows (`trigger_splits`' advice): a
+night has no --project or --home to drop, it reads again the next time."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,7 +181,7 @@ def _describe_one(plan: DescribePlan, folder: Path, root: Path, used: set[str]) 
         name = SkillFolder.read(folder).name
         sources = make_sources(plan.source, plan.home)
         found = trigger_rows(sources, name, project=plan.project)
-        trigger_splits(found, seed=plan.seed)
+        trigger_splits(found, seed=plan.seed, advice=NIGHT_ADVICE)
     except UserInputError as refusal:
         return FolderDescribed(folder, None, skipped=str(refusal))
     run_dir = root / _unique(name, used)

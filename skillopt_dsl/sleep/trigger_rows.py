@@ -197,19 +197,25 @@ def write_trigger_rows(rows: Sequence[TriggerRow], path: Path) -> None:
     os.replace(temporary, path)
 
 
-_MORE_ROWS = (
-    "to get more rows, use the skill (and its neighbours) in more sessions, read more of them (drop --project, "
-    "--source auto, another --home), or write rows by hand and run skillopt-dsl compile "
-    "--skill-folder PATH --trigger-data FILE"
+MORE_ROWS = (
+    "to get more rows, use the skill (and its neighbours) in more sessions, read more of them "
+    "(drop --project, --source auto, another --home), or write rows by hand and run "
+    "skillopt-dsl compile --skill-folder PATH --trigger-data FILE"
 )
+"""What `trigger_splits` tells a user whose rows are refused, by default (a command's advice)."""
 
 
 def trigger_splits(
-    found: TriggerRows, *, seed: int = 0, sizes: TriggerSizes = TRIGGER_SIZES
+    found: TriggerRows,
+    *,
+    seed: int = 0,
+    sizes: TriggerSizes = TRIGGER_SIZES,
+    advice: str = MORE_ROWS,
 ) -> Splits:
     """`found`'s rows cut into the seeded train/val/test splits `load_trigger_splits` makes of
-    them once written. Raises `SleepError` (a `UserInputError`), with the counts and what to
-    do, when the rows hold only one label or are too few for non-empty train and val."""
+    them once written. Raises `SleepError` (a `UserInputError`), with the counts and `advice`
+    (what to do), when the rows hold only one label or are too few for non-empty train and
+    val."""
     positives = found.positives
     counts = (
         f"{len(found.rows)} trigger row(s) for skill {found.skill!r} ({positives} should "
@@ -218,7 +224,7 @@ def trigger_splits(
     if positives in (0, len(found.rows)):
         raise SleepError(
             f"{counts} hold only one label, so no description can be measured against the "
-            f"constant answers: {_MORE_ROWS}"
+            f"constant answers: {advice}"
         )
     try:
         return load_splits(
@@ -231,6 +237,5 @@ def trigger_splits(
     except DataError as error:
         reason = str(error).split("; ", 1)[0]  # what is empty, less the advice to edit sizes
         raise SleepError(
-            f"{counts} are too few to split into train, validation and test ({reason}): "
-            f"{_MORE_ROWS}"
+            f"{counts} are too few to split into train, validation and test ({reason}): {advice}"
         ) from error
