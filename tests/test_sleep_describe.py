@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures.sleep.world import skill_load_session
 from typer.testing import CliRunner
 
 from skillopt_dsl.cli import app
@@ -46,40 +47,6 @@ def _fake_reflector(_messages: Sequence[dict[str, str]]) -> str:
     return json.dumps({"edits": []})
 
 
-def _record(session: str, n: int, kind: str, content: object, **extra: object) -> str:
-    """One Claude Code 2.1.14 record of a generated session (the fixture's shape)."""
-    record = {
-        "parentUuid": f"{session}-{n - 1}" if n > 1 else None,
-        "isSidechain": False,
-        "userType": "external",
-        "cwd": "/work/docs",
-        "sessionId": session,
-        "version": "2.1.14",
-        "type": kind,
-        "message": {"role": kind, "content": content},
-        "uuid": f"{session}-{n}",
-        "timestamp": f"2026-01-21T10:{n // 60:02d}:{n % 60:02d}.000Z",
-        **extra,
-    }
-    return json.dumps(record)
-
-
-def _load_session(session: str, requests: Sequence[tuple[str, str]]) -> str:
-    """A session where each (request, skill) is asked and the agent loads that skill."""
-    lines: list[str] = []
-    for request, skill in requests:
-        n = len(lines) + 1
-        use = {"type": "tool_use", "id": f"toolu_{n}", "name": "Skill", "input": {"skill": skill}}
-        result = {"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": "Launching"}
-        lines += [
-            _record(session, n, "user", request),
-            _record(session, n + 1, "assistant", [use]),
-            _record(session, n + 2, "user", [result], toolUseResult={"success": True}),
-            _record(session, n + 3, "assistant", [{"type": "text", "text": "Done."}]),
-        ]
-    return "\n".join(lines) + "\n"
-
-
 def _home(tmp_path: Path) -> Path:
     """The fixture home plus a session of 60 loads: invoices load pdf, sheets load xlsx."""
     home = tmp_path / "home"
@@ -89,7 +56,9 @@ def _home(tmp_path: Path) -> Path:
         for n in range(60)
     ]
     session = "b2b2b2b2-0000-4000-8000-000000000001"
-    (home / PROJECTS / f"{session}.jsonl").write_text(_load_session(session, requests))
+    (home / PROJECTS / f"{session}.jsonl").write_text(
+        skill_load_session(session, "/work/docs", requests)
+    )
     return home
 
 

@@ -15,7 +15,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fixtures.sleep.world import make_project, reflecting_optimizer, write_sessions
+from fixtures.sleep.world import (
+    make_project,
+    reflecting_optimizer,
+    skill_load_session,
+    write_sessions,
+)
 from typer.testing import CliRunner
 
 from skillopt_dsl.cli import app
@@ -48,32 +53,12 @@ def _fake_target(messages: list[Message]) -> str:
     return "Keep every amount as a Decimal value." if "Decimal" in system else "Use float amounts."
 
 
-def _record(n: int, kind: str, content: object, **extra: object) -> str:
-    """One Claude Code 2.1.14 record of the generated session (recorded in the project)."""
-    return json.dumps({
-        "parentUuid": f"{SESSION}-{n - 1}" if n > 1 else None, "isSidechain": False,
-        "userType": "external", "cwd": "/work/shop", "sessionId": SESSION, "version": "2.1.14",
-        "type": kind, "message": {"role": kind, "content": content}, "uuid": f"{SESSION}-{n}",
-        "timestamp": f"2025-05-01T10:{n // 60:02d}:{n % 60:02d}.000Z", **extra,
-    })  # fmt: skip
-
-
 def _write_loads(home: Path, requests: Sequence[tuple[str, str]]) -> None:
     """A Claude Code session in the project where each (request, skill) loads that skill."""
-    lines: list[str] = []
-    for request, skill in requests:
-        n = len(lines) + 1
-        use = {"type": "tool_use", "id": f"toolu_{n}", "name": "Skill", "input": {"skill": skill}}
-        result = {"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": "Launching"}
-        lines += [
-            _record(n, "user", request),
-            _record(n + 1, "assistant", [use]),
-            _record(n + 2, "user", [result], toolUseResult={"success": True}),
-            _record(n + 3, "assistant", [{"type": "text", "text": "Done."}]),
-        ]
     folder = home / ".claude" / "projects" / "-work-shop"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{SESSION}.jsonl").write_text("\n".join(lines) + "\n")
+    text = skill_load_session(SESSION, "/work/shop", requests, day="2025-05-01")
+    (folder / f"{SESSION}.jsonl").write_text(text)
 
 
 def _world(tmp_path: Path, loads: int = 60) -> tuple[Path, Path, Path]:
