@@ -40,6 +40,7 @@ __all__ = [
     "GateLevels",
     "Preflight",
     "SignificanceBudget",
+    "any_result_passes",
     "binomial_upper_tail",
     "look_sizes",
     "preflight",
@@ -340,6 +341,12 @@ def preflight(
     return Preflight(
         n_val, planned, gate.alpha, first_level, clean, gain, _warning(n_val, planned, clean, gain)
     )
+
+
+def any_result_passes(n_val: int, level: float) -> bool:
+    """Whether any result on `n_val` validation examples passes the sign test at `level`: a
+    candidate that fixes every one of them and breaks none (False: the level is spent)."""
+    return _clean_fix(n_val, level) is not None
 
 
 def _clean_fix(n_val: int, level: float) -> int | None:

@@ -158,10 +158,14 @@ def test_a_good_edit_rejected_beside_a_bad_one_is_retried_alone(tmp_path: Path) 
 
 def test_the_search_spends_its_call_budget_when_nothing_is_accepted(tmp_path: Path) -> None:
     """Kills: stopping after `epochs` with most of the budget unspent (the old loop ended its
-    two epochs having spent 134 of 200 calls)."""
+    two epochs having spent 134 of 200 calls). Every decision gets the whole alpha here
+    (`spending="per-decision"`): with the run's budget, the futility stops of the noise
+    proposals spend its significance and the search stops there (`significance`,
+    tests/test_significance_spent.py)."""
     optimizer = GradientText(proposers=[NoiseProposer()], epochs=1, plateau=None)
     budget = 240
-    result = compile_with(tmp_path, optimizer, budget=sd.Budget(max_calls=budget))
+    gate = sd.Gate(spending="per-decision")
+    result = compile_with(tmp_path, optimizer, budget=sd.Budget(max_calls=budget), gate=gate)
     assert not result.improved
     stop = events(tmp_path, "stop")[-1]
     assert result.stop_reason == "budget" and stop["reason"] == "budget"

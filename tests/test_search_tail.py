@@ -217,6 +217,9 @@ class CallsView:
     def decision_calls(self, *, first_look: bool = False) -> int:
         return self.first_look if first_look else 2 * self.first_look
 
+    def can_accept(self) -> bool:
+        return True
+
 
 def test_the_search_takes_a_first_look_the_calls_left_pay_exactly_as_paid() -> None:
     """Kills: a search that wants a call to spare before it sends its working candidate (at

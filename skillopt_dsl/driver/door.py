@@ -103,7 +103,8 @@ class Verdict:
 
     status: "accepted" / "rejected" (the gate judged it: `decision` is its `GateDecision`),
     "duplicate" (this text was already judged, or is the incumbent: nothing was evaluated, it
-    is never an accept), "refused" (over the learning-rate budget: the gate never saw it).
+    is never an accept), "refused" (over the learning-rate budget, or the run's significance is
+    spent, `RunView.can_accept`: the gate never saw it).
     Optimizers treat everything but "accepted" as no progress.
     """
 

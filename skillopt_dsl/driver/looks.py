@@ -19,18 +19,26 @@ level) when stopped for futility; otherwise the attained sizes of every test it 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 
 from skillopt_dsl.errors import BudgetExceeded
 from skillopt_dsl.evaluate import EvaluationReport
-from skillopt_dsl.evidence import SignificanceBudget
+from skillopt_dsl.evidence import SignificanceBudget, any_result_passes, preflight
 from skillopt_dsl.gate import Gate, GateDecision
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
-__all__ = ["CanPay", "IncumbentOn", "Score", "SequentialJudge", "look_cost"]
+__all__ = [
+    "SIGNIFICANCE_SPENT",
+    "CanPay",
+    "IncumbentOn",
+    "Score",
+    "SequentialJudge",
+    "look_cost",
+]
 
 Score = Callable[[Skill, Sequence[Example]], EvaluationReport]
 """Scores a skill on validation examples (the driver's cached `evaluate`)."""
@@ -57,6 +65,20 @@ def look_cost(
 
 
 _UNPAID = "the calls left do not pay for the next look"
+
+
+@functools.lru_cache(maxsize=64)
+def _even_chance_gain(n_val: int, level: float) -> float | None:
+    """The gain a tested decision at `level` on `n_val` examples passes about half the time
+    (`evidence.preflight`'s arithmetic, memoised)."""
+    return preflight(Gate(), n_val, None, first_level=level).even_chance_gain
+
+
+SIGNIFICANCE_SPENT = (
+    "the run's significance is spent: no result on the validation set could pass the next "
+    "decision, so nothing was scored"
+)
+"""Why the door refuses every candidate once `RunView.can_accept` is False."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +163,16 @@ class SequentialJudge:
         """The whole-set level the next decision would get (None: the gate runs no test);
         drawing it spends nothing."""
         return self._levels(interim_looks=len(self.gate.look_sizes(len(self.order))) - 1).whole
+
+    def certifiable_gain(self) -> float | None:
+        """The gain that passes the next decision about half the time (`RunView.certifiable_gain`)."""
+        level = self.whole_set_level()
+        return None if level is None else _even_chance_gain(len(self.order), round(level, 12))
+
+    def can_accept(self) -> bool:
+        """Whether any result could pass the next decision (`RunView.can_accept`)."""
+        level = self.whole_set_level()
+        return level is None or any_result_passes(len(self.order), level)
 
     def _early(
         self,

@@ -8,7 +8,8 @@ a read-only view of the run with one `submit`. The door (`RunView.submit`):
    refused step, never asks the gate) a candidate over the step's learning-rate budget
    `max(ceil(lr * tokens(incumbent)), floor)`; the optimizer declares only its step's `lr`;
 2. refuses a text it has already judged (or the incumbent itself) as a *duplicate*;
-3. otherwise scores the candidate on validation in the gate's looks (`looks.SequentialJudge`:
+3. refuses, unscored, any candidate while the run's significance is spent (`can_accept`);
+4. otherwise scores the candidate on validation in the gate's looks (`looks.SequentialJudge`:
    it stops when not ahead at an interim look, or when the calls left do not pay the next look),
    asks the `Gate` at the level the run's `SignificanceBudget` gives, charges the budget, and
    records the decision, the new version and the checkpoint.
@@ -22,7 +23,6 @@ so an optimizer that chooses among candidates chooses on training data (a mini-b
 from __future__ import annotations
 
 import copy
-import functools
 import logging
 import random
 from collections.abc import Sequence
@@ -41,12 +41,11 @@ from skillopt_dsl.driver.door import (
     look_order,
     refusal_reason,
 )
-from skillopt_dsl.driver.looks import SequentialJudge
+from skillopt_dsl.driver.looks import SIGNIFICANCE_SPENT, SequentialJudge
 from skillopt_dsl.driver.run_state import CheckpointRecord, RunState
 from skillopt_dsl.driver.val_book import CallRate, ValidationBook
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import EvaluationCache, EvaluationReport, evaluate
-from skillopt_dsl.evidence import Preflight, preflight
 from skillopt_dsl.gate import Gate, GateDecision
 from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.lm import LM, UsageSnapshot
@@ -67,12 +66,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-@functools.lru_cache(maxsize=64)
-def _gate_needs(n_val: int, level: float) -> Preflight:
-    """What a tested decision at `level` on `n_val` examples needs (arithmetic, memoised)."""
-    return preflight(Gate(), n_val, None, first_level=level)
 
 
 class CompileContext(ValidationBook):
@@ -211,8 +204,10 @@ class CompileContext(ValidationBook):
         candidate, incumbent = step.skill, self._state.incumbent
         budget = bound.budget(step.lrs, incumbent.token_count)
         change = token_distance(incumbent.text, candidate.text)
-        refusal = refusal_reason(step.lrs, bound, change, budget) or self.module.skill_refusal(
-            candidate
+        refusal = (
+            refusal_reason(step.lrs, bound, change, budget)
+            or self.module.skill_refusal(candidate)
+            or (None if self._judging.can_accept() else SIGNIFICANCE_SPENT)  # sure to reject
         )
         if refusal is not None:
             self.emit("refused", candidate_hash=candidate.hash, step=step.step, reason=refusal)
@@ -250,10 +245,7 @@ class CompileContext(ValidationBook):
 
     def certifiable_gain(self) -> float | None:
         """The gain that passes the next decision about half the time (`RunView.certifiable_gain`)."""
-        level = self.whole_set_level()
-        if level is None:
-            return None
-        return _gate_needs(len(self.valset), round(level, 12)).even_chance_gain
+        return self._judging.certifiable_gain()
 
     def incumbent_is_perfect(self) -> bool:
         """Whether the incumbent scores 1.0 on every validation example it was scored on."""
@@ -487,6 +479,12 @@ class RunView:
         time when rewording also moves some answers at random (`evidence.Preflight`); None when
         the gate runs no test (any gain passes) or no gain up to +1.0 would."""
         return self.__driver.certifiable_gain()
+
+    def can_accept(self) -> bool:
+        """Whether the next gate decision could accept anything (False: the run's significance
+        is spent, so not even a fix of every validation answer would pass; the door then
+        refuses candidates unscored, and a search stops with "significance")."""
+        return self.__driver._judging.can_accept()
 
     def incumbent_is_perfect(self) -> bool:
         """Whether the incumbent scores the best possible on every validation example it was

@@ -236,6 +236,10 @@ class Beam(Optimizer):
             if view.incumbent_is_perfect():  # no candidate can beat it on validation
                 view.emit("stop", reason="perfect", round=state.round, calls_left=view.calls_left())
                 return "perfect"
+            if not view.can_accept():  # no decision could accept: rounds would only spend calls
+                reason = "significance"
+                view.emit("stop", reason=reason, round=state.round, calls_left=view.calls_left())
+                return reason
             if not self._round(view, state, split):
                 raise BudgetExceeded(
                     f"{view.calls_left()} calls left: enough for a gate decision on "

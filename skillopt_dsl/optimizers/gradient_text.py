@@ -21,7 +21,8 @@ plans smaller batches (`budget_steps`); a ready candidate whose decision would b
 last waits while a step still fits before it; where no screened step fits before the gate's first
 look, a lean step (a small batch, its proposers, no screen) sends its proposals to the gate
 (docs/concepts.md, "Small budgets"). A search ends early when the incumbent is perfect on
-validation (`perfect`) or an epoch had no training failure (`train_solved`).
+validation (`perfect`), an epoch had no training failure (`train_solved`), or the run's
+significance is spent so that no decision could accept (`significance`, `RunView.can_accept`).
 
 Memory is per proposal (edit group). A proposal that fails a screen is shown to the proposers as
 rejected and is screened again only if proposed again, until its `screen_strikes`-th failure
@@ -258,6 +259,8 @@ class GradientText(ScreenedSteps, Optimizer):
                 state.accepted_this_epoch = state.survived_this_epoch = False
                 state.failures_this_epoch = False
             while state.cursor < len(state.order):
+                if not view.can_accept():
+                    return "significance"  # no decision could accept: steps only spend calls
                 size, kind = self._affordable(view, state), "step"
                 if not size:
                     size, kind = self._lean_batch(view, state), "lean"

@@ -135,9 +135,11 @@ class ScreenedSteps:
 
     @staticmethod
     def _first_look_paid(view: RunView) -> bool:
-        """Whether the calls left (if limited) pay for the next decision's first look."""
+        """Whether the calls left (if limited) pay for the next decision's first look, and
+        that decision could accept anything (`RunView.can_accept`)."""
         left = view.calls_left()
-        return left is None or left >= view.decision_calls(first_look=True)
+        paid = left is None or left >= view.decision_calls(first_look=True)
+        return paid and view.can_accept()
 
     @staticmethod
     def _keeps_reserve(view: RunView, state: GradientTextState, calls: int) -> bool:
