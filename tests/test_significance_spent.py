@@ -102,3 +102,23 @@ def test_beam_stops_when_the_significance_is_spent(tmp_path: Path) -> None:
     assert result.stop_reason == "significance"
     assert not [e for e in events(tmp_path, "evaluation") if e["split"] != "val"]
     assert events(tmp_path, "stop")[-1]["reason"] == "significance"
+
+
+def test_a_set_too_small_for_any_acceptance_is_not_a_spent_budget(tmp_path: Path) -> None:
+    """Kills: reading a validation set too small for the gate's whole alpha (4 examples: a
+    perfect fix has p = 1/16) as spent significance. That set is the pre-flight's warning; a
+    sweep's trials decide on such small selection splits, and stopping them at once would end
+    every trial before its first proposal (tests/test_postgres_sweep.py)."""
+    optimizer = GradientText(proposers=[FixedProposer(texts=[GOOD])], epochs=1)
+    result = sd.compile(
+        ContractParity(),
+        TRAIN,
+        VAL[:4],
+        optimizer=optimizer,
+        lm=ScriptedLM(contract_target),
+        optimizer_lm=ScriptedLM(lambda m: "{}"),
+        run_dir=tmp_path,
+        threads=1,
+    )
+    assert result.stop_reason != "significance"
+    assert events(tmp_path, "screen"), "the search took no step"

@@ -170,9 +170,15 @@ class SequentialJudge:
         return None if level is None else _even_chance_gain(len(self.order), round(level, 12))
 
     def can_accept(self) -> bool:
-        """Whether any result could pass the next decision (`RunView.can_accept`)."""
-        level = self.whole_set_level()
-        return level is None or any_result_passes(len(self.order), level)
+        """Whether the run's significance is not spent (`RunView.can_accept`): False when what
+        is left of it, all given to one decision, could not pass even a candidate that fixes
+        every validation answer, where the gate's whole alpha could (a set too small for any
+        acceptance is the pre-flight's warning, not a spent budget)."""
+        if self.gate.test is None or self.gate.spending == "per-decision":
+            return True
+        n_val = len(self.order)
+        left = self.significance.remaining
+        return any_result_passes(n_val, left) or not any_result_passes(n_val, self.gate.alpha)
 
     def _early(
         self,

@@ -481,9 +481,9 @@ class RunView:
         return self.__driver.certifiable_gain()
 
     def can_accept(self) -> bool:
-        """Whether the next gate decision could accept anything (False: the run's significance
-        is spent, so not even a fix of every validation answer would pass; the door then
-        refuses candidates unscored, and a search stops with "significance")."""
+        """Whether the run's significance is not spent (False: what is left of it would not
+        pass even a fix of every validation answer; the door then refuses candidates unscored,
+        and a search stops with "significance")."""
         return self.__driver._judging.can_accept()
 
     def incumbent_is_perfect(self) -> bool:
