@@ -48,3 +48,15 @@ def test_elsewhere_each_stage_is_a_log_line(caplog: pytest.LogCaptureFixture) ->
     messages = [r.getMessage() for r in caplog.records]
     assert "harvested 3 session(s) of this project (1 redaction(s))" in messages
     assert "gate rejected: tie" in messages
+
+
+def test_a_terminal_shows_each_described_folder() -> None:
+    """Kills: a night with `--describe` whose bar never says what the describe stage did (the
+    `describe` event dropped: the bar ends on the night's last gate note)."""
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=160)
+    described = ("describe", {"folder": "/home/me/.claude/skills/pdf", "status": "staged"})
+    with NightProgress(console, max_calls=10, live=True) as progress:
+        for event, payload in [*EVENTS, described]:
+            progress(event, payload)
+    assert "described pdf: staged" in out.getvalue()

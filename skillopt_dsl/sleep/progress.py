@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from pathlib import PurePath
 from types import TracebackType
 from typing import Any
 
@@ -123,6 +124,12 @@ class NightProgress:
         verdict = "accepted" if payload.get("accepted") else "rejected"
         self._log("gate %s: %s", verdict, payload.get("reason"))
         self._note(f"gate {verdict}")
+
+    def _on_describe(self, payload: Mapping[str, object]) -> None:
+        """A skill folder's description trained after the night's own work (`--describe`): on
+        the bar's note (the stage logs its own line, so nothing is logged twice)."""
+        folder = PurePath(str(payload.get("folder", ""))).name
+        self._note(f"described {folder}: {payload.get('status')}")
 
     def _on_finish(self, payload: Mapping[str, object]) -> None:
         usage = payload.get("usage") or {}
