@@ -38,7 +38,7 @@ from skillopt_dsl.optimizers.screening import ScreenResult, screen
 from skillopt_dsl.skill import Edit, Skill
 from skillopt_dsl.types import Example
 
-__all__ = ["SUBMIT_MARGIN", "ScreenedSteps", "submit_gain"]
+__all__ = ["SUBMIT_MARGIN", "ScreenedSteps", "luck_free_rate", "submit_gain"]
 
 SUBMIT_MARGIN = 2.0
 """How much more training gain than the gate's even-chance gain a working candidate shows before
@@ -122,7 +122,7 @@ class ScreenedSteps:
             )
             sweep = self.join_at_net is not None and _clean_sweep(result, failures, self.min_net)
             survivors.append((trial, evidence.net >= self._join_at() or sweep))
-        for trial, joins in survivors:  # with how many it was chosen among (`_luck_free_rate`)
+        for trial, joins in survivors:  # with how many it was chosen among (`luck_free_rate`)
             survivor = dataclasses.replace(trial, screens=1, rivals=screened)
             (state.pending if joins else state.trials).append(survivor)
         return passed
@@ -200,7 +200,7 @@ class ScreenedSteps:
         if self.submit_at_net is not None or needed is None or not self.screen:
             return
         chosen = [t for t in state.trials if t.net > 0 and (t.screens or 0) > 0]
-        gain = sum(_luck_free_rate(g) for g in (*state.pending, *chosen))
+        gain = sum(luck_free_rate(g) for g in (*state.pending, *chosen))
         if gain < needed or not chosen or len(state.pending) + len(chosen) < 2:
             return  # one proposal alone is confirmed first (`min_net`, `confirm_steps`)
         for trial in chosen:
@@ -218,7 +218,7 @@ class ScreenedSteps:
         state.remember(edits, delta, block=strikes >= self.screen_strikes)
 
 
-def _luck_free_rate(group: ScreenedProposal) -> float:
+def luck_free_rate(group: ScreenedProposal) -> float:
     """A proposal's training gain per example, less the luck of being chosen: a survivor of a
     screen that tried `rivals` proposals on one batch is the luckiest of them, by up to an
     example (none when it was tried alone: nothing was chosen)."""
