@@ -18,7 +18,7 @@ import pytest
 import skillopt_dsl as sd
 from skillopt_dsl.evaluate import EvaluationReport
 from skillopt_dsl.lm import LM
-from skillopt_dsl.optimizers import Beam, GradientText, search_step
+from skillopt_dsl.optimizers import Beam, GradientText, Optimizer, search_step
 from skillopt_dsl.optimizers.gradient_text_state import (
     GradientTextState,
     ScreenedProposal,
@@ -93,7 +93,7 @@ def mild_target(messages: list[dict[str, str]]) -> str:
 
 
 def compile_with(
-    tmp_path: Path, optimizer: GradientText, target: Any = contract_target, **kwargs: Any
+    tmp_path: Path, optimizer: Optimizer, target: Any = contract_target, **kwargs: Any
 ) -> sd.CompileResult:
     return sd.compile(
         ContractParity(),

@@ -20,7 +20,7 @@ from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, Scree
 from skillopt_dsl.skill import Add, Skill
 from skillopt_dsl.testing.contract import ContractParity, contract_target
 from skillopt_dsl.testing.scripted import ScriptedLM
-from tests.test_search import GOOD, TRAIN, VAL, FixedProposer, events
+from tests.test_search import GOOD, TRAIN, VAL, FixedProposer, compile_with, events
 
 
 def spent() -> SignificanceBudget:
@@ -32,17 +32,8 @@ def spent() -> SignificanceBudget:
 
 
 def run(tmp_path: Path, optimizer: Optimizer, significance: SignificanceBudget) -> sd.CompileResult:
-    return sd.compile(
-        ContractParity(),
-        TRAIN,
-        VAL,
-        optimizer=optimizer,
-        lm=ScriptedLM(contract_target),
-        optimizer_lm=ScriptedLM(lambda m: "{}"),
-        run_dir=tmp_path,
-        threads=1,
-        significance=significance,
-        budget=sd.Budget(max_calls=400),
+    return compile_with(
+        tmp_path, optimizer, significance=significance, budget=sd.Budget(max_calls=400)
     )
 
 
