@@ -66,8 +66,8 @@ def test_beam_finds_the_fix_and_submits_only_through_the_gate(tmp_path: Path) ->
     state = json.loads((tmp_path / "checkpoint.json").read_text())["optimizer"]
     restored = BeamState.from_dict(state)
     assert restored.round >= 1 and restored.members
-    assert any("hedge" in r.to_dict()["edits"][0]["text"] for r in restored.rejected), (
-        "children worse than their parent are remembered"
+    assert any("hedge" in r.to_dict()["edits"][0]["text"] for r in restored.told()), (
+        "children worse than their parent, or struck by the screen, are remembered"
     )
 
 
@@ -161,12 +161,13 @@ def screens_of(run_dir: Path, rationale: str) -> list[dict[str, Any]]:
 def test_beam_never_rescreens_edits_its_memory_rejected(tmp_path: Path) -> None:
     """Kills: Beam screening again, at every expansion, an edit it already remembers as
     rejected (a proposal named for the batch's failures that fixed none of them: its calls
-    are spent again and again on a known loser)."""
+    are spent again and again on a known loser). As in GradientText, one failure is a strike:
+    the edit is screened again when proposed again until its `screen_strikes`-th, then never."""
     optimizer = Beam(
         proposers=[FixedProposer(texts=[HEDGE], named=True)], width=1, expansions=2, depth=3
     )
     result = run(optimizer, run_dir=tmp_path)
-    assert len(screens_of(tmp_path, HEDGE)) == 1
+    assert len(screens_of(tmp_path, HEDGE)) == optimizer.screen_strikes == 2
     assert any(HEDGE in e.text for c in result.rejected for e in c.edits if isinstance(e, Add))
 
 

@@ -19,13 +19,10 @@ import skillopt_dsl as sd
 from skillopt_dsl.evaluate import EvaluationReport
 from skillopt_dsl.lm import LM
 from skillopt_dsl.optimizers import Beam, GradientText, Optimizer, search_step
-from skillopt_dsl.optimizers.gradient_text_state import (
-    GradientTextState,
-    ScreenedProposal,
-    group_key,
-)
+from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, ScreenedProposal
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.optimizers.screening import EditEvidence, ScreenResult, merge_duplicates
+from skillopt_dsl.optimizers.search_memory import group_key
 from skillopt_dsl.skill import Add, token_distance
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
 from skillopt_dsl.testing.rule_world import RuleWorld, RuleWorldProposer, RuleWorldTask

@@ -8,6 +8,11 @@ The survivors are chosen by mean selection score (`selection="top-k"`) or, GEPA 
 the candidates that are best on at least one selection example (`selection="pareto"`, parents
 sampled with `view.rng`). The gate's validation examples are never used to choose.
 
+Each expansion runs the screened search step GradientText runs (`search_step`: the proposers
+through `ProposerRuns`, each proposal fitted, tried alone on the expansion's mini-batch, its
+evidence summed across re-proposals, struck at `screen_strikes`; one memory, `SearchMemory`),
+and a survivor is scored on the selection split while the round's reserve for the gate allows.
+
 At the end of each round the round's best candidate not yet judged is submitted to the door:
 the gate alone decides on validation, so the result never scores below the seed there. A
 rejected or duplicate verdict is no progress: its edits are remembered as rejected.
@@ -31,16 +36,12 @@ from skillopt_dsl.driver import RunView, SelectionSplit, Verdict
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
-from skillopt_dsl.optimizers.clipping import clip_to_budget
-from skillopt_dsl.optimizers.proposers import (
-    ProposalRequest,
-    Proposer,
-    RejectedCandidate,
-    default_proposers,
-    edit_key,
-)
-from skillopt_dsl.optimizers.screening import EvidenceBook, draw_examples, screen
-from skillopt_dsl.optimizers.state import CheckpointedState, as_json, stored
+from skillopt_dsl.optimizers.proposer_runs import ProposerRuns, proposal_request
+from skillopt_dsl.optimizers.proposers import Proposer, RejectedCandidate, default_proposers
+from skillopt_dsl.optimizers.screening import draw_examples, merge_duplicates
+from skillopt_dsl.optimizers.search_memory import SearchMemory
+from skillopt_dsl.optimizers.search_step import Fitted, fit_proposal, keeps_reserve, try_alone
+from skillopt_dsl.optimizers.state import as_json, stored
 from skillopt_dsl.skill import Edit, Skill, parse_edits, token_distance
 
 __all__ = ["Beam", "BeamMember", "BeamState", "pareto_front"]
@@ -89,8 +90,10 @@ class BeamMember:
 
 
 @dataclass
-class BeamState(EvidenceBook, CheckpointedState):
-    """Checkpointed run state of Beam (JSON-serialisable)."""
+class BeamState(SearchMemory):
+    """Checkpointed run state of Beam (JSON-serialisable); the search's memory is GradientText's
+    (`SearchMemory`: evidence, the rejected and the struck, screen strikes and statistics,
+    proposer counters)."""
 
     round: int = 0
     step: int = 0
@@ -99,8 +102,16 @@ class BeamState(EvidenceBook, CheckpointedState):
     judged: list[str] = field(default_factory=list)
     empty_rounds: int = 0
     evidence: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Every screen's result summed per proposal key (`EditEvidence`), as GradientText keeps it:
-    a proposal proposed again is judged on all it has shown."""
+    """Every screen's result summed per proposal key (`EditEvidence`): a proposal proposed
+    again is judged on all it has shown."""
+    struck: list[RejectedCandidate] = field(default_factory=list)
+    screen_strikes: dict[str, int] = field(default_factory=dict)
+    screen_stats: dict[str, int] = field(default_factory=dict)
+    proposer_stats: dict[str, dict[str, int]] = field(default_factory=dict)
+    proposer_asked: dict[str, str] = field(default_factory=dict)
+    reserve: int = 0
+    """The calls the current round leaves for the gate decision after it (a whole decision, or
+    in the budget's tail its first look; 0 without a call budget)."""
 
     def beam(self) -> list[BeamMember]:
         """The members (a copy of the list)."""
@@ -164,6 +175,8 @@ class Beam(Optimizer):
         plateau: stop after this many consecutive rounds with nothing better than the
             incumbent to submit (None, the default: a call budget is spent to its end;
             without one, `depth` ends the run).
+        screen_strikes: the screen failures after which a proposal proposed again is no
+            longer screened (as GradientText's: one unlucky mini-batch does not end it).
     """
 
     width: int = 4
@@ -178,6 +191,7 @@ class Beam(Optimizer):
     selection_fraction: float = 0.25
     until_budget: bool = True
     plateau: int | None = None
+    screen_strikes: int = 2
     name: str = "beam"
 
     def __post_init__(self) -> None:
@@ -185,7 +199,7 @@ class Beam(Optimizer):
             self,
             lr=self.lr,
             max_edits=self.max_edits,
-            at_least_one=("width", "expansions", "depth", "batch_size"),
+            at_least_one=("width", "expansions", "depth", "batch_size", "screen_strikes"),
         )
         if self.selection not in ("top-k", "pareto"):
             raise UserInputError(
@@ -224,6 +238,7 @@ class Beam(Optimizer):
             "selection_fraction": self.selection_fraction,
             "until_budget": self.until_budget,
             "plateau": self.plateau,
+            "screen_strikes": self.screen_strikes,
             "proposers": [p.name for p in self.proposers],
         }
 
@@ -256,6 +271,7 @@ class Beam(Optimizer):
         tail = not self._can_expand(view, split)  # a whole decision no longer fits after it
         if tail and not self._can_expand(view, split, first_look=True):
             return False
+        state.reserve = 0 if view.calls_left() is None else view.decision_calls(first_look=tail)
         incumbent = view.incumbent
         budget = view.step_budget(self.lr)
         pool = {m.skill.hash: m for m in self._members_in_reach(view, state, split, budget)}
@@ -339,82 +355,64 @@ class Beam(Optimizer):
         room: int,
     ) -> list[BeamMember]:
         """Propose children of `parent`, one per proposal (edit group), each changing at most
-        `room` tokens; keep those that pass the screen on the expansion's mini-batch (failing
-        examples first, they must fix more than they break) and score them on the selection
-        split. A proposal screened out, or no better than its parent there, is remembered."""
+        `room` tokens, through the screened search step GradientText runs (`search_step`):
+        each is tried alone on the expansion's mini-batch (failing examples first; it must fix
+        more than it breaks), struck when its evidence rules it out (blocked at its
+        `screen_strikes`-th failure), and while the round's reserve for the gate allows, a
+        survivor is scored on the selection split. A child no better than its parent there is
+        remembered as rejected."""
         batch = draw_examples(view, split.fit, self.batch_size)
         skill = parent.skill
         step = state.step
         state.step += 1
         rollouts = view.evaluate(skill, batch, label="train").records
-        request = ProposalRequest(
-            module=view.module,
-            skill=skill,
-            batch=batch,
-            rollouts=rollouts,
-            trainset=view.trainset,
-            rejected=state.memory(),
-            optimizer_lm=view.optimizer_lm,
-            rng=view.rng,
-            budget_tokens=room,
-            step=step,
-            epoch=state.round,
+        request = proposal_request(view, state, skill, batch, rollouts, room, epoch=state.round)
+        runs = ProposerRuns(bench_after=None, retry_every=1)
+        groups = merge_duplicates(
+            [g for p in self.proposers for g in runs.run(view, state, p, request)]
         )
-        groups = [g for proposer in self.proposers for g in proposer.propose(request)]
         for kind, fields in request.note_events():
             view.emit(kind, step=step, **fields)
-        blocked = {edit_key(e) for c in state.rejected for e in c.edits}
+        price = math.ceil((len(batch) + len(split.select)) * view.calls_per_rollout())
+        blocked = state.blocked_keys()
         children: list[BeamMember] = []
         for group in groups:
-            edits = [e for e in group.edits if edit_key(e) not in blocked]
-            candidate, kept, report = clip_to_budget(skill, edits, room, self.max_edits)
-            view.emit("edit_report", step=step, outcomes=[o.to_dict() for o in report.outcomes])
-            if not kept or candidate.text == skill.text:
+            fitted, _ = fit_proposal(view, state, skill, group, room, self.max_edits)
+            if fitted is None or fitted.key in blocked:
                 continue
-            result = screen(view, candidate, batch, rollouts, addresses=group.addresses)
-            view.emit("screen", step=step, source=group.source, rationale=group.rationale[:200], **result.to_dict())  # fmt: skip
-            evidence = state.add_evidence("\n".join(edit_key(e) for e in kept), result)
-            claim_failed = bool(group.addresses) and not result.passed
-            if claim_failed or evidence.rules_out(view.certifiable_gain()):
-                self._remember(state, kept, evidence.rate, step)
-                continue
-            if not result.passed:
-                continue  # the evidence cannot tell yet: proposed again, it is screened again
-            child = self._score_child(view, state, split, parent, candidate, kept, step)
+            if not keeps_reserve(view, price, state.reserve):
+                break  # the calls left are the gate's: proposed again, it is tried again
+            blocked.add(fitted.key)
+            tried = try_alone(
+                view, state, fitted, batch, rollouts, self.screen_strikes, epoch=state.round
+            )
+            if tried.struck or not tried.result.passed:
+                continue  # struck, or the evidence cannot tell yet: proposed again, tried again
+            child = self._score_child(view, state, split, parent, fitted)
             if child is not None:
                 children.append(child)
         return children
 
     def _score_child(
-        self,
-        view: RunView,
-        state: BeamState,
-        split: SelectionSplit,
-        parent: BeamMember,
-        candidate: Skill,
-        kept: Sequence[Edit],
-        step: int,
-    ) -> BeamMember | None:
+        self, view: RunView, state: BeamState, split: SelectionSplit, parent: BeamMember,
+        fitted: Fitted,
+    ) -> BeamMember | None:  # fmt: skip
         """Score a screened child on the selection split; remember it when it is no better."""
+        candidate = fitted.candidate
         scores = view.evaluate(candidate, split.select, label="selection").scores
-        child = BeamMember(candidate.text, scores, tuple(kept))
+        child = BeamMember(candidate.text, scores, fitted.kept)
         view.emit(
             "beam_child",
-            step=step,
+            step=state.step - 1,
             round=state.round,
             parent_hash=parent.skill.hash,
             candidate_hash=candidate.hash,
             selection_score=child.mean,
         )
         if child.mean <= parent.mean:
-            self._remember(state, kept, child.mean - parent.mean, step)
+            state.remember(fitted.kept, child.mean - parent.mean, epoch=state.round)
             return None
         return child
-
-    @staticmethod
-    def _remember(state: BeamState, edits: Sequence[Edit], delta: float, step: int) -> None:
-        """Remember one proposal (an edit group) as rejected."""
-        state.rejected.append(RejectedCandidate(tuple(edits), delta, step, state.round))
 
     def _submit_best(self, view: RunView, state: BeamState, round_index: int) -> None:
         incumbent, beam = view.incumbent, state.beam()
@@ -441,8 +439,7 @@ class Beam(Optimizer):
 
         def state_after(verdict: Verdict) -> JSONObject:
             if not verdict.accepted and best.edits:  # rejected, duplicate or refused
-                memory = RejectedCandidate(best.edits, verdict.delta, state.step, round_index)
-                state.rejected.append(memory)
+                state.remember(best.edits, verdict.delta, epoch=round_index)
             return state.to_dict()
 
         view.submit(

@@ -53,12 +53,7 @@ from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
 from skillopt_dsl.optimizers.clipping import clip_to_budget
-from skillopt_dsl.optimizers.gradient_text_state import (
-    GradientTextState,
-    group_json,
-    group_key,
-    new_stats,
-)
+from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, group_json
 from skillopt_dsl.optimizers.proposer_runs import ProposerRuns, proposal_request
 from skillopt_dsl.optimizers.proposers import (
     ConsolidationProposer,
@@ -68,6 +63,7 @@ from skillopt_dsl.optimizers.proposers import (
 )
 from skillopt_dsl.optimizers.schedules import SCHEDULES, ScheduleName, lr_at
 from skillopt_dsl.optimizers.screening import draw_examples, merge_duplicates
+from skillopt_dsl.optimizers.search_memory import group_key, new_stats
 from skillopt_dsl.optimizers.search_step import ScreenedSteps, luck_free_rate, submit_gain
 from skillopt_dsl.skill import (
     ApplyReport,
@@ -405,7 +401,7 @@ class GradientText(ScreenedSteps, Optimizer):
         rollouts = view.evaluate(working, batch, label="train").records
         failing = any(r.score < 1.0 for r in rollouts)
         state.failures_this_epoch = state.failures_this_epoch or failing
-        request = proposal_request(view, state, working, batch, rollouts, room)
+        request = proposal_request(view, state, working, batch, rollouts, room, epoch=epoch)
         spend = self.until_budget and view.calls_left() is not None
         runs = ProposerRuns(self.bench_after, self.retry_every, spend_budget=spend)
         asked = proposers if failing or kind == "slow_update" else []  # solved: nothing to fix
@@ -549,7 +545,7 @@ class GradientText(ScreenedSteps, Optimizer):
                 key = group_key(group.edits)
                 strikes = state.gate_strikes[key] = state.gate_strikes.get(key, 0) + 1
                 if len(pending) == 1 or not self.screen or strikes >= self.gate_strikes:
-                    state.remember(group.edits, verdict.delta)
+                    state.remember(group.edits, verdict.delta, epoch=epoch)
                 else:
                     state.trials.append(replace(group, screens=0, gated=strikes))
             return state.to_dict()

@@ -12,17 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NotRequired, Self, TypedDict
 
-from skillopt_dsl.driver import RunView
 from skillopt_dsl.events import GroupRecord, OutcomeRecord
 from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.optimizers.proposers import (
     EditGroup,
     RejectedCandidate,
-    RejectedRecord,
-    edit_key,
 )
-from skillopt_dsl.optimizers.screening import EvidenceBook, ScreenResult
-from skillopt_dsl.optimizers.state import CheckpointedState, as_json, stored
+from skillopt_dsl.optimizers.search_memory import SearchMemory
+from skillopt_dsl.optimizers.state import as_json, stored
 from skillopt_dsl.skill import (
     Edit,
     EditOutcome,
@@ -117,7 +114,7 @@ class ScreenedProposal:
 
 
 @dataclass
-class GradientTextState(EvidenceBook, CheckpointedState):
+class GradientTextState(SearchMemory):
     """Checkpointed run state of GradientText (JSON-serialisable)."""
 
     epoch: int = 0
@@ -164,35 +161,10 @@ class GradientTextState(EvidenceBook, CheckpointedState):
     stop_reason: str | None = None
     """Set when the search must end at once ("perfect": the incumbent is perfect on validation)."""
 
-    def remember(self, edits: Sequence[Edit], delta: float, *, block: bool = True) -> None:
-        """Remember one proposal (an edit group) as rejected: the proposers read it (they are
-        asked not to propose it again); a `block`ed one joins the memory proper and is never
-        screened again, an unblocked one is only told (`struck`)."""
-        key = group_key(edits)
-        if key in self.blocked_keys():
-            return
-        memory = RejectedCandidate(tuple(edits), delta, self.step, self.epoch)
-        self.struck = [r for r in self.struck if group_key(r.edits) != key]
-        (self.rejected if block else self.struck).append(memory)
-
-    def blocked_keys(self) -> set[str]:
-        """The proposals never screened again: those in the memory proper."""
-        return {group_key(c.edits) for c in self.rejected}
-
-    def told(self) -> list[RejectedCandidate]:
-        """What the proposers are told was tried and rejected: the memory and the struck."""
-        return [*self.rejected, *self.struck]
-
-    def forget(self, keys: set[str]) -> None:
-        """Drop accepted proposals from the memory and the struck."""
-        self.rejected = [r for r in self.rejected if group_key(r.edits) not in keys]
-        self.struck = [r for r in self.struck if group_key(r.edits) not in keys]
-
     def to_dict(self) -> JSONObject:
         """JSON-ready copy, in the shape checkpoints have always had."""
         return {
             **super().to_dict(),
-            "struck": [as_json(r.to_dict()) for r in self.struck],
             "trials": [as_json(t.to_dict()) for t in self.trials],
             "pending": [as_json(p.to_dict()) for p in self.pending],
             "step_outcomes": [o.to_dict() for o in self.step_outcomes],
@@ -204,7 +176,6 @@ class GradientTextState(EvidenceBook, CheckpointedState):
         state = super().from_dict(data)
         return dataclasses.replace(
             state,
-            struck=[RejectedCandidate.from_dict(r) for r in stored(data, "struck", RejectedRecord)],
             trials=[ScreenedProposal.from_dict(t) for t in stored(data, "trials", ProposalRecord)],
             pending=[
                 ScreenedProposal.from_dict(p) for p in stored(data, "pending", ProposalRecord)
@@ -215,40 +186,12 @@ class GradientTextState(EvidenceBook, CheckpointedState):
         )
 
 
-def record_screen(
-    view: RunView, state: GradientTextState, group: EditGroup, result: ScreenResult
-) -> None:
-    """Count one screen in the state's summary and emit it as a `screen` event."""
-    counts = state.screen_stats
-    counts[f"{result.stage}_screened"] = counts.get(f"{result.stage}_screened", 0) + 1
-    counts[f"{result.stage}_passed"] = counts.get(f"{result.stage}_passed", 0) + int(result.passed)
-    counts["calls"] = counts.get("calls", 0) + result.calls
-    view.emit(
-        "screen", step=state.step - 1, source=group.source, rationale=group.rationale[:200],
-        **result.to_dict(),
-    )  # fmt: skip
-
-
-def new_stats() -> dict[str, int]:
-    """A proposer's counters: runs, steps benched, model calls, steps that paid for calls,
-    edits proposed, proposals that passed the screen, candidates its proposals were submitted
-    in, accepted ones, and steps not asked because the request was unchanged."""
-    keys = ("runs", "skipped", "calls", "paid_runs", "edits", "survived", "submitted", "accepted",
-            "unchanged")  # fmt: skip
-    return dict.fromkeys(keys, 0)
-
-
 def outcome_from_dict(data: OutcomeRecord) -> EditOutcome:
     """An edit outcome from its `to_dict()` form."""
     (edit,) = parse_edits([data["edit"]])
     return EditOutcome(
         edit, data["status"], data["reason"], data.get("match"), data.get("similarity")
     )
-
-
-def group_key(edits: Sequence[Edit]) -> str:
-    """A proposal's identity for the memory: its edits' keys, in order."""
-    return "\n".join(edit_key(e) for e in edits)
 
 
 def group_json(group: EditGroup) -> GroupRecord:

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from skillopt_dsl.driver import RunView
 from skillopt_dsl.evaluate import Rollout
-from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, new_stats
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
+from skillopt_dsl.optimizers.search_memory import SearchMemory, new_stats
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
@@ -28,7 +28,7 @@ class ProposerRuns:
     """A call budget is to be spent: no proposer sits out while none has had a survivor."""
 
     def run(
-        self, view: RunView, state: GradientTextState, proposer: Proposer, request: ProposalRequest
+        self, view: RunView, state: SearchMemory, proposer: Proposer, request: ProposalRequest
     ) -> list[EditGroup]:
         """Run one proposer (unless benched), recording the model calls it spent and what it
         gave. A proposer that called a model is not asked again while its request is
@@ -91,14 +91,17 @@ def request_fingerprint(request: ProposalRequest) -> str:
 
 def proposal_request(
     view: RunView,
-    state: GradientTextState,
+    state: SearchMemory,
     skill: Skill,
     batch: list[Example],
     rollouts: Sequence[Rollout],
     budget: int,
+    *,
+    epoch: int,
 ) -> ProposalRequest:
-    """What the proposers read for the step just begun: the working candidate `skill`, its
-    rollouts on `batch`, the memory, and the tokens it may change."""
+    """What the proposers read for the step just begun (of `epoch`, or a Beam's round): the
+    skill `skill` it expands, its rollouts on `batch`, the memory, and the tokens it may
+    change."""
     return ProposalRequest(
         module=view.module,
         skill=skill,
@@ -110,5 +113,5 @@ def proposal_request(
         rng=view.rng,
         budget_tokens=budget,
         step=state.step - 1,
-        epoch=state.epoch,
+        epoch=epoch,
     )

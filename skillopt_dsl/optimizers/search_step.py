@@ -1,20 +1,26 @@
-"""The screened search step GradientText runs: try, confirm, compose (docs/concepts.md, "Search").
+"""The screened search step: propose, try alone, confirm, compose (docs/concepts.md, "Search").
 
-`ScreenedSteps` holds the part of a step that decides what a proposal's training evidence is
-worth, so that the loop in `gradient_text.py` reads as the loop:
+The pieces every screened search shares (GradientText, Beam; OptunaLR trials, `SkillOptimizer`
+and Sleep nights run GradientText), over one memory (`search_memory.SearchMemory`):
 
-- each new proposal is tried alone on the mini-batch that produced it (`screening.screen`), and
-  its result is added to the evidence of every earlier proposal of the same edit
-  (`GradientTextState.add_evidence`: the same text, or the same edit after normalisation), so
-  a small but repeated effect is seen;
-- a proposal whose evidence shows no net gain is struck (it hurts or cannot help); one with a
-  clear gain joins the working candidate at once (`join_at_net`) or after a confirmation on a
-  fresh mini-batch (`min_net`); confirmations are never run on a batch the working candidate
-  solves (there they could only show breaks);
-- small effects add up: proposals on trial whose summed training gain reaches what the gate can
-  certify (`RunView.certifiable_gain`) join the working candidate together
-  (`_compose_small_effects`); every screen leaves the calls a gate decision needs, priced at
-  the measured calls per rollout (`_keeps_reserve`).
+- `proposer_runs.ProposerRuns` runs the proposers (their counters; a request unchanged since a
+  proposer's last paid call is not asked again), `screening.merge_duplicates` merges copies;
+- `fit_proposal` fits each proposal to the room the learning rate leaves, `keeps_reserve` says
+  whether screening it still leaves the calls a gate decision needs (priced at the measured calls
+  per rollout, `RunView.calls_per_rollout`);
+- `try_alone` tries it alone on the mini-batch that produced it (`screening.screen`), adds the
+  result to the evidence of every earlier proposal of the same edit (the same text, or the same
+  edit after normalisation: a small but repeated effect is seen), and strikes it when it fixed
+  none of the failures it named or its evidence rules out the gain the gate certifies (blocked
+  at its `screen_strikes`-th failure).
+
+`ScreenedSteps` is GradientText's use of them, so that the loop in `gradient_text.py` reads as
+the loop: a proposal with a clear gain joins the working candidate at once (`join_at_net`) or
+after a confirmation on a fresh mini-batch (`min_net`); confirmations are never run on a batch
+the working candidate solves (there they could only show breaks); small effects add up
+(`_compose_small_effects`: proposals on trial whose summed training gain reaches what the gate
+can certify join the working candidate together). Beam scores each survivor on its selection
+split instead (`beam.py`).
 """
 
 from __future__ import annotations
@@ -22,23 +28,34 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from skillopt_dsl.driver import RunView
 from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.optimizers.clipping import clip_to_budget
-from skillopt_dsl.optimizers.gradient_text_state import (
-    GradientTextState,
-    ScreenedProposal,
+from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, ScreenedProposal
+from skillopt_dsl.optimizers.proposers import EditGroup
+from skillopt_dsl.optimizers.screening import EditEvidence, ScreenResult, screen
+from skillopt_dsl.optimizers.search_memory import (
+    SearchMemory,
     group_key,
     new_stats,
     record_screen,
 )
-from skillopt_dsl.optimizers.proposers import EditGroup
-from skillopt_dsl.optimizers.screening import ScreenResult, screen
-from skillopt_dsl.skill import Edit, Skill
+from skillopt_dsl.skill import ApplyReport, Edit, Skill
 from skillopt_dsl.types import Example
 
-__all__ = ["SUBMIT_MARGIN", "ScreenedSteps", "luck_free_rate", "submit_gain"]
+__all__ = [
+    "SUBMIT_MARGIN",
+    "Fitted",
+    "ScreenedSteps",
+    "Tried",
+    "fit_proposal",
+    "keeps_reserve",
+    "luck_free_rate",
+    "submit_gain",
+    "try_alone",
+]
 
 SUBMIT_MARGIN = 2.0
 """How much more training gain than the gate's even-chance gain a working candidate shows before
@@ -53,6 +70,83 @@ def submit_gain(view: RunView) -> float | None:
     so any gain goes)."""
     needed = view.certifiable_gain()
     return None if needed is None else SUBMIT_MARGIN * needed
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """A proposal fitted to a step's room: the edits kept (`clip_to_budget`), their memory
+    `key`, and the base skill with them applied."""
+
+    group: EditGroup
+    kept: tuple[Edit, ...]
+    key: str
+    candidate: Skill
+
+
+@dataclass(frozen=True)
+class Tried:
+    """A fitted proposal tried alone on the batch that produced it: the screen's `result`, its
+    `evidence` summed with every earlier screen of the same edit, and whether it was `struck`
+    (its claim failed, or its evidence rules out the gain the gate certifies)."""
+
+    fitted: Fitted
+    result: ScreenResult
+    evidence: EditEvidence
+    struck: bool
+
+
+def fit_proposal(
+    view: RunView,
+    memory: SearchMemory,
+    base: Skill,
+    group: EditGroup,
+    room: int,
+    max_edits: int | None,
+) -> tuple[Fitted | None, ApplyReport]:
+    """Fit `group` to the `room` (tokens) a step may move from `base` and emit what became of
+    each edit (`edit_report`, also returned); None when nothing of it applies or the text
+    does not change."""
+    candidate, kept, report = clip_to_budget(base, group.edits, room, max_edits)
+    outcomes = [o.to_dict() for o in report.outcomes]
+    view.emit("edit_report", step=memory.step - 1, outcomes=outcomes)
+    if not kept or candidate.text == base.text:
+        return None, report
+    return Fitted(group, tuple(kept), group_key(kept), candidate), report
+
+
+def try_alone(
+    view: RunView,
+    memory: SearchMemory,
+    fitted: Fitted,
+    batch: Sequence[Example],
+    rollouts: Sequence[Rollout],
+    strikes: int,
+    *,
+    epoch: int,
+) -> Tried:
+    """Screen a fitted proposal alone against the base whose `rollouts` on `batch` produced it
+    (`screening.screen`), count and emit the screen (`record_screen`), add it to the
+    proposal's evidence, and strike it (`SearchMemory.strike`, blocked at its `strikes`-th
+    failure) when it fixed none of the failures it named or its evidence rules out the gain
+    the gate certifies; a survivor is counted for its proposer (`survived`)."""
+    group = fitted.group
+    result = screen(view, fitted.candidate, batch, rollouts, addresses=group.addresses)
+    record_screen(view, memory, group, result)
+    evidence = memory.add_evidence(fitted.key, result)
+    claim_failed = bool(group.addresses) and not result.passed
+    struck = claim_failed or evidence.rules_out(view.certifiable_gain())
+    if struck:
+        memory.strike(fitted.kept, evidence.rate, epoch=epoch, limit=strikes)
+    else:
+        memory.proposer_stats.setdefault(group.source, new_stats())["survived"] += 1
+    return Tried(fitted, result, evidence, struck)
+
+
+def keeps_reserve(view: RunView, calls: int, reserve: int) -> bool:
+    """Whether `calls` more screening calls still leave `reserve` calls (a gate decision, or its
+    first look) in the call budget (always, without one)."""
+    left = view.calls_left()
+    return left is None or left - calls >= reserve
 
 
 class ScreenedSteps:
@@ -94,33 +188,30 @@ class ScreenedSteps:
         passed, screened = 0, 0
         survivors: list[tuple[ScreenedProposal, bool]] = []  # and whether it joins at once
         for group in groups:
-            candidate, kept, report = clip_to_budget(working, group.edits, room, self.max_edits)
+            fitted, report = fit_proposal(view, state, working, group, room, self.max_edits)
             state.step_outcomes += report.outcomes
-            outcomes = [o.to_dict() for o in report.outcomes]
-            view.emit("edit_report", step=state.step - 1, outcomes=outcomes)
-            key = group_key(kept)
-            if not kept or key in blocked or candidate.text == working.text:
+            if fitted is None or fitted.key in blocked:
                 continue
             if not untried and not self._keeps_reserve(view, state, price):
                 break  # the calls left are the gate's: a proposal proposed again is tried again
-            blocked.add(key)
+            blocked.add(fitted.key)
+            kept, key = fitted.kept, fitted.key
             if untried:  # every proposal goes to the gate
                 state.pending.append(ScreenedProposal.of(group, kept, key=key, net=0.0, scored=0))
                 continue
-            result = screen(view, candidate, batch, rollouts, addresses=group.addresses)
-            record_screen(view, state, group, result)
+            tried = try_alone(
+                view, state, fitted, batch, rollouts, self.screen_strikes, epoch=state.epoch
+            )
             screened += 1
-            evidence = state.add_evidence(key, result)  # summed with earlier proposals of it
-            claim_failed = bool(group.addresses) and not result.passed
-            if claim_failed or evidence.rules_out(view.certifiable_gain()):
-                self._strike(state, kept, key, evidence.rate)  # it cannot help, or it hurts
+            if tried.struck:
                 continue
-            passed += int(result.passed)
-            state.proposer_stats.setdefault(group.source, new_stats())["survived"] += 1
+            passed += int(tried.result.passed)
+            evidence = tried.evidence
             trial = ScreenedProposal.of(
                 group, kept, key=key, net=evidence.net, scored=evidence.scored
             )
-            sweep = self.join_at_net is not None and _clean_sweep(result, failures, self.min_net)
+            clean = _clean_sweep(tried.result, failures, self.min_net)
+            sweep = self.join_at_net is not None and clean
             survivors.append((trial, evidence.net >= self._join_at() or sweep))
         for trial, joins in survivors:  # with how many it was chosen among (`luck_free_rate`)
             survivor = dataclasses.replace(trial, screens=1, rivals=screened)
@@ -145,8 +236,7 @@ class ScreenedSteps:
     def _keeps_reserve(view: RunView, state: GradientTextState, calls: int) -> bool:
         """Whether `calls` more screening calls still leave the step's reserve for the gate
         (`GradientTextState.reserve`) in the call budget (always, without one)."""
-        left = view.calls_left()
-        return left is None or left - calls >= state.reserve
+        return keeps_reserve(view, calls, state.reserve)
 
     def _confirm(
         self,
@@ -176,7 +266,7 @@ class ScreenedSteps:
         # back from a rejected bundle (`gated`: its gate strikes), it is confirmed at least once
         done = screens > max(self.confirm_steps, trial.gated or 0)
         if evidence.rules_out(view.certifiable_gain()) or (done and evidence.net <= 0):
-            self._strike(state, edits, trial.key, evidence.rate)
+            state.strike(edits, evidence.rate, epoch=state.epoch, limit=self.screen_strikes)
         elif (result.passed and evidence.net >= self.min_net) or done:
             state.pending.append(joined)  # clear enough, or the evidence cannot tell: the gate
         else:
@@ -207,15 +297,6 @@ class ScreenedSteps:
             state.trials.remove(trial)
             state.pending.append(trial)
         view.emit("compose_small", groups=len(chosen), gain=gain, needed=needed)
-
-    def _strike(
-        self, state: GradientTextState, edits: Sequence[Edit], key: str, delta: float
-    ) -> None:
-        """A proposal failed a screen: the proposers are told at once, and it is blocked from
-        screening at its `screen_strikes`-th failure (one unlucky mini-batch does not end a
-        proposal proposed again)."""
-        strikes = state.screen_strikes[key] = state.screen_strikes.get(key, 0) + 1
-        state.remember(edits, delta, block=strikes >= self.screen_strikes)
 
 
 def luck_free_rate(group: ScreenedProposal) -> float:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from skillopt_dsl.benchmarks import load_benchmark
@@ -34,12 +34,21 @@ from skillopt_dsl.skill import Add
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
 from skillopt_dsl.testing.scripted import ScriptedLM
 
-__all__ = ["BARE", "PARITY_FIX", "OfferedEdits", "ScreenedSearchContract", "table_agent"]
+__all__ = [
+    "BARE",
+    "HEDGE",
+    "PARITY_FIX",
+    "OfferedEdits",
+    "ScreenedSearchContract",
+    "table_agent",
+]
 
 BARE = "Reply with the bare answer only."
 """The rule that fixes `TableLookup` for `table_agent`."""
 PARITY_FIX = "A number divisible by 2 is even."
 """The rule that fixes `ContractParity` for `contract_target`."""
+HEDGE = "Always hedge your answer."
+"""A rule that breaks every `ContractParity` answer for `contract_target` (its format)."""
 
 _ANSWERS = {str(r["question"]): str(r["answer"]) for r in rows()}
 
@@ -51,8 +60,11 @@ class OfferedEdits(Proposer):
 
     texts: Sequence[str]
     name: str = "offers"
+    told: list[list[str]] = field(default_factory=list)
+    """Per request, the texts of the rejected edits it told this proposer about."""
 
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        self.told.append([e.text for c in request.rejected for e in c.edits if isinstance(e, Add)])
         names = tuple(e.id for e, _ in request.failures())
         return [
             EditGroup((Add(after=None, text=t),), self.name, True, t, addresses=names)
@@ -72,14 +84,13 @@ def table_agent(messages: list[dict[str, str]]) -> str:
     return answer if BARE in messages[0]["content"] else f"I believe it is {answer}."
 
 
-def _budget_checks(run_dir: Path) -> list[float]:
+def _events(run_dir: Path, kind: str) -> list[dict[str, object]]:
     lines = (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()
-    found = []
-    for line in lines:
-        record = json.loads(line)
-        if record.get("event") == "budget_check":
-            found.append(json_float(record["calls_per_rollout"]))
-    return found
+    return [r for r in map(json.loads, lines) if r.get("event") == kind]
+
+
+def _budget_checks(run_dir: Path) -> list[float]:
+    return [json_float(r["calls_per_rollout"]) for r in _events(run_dir, "budget_check")]
 
 
 class ScreenedSearchContract:
@@ -122,3 +133,28 @@ class ScreenedSearchContract:
         assert result.usage.calls <= self.parity_calls
         assert result.gate_log and result.gate_log[0].accepted, result.gate_log
         assert PARITY_FIX in result.best_skill.text
+
+    def test_a_failing_proposal_is_struck_told_and_blocked_at_its_strikes(
+        self, tmp_path: Path
+    ) -> None:
+        """Kills, in the search step every screened search shares: a loser screened again at
+        every step (no memory), one blocked at its first failure (one unlucky mini-batch ends
+        a good edit), proposers not told of a struck proposal, and a screen missing from the
+        state's statistics (`screen_stats`) or from the proposal's summed evidence."""
+        offers = OfferedEdits(texts=[HEDGE])
+        optimizer = self.make_optimizer(offers)
+        compile(
+            ContractParity(), contract_examples(0, 24), contract_examples(100, 30),
+            optimizer=optimizer, lm=ScriptedLM(contract_target),
+            optimizer_lm=ScriptedLM(lambda m: "{}"), run_dir=tmp_path, threads=1,
+        )  # fmt: skip
+        screens = [s for s in _events(tmp_path, "screen") if s["rationale"] == HEDGE]
+        strikes = getattr(optimizer, "screen_strikes", None)
+        assert strikes == 2 and len(screens) == strikes, screens
+        assert offers.told[0] == [] and HEDGE in offers.told[1], offers.told  # after one strike
+        checkpoint = json.loads((tmp_path / "checkpoint.json").read_text(encoding="utf-8"))
+        state = checkpoint["optimizer"]
+        assert state["screen_stats"]["batch_screened"] == len(screens), state["screen_stats"]
+        (evidence,) = state["evidence"].values()
+        assert evidence["screens"] == len(screens)
+        assert evidence["scored"] == sum(json_float(s["scored"]) for s in screens)
