@@ -207,7 +207,7 @@ class CompileContext(ValidationBook):
         refusal = (
             refusal_reason(step.lrs, bound, change, budget)
             or self.module.skill_refusal(candidate)
-            or (None if self._judging.can_accept() else SIGNIFICANCE_SPENT)  # sure to reject
+            or (None if self.can_accept() else SIGNIFICANCE_SPENT)  # sure to reject
         )
         if refusal is not None:
             self.emit("refused", candidate_hash=candidate.hash, step=step.step, reason=refusal)
@@ -246,6 +246,10 @@ class CompileContext(ValidationBook):
     def certifiable_gain(self) -> float | None:
         """The gain that passes the next decision about half the time (`RunView.certifiable_gain`)."""
         return self._judging.certifiable_gain()
+
+    def can_accept(self) -> bool:
+        """Whether a decision could still accept (`RunView.can_accept`)."""
+        return self._judging.can_accept()
 
     def incumbent_is_perfect(self) -> bool:
         """Whether the incumbent scores 1.0 on every validation example it was scored on."""
@@ -484,7 +488,7 @@ class RunView:
         """Whether the run's significance is not spent (False: what is left of it would not
         pass even a fix of every validation answer; the door then refuses candidates unscored,
         and a search stops with "significance")."""
-        return self.__driver._judging.can_accept()
+        return self.__driver.can_accept()
 
     def incumbent_is_perfect(self) -> bool:
         """Whether the incumbent scores the best possible on every validation example it was
