@@ -13,6 +13,7 @@ import pytest
 import skillopt_dsl as sd
 from skillopt_dsl.driver import look_order
 from skillopt_dsl.driver.door import SelectionSplit
+from skillopt_dsl.lm import LM
 from skillopt_dsl.optimizers import Beam, ReflectiveProposer
 from skillopt_dsl.optimizers.beam import BeamMember, BeamState, pareto_front
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
@@ -29,6 +30,7 @@ from skillopt_dsl.testing.contract import (
     contract_reflector,
     contract_target,
 )
+from skillopt_dsl.testing.rule_world import RuleWorld, RuleWorldProposer, RuleWorldTask
 from tests.test_search import GOOD, HEDGE, FixedProposer
 
 
@@ -140,9 +142,10 @@ def test_bad_settings_are_refused(kwargs: dict[str, Any]) -> None:
 
 def test_a_small_call_budget_keeps_a_gate_decision_affordable() -> None:
     """Kills: Beam expanding until the budget is gone (150 calls: every child scored on the
-    selection split, the gate never able to judge the fix it found; 0 decisions)."""
+    selection split, the gate never able to judge the fix it found; 0 decisions). Its fix
+    accepted, the next round finds validation perfect and stops there."""
     result = run(beam(width=2, expansions=2, depth=3), budget=sd.Budget(max_calls=150))
-    assert result.stop_reason == "budget"
+    assert result.stop_reason == "perfect"
     assert [d.accepted for d in result.gate_log] == [True]
     assert result.val_score == 1.0 and "divisible by 2" in result.best_skill.text
     assert result.usage.calls <= 150
@@ -243,3 +246,22 @@ def test_beams_plateau_counts_consecutive_empty_rounds_only(tmp_path: Path) -> N
     lines = (tmp_path / "events.jsonl").read_text(encoding="utf-8").splitlines()
     (stop,) = [e for e in map(json.loads, lines) if e["event"] == "stop"]
     assert stop["reason"] == "plateau" and stop["round"] == 4, stop
+
+
+def test_a_round_that_outgrows_a_whole_decision_leaves_the_tail_to_the_next_round(
+    tmp_path: Path,
+) -> None:
+    """Kills: a round that can no longer afford its next expansion with a whole gate decision
+    after it ending the run (a rule world at 100 calls stopped with 65 of them left, after one
+    expansion): the round closes, and the next expands while the decision's first look fits."""
+    world = RuleWorld(seed=1)
+    result = sd.compile(
+        RuleWorldTask(), world.items("train", 30), world.items("val", 30),
+        optimizer=Beam(proposers=[RuleWorldProposer()]), lm=LM(world.target()),
+        optimizer_lm=LM(world.reflector()), budget=sd.Budget(max_calls=100), seed=1,
+        threads=1, run_dir=tmp_path,
+    )  # fmt: skip
+    lines = (tmp_path / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    expansions = [e for e in map(json.loads, lines) if e["event"] == "proposer"]
+    assert len(expansions) >= 2 and result.usage.calls <= 100
+    assert result.stop_reason == "budget"

@@ -266,8 +266,11 @@ class Beam(Optimizer):
         return None
 
     def _round(self, view: RunView, state: BeamState, split: SelectionSplit) -> bool:
-        """One round: expand the beam, then submit its best new member to the gate. False when
-        the calls left stopped the round early to keep a gate decision affordable."""
+        """One round: expand the beam while the calls left pay for an expansion and the gate
+        decision after it, then submit the round's best new member to the gate. Once a whole
+        decision no longer fits after an expansion, the round ends there (its best child gets a
+        whole decision) and the rounds after it are the budget's tail, reserving only the
+        decision's first look. False when the calls left paid for no expansion at all."""
         tail = not self._can_expand(view, split)  # a whole decision no longer fits after it
         if tail and not self._can_expand(view, split, first_look=True):
             return False
@@ -275,14 +278,14 @@ class Beam(Optimizer):
         incumbent = view.incumbent
         budget = view.step_budget(self.lr)
         pool = {m.skill.hash: m for m in self._members_in_reach(view, state, split, budget)}
-        affordable = True
+        expanded = 0
         try:
             for parent in self._parents(list(pool.values()), view):
                 room = budget - token_distance(incumbent.text, parent.text)
                 for _ in range(self.expansions if room > 0 else 0):
-                    affordable = affordable and self._can_expand(view, split, first_look=tail)
-                    if not affordable:
+                    if not self._can_expand(view, split, first_look=tail):
                         break
+                    expanded += 1
                     for child in self._expand(view, state, split, parent, room):
                         pool.setdefault(child.skill.hash, child)
         except BudgetExceeded:
@@ -290,7 +293,7 @@ class Beam(Optimizer):
             self._close_round(view, state, pool, finished=False)
             raise
         self._close_round(view, state, pool, finished=True)
-        return affordable
+        return expanded > 0
 
     def _can_expand(
         self, view: RunView, split: SelectionSplit, *, first_look: bool = False
