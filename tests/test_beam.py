@@ -31,6 +31,7 @@ from skillopt_dsl.testing.contract import (
     contract_target,
 )
 from skillopt_dsl.testing.rule_world import RuleWorld, RuleWorldProposer, RuleWorldTask
+from skillopt_dsl.testing.search_contract import PARITY_FIX, OfferedEdits
 from tests.test_search import GOOD, HEDGE, FixedProposer
 
 
@@ -265,3 +266,21 @@ def test_a_round_that_outgrows_a_whole_decision_leaves_the_tail_to_the_next_roun
     expansions = [e for e in map(json.loads, lines) if e["event"] == "proposer"]
     assert len(expansions) >= 2 and result.usage.calls <= 100
     assert result.stop_reason == "budget"
+
+
+def test_a_round_decides_its_tail_after_paying_the_incumbents_selection_scores(
+    tmp_path: Path,
+) -> None:
+    """Kills: a round that decides whether it is in the budget's tail before scoring the
+    incumbent on the selection split (80 calls: the whole decision fitted before those 6
+    calls and not after, the round expanded nothing and the run stopped with 59 calls left
+    and the fix never proposed)."""
+    fixes = [f"{PARITY_FIX} ({k})" for k in range(6)]
+    optimizer = Beam(proposers=[OfferedEdits(texts=fixes)], batch_size=4, width=2, expansions=1)
+    result = sd.compile(
+        ContractParity(), contract_examples(0, 24), contract_examples(100, 30),
+        optimizer=optimizer, lm=ScriptedLM(contract_target),
+        optimizer_lm=ScriptedLM(lambda m: "{}"), budget=sd.Budget(max_calls=80), threads=1,
+    )  # fmt: skip
+    assert [d.accepted for d in result.gate_log] == [True] and result.usage.calls <= 80
+    assert result.stop_reason == "perfect"

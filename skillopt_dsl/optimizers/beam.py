@@ -271,13 +271,15 @@ class Beam(Optimizer):
         decision no longer fits after an expansion, the round ends there (its best child gets a
         whole decision) and the rounds after it are the budget's tail, reserving only the
         decision's first look. False when the calls left paid for no expansion at all."""
-        tail = not self._can_expand(view, split)  # a whole decision no longer fits after it
-        if tail and not self._can_expand(view, split, first_look=True):
+        if not self._can_expand(view, split, first_look=True):
             return False
-        state.reserve = 0 if view.calls_left() is None else view.decision_calls(first_look=tail)
         incumbent = view.incumbent
         budget = view.step_budget(self.lr)
         pool = {m.skill.hash: m for m in self._members_in_reach(view, state, split, budget)}
+        # after the incumbent's selection scores (paid once per incumbent): does a whole
+        # decision still fit after an expansion, or is this the budget's tail?
+        tail = not self._can_expand(view, split)
+        state.reserve = 0 if view.calls_left() is None else view.decision_calls(first_look=tail)
         expanded = 0
         try:
             for parent in self._parents(list(pool.values()), view):

@@ -87,12 +87,11 @@ class SearchMemory(EvidenceBook, CheckpointedState):
     @classmethod
     def from_dict(cls, data: JSONObject) -> Self:
         """Rebuild from `to_dict` output (a checkpoint without the struck has none)."""
-        struck = [RejectedCandidate.from_dict(r) for r in stored(data, "struck", RejectedRecord)]
-        return super().from_dict({**data, "struck": []})._with_struck(struck)
-
-    def _with_struck(self, struck: list[RejectedCandidate]) -> Self:
-        self.struck = struck
-        return self
+        state = super().from_dict({**data, "struck": []})
+        state.struck = [
+            RejectedCandidate.from_dict(r) for r in stored(data, "struck", RejectedRecord)
+        ]
+        return state
 
 
 def record_screen(

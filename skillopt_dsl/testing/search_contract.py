@@ -22,17 +22,24 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from skillopt_dsl.benchmarks import load_benchmark
 from skillopt_dsl.benchmarks.table_lookup import TableLookup, rows
 from skillopt_dsl.compile import compile
+from skillopt_dsl.driver import RunView
 from skillopt_dsl.json_types import json_float
 from skillopt_dsl.lm import Budget
+from skillopt_dsl.optimizers import search_step
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
+from skillopt_dsl.optimizers.screening import ScreenResult
 from skillopt_dsl.skill import Add
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
 from skillopt_dsl.testing.scripted import ScriptedLM
+
+if TYPE_CHECKING:
+    import pytest
 
 __all__ = [
     "BARE",
@@ -98,6 +105,7 @@ class ScreenedSearchContract:
 
     agent_calls = 100
     parity_calls = 120
+    crowded_calls = 76
 
     def make_optimizer(self, proposer: Proposer) -> Optimizer:
         """A fresh optimizer whose only proposer is `proposer`."""
@@ -158,3 +166,30 @@ class ScreenedSearchContract:
         (evidence,) = state["evidence"].values()
         assert evidence["screens"] == len(screens)
         assert evidence["scored"] == sum(json_float(s["scored"]) for s in screens)
+
+    def test_every_screen_leaves_the_gates_first_look(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Kills: a reserve checked only before a step or an expansion, not before each
+        screen: six passing proposals (each screened, and for Beam scored on its selection
+        split) eat the calls of the gate's first look, and the fix they found is never judged."""
+        real, after = search_step.screen, []
+
+        def screen(view: RunView, *args: Any, **kwargs: Any) -> ScreenResult:
+            result = real(view, *args, **kwargs)
+            left = view.calls_left()
+            assert left is not None
+            after.append(left - view.decision_calls(first_look=True))
+            return result
+
+        monkeypatch.setattr(search_step, "screen", screen)
+        fixes = [f"{PARITY_FIX} ({k})" for k in range(6)]
+        result = compile(
+            ContractParity(), contract_examples(0, 24), contract_examples(100, 30),
+            optimizer=self.make_optimizer(OfferedEdits(texts=fixes)),
+            lm=ScriptedLM(contract_target), optimizer_lm=ScriptedLM(lambda m: "{}"),
+            budget=Budget(max_calls=self.crowded_calls), run_dir=tmp_path, threads=1,
+        )  # fmt: skip
+        assert after and min(after) >= 0, after  # every screen left the first look
+        assert result.gate_log and result.gate_log[0].accepted, result.gate_log
+        assert result.usage.calls <= self.crowded_calls
