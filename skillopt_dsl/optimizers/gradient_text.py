@@ -7,9 +7,9 @@ failures it says it was written for, then the other failing examples, then the r
 screen shows is summed per proposal across the steps that propose it again (`EditEvidence`); a
 proposal is dropped only when that evidence rules out the gain the gate can certify, stays on
 trial (confirmed on fresh batches) while it cannot tell, and joins the working candidate on a
-clear gain (`search_step.ScreenedSteps`). The working candidate goes to the door
+clear gain (`screened_steps.ScreenedSteps`). The working candidate goes to the door
 (`RunView.submit`), which measures the change itself and asks the gate, once its training gain
-reaches what the gate certifies (`search_step.submit_gain`), once it solves a whole batch, when
+reaches what the gate certifies (`screened_steps.submit_gain`), once it solves a whole batch, when
 it holds `compose` proposals, or when the budget is about to run out: one decision, one share of
 significance, for several screened proposals; small effects on trial are composed into it when
 their sum can be certified. A batch the working candidate solves is not screened on. Screening
@@ -62,9 +62,9 @@ from skillopt_dsl.optimizers.proposers import (
     default_proposers,
 )
 from skillopt_dsl.optimizers.schedules import SCHEDULES, ScheduleName, lr_at
+from skillopt_dsl.optimizers.screened_steps import ScreenedSteps, luck_free_rate, submit_gain
 from skillopt_dsl.optimizers.screening import draw_examples, merge_duplicates
 from skillopt_dsl.optimizers.search_memory import group_key, new_stats
-from skillopt_dsl.optimizers.search_step import ScreenedSteps, luck_free_rate, submit_gain
 from skillopt_dsl.skill import (
     ApplyReport,
     Skill,
