@@ -3,7 +3,7 @@
 Every method gets the same search budget of target+optimizer model calls (`--budget`), the same
 embedded model (`local/smollm2-135m`, max 16 new tokens) as target and as reflection model, and
 the same splits. The test split is scored afterwards for the chosen skill, outside the budget.
-Methods: the seed skill, GradientText, Beam, OptunaLR (skillopt_dsl); `gepa.optimize` with its
+Methods: the seed skill, GradientText, Beam, Bundle, OptunaLR (skillopt_dsl); `gepa.optimize` with its
 default adapter; microsoft/SkillOpt (`skillopt==0.2.0`) is probed and reported as runnable or not.
 
 DSPy table (`--dspy`, needs the `[dspy]` extra): the two-predictor program of
@@ -180,6 +180,11 @@ def optuna_lr() -> Any:
 def beam() -> Any:
     module = importlib.import_module("skillopt_dsl.optimizers.beam")
     return module.Beam(width=2, expansions=2, depth=2, proposers=proposers())
+
+
+def bundle() -> Any:
+    module = importlib.import_module("skillopt_dsl.optimizers.bundle")
+    return module.Bundle(proposers=proposers())
 
 
 def gepa_run(module: sd.SkillModule, splits: Any, budget: int) -> Row:
@@ -375,6 +380,7 @@ METHODS: dict[str, Callable[..., Row]] = {
         lambda: GradientText(lr=0.3, epochs=2, batch_size=8, proposers=proposers())
     ),
     "Beam": ours(beam),
+    "Bundle": ours(bundle),
     "OptunaLR": ours(optuna_lr),
     "gepa.optimize": gepa_run,
 }

@@ -10,6 +10,7 @@ failing items). Each optimizer gets the same world, seed and call budget:
 - ours: `compile`'s default optimizer (`GradientText()`, its defaults) with the world's
   reflection as its only proposer, under `Budget(max_calls=N)` (target and reflection calls);
 - beam: `Beam()` with its defaults and the same proposer and budget (`--peers ... beam`);
+- bundle: `Bundle()` with its defaults, the same proposer and budget (`--peers ... bundle`);
 - gepa: `gepa.optimize` with its `DefaultAdapter` on a callable model (the world's target) and
   a callable reflection that adds one rule drawn with the same odds to the current instruction,
   `max_metric_calls=N` and a stop callback once its target and reflection calls reach N
@@ -39,7 +40,7 @@ from _common import machine, print_table, write_results
 
 import skillopt_dsl as sd
 from skillopt_dsl.lm import LM
-from skillopt_dsl.optimizers import Beam, GradientText, Optimizer
+from skillopt_dsl.optimizers import Beam, Bundle, GradientText, Optimizer
 from skillopt_dsl.testing.rule_world import (
     SEED_SKILL,
     RuleWorld,
@@ -87,6 +88,11 @@ def run_ours(world: RuleWorld, calls: int, sizes: tuple[int, int, int]) -> Outco
 def run_beam(world: RuleWorld, calls: int, sizes: tuple[int, int, int]) -> Outcome:
     proposer = RuleWorldProposer(use_addresses=NAMES_TARGETS)
     return run_optimizer(Beam(proposers=[proposer]), world, calls, sizes)
+
+
+def run_bundle(world: RuleWorld, calls: int, sizes: tuple[int, int, int]) -> Outcome:
+    proposer = RuleWorldProposer(use_addresses=NAMES_TARGETS)
+    return run_optimizer(Bundle(proposers=[proposer]), world, calls, sizes)
 
 
 def run_optimizer(
@@ -214,7 +220,7 @@ def main() -> None:
     parser.add_argument("--p-right", type=float, default=0.3)
     parser.add_argument("--p-harm", type=float, default=0.45)
     parser.add_argument(
-        "--peers", nargs="+", default=["ours", "gepa"], choices=["ours", "beam", "gepa"]
+        "--peers", nargs="+", default=["ours", "gepa"], choices=["ours", "beam", "bundle", "gepa"]
     )
     parser.add_argument("--no-null", action="store_true", help="skip the null world")
     parser.add_argument(
@@ -238,7 +244,7 @@ def main() -> None:
     worlds = (
         {"world": base} if args.no_null else {"world": base, "null": replace(base, p_right=0.0)}
     )
-    runners = {"ours": run_ours, "beam": run_beam, "gepa": run_gepa}
+    runners = {"ours": run_ours, "beam": run_beam, "bundle": run_bundle, "gepa": run_gepa}
     figures: dict[str, Any] = {"machine": machine(), "args": vars(args), "rows": []}
     rows = []
     for world_name, world in worlds.items():

@@ -224,6 +224,18 @@ def test_compile_with_beam_optimizer(tmp_path: Path, recipe: Path) -> None:
     assert config["optimizer"]["lr"] == 0.4
 
 
+def test_compile_with_bundle_optimizer(tmp_path: Path, recipe: Path) -> None:
+    """Kills: `--optimizer bundle` accepted by the flag's choices but not mapped to `Bundle`
+    (the recipe's optimizer would run instead)."""
+    run_dir = tmp_path / "run"
+    result = invoke(
+        "compile", recipe, "--optimizer", "bundle", "--run-dir", run_dir, "--max-calls", "60"
+    )
+    assert result.exit_code == 0, result.output
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["optimizer"]["optimizer"] == "bundle"
+
+
 def test_override_the_optimizer_lacks_is_an_error(tmp_path: Path, recipe: Path) -> None:
     pytest.importorskip("skillopt_dsl.optimizers.beam")
     result = invoke(

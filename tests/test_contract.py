@@ -1,10 +1,11 @@
-"""The shipped optimizer contract suite, run on GradientText, Beam and OptunaLR (ScriptedLM only)."""
+"""The shipped optimizer contract suite, run on GradientText, Beam, Bundle and OptunaLR (ScriptedLM
+only)."""
 
 from __future__ import annotations
 
 import pytest
 
-from skillopt_dsl.optimizers import Beam, GradientText, OptunaLR, ReflectiveProposer
+from skillopt_dsl.optimizers import Beam, Bundle, GradientText, OptunaLR, ReflectiveProposer
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.testing.contract import OptimizerContract
 
@@ -21,6 +22,11 @@ class TestGradientTextContract(OptimizerContract):
 class TestBeamContract(OptimizerContract):
     def make_optimizer(self) -> Optimizer:
         return Beam(width=2, expansions=2, depth=3, batch_size=8, proposers=_reflective())
+
+
+class TestBundleContract(OptimizerContract):
+    def make_optimizer(self) -> Optimizer:
+        return Bundle(proposers=_reflective(), max_steps=6)
 
 
 class TestBeamParetoContract(OptimizerContract):

@@ -4,7 +4,7 @@ Beam. Each of its tests names the regression it kills."""
 
 from __future__ import annotations
 
-from skillopt_dsl.optimizers import Beam, GradientText, Optimizer
+from skillopt_dsl.optimizers import Beam, Bundle, GradientText, Optimizer
 from skillopt_dsl.optimizers.proposers import Proposer
 from skillopt_dsl.testing.search_contract import ScreenedSearchContract
 
@@ -17,3 +17,8 @@ class TestGradientTextSearch(ScreenedSearchContract):
 class TestBeamSearch(ScreenedSearchContract):
     def make_optimizer(self, proposer: Proposer) -> Optimizer:
         return Beam(proposers=[proposer], batch_size=4, width=2, expansions=1)
+
+
+class TestBundleSearch(ScreenedSearchContract):
+    def make_optimizer(self, proposer: Proposer) -> Optimizer:
+        return Bundle(proposers=[proposer], failures_per_step=4)

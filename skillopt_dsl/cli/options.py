@@ -18,6 +18,7 @@ class OptimizerChoice(StrEnum):
 
     gradient_text = "gradient-text"
     beam = "beam"
+    bundle = "bundle"
     optuna = "optuna"
 
 

@@ -36,6 +36,9 @@ def optimizer_from_flags(
     elif choice is OptimizerChoice.beam:
         beam = lazy("skillopt_dsl.optimizers.beam", "Beam", "the beam optimizer")
         chosen = beam(**_carried(base, beam))
+    elif choice is OptimizerChoice.bundle:
+        bundle = lazy("skillopt_dsl.optimizers.bundle", "Bundle", "the bundle optimizer")
+        chosen = bundle(**_carried(base, bundle))
     elif choice is OptimizerChoice.optuna:
         optuna_lr = lazy("skillopt_dsl.optimizers.optuna_lr", "OptunaLR", "the optuna optimizer")
         inner = base if isinstance(base, GradientText) else GradientText()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from skillopt_dsl.driver import LearningRateBound, RunView, Verdict
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.beam import Beam
+from skillopt_dsl.optimizers.bundle import Bundle
 from skillopt_dsl.optimizers.gradient_text import GradientText
 from skillopt_dsl.optimizers.optuna_lr import OptunaLR, SweepResult, TrialRecord
 from skillopt_dsl.optimizers.proposers import (
@@ -25,6 +26,7 @@ __all__ = [
     "SCHEDULES",
     "AnswerShapeProposer",
     "Beam",
+    "Bundle",
     "ConsolidationProposer",
     "DemonstrationsProposer",
     "EditGroup",

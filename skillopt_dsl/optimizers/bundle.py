@@ -1,0 +1,453 @@
+"""Bundle: many small fixes, each screened and audited alone, judged together by one decision.
+
+Where each useful edit is small (a rule for one rare kind of input, worth a few points), no
+edit alone can be certified on a validation set of a few dozen examples, and confirming one on
+a fresh mini-batch shows nothing: the batch rarely holds its kind of input. What each edit
+can show is narrow: it fixes the failures it was written for, and it breaks nothing else.
+Bundle asks exactly that of each proposal, and lets the gate judge their sum once:
+
+1. Its training pool (`pool_size` examples, drawn once with the run's seed) is scored under
+   the incumbent as the search needs it (an agent's episodes are costly); the pool's failures
+   no collected edit was written for are *open*. A step that collects nothing widens the pool
+   scored.
+2. Each step shows the proposers `failures_per_step` open failures (`search_step`'s
+   `proposal_request`, `ProposerRuns`), fits each proposal to the learning rate's room
+   (`fit_proposal`) and tries it alone on those failures (`try_alone`: the failures it names
+   first, then the others; it must fix more than it breaks; its evidence is summed across
+   re-proposals and it is struck at `screen_strikes`).
+3. Any text change moves a few answers at random (rewording noise), so a useless or harmful
+   edit now and then fixes its failure by that noise alone. A survivor's fixes are scored again
+   under the candidate with its whitespace changed (one more trailing newline): a fix the edit
+   makes persists, and the survivor is struck when none does.
+4. It is then audited for harm on up to `audit_size` pool examples the incumbent gets right. A
+   break the edit causes persists when the text around it changes, one the rewording causes
+   does not: each break is scored again under two changed texts, and the edit is struck when
+   `audit_strikes` breaks repeat under both; it joins the bundle otherwise.
+5. The bundle (the incumbent with every collected edit) goes to the gate once: when the call
+   budget pays for no further step beside a whole gate decision (or, for a first bundle begun
+   past that point, beside the decision's first look), when no open failure is left, after
+   `patience` steps that collect nothing, or (without a call budget) after `max_steps` steps.
+   The run plans that one decision, so it is tested at the run's whole significance. After an
+   accepted bundle the search goes on from the new incumbent while the budget pays; a rejected
+   bundle's edits are told to the proposers (not blocked: each may join a later bundle), and
+   the run ends.
+
+Use it where failures fall into many small kinds and the budget is 200 calls or more
+(docs/concepts.md, "Small effects"; bench figures in bench/README.md); at 100 calls, or where
+single edits are large and few, GradientText (the default) certifies its first edit sooner.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Self, TypedDict
+
+from skillopt_dsl.driver import RunView, Verdict
+from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.evaluate import Rollout
+from skillopt_dsl.json_types import JSONObject
+from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
+from skillopt_dsl.optimizers.proposer_runs import ProposerRuns, proposal_request
+from skillopt_dsl.optimizers.proposers import Proposer, RejectedCandidate, default_proposers
+from skillopt_dsl.optimizers.screening import draw_examples, merge_duplicates
+from skillopt_dsl.optimizers.search_memory import SearchMemory, group_key
+from skillopt_dsl.optimizers.search_step import Fitted, fit_proposal, keeps_reserve, try_alone
+from skillopt_dsl.optimizers.state import as_json, stored
+from skillopt_dsl.skill import Edit, Skill, parse_edits
+from skillopt_dsl.types import Example
+
+__all__ = ["Bundle", "BundleMember", "BundleState"]
+
+_PERTURBATIONS = 2
+"""Changed texts under which an audit's break must repeat to count as the edit's: a rewording
+break repeats under one with the rewording noise's odds (a tenth or so), under two with its
+square."""
+
+_PROPOSAL_CALLS = 4
+"""Model calls one step's proposers are assumed to spend (as Beam's expansion) when the step
+is priced against the gate's reserve."""
+
+
+class BundleMemberRecord(TypedDict):
+    """A `BundleMember` as checkpoints hold it."""
+
+    edits: list[JSONObject]
+    fixes: list[str]
+
+
+@dataclass(frozen=True)
+class BundleMember:
+    """A collected edit group: its edits and the pool failures it was written for."""
+
+    edits: tuple[Edit, ...]
+    fixes: tuple[str, ...]
+
+    def to_dict(self) -> BundleMemberRecord:
+        """JSON-ready copy."""
+        return BundleMemberRecord(
+            edits=[e.model_dump() for e in self.edits], fixes=list(self.fixes)
+        )
+
+    @classmethod
+    def from_dict(cls, data: BundleMemberRecord) -> BundleMember:
+        """Rebuild from `to_dict` output."""
+        return cls(tuple(parse_edits(data["edits"])), tuple(data["fixes"]))
+
+
+@dataclass
+class BundleState(SearchMemory):
+    """Checkpointed run state of Bundle (JSON-serialisable); the search's memory is the
+    shared one (`SearchMemory`)."""
+
+    step: int = 0
+    pool: list[str] = field(default_factory=list)
+    """The training pool's example ids (drawn once)."""
+    members: list[BundleMember] = field(default_factory=list)
+    steps_this_bundle: int = 0
+    idle_steps: int = 0
+    tail: bool = False
+    """The bundle began in the budget's tail (a whole decision no longer fitted after a step):
+    its steps reserve only the decision's first look."""
+    scored: int = 0
+    """How many pool examples (in pool order) are scored under the incumbent."""
+    rejected: list[RejectedCandidate] = field(default_factory=list)
+    evidence: dict[str, dict[str, float]] = field(default_factory=dict)
+    struck: list[RejectedCandidate] = field(default_factory=list)
+    screen_strikes: dict[str, int] = field(default_factory=dict)
+    screen_stats: dict[str, int] = field(default_factory=dict)
+    proposer_stats: dict[str, dict[str, int]] = field(default_factory=dict)
+    proposer_asked: dict[str, str] = field(default_factory=dict)
+
+    def fixed(self) -> set[str]:
+        """The pool failures the collected edits were written for."""
+        return {i for m in self.members for i in m.fixes}
+
+    def to_dict(self) -> JSONObject:
+        """JSON-ready copy."""
+        return {**super().to_dict(), "members": [as_json(m.to_dict()) for m in self.members]}
+
+    @classmethod
+    def from_dict(cls, data: JSONObject) -> Self:
+        """Rebuild from `to_dict` output."""
+        members = [BundleMember.from_dict(m) for m in stored(data, "members", BundleMemberRecord)]
+        return replace(super().from_dict({**data, "members": []}), members=members)
+
+
+@dataclass(kw_only=True)
+class Bundle(Optimizer):
+    """Collect small fixes, each screened on its failures and audited for harm, and let one
+    gate decision judge their sum (module docstring).
+
+    Args:
+        proposers: where edits come from (default: format rules, worked examples, reflection).
+        lr: the share of the incumbent one step may change; the bundle may change the sum of
+            its steps' shares (the door checks it).
+        lr_floor_tokens: the least a step may change, so short or empty seeds can grow.
+        max_edits: cap on edits per proposal (None: only the learning rate limits).
+        failures_per_step: open failures the proposers read each step.
+        pool_size: training examples scored under the incumbent (drawn once; the failures come
+            from them, and the audit's examples).
+        audit_size: pool examples the incumbent gets right on which a survivor is audited.
+        audit_strikes: breaks that repeat under a changed text at which a survivor is struck.
+        screen_strikes: screen failures after which a proposal proposed again is no longer
+            screened.
+        max_steps: steps per bundle without a call budget (with one, the budget ends them).
+        patience: steps in a row that collect nothing after which the bundle goes to the gate.
+    """
+
+    proposers: Sequence[Proposer] = field(default_factory=default_proposers)
+    lr: float = 0.3
+    lr_floor_tokens: int = 128
+    max_edits: int | None = None
+    failures_per_step: int = 3
+    pool_size: int = 48
+    audit_size: int = 24
+    audit_strikes: int = 1
+    screen_strikes: int = 2
+    max_steps: int = 16
+    patience: int = 12
+    name: str = "bundle"
+
+    def __post_init__(self) -> None:
+        check_step_settings(
+            self,
+            lr=self.lr,
+            max_edits=self.max_edits,
+            at_least_one=(
+                "failures_per_step", "pool_size", "audit_size", "audit_strikes",
+                "screen_strikes", "max_steps", "patience",
+            ),
+        )  # fmt: skip
+        if self.audit_strikes > self.audit_size:
+            raise UserInputError(
+                f"audit_strikes ({self.audit_strikes}) must not exceed audit_size "
+                f"({self.audit_size}): no survivor could ever be struck"
+            )
+
+    def planned_decisions(
+        self, n_train: int, *, max_calls: int | None = None, validation_size: int | None = None
+    ) -> int | None:
+        """One decision: the bundle's (later ones, after an accepted bundle, get what the run's
+        significance has left)."""
+        return 1
+
+    def config(self) -> JSONObject:
+        return {
+            "optimizer": self.name,
+            "lr": self.lr,
+            "lr_floor_tokens": self.lr_floor_tokens,
+            "max_edits": self.max_edits,
+            "failures_per_step": self.failures_per_step,
+            "pool_size": self.pool_size,
+            "audit_size": self.audit_size,
+            "audit_strikes": self.audit_strikes,
+            "screen_strikes": self.screen_strikes,
+            "max_steps": self.max_steps,
+            "patience": self.patience,
+            "proposers": [p.name for p in self.proposers],
+        }
+
+    # -- the loop --------------------------------------------------------------------------
+    def optimize(self, view: RunView) -> str | None:
+        saved = view.optimizer_state
+        state = BundleState.from_dict(saved) if saved else BundleState()
+        if not state.pool:
+            state.pool = [e.id for e in draw_examples(view, view.trainset, self.pool_size)]
+        while True:
+            if view.incumbent_is_perfect():
+                return self._stop(view, state, "perfect")
+            if not view.can_accept():
+                return self._stop(view, state, "significance")
+            reason = self._collect(view, state)
+            if not state.members:
+                return self._stop(view, state, reason)
+            if not self._submit(view, state):
+                return self._stop(view, state, reason)
+
+    def _stop(self, view: RunView, state: BundleState, reason: str) -> str:
+        view.emit("stop", reason=reason, step=state.step, calls_left=view.calls_left())
+        return reason
+
+    def _collect(self, view: RunView, state: BundleState) -> str:
+        """Run steps until the bundle is due; returns why ("budget": the calls left pay for no
+        further step beside a decision; "train_solved": no open failure; "patience": steps
+        collected nothing; "finished": `max_steps` without a call budget)."""
+        by_id = {e.id: e for e in view.trainset}
+        pool = [by_id[i] for i in state.pool]
+        if state.steps_this_bundle == 0:
+            state.tail = not self._affords_step(view, first_look=False)
+        while True:
+            scored = self._scored(view, state, pool)
+            fixed = state.fixed()
+            open_ = [(e, r) for e, r in scored if r.score < 1.0 and e.id not in fixed]
+            # a step that collected nothing widens the failures the next one draws from
+            short = len(open_) < self.failures_per_step * (1 + state.idle_steps)
+            if short and self._score_more(view, state, pool, self.failures_per_step):
+                continue
+            if not open_:
+                return "train_solved" if state.scored == len(pool) else "budget"
+            if state.idle_steps >= self.patience:
+                return "patience"
+            if view.calls_left() is None and state.steps_this_bundle >= self.max_steps:
+                return "finished"
+            if not self._affords_step(view, first_look=state.tail):
+                if state.members or state.tail:
+                    return "budget"
+                state.tail = True  # an empty bundle goes on in the tail: the first look's reserve
+                continue
+            self._step(view, state, pool, open_)
+
+    @staticmethod
+    def _scored(
+        view: RunView, state: BundleState, pool: Sequence[Example]
+    ) -> list[tuple[Example, Rollout]]:
+        """The pool examples scored so far under the incumbent, with their rollouts (cached,
+        so asking again is free)."""
+        part = list(pool[: state.scored])
+        if not part:
+            return []
+        records = view.evaluate(view.incumbent, part, label="train").records
+        return list(zip(part, records, strict=True))
+
+    def _score_more(
+        self, view: RunView, state: BundleState, pool: Sequence[Example], count: int
+    ) -> bool:
+        """Score up to `count` more pool examples under the incumbent (the pool is scored as
+        the search needs it, so that an agent's costly episodes are not spent on a whole pool
+        at once) when the gate's reserve allows; whether any were."""
+        more = min(count, len(pool) - state.scored)
+        price = math.ceil(more * view.calls_per_rollout())
+        if more <= 0 or not keeps_reserve(view, price, self._reserve(view, first_look=state.tail)):
+            return False
+        state.scored += more
+        self._scored(view, state, pool)
+        return True
+
+    def _affords_step(self, view: RunView, *, first_look: bool) -> bool:
+        """Whether the calls left pay for a step (its proposers, one screen) and still for the
+        gate decision after it (`first_look`: its first look only), every rollout at its
+        measured cost (an agent episode or a DSPy program makes several calls)."""
+        left = view.calls_left()
+        if left is None:
+            return True
+        screen = math.ceil(self.failures_per_step * view.calls_per_rollout())
+        return left >= _PROPOSAL_CALLS + screen + self._reserve(view, first_look=first_look)
+
+    @staticmethod
+    def _reserve(view: RunView, *, first_look: bool) -> int:
+        """The calls kept for the gate: a whole decision, or in the budget's tail its first
+        look (the gate accepts at a look the calls pay for, and stops at one they do not)."""
+        return 0 if view.calls_left() is None else view.decision_calls(first_look=first_look)
+
+    def _step(
+        self,
+        view: RunView,
+        state: BundleState,
+        pool: Sequence[Example],
+        open_: Sequence[tuple[Example, Rollout]],
+    ) -> None:
+        """One step: propose from open failures, try each proposal alone on them, audit the
+        survivors, collect the clean ones; checkpointed as a step with no candidate."""
+        chosen = view.rng.sample(list(open_), min(self.failures_per_step, len(open_)))
+        batch, rollouts = [e for e, _ in chosen], [r for _, r in chosen]
+        step, room = state.step, view.step_budget(self.lr)
+        state.step, state.steps_this_bundle = state.step + 1, state.steps_this_bundle + 1
+        incumbent = view.incumbent
+        request = proposal_request(view, state, incumbent, batch, rollouts, room, epoch=0)
+        runs = ProposerRuns(bench_after=None, retry_every=1)
+        groups = merge_duplicates(
+            [g for p in self.proposers for g in runs.run(view, state, p, request)]
+        )
+        for kind, fields in request.note_events():
+            view.emit(kind, step=step, **fields)
+        collected = 0
+        for group in groups:
+            fitted, _ = fit_proposal(view, state, incumbent, group, room, self.max_edits)
+            if fitted is None or fitted.key in state.blocked_keys() | self._keys(state):
+                continue
+            price = math.ceil(len(batch) * view.calls_per_rollout())
+            if not keeps_reserve(view, price, self._reserve(view, first_look=state.tail)):
+                break
+            tried = try_alone(view, state, fitted, batch, rollouts, self.screen_strikes, epoch=0)
+            if tried.struck or not tried.result.passed:
+                continue
+            if not self._fix_persists(view, state, fitted, batch, rollouts):
+                continue
+            if not self._audit(view, state, fitted, pool):
+                continue
+            fixes = fitted.group.addresses or tuple(e.id for e in batch)
+            state.members.append(BundleMember(fitted.kept, tuple(fixes)))
+            collected += 1
+        state.idle_steps = 0 if collected else state.idle_steps + 1
+        view.emit("bundle_step", step=step, collected=collected, members=len(state.members))
+        note = f"collected {collected}; the bundle holds {len(state.members)}"
+        view.record_empty_step(
+            step=step, epoch=0, kind="bundle", lr=self.lr, note=note, state=state.to_dict()
+        )
+
+    @staticmethod
+    def _keys(state: BundleState) -> set[str]:
+        return {group_key(m.edits) for m in state.members}
+
+    def _fix_persists(
+        self,
+        view: RunView,
+        state: BundleState,
+        fitted: Fitted,
+        batch: Sequence[Example],
+        rollouts: Sequence[Rollout],
+    ) -> bool:
+        """Whether a fix the survivor's screen showed persists under its changed text (one
+        more trailing newline): a fix the edit makes does; one the rewording made by chance
+        does not, and such a survivor (a useless or harmful edit lucky on its failures) is
+        struck. The screen's own rollouts come from the cache (a passing screen scored the
+        whole batch); only the fixes are scored again."""
+        before = {r.example_id: r.score for r in rollouts}
+        records = view.evaluate(fitted.candidate, batch, label="screen").records
+        fixed = [e for e, r in zip(batch, records, strict=True) if r.score > before[e.id]]
+        price = math.ceil(len(fixed) * view.calls_per_rollout())
+        if not keeps_reserve(view, price, self._reserve(view, first_look=state.tail)):
+            return False  # proposed again, it is tried again
+        perturbed = Skill(fitted.candidate.text + "\n")
+        again = view.evaluate(perturbed, fixed, label="audit").records
+        kept = sum(r.score > before[e.id] for e, r in zip(fixed, again, strict=True))
+        view.emit("fix_check", step=state.step - 1, fixes=len(fixed), fixes_kept=kept)
+        if kept:
+            return True
+        state.screen_stats["fix_gone"] = state.screen_stats.get("fix_gone", 0) + 1
+        state.strike(fitted.kept, 0.0, epoch=0, limit=self.screen_strikes)
+        return False
+
+    def _audit(
+        self,
+        view: RunView,
+        state: BundleState,
+        fitted: Fitted,
+        pool: Sequence[Example],
+    ) -> bool:
+        """Whether a survivor is clean: scored on `audit_size` pool examples the incumbent
+        gets right, fewer than `audit_strikes` of its breaks repeat under the candidate with
+        its whitespace changed (a break the edit causes persists; one the rewording causes
+        does not). The audit is cut to the examples the calls beside the gate's reserve pay
+        for (each scored at most three times); without any, the survivor is not collected
+        (proposed again, it is tried again). A pool the incumbent gets wholly wrong has
+        nothing to break."""
+        scored = self._scored(view, state, pool)
+        short = self.audit_size - sum(r.score >= 1.0 for _, r in scored)
+        if short > 0 and self._score_more(view, state, pool, short):
+            scored = self._scored(view, state, pool)
+        right = sorted((e for e, r in scored if r.score >= 1.0), key=lambda e: e.id)
+        left, reserve = view.calls_left(), self._reserve(view, first_look=state.tail)
+        each = (1 + _PERTURBATIONS) * view.calls_per_rollout()  # scored, its breaks again
+        paid = len(right) if left is None else int((left - reserve) / each)
+        if right and paid < 1:
+            return False  # no call for an audit: proposed again, it is tried again
+        audited = view.rng.sample(right, min(self.audit_size, len(right), paid))
+        records = view.evaluate(fitted.candidate, audited, label="audit").records
+        repeated = [e for e, r in zip(audited, records, strict=True) if r.score < 1.0]
+        broken = len(repeated)
+        for newlines in range(1, _PERTURBATIONS + 1):
+            if len(repeated) < self.audit_strikes:
+                break
+            perturbed = Skill(fitted.candidate.text + "\n" * newlines)
+            again = view.evaluate(perturbed, repeated, label="audit").records
+            repeated = [e for e, r in zip(repeated, again, strict=True) if r.score < 1.0]
+        repeats = len(repeated) if broken >= self.audit_strikes else 0
+        stats = state.screen_stats
+        stats["audited"] = stats.get("audited", 0) + 1
+        view.emit("audit", step=state.step - 1, scored=len(audited), broken=broken, repeats=repeats)
+        if repeats < self.audit_strikes:
+            return True
+        stats["audit_struck"] = stats.get("audit_struck", 0) + 1
+        state.strike(fitted.kept, -repeats / max(len(audited), 1), epoch=0, limit=1)
+        return False
+
+    def _submit(self, view: RunView, state: BundleState) -> bool:
+        """Send the bundle to the door, declaring one step's learning rate per member; returns
+        whether it was accepted. A rejected bundle's edits are told to the proposers."""
+        members, step = list(state.members), state.step
+        candidate, report = view.incumbent.apply([e for m in members for e in m.edits])
+        state.step += 1
+        state.members, state.steps_this_bundle, state.idle_steps = [], 0, 0
+        view.emit("compose", step=step, groups=len(members), candidate_hash=candidate.hash)
+
+        def state_after(verdict: Verdict) -> JSONObject:
+            if verdict.accepted:
+                state.scored = 0  # a new incumbent: its pool scores are new
+            else:
+                for member in members:
+                    state.remember(member.edits, verdict.delta, epoch=0, block=False)
+            return state.to_dict()
+
+        verdict = view.submit(
+            candidate,
+            lr=[self.lr] * len(members),
+            step=step,
+            epoch=0,
+            kind="bundle",
+            report=report,
+            state_after=state_after,
+        )
+        return verdict.accepted
