@@ -163,6 +163,31 @@ class OneAStep(Proposer):
         return [EditGroup((Add(after=None, text=text),), self.name, True, text, addresses=names)]
 
 
+def half_fixed_target(messages: list[dict[str, str]]) -> str:
+    """The scripted world, except that `FIX` fixes only the failing items numbered 0 mod 8."""
+    item_id = messages[-1]["content"].split()[-1]
+    if _number(item_id) % 8 == 4:
+        return "B"
+    return scripted_target(messages)
+
+
+def test_failures_an_edit_named_but_did_not_fix_stay_open(tmp_path: Path) -> None:
+    """Kills: a collected edit closing every failure it named (a proposer names the failures
+    it read, not those its edit fixed): the failures numbered 4 mod 8, which the clean edit
+    names and cannot fix, would never be shown to the proposers again."""
+    offers = Offers(texts=[CLEAN])
+    sd.compile(
+        RuleWorldTask(), items("train", 24), items("val", 40),
+        optimizer=Bundle(proposers=[offers], failures_per_step=4, max_steps=6),
+        lm=LM(ScriptedLM(half_fixed_target)), optimizer_lm=LM(ScriptedLM(lambda m: "{}")),
+        run_dir=tmp_path, threads=1,
+    )  # fmt: skip
+    first, later = offers.shown[0], [i for shown in offers.shown[1:] for i in shown]
+    assert any(_number(i) % 8 == 0 for i in first), offers.shown
+    assert not any(_number(i) % 8 == 0 and i in first for i in later), offers.shown
+    assert any(i in later for i in first if _number(i) % 8 == 4), offers.shown
+
+
 def test_the_bundle_goes_to_the_gate_once_with_every_collected_edit(tmp_path: Path) -> None:
     """Kills: a bundle submitted per collected edit (several decisions, each a share of the
     run's significance) and a bundle that drops members. Three clean edits, one a step, one

@@ -8,7 +8,7 @@ Bundle asks exactly that of each proposal, and lets the gate judge their sum onc
 
 1. Its training pool (`pool_size` examples, drawn once with the run's seed) is scored under
    the incumbent as the search needs it (an agent's episodes are costly); the pool's failures
-   no collected edit was written for are *open*. A step that collects nothing widens the pool
+   no collected edit has fixed are *open*. A step that collects nothing widens the pool
    scored.
 2. Each step shows the proposers `failures_per_step` open failures (`search_step`'s
    `proposal_request`, `ProposerRuns`), fits each proposal to the learning rate's room
@@ -79,7 +79,8 @@ class BundleMemberRecord(TypedDict):
 
 @dataclass(frozen=True)
 class BundleMember:
-    """A collected edit group: its edits and the pool failures it was written for."""
+    """A collected edit group: its edits and the pool failures it fixed for good (its fix
+    persisted under a changed text); those are no longer open."""
 
     edits: tuple[Edit, ...]
     fixes: tuple[str, ...]
@@ -121,7 +122,7 @@ class BundleState(SearchMemory):
     proposer_asked: dict[str, str] = field(default_factory=dict)
 
     def fixed(self) -> set[str]:
-        """The pool failures the collected edits were written for."""
+        """The pool failures the collected edits fixed."""
         return {i for m in self.members for i in m.fixes}
 
     def to_dict(self) -> JSONObject:
@@ -333,12 +334,10 @@ class Bundle(Optimizer):
             tried = try_alone(view, state, fitted, batch, rollouts, self.screen_strikes, epoch=0)
             if tried.struck or not tried.result.passed:
                 continue
-            if not self._fix_persists(view, state, fitted, batch, rollouts):
+            fixes = self._lasting_fixes(view, state, fitted, batch, rollouts)
+            if not fixes or not self._audit(view, state, fitted, pool):
                 continue
-            if not self._audit(view, state, fitted, pool):
-                continue
-            fixes = fitted.group.addresses or tuple(e.id for e in batch)
-            state.members.append(BundleMember(fitted.kept, tuple(fixes)))
+            state.members.append(BundleMember(fitted.kept, fixes))
             collected += 1
         state.idle_steps = 0 if collected else state.idle_steps + 1
         view.emit("bundle_step", step=step, collected=collected, members=len(state.members))
@@ -351,34 +350,33 @@ class Bundle(Optimizer):
     def _keys(state: BundleState) -> set[str]:
         return {group_key(m.edits) for m in state.members}
 
-    def _fix_persists(
+    def _lasting_fixes(
         self,
         view: RunView,
         state: BundleState,
         fitted: Fitted,
         batch: Sequence[Example],
         rollouts: Sequence[Rollout],
-    ) -> bool:
-        """Whether a fix the survivor's screen showed persists under its changed text (one
-        more trailing newline): a fix the edit makes does; one the rewording made by chance
-        does not, and such a survivor (a useless or harmful edit lucky on its failures) is
-        struck. The screen's own rollouts come from the cache (a passing screen scored the
-        whole batch); only the fixes are scored again."""
+    ) -> tuple[str, ...]:
+        """The failures a survivor fixed whose fix persists under its changed text (one more
+        trailing newline): a fix the edit makes does; one the rewording made by chance does
+        not. None persisting (a useless or harmful edit lucky on its failures): the survivor
+        is struck. The screen's own rollouts come from the cache (a passing screen scored the
+        whole batch); only the fixes are scored again, when the gate's reserve allows."""
         before = {r.example_id: r.score for r in rollouts}
         records = view.evaluate(fitted.candidate, batch, label="screen").records
         fixed = [e for e, r in zip(batch, records, strict=True) if r.score > before[e.id]]
         price = math.ceil(len(fixed) * view.calls_per_rollout())
         if not keeps_reserve(view, price, self._reserve(view, first_look=state.tail)):
-            return False  # proposed again, it is tried again
+            return ()  # proposed again, it is tried again
         perturbed = Skill(fitted.candidate.text + "\n")
         again = view.evaluate(perturbed, fixed, label="audit").records
-        kept = sum(r.score > before[e.id] for e, r in zip(fixed, again, strict=True))
-        view.emit("fix_check", step=state.step - 1, fixes=len(fixed), fixes_kept=kept)
-        if kept:
-            return True
-        state.screen_stats["fix_gone"] = state.screen_stats.get("fix_gone", 0) + 1
-        state.strike(fitted.kept, 0.0, epoch=0, limit=self.screen_strikes)
-        return False
+        kept = tuple(e.id for e, r in zip(fixed, again, strict=True) if r.score > before[e.id])
+        view.emit("fix_check", step=state.step - 1, fixes=len(fixed), fixes_kept=len(kept))
+        if not kept:
+            state.screen_stats["fix_gone"] = state.screen_stats.get("fix_gone", 0) + 1
+            state.strike(fitted.kept, 0.0, epoch=0, limit=self.screen_strikes)
+        return kept
 
     def _audit(
         self,
