@@ -29,6 +29,7 @@ Methods, each on its own fresh counting `FakeOpenAIServer` (latency 0), at every
 `--budgets` (server-counted calls: target rollouts, reflection, proposals, adapter retries):
 
 - `SkillOptimizer(exact, budget=Budget(max_calls=B), threads=1)` — the checkout's defaults;
+- `SkillOptimizer(Bundle)`: the same with `optimizer=Bundle()` (`--methods`);
 - `dspy.GEPA`: `max_metric_calls` = `--gepa-share` x B / (server calls a rollout, measured on
   the student's test pass), reflection by the same fake, seed 0;
 - `dspy.MIPROv2`: auto=None, 2 instruction candidates, 1 bootstrapped + 2 labelled demos,
@@ -78,6 +79,7 @@ from bench_dspy_fake_qa import (
 from skillopt_dsl.benchmarks.table_lookup import CITIES, lookup
 from skillopt_dsl.dspy import SkillOptimizer, evaluate_program
 from skillopt_dsl.lm import LM, Budget
+from skillopt_dsl.optimizers import Bundle, Optimizer
 from skillopt_dsl.testing.fake_server import FakeOpenAIServer
 from tests.test_dspy_proposals import obedient_chat_model
 from tests.test_dspy_search import OPTIMIZER_SYSTEMS
@@ -274,9 +276,12 @@ def dspy_lm(server: FakeOpenAIServer) -> dspy.LM:
     return dspy.LM(MODEL, api_base=server.url, api_key="sk-fake", cache=False, num_retries=0)
 
 
-def run_ours(ctx: Context, server: FakeOpenAIServer) -> tuple[dspy.Module, Row]:
+def run_ours(
+    ctx: Context, server: FakeOpenAIServer, optimizer: Optimizer | None = None
+) -> tuple[dspy.Module, Row]:
     tele = SkillOptimizer(exact, lm=LM(MODEL, api_base=server.url, max_retries=0),
-                          budget=Budget(max_calls=ctx.budget), threads=1)  # fmt: skip
+                          budget=Budget(max_calls=ctx.budget), threads=1,
+                          optimizer=optimizer)  # fmt: skip
     compiled = tele.compile(ctx.shape.make(), trainset=ctx.shape.train, valset=ctx.shape.val)
     out = compiled.skillopt
     per = {}
@@ -330,6 +335,7 @@ def run_mipro(ctx: Context, server: FakeOpenAIServer) -> tuple[dspy.Module, Row]
 
 METHODS: dict[str, Callable[[Context, FakeOpenAIServer], tuple[dspy.Module, Row]]] = {
     "SkillOptimizer": run_ours,
+    "SkillOptimizer(Bundle)": lambda ctx, server: run_ours(ctx, server, Bundle()),
     "dspy.GEPA": run_gepa,
     "dspy.MIPROv2": run_mipro,
 }
@@ -380,7 +386,7 @@ def run_method(method: str, ctx: Context) -> Row:
 
 
 def available(method: str) -> bool:
-    return method == "SkillOptimizer" or hasattr(dspy, method.removeprefix("dspy."))
+    return method.startswith("SkillOptimizer") or hasattr(dspy, method.removeprefix("dspy."))
 
 
 def student_row(shape: Shape) -> Row:

@@ -45,7 +45,7 @@ from _common import Parity, git_commit, parity_examples, print_table, timer, wri
 from bench_gate_noise import USEFUL, Answers, NoisyTarget, Outcomes, UsefulLineProposer
 
 import skillopt_dsl as sd
-from skillopt_dsl.optimizers import GradientText
+from skillopt_dsl.optimizers import Bundle, GradientText, Optimizer
 from skillopt_dsl.testing import ScriptedLM
 
 TRAIN_START = 10_000
@@ -115,8 +115,11 @@ class RunFigures:
     stop: str
 
 
-def optimizer(name: str, batch: int) -> GradientText:
-    """The default optimizer with the fake proposer, or the same sending everything to the gate."""
+def optimizer(name: str, batch: int) -> Optimizer:
+    """The default optimizer with the fake proposer, the same sending everything to the gate,
+    or `Bundle` with the fake proposer (`--with-bundle`)."""
+    if name == "bundle":
+        return Bundle(proposers=[UsefulLineProposer()])
     if name == "default":
         return GradientText(batch_size=batch, proposers=[UsefulLineProposer()])
     return GradientText(batch_size=batch, proposers=[UsefulLineProposer()], screen=False,
@@ -189,15 +192,18 @@ def main() -> None:
     parser.add_argument("--null-sizes", type=int, nargs="*", default=[18, 30, 100])
     parser.add_argument("--max-calls", type=int, default=None, help="Budget(max_calls) per run")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--with-bundle", action="store_true",
+                        help="also run Bundle(proposers=[fake]) (a third column)")  # fmt: skip
     parser.add_argument("--name", default="search_power")
     parser.add_argument("--note", default="", help="a line kept with the results")
     args = parser.parse_args()
     settings = Settings(args.train, args.batch, args.flip, args.max_calls)
     rows = scenarios(args)
+    names = (*OPTIMIZERS, "bundle") if args.with_bundle else OPTIMIZERS
     work: list[Job] = [
         (scenario, name, settings, range(start, min(start + 5, args.runs)))
         for scenario in rows
-        for name in OPTIMIZERS
+        for name in names
         for start in range(0, args.runs, 5)
     ]
     with timer() as elapsed, ProcessPoolExecutor(max_workers=args.workers) as pool:
@@ -214,15 +220,18 @@ def main() -> None:
             f"{mine['hits']}/{mine['runs']}", f"{alone['hits']}/{alone['runs']}",
             f"{mine['mean_decisions']:.1f} / {alone['mean_decisions']:.1f}",
             f"{mine['mean_calls']:.0f} / {alone['mean_calls']:.0f}",
+            *([f"{cells[scenario, 'bundle']['hits']}/{cells[scenario, 'bundle']['runs']}"]
+              if args.with_bundle else []),
         ])  # fmt: skip
     print_table(
         f"Gate-power protocol: {args.train} train, batches of {args.batch}, flips p={args.flip}, "
         f"{args.runs} seeded runs a cell, budget {args.max_calls or 'none'}",
         ["row", "val n", "counts", "default", "gate alone (screen=False)",
-         "decisions/run (default / alone)", "calls/run (default / alone)"],
+         "decisions/run (default / alone)", "calls/run (default / alone)",
+         *(["Bundle"] if args.with_bundle else [])],
         table,
     )  # fmt: skip
-    for name in OPTIMIZERS:
+    for name in names:
         nulls = [cells[s, name] for s in rows if s.null]
         hits, total = sum(c["hits"] for c in nulls), sum(c["runs"] for c in nulls)
         print(f"false accepts, {name}: {hits} of {total}")
@@ -232,10 +241,11 @@ def main() -> None:
         "protocol": {"train": args.train, "batch": args.batch, "flip": args.flip,
                      "runs": args.runs, "max_calls": args.max_calls},
         "optimizers": {"default": "GradientText(batch_size=B, proposers=[fake])",
-                       "gate alone": "the same with screen=False, compose=1"},
+                       "gate alone": "the same with screen=False, compose=1",
+                       "bundle": "Bundle(proposers=[fake]) (--with-bundle)"},
         "cells": [{"row": s.label, "val_n": s.n_val, "effect": s.effect, "fixes": s.fixes,
                    "optimizer": name, **cells[s, name]}
-                  for s in rows for name in OPTIMIZERS],
+                  for s in rows for name in names],
     })  # fmt: skip
 
 
