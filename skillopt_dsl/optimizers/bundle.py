@@ -386,9 +386,8 @@ class Bundle(Optimizer):
         pool: Sequence[Example],
     ) -> bool:
         """Whether a survivor is clean: scored on `audit_size` pool examples the incumbent
-        gets right, fewer than `audit_strikes` of its breaks repeat under the candidate with
-        its whitespace changed (a break the edit causes persists; one the rewording causes
-        does not). The audit is cut to the examples the calls beside the gate's reserve pay
+        gets right, fewer than `audit_strikes` of its breaks repeat under two changed texts
+        (`_repeats`: a break the edit causes persists; one the rewording causes does not). The audit is cut to the examples the calls beside the gate's reserve pay
         for (each scored at most three times); without any, the survivor is not collected
         (proposed again, it is tried again). A pool the incumbent gets wholly wrong has
         nothing to break."""
@@ -404,23 +403,33 @@ class Bundle(Optimizer):
             return False  # no call for an audit: proposed again, it is tried again
         audited = view.rng.sample(right, min(self.audit_size, len(right), paid))
         records = view.evaluate(fitted.candidate, audited, label="audit").records
-        repeated = [e for e, r in zip(audited, records, strict=True) if r.score < 1.0]
-        broken = len(repeated)
-        for newlines in range(1, _PERTURBATIONS + 1):
-            if len(repeated) < self.audit_strikes:
-                break
-            perturbed = Skill(fitted.candidate.text + "\n" * newlines)
-            again = view.evaluate(perturbed, repeated, label="audit").records
-            repeated = [e for e, r in zip(repeated, again, strict=True) if r.score < 1.0]
-        repeats = len(repeated) if broken >= self.audit_strikes else 0
+        broken = [e for e, r in zip(audited, records, strict=True) if r.score < 1.0]
+        repeats = self._repeats(view, fitted.candidate, broken)
         stats = state.screen_stats
         stats["audited"] = stats.get("audited", 0) + 1
-        view.emit("audit", step=state.step - 1, scored=len(audited), broken=broken, repeats=repeats)
+        view.emit(
+            "audit", step=state.step - 1, scored=len(audited), broken=len(broken), repeats=repeats
+        )
         if repeats < self.audit_strikes:
             return True
         stats["audit_struck"] = stats.get("audit_struck", 0) + 1
         state.strike(fitted.kept, -repeats / max(len(audited), 1), epoch=0, limit=1)
         return False
+
+    def _repeats(self, view: RunView, candidate: Skill, broken: Sequence[Example]) -> int:
+        """How many of `broken` (examples the candidate got wrong and the incumbent right)
+        stay wrong under each of `_PERTURBATIONS` changed texts (one, then two more trailing
+        newlines); 0 when fewer than `audit_strikes` broke at all (nothing to score again)."""
+        if len(broken) < self.audit_strikes:
+            return 0
+        repeated = list(broken)
+        for newlines in range(1, _PERTURBATIONS + 1):
+            if len(repeated) < self.audit_strikes:
+                break
+            perturbed = Skill(candidate.text + "\n" * newlines)
+            again = view.evaluate(perturbed, repeated, label="audit").records
+            repeated = [e for e, r in zip(repeated, again, strict=True) if r.score < 1.0]
+        return len(repeated)
 
     def _submit(self, view: RunView, state: BundleState) -> bool:
         """Send the bundle to the door, declaring one step's learning rate per member; returns
