@@ -5,7 +5,8 @@ number is a multiple of 4 fail under the seed and are fixed by any skill saying 
 saying `HARM` breaks every item numbered 1 mod 4 (a harm that persists under any wording); and
 rewording noise breaks training items numbered 2 mod 4 under any changed text with at most one
 trailing newline, which the audit's changed texts (more trailing newlines) undo. A skill saying
-`LUCKY` fixes the failing items by that same noise only (its fixes do not persist)."""
+`LUCKY` fixes the failing items by that same noise only (its fixes do not persist), and a
+worked example (`item trainN -> A`) fixes the item it quotes and no other."""
 
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ def _number(item_id: str) -> int:
 
 def scripted_right(system: str, item_id: str) -> bool:
     """The scripted world (module docstring)."""
+    if f"item {item_id} ->" in system:  # a worked example of this very input
+        return True
     k = _number(item_id)
     trailing = len(system) - len(system.rstrip("\n"))
     reworded = system.strip() != SEED_SKILL and trailing <= 1
@@ -132,6 +135,30 @@ def test_a_survivor_whose_fixes_do_not_persist_under_changed_wording_is_struck(
     checks = [e for e in events if e["event"] == "fix_check"]
     assert [c["fixes_kept"] > 0 for c in checks][:2] == [False, True], checks
     assert "LUCKY" not in result.best_skill.text and CLEAN in result.best_skill.text
+
+
+@dataclass(kw_only=True)
+class Quoting(Proposer):
+    """Offers a worked example of each failure it is shown, naming that failure."""
+
+    name: str = "quoting"
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        groups = []
+        for example, _ in request.failures():
+            text = f"Worked example: {example.inputs['item']} -> A"
+            groups.append(EditGroup((Add(after=None, text=text),), self.name, True, text,
+                                    addresses=(example.id,)))  # fmt: skip
+        return groups
+
+
+def test_an_edit_that_only_answers_the_examples_it_quotes_is_struck(tmp_path: Path) -> None:
+    """Kills: counting a fix of an example the edit quotes verbatim (a worked example of that
+    very input fixes it by memory): such edits would fill the bundle and fix nothing else."""
+    result, events = run_scripted(tmp_path, Bundle(proposers=[Quoting()], max_steps=4), calls=None)
+    checks = [e for e in events if e["event"] == "fix_check"]
+    assert checks and all(c["fixes"] == 0 for c in checks), checks
+    assert not result.gate_log and not result.improved, result.gate_log
 
 
 def test_a_step_shows_its_proposers_only_failures_no_collected_edit_was_written_for(

@@ -18,7 +18,8 @@ Bundle asks exactly that of each proposal, and lets the gate judge their sum onc
 3. Any text change moves a few answers at random (rewording noise), so a useless or harmful
    edit now and then fixes its failure by that noise alone. A survivor's fixes are scored again
    under the candidate with its whitespace changed (one more trailing newline): a fix the edit
-   makes persists, and the survivor is struck when none does.
+   makes persists, and the survivor is struck when none does. A fix of an example the edit
+   quotes verbatim (`quotes`: a worked example of that very input) does not count.
 4. It is then audited for harm on up to `audit_size` pool examples the incumbent gets right. A
    break the edit causes persists when the text around it changes, one the rewording causes
    does not: each break is scored again under two changed texts, and the edit is struck when
@@ -58,7 +59,7 @@ from skillopt_dsl.optimizers.state import as_json, stored
 from skillopt_dsl.skill import Edit, Skill, parse_edits
 from skillopt_dsl.types import Example
 
-__all__ = ["Bundle", "BundleMember", "BundleState"]
+__all__ = ["Bundle", "BundleMember", "BundleState", "quotes"]
 
 _PERTURBATIONS = 2
 """Changed texts under which an audit's break must repeat to count as the edit's: a rewording
@@ -68,6 +69,21 @@ square."""
 _PROPOSAL_CALLS = 4
 """Model calls one step's proposers are assumed to spend (as Beam's expansion) when the step
 is priced against the gate's reserve."""
+
+
+QUOTE_MIN_CHARS = 8
+"""The shortest input value that counts as quoted when an edit's text contains it."""
+
+
+def quotes(incumbent: Skill, candidate: Skill, example: Example) -> bool:
+    """Whether `candidate` quotes one of the example's input values (of `QUOTE_MIN_CHARS` or
+    more) that `incumbent` does not: an edit that adds a worked example of this very input
+    fixes it by memory, which says nothing about the failures it does not quote."""
+    values = (v for v in example.inputs.values() if isinstance(v, str))
+    return any(
+        len(v) >= QUOTE_MIN_CHARS and v in candidate.text and v not in incumbent.text
+        for v in values
+    )
 
 
 class BundleMemberRecord(TypedDict):
@@ -360,12 +376,17 @@ class Bundle(Optimizer):
     ) -> tuple[str, ...]:
         """The failures a survivor fixed whose fix persists under its changed text (one more
         trailing newline): a fix the edit makes does; one the rewording made by chance does
-        not. None persisting (a useless or harmful edit lucky on its failures): the survivor
-        is struck. The screen's own rollouts come from the cache (a passing screen scored the
+        not. A failure the edit quotes (a worked example of that very input, `quotes`) is no
+        evidence and does not count. None persisting (a useless or harmful edit lucky on its
+        failures, or one that only answers the examples it quotes): the survivor is struck. The screen's own rollouts come from the cache (a passing screen scored the
         whole batch); only the fixes are scored again, when the gate's reserve allows."""
         before = {r.example_id: r.score for r in rollouts}
         records = view.evaluate(fitted.candidate, batch, label="screen").records
-        fixed = [e for e, r in zip(batch, records, strict=True) if r.score > before[e.id]]
+        fixed = [
+            e
+            for e, r in zip(batch, records, strict=True)
+            if r.score > before[e.id] and not quotes(view.incumbent, fitted.candidate, e)
+        ]
         price = math.ceil(len(fixed) * view.calls_per_rollout())
         if not keeps_reserve(view, price, self._reserve(view, first_look=state.tail)):
             return ()  # proposed again, it is tried again
