@@ -19,11 +19,13 @@ from typing import Any
 import pytest
 
 import skillopt_dsl as sd
+from skillopt_dsl.driver import RunView
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.lm import LM
 from skillopt_dsl.optimizers import Bundle, GradientText
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.skill import Add
+from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
 from skillopt_dsl.testing.rule_world import (
     SEED_SKILL,
     RuleWorld,
@@ -32,6 +34,7 @@ from skillopt_dsl.testing.rule_world import (
     rules_in,
 )
 from skillopt_dsl.testing.scripted import ScriptedLM
+from skillopt_dsl.testing.search_contract import PARITY_FIX, OfferedEdits
 from skillopt_dsl.types import Example
 
 CLEAN = "FIX the items of kind zero."
@@ -215,6 +218,31 @@ def test_failures_an_edit_named_but_did_not_fix_stay_open(tmp_path: Path) -> Non
     assert any(i in later for i in first if _number(i) % 8 == 4), offers.shown
 
 
+@dataclass(kw_only=True)
+class Barren(Proposer):
+    """Proposes nothing; records the failures each request showed."""
+
+    name: str = "barren"
+    shown: list[list[str]] = field(default_factory=list)
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        self.shown.append([e.id for e, _ in request.failures()])
+        return []
+
+
+@pytest.mark.timeout(60)  # without `patience`, steps that spend nothing would never end
+def test_steps_that_collect_nothing_widen_the_failures_shown(tmp_path: Path) -> None:
+    """Kills: a pool scored only as far as one step's failures (the proposers are shown the
+    same few failures at every step, their unchanged request is not asked again, and the run
+    stops on `patience` having seen a sliver of the training set)."""
+    barren = Barren()
+    optimizer = Bundle(proposers=[barren], failures_per_step=2, patience=6)
+    result, _ = run_scripted(tmp_path, optimizer, calls=None)
+    shown = {i for request in barren.shown for i in request}
+    assert len(shown) >= 5, barren.shown  # 6 failures in the 24 training items
+    assert result.stop_reason == "patience"
+
+
 def test_the_bundle_goes_to_the_gate_once_with_every_collected_edit(tmp_path: Path) -> None:
     """Kills: a bundle submitted per collected edit (several decisions, each a share of the
     run's significance) and a bundle that drops members. Three clean edits, one a step, one
@@ -228,12 +256,40 @@ def test_the_bundle_goes_to_the_gate_once_with_every_collected_edit(tmp_path: Pa
     assert len(result.gate_log) == 1 and result.gate_log[0].accepted
 
 
+def test_every_audit_leaves_the_gates_first_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills: an audit sized by `audit_size` alone, not cut to the calls beside the gate's
+    reserve (a survivor audited on 24 examples in a tight budget eats the first look its
+    bundle needs: at 66 calls it leaves the gate 8 calls short, and no decision is made). The
+    contract's parity task at 66 calls, six passing fixes."""
+    real, after = RunView.evaluate, []
+
+    def evaluate(view: RunView, *args: Any, **kwargs: Any) -> Any:
+        report = real(view, *args, **kwargs)
+        left = view.calls_left()
+        if kwargs.get("label") == "audit" and left is not None:
+            after.append(left - view.decision_calls(first_look=True))
+        return report
+
+    monkeypatch.setattr(RunView, "evaluate", evaluate)
+    fixes = [f"{PARITY_FIX} ({k})" for k in range(6)]
+    result = sd.compile(
+        ContractParity(), contract_examples(0, 24), contract_examples(100, 30),
+        optimizer=Bundle(proposers=[OfferedEdits(texts=fixes)], failures_per_step=4),
+        lm=ScriptedLM(contract_target), optimizer_lm=ScriptedLM(lambda m: "{}"),
+        budget=sd.Budget(max_calls=66), run_dir=tmp_path, threads=1,
+    )  # fmt: skip
+    assert after and min(after) >= 0, after
+    assert result.gate_log and result.gate_log[0].accepted, result.gate_log
+
+
 def test_one_decision_is_planned_so_it_is_tested_at_the_runs_whole_significance(
     tmp_path: Path,
 ) -> None:
     """Kills: a plan of several decisions for the bundle (its test runs at a share of alpha).
     The same bundle judged under GradientText's plan gets less."""
-    _, _ = run_scripted(tmp_path / "bundle", Bundle(proposers=[Offers(texts=[CLEAN])]))
+    run_scripted(tmp_path / "bundle", Bundle(proposers=[Offers(texts=[CLEAN])]))
     bundle_alpha = _first_alpha(tmp_path / "bundle")
     assert Bundle().planned_decisions(24, max_calls=400, validation_size=40) == 1
     planned = GradientText().planned_decisions(24, max_calls=400, validation_size=40)
