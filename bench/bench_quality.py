@@ -49,7 +49,13 @@ from skillopt_dsl.baselines import constant_baseline
 from skillopt_dsl.benchmarks import load_benchmark
 from skillopt_dsl.benchmarks.tasks import module_for
 from skillopt_dsl.lm import LM, Budget, SamplingParams
-from skillopt_dsl.optimizers import DemonstrationsProposer, FormatRuleProposer, GradientText
+from skillopt_dsl.optimizers import (
+    Bundle,
+    DemonstrationsProposer,
+    FormatRuleProposer,
+    GradientText,
+    HandOff,
+)
 from skillopt_dsl.optimizers.proposers import default_proposers
 
 MODEL = "local/smollm2-135m"
@@ -180,6 +186,13 @@ def optuna_lr() -> Any:
 def beam() -> Any:
     module = importlib.import_module("skillopt_dsl.optimizers.beam")
     return module.Beam(width=2, expansions=2, depth=2, proposers=proposers())
+
+
+def hand_off() -> Any:
+    """`compile`'s default: GradientText (as the GradientText row runs it), handing the run to
+    Bundle where its screens show only small effects."""
+    first = GradientText(lr=0.3, epochs=2, batch_size=8, proposers=proposers())
+    return HandOff(first=first, then=Bundle(proposers=proposers()))
 
 
 def bundle() -> Any:
@@ -381,6 +394,7 @@ METHODS: dict[str, Callable[..., Row]] = {
     ),
     "Beam": ours(beam),
     "Bundle": ours(bundle),
+    "HandOff": ours(hand_off),
     "OptunaLR": ours(optuna_lr),
     "gepa.optimize": gepa_run,
 }

@@ -8,8 +8,10 @@ run), on training and validation alike. A FAKE proposer offers a reworded useful
 step until the incumbent holds one, then useless notes. `--train` training examples, batches of
 `--batch`, `--runs` seeded runs per cell. Two optimizers, same runs:
 
-- **default**: `GradientText(batch_size=B, proposers=[fake])`, every other setting its default
-  (screen, confirmation, composition, epochs) — whatever the checkout's defaults are;
+- **default**: `compile`'s default, `HandOff` (GradientText, handing the run to Bundle where its
+  screens show only small effects) with `GradientText(batch_size=B, proposers=[fake])` first
+  and `Bundle(proposers=[fake])` after, every other setting its default (screen, confirmation,
+  composition, epochs, `--probe-steps`) — whatever the checkout's defaults are;
 - **gate alone**: the same with `screen=False, compose=1` (every proposal to the gate).
 
 Rows:
@@ -45,7 +47,7 @@ from _common import Parity, git_commit, parity_examples, print_table, timer, wri
 from bench_gate_noise import USEFUL, Answers, NoisyTarget, Outcomes, UsefulLineProposer
 
 import skillopt_dsl as sd
-from skillopt_dsl.optimizers import Bundle, GradientText, Optimizer
+from skillopt_dsl.optimizers import Bundle, GradientText, HandOff, Optimizer
 from skillopt_dsl.testing import ScriptedLM
 
 TRAIN_START = 10_000
@@ -102,6 +104,7 @@ class Settings:
     batch: int
     flip: float
     max_calls: int | None
+    probe_steps: int | None = None
 
 
 @dataclass(frozen=True)
@@ -115,13 +118,16 @@ class RunFigures:
     stop: str
 
 
-def optimizer(name: str, batch: int) -> Optimizer:
+def optimizer(name: str, batch: int, probe_steps: int | None = None) -> Optimizer:
     """The default optimizer with the fake proposer, the same sending everything to the gate,
     or `Bundle` with the fake proposer (`--with-bundle`)."""
     if name == "bundle":
         return Bundle(proposers=[UsefulLineProposer()])
     if name == "default":
-        return GradientText(batch_size=batch, proposers=[UsefulLineProposer()])
+        proposers = [UsefulLineProposer()]
+        first = GradientText(batch_size=batch, proposers=proposers)
+        probe = {} if probe_steps is None else {"probe_steps": probe_steps}
+        return HandOff(first=first, then=Bundle(proposers=proposers), **probe)
     return GradientText(batch_size=batch, proposers=[UsefulLineProposer()], screen=False,
                         compose=1)  # fmt: skip
 
@@ -133,7 +139,7 @@ def one_run(scenario: Scenario, name: str, settings: Settings, run_seed: int) ->
         Parity(),
         parity_examples(settings.n_train, start=TRAIN_START),
         parity_examples(scenario.n_val),
-        optimizer=optimizer(name, settings.batch),
+        optimizer=optimizer(name, settings.batch, settings.probe_steps),
         lm=ScriptedLM(NoisyTarget(outcomes)),
         optimizer_lm=ScriptedLM(lambda messages: '{"edits": []}'),
         budget=None if settings.max_calls is None else sd.Budget(max_calls=settings.max_calls),
@@ -192,12 +198,14 @@ def main() -> None:
     parser.add_argument("--null-sizes", type=int, nargs="*", default=[18, 30, 100])
     parser.add_argument("--max-calls", type=int, default=None, help="Budget(max_calls) per run")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--probe-steps", type=int, default=None,
+                        help="the default's HandOff.probe_steps (default: its own)")  # fmt: skip
     parser.add_argument("--with-bundle", action="store_true",
                         help="also run Bundle(proposers=[fake]) (a third column)")  # fmt: skip
     parser.add_argument("--name", default="search_power")
     parser.add_argument("--note", default="", help="a line kept with the results")
     args = parser.parse_args()
-    settings = Settings(args.train, args.batch, args.flip, args.max_calls)
+    settings = Settings(args.train, args.batch, args.flip, args.max_calls, args.probe_steps)
     rows = scenarios(args)
     names = (*OPTIMIZERS, "bundle") if args.with_bundle else OPTIMIZERS
     work: list[Job] = [
@@ -240,7 +248,7 @@ def main() -> None:
         "git_commit": git_commit(), "note": args.note, "seconds": round(elapsed(), 1),
         "protocol": {"train": args.train, "batch": args.batch, "flip": args.flip,
                      "runs": args.runs, "max_calls": args.max_calls},
-        "optimizers": {"default": "GradientText(batch_size=B, proposers=[fake])",
+        "optimizers": {"default": "HandOff(first=GradientText(batch_size=B, proposers=[fake]), then=Bundle(proposers=[fake]))",
                        "gate alone": "the same with screen=False, compose=1",
                        "bundle": "Bundle(proposers=[fake]) (--with-bundle)"},
         "cells": [{"row": s.label, "val_n": s.n_val, "effect": s.effect, "fixes": s.fixes,

@@ -7,8 +7,10 @@ three rules with the world's odds, each saying which failing item it is for (as 
 that read the failures does; `--unnamed`: it says nothing, and our screen starts from all the
 failing items). Each optimizer gets the same world, seed and call budget:
 
-- ours: `compile`'s default optimizer (`GradientText()`, its defaults) with the world's
-  reflection as its only proposer, under `Budget(max_calls=N)` (target and reflection calls);
+- ours: `compile`'s default optimizer (`HandOff()`: GradientText, handing the run to Bundle
+  where its screens show only small effects; their defaults) with the world's reflection as
+  its only proposer, under `Budget(max_calls=N)` (target and reflection calls);
+- gradient-text: `GradientText()` alone, the same proposer and budget (`--peers ... gradient-text`);
 - beam: `Beam()` with its defaults and the same proposer and budget (`--peers ... beam`);
 - bundle: `Bundle()` with its defaults, the same proposer and budget (`--peers ... bundle`);
 - gepa: `gepa.optimize` with its `DefaultAdapter` on a callable model (the world's target) and
@@ -40,7 +42,7 @@ from _common import machine, print_table, write_results
 
 import skillopt_dsl as sd
 from skillopt_dsl.lm import LM
-from skillopt_dsl.optimizers import Beam, Bundle, GradientText, Optimizer
+from skillopt_dsl.optimizers import Beam, Bundle, GradientText, HandOff, Optimizer
 from skillopt_dsl.testing.rule_world import (
     SEED_SKILL,
     RuleWorld,
@@ -73,7 +75,8 @@ def kept(world: RuleWorld, text: str) -> tuple[int, int]:
 
 
 SETTINGS: dict[str, Any] = {}
-"""GradientText settings overridden from the command line (`--set batch_size=6`)."""
+"""GradientText settings overridden from the command line (`--set batch_size=6`), for
+GradientText alone and as the default's first search."""
 
 
 NAMES_TARGETS = True
@@ -81,6 +84,13 @@ NAMES_TARGETS = True
 
 
 def run_ours(world: RuleWorld, calls: int, sizes: tuple[int, int, int]) -> Outcome:
+    proposers = [RuleWorldProposer(use_addresses=NAMES_TARGETS)]
+    first = GradientText(proposers=proposers, **SETTINGS)
+    optimizer = HandOff(first=first, then=Bundle(proposers=proposers))
+    return run_optimizer(optimizer, world, calls, sizes)
+
+
+def run_gradient_text(world: RuleWorld, calls: int, sizes: tuple[int, int, int]) -> Outcome:
     proposer = RuleWorldProposer(use_addresses=NAMES_TARGETS)
     return run_optimizer(GradientText(proposers=[proposer], **SETTINGS), world, calls, sizes)
 
@@ -220,7 +230,10 @@ def main() -> None:
     parser.add_argument("--p-right", type=float, default=0.3)
     parser.add_argument("--p-harm", type=float, default=0.45)
     parser.add_argument(
-        "--peers", nargs="+", default=["ours", "gepa"], choices=["ours", "beam", "bundle", "gepa"]
+        "--peers",
+        nargs="+",
+        default=["ours", "gepa"],
+        choices=["ours", "gradient-text", "beam", "bundle", "gepa"],
     )
     parser.add_argument("--no-null", action="store_true", help="skip the null world")
     parser.add_argument(
@@ -244,7 +257,10 @@ def main() -> None:
     worlds = (
         {"world": base} if args.no_null else {"world": base, "null": replace(base, p_right=0.0)}
     )
-    runners = {"ours": run_ours, "beam": run_beam, "bundle": run_bundle, "gepa": run_gepa}
+    runners = {
+        "ours": run_ours, "gradient-text": run_gradient_text, "beam": run_beam,
+        "bundle": run_bundle, "gepa": run_gepa,
+    }  # fmt: skip
     figures: dict[str, Any] = {"machine": machine(), "args": vars(args), "rows": []}
     rows = []
     for world_name, world in worlds.items():

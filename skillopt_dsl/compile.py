@@ -18,6 +18,7 @@ from pathlib import Path
 
 from skillopt_dsl.baselines import Baseline, baseline_warning, constant_baseline, rescored
 from skillopt_dsl.driver import CompileContext, StepRecord, as_checkpoint
+from skillopt_dsl.driver.state_parts import part_states
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.evaluate import evaluate
 from skillopt_dsl.evidence import Preflight, SignificanceBudget, preflight
@@ -47,7 +48,15 @@ from skillopt_dsl.settings import (
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
-__all__ = ["Baseline", "CompileResult", "CompileSettings", "ModelSpec", "compile", "compile_with"]
+__all__ = [
+    "Baseline",
+    "CompileResult",
+    "CompileSettings",
+    "ModelSpec",
+    "compile",
+    "compile_with",
+    "default_optimizer",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -175,7 +184,8 @@ def compile(
         module: the task (a `SkillModule` instance) whose seed skill is trained.
         trainset: examples the optimizer learns from.
         valset: held-out examples the gate decides on (never shown to proposers).
-        optimizer: default `GradientText()`.
+        optimizer: default `HandOff()` (GradientText, handing the run to Bundle where effects
+            prove small).
         lm: target model; default the embedded `local/smollm2-135m`.
         optimizer_lm: model for reflection; default the embedded model.
         gate: default `Gate()` (strict improvement, ties rejected).
@@ -230,7 +240,7 @@ def compile_with(
     trainset, valset, testset = _checked_splits(
         module, trainset, valset, settings.testset, resume=resume, run_dir=settings.run_dir
     )
-    chosen = optimizer if optimizer is not None else _default_optimizer()
+    chosen = optimizer if optimizer is not None else default_optimizer()
     run = RunDirectory(settings.run_dir)
     models = RunModels.resolve(settings, run.cache_path)
     context = CompileContext(
@@ -312,10 +322,12 @@ def _check_budget(context: CompileContext) -> None:
         )  # fmt: skip
 
 
-def _default_optimizer() -> Optimizer:
-    from skillopt_dsl.optimizers.gradient_text import GradientText
+def default_optimizer() -> Optimizer:
+    """The optimizer `compile` (and `SkillOptimizer`) runs when given none: `HandOff()`,
+    GradientText handing the run to Bundle where its screens show only small effects."""
+    from skillopt_dsl.optimizers.hand_off import HandOff
 
-    return GradientText()
+    return HandOff()
 
 
 def _checked_splits(
@@ -474,8 +486,10 @@ def _test_mean(
 
 def _rejected_memory(context: CompileContext) -> tuple[RejectedCandidate, ...]:
     """The optimizer's rejected-proposal memory at the end of the run (screened out or
-    rejected by the gate), when its state keeps one (`CheckpointedState.rejected`)."""
-    entries = stored(context.optimizer_state, "rejected", RejectedRecord)
+    rejected by the gate), when its state keeps one (`CheckpointedState.rejected`); a
+    composite optimizer's, from each of its parts (`state_parts`)."""
+    parts = part_states(context.optimizer_state)
+    entries = [e for state in parts for e in stored(state, "rejected", RejectedRecord)]
     return tuple(RejectedCandidate.from_dict(e) for e in entries)
 
 

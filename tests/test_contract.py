@@ -1,11 +1,18 @@
-"""The shipped optimizer contract suite, run on GradientText, Beam, Bundle and OptunaLR (ScriptedLM
+"""The shipped optimizer contract suite, run on GradientText, Beam, Bundle, HandOff and OptunaLR (ScriptedLM
 only)."""
 
 from __future__ import annotations
 
 import pytest
 
-from skillopt_dsl.optimizers import Beam, Bundle, GradientText, OptunaLR, ReflectiveProposer
+from skillopt_dsl.optimizers import (
+    Beam,
+    Bundle,
+    GradientText,
+    HandOff,
+    OptunaLR,
+    ReflectiveProposer,
+)
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.testing.contract import OptimizerContract
 
@@ -27,6 +34,12 @@ class TestBeamContract(OptimizerContract):
 class TestBundleContract(OptimizerContract):
     def make_optimizer(self) -> Optimizer:
         return Bundle(proposers=_reflective(), max_steps=6)
+
+
+class TestHandOffContract(OptimizerContract):
+    def make_optimizer(self) -> Optimizer:
+        first = GradientText(proposers=_reflective(), epochs=2, batch_size=8)
+        return HandOff(first=first, then=Bundle(proposers=_reflective(), max_steps=6))
 
 
 class TestBeamParetoContract(OptimizerContract):

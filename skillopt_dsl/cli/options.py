@@ -16,6 +16,7 @@ from skillopt_dsl.lm.endpoint import API_BASE_ENV, OPTIMIZER_API_BASE_ENV
 class OptimizerChoice(StrEnum):
     """The optimizers `--optimizer` can name."""
 
+    hand_off = "hand-off"
     gradient_text = "gradient-text"
     beam = "beam"
     bundle = "bundle"

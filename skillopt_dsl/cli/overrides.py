@@ -1,5 +1,6 @@
 """Optimizer settings from command-line flags: `--optimizer` picks one, and each setting flag
-replaces that field on it (or on its `inner` optimizer), refused with the settings it has."""
+replaces that field on it (or on its `inner` optimizer, or on each of a composite's searches
+that has it), refused with the settings it has."""
 
 from __future__ import annotations
 
@@ -27,8 +28,10 @@ def lazy(module: str, name: str, what: str) -> Any:
 def optimizer_from_flags(
     base: Optimizer | None, choice: OptimizerChoice | None, overrides: Mapping[str, object]
 ) -> Optimizer | None:
-    """The recipe's optimizer, or the one `--optimizer` names, with flag overrides applied."""
+    """The recipe's optimizer, or the one `--optimizer` names, with flag overrides applied
+    (to `compile`'s default, `HandOff`, where neither names one)."""
     from skillopt_dsl.optimizers.gradient_text import GradientText
+    from skillopt_dsl.optimizers.hand_off import HandOff
 
     chosen: Optimizer | None = base
     if choice is OptimizerChoice.gradient_text and not isinstance(base, GradientText):
@@ -36,6 +39,9 @@ def optimizer_from_flags(
     elif choice is OptimizerChoice.beam:
         beam = lazy("skillopt_dsl.optimizers.beam", "Beam", "the beam optimizer")
         chosen = beam(**_carried(base, beam))
+    elif choice is OptimizerChoice.hand_off and not isinstance(base, HandOff):
+        proposers = _carried(base, GradientText).get("proposers")
+        chosen = HandOff() if proposers is None else HandOff.with_proposers(proposers)
     elif choice is OptimizerChoice.bundle:
         bundle = lazy("skillopt_dsl.optimizers.bundle", "Bundle", "the bundle optimizer")
         chosen = bundle(**_carried(base, bundle))
@@ -45,7 +51,7 @@ def optimizer_from_flags(
         chosen = optuna_lr(inner=inner)
     if not overrides:
         return chosen
-    result: Optimizer = chosen if chosen is not None else GradientText()
+    result: Optimizer = chosen if chosen is not None else HandOff()
     for name, value in overrides.items():
         result = _override(result, name, value)
     return result
@@ -73,6 +79,11 @@ def _override(optimizer: Optimizer, name: str, value: Any) -> Optimizer:
         )
     if name in _field_names(optimizer):
         return replace(optimizer, **{name: value})  # type: ignore[type-var]
+    parts = {p: getattr(optimizer, p) for p in ("first", "then") if hasattr(optimizer, p)}
+    if any(name in _field_names(part) for part in parts.values()):  # a composite's searches
+        changed = {p: replace(part, **{name: value}) for p, part in parts.items()
+                   if name in _field_names(part)}  # fmt: skip
+        return replace(optimizer, **changed)  # type: ignore[type-var]
     inner = getattr(optimizer, "inner", None)
     if inner is not None and name in _field_names(inner):
         return replace(optimizer, inner=replace(inner, **{name: value}))  # type: ignore[type-var]

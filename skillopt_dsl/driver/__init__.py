@@ -1,7 +1,8 @@
 """The shared driver every optimizer runs under, and the one door to the incumbent.
 
-- `run`: `CompileContext` (the driver: models, gate, run directory, the run's private state)
-  and `RunView`, the read-only view an optimizer gets, with its one `submit` (the door);
+- `run`: `CompileContext` (the driver: models, gate, run directory, the run's private state);
+- `view`: `RunView`, the read-only view an optimizer gets, with its one `submit` (the door),
+  and views `within` one part of a composite optimizer (`state_parts`: each part's state);
 - `door`: the door's records and rules (`StepRecord`, `Verdict`, `LearningRateBound`, why a
   candidate is refused, the order of the gate's looks);
 - `looks`: a gate decision look by look (`SequentialJudge`, what a look costs);
@@ -18,13 +19,13 @@ from skillopt_dsl.driver.door import StepRow, look_order
 from skillopt_dsl.driver.run import (
     CompileContext,
     LearningRateBound,
-    RunView,
     SelectionSplit,
     StateAfter,
     StepRecord,
     Verdict,
 )
 from skillopt_dsl.driver.run_state import CheckpointRecord, DriverRecord, as_checkpoint
+from skillopt_dsl.driver.view import RunView
 
 __all__ = [
     "CheckpointRecord",

@@ -27,11 +27,9 @@ import logging
 import random
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Literal
 
 from skillopt_dsl.driver.door import (
-    RESERVED_EVENTS,
     LearningRateBound,
     SelectionSplit,
     StateAfter,
@@ -44,11 +42,9 @@ from skillopt_dsl.driver.door import (
 from skillopt_dsl.driver.looks import SIGNIFICANCE_SPENT, SequentialJudge
 from skillopt_dsl.driver.run_state import CheckpointRecord, RunState
 from skillopt_dsl.driver.val_book import CallRate, ValidationBook
-from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import EvaluationCache, EvaluationReport, evaluate
 from skillopt_dsl.gate import Gate, GateDecision
 from skillopt_dsl.json_types import JSONObject
-from skillopt_dsl.lm import LM, UsageSnapshot
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.runs import RunDirectory, rng_from_json, rng_to_json
 from skillopt_dsl.settings import CompileSettings, EventListener, RunModels
@@ -58,7 +54,6 @@ from skillopt_dsl.types import Example
 __all__ = [
     "CompileContext",
     "LearningRateBound",
-    "RunView",
     "SelectionSplit",
     "StateAfter",
     "StepRecord",
@@ -71,7 +66,7 @@ logger = logging.getLogger(__name__)
 class CompileContext(ValidationBook):
     """The driver: models, gate, run directory, and the run's private state (see module doc).
 
-    `compile()` and `OptunaLR` (for its trial runs) use it; optimizers get `view(bound)`.
+    `compile()` and `OptunaLR` (for its trial runs) use it; optimizers get a `RunView` of it.
     """
 
     def __init__(
@@ -136,14 +131,6 @@ class CompileContext(ValidationBook):
         )
         child.eval_cache = self.eval_cache
         return child
-
-    def view(self, bound: LearningRateBound) -> RunView:
-        """The read-only view an optimizer runs with; its door enforces `bound`."""
-        if not 0 < bound.max_lr <= 1 or bound.floor_tokens < 0:
-            raise UserInputError(
-                f"a learning-rate bound needs 0 < max_lr <= 1, floor >= 0: {bound}"
-            )
-        return RunView(self, bound)
 
     # -- read-only state ---------------------------------------------------------------------
     @property
@@ -372,229 +359,3 @@ class CompileContext(ValidationBook):
             self.significance.restore(checkpoint["significance"])
         if "call_rate" in checkpoint:
             self.call_rate = CallRate.from_dict(checkpoint["call_rate"])
-
-
-class RunView:
-    """What an optimizer sees of a run: read-only, plus one door (`submit`).
-
-    Read: `module`, `trainset`, `seed`, `threads`, `target_lm`, `optimizer_lm`, `rng` (the only
-    source of randomness), `incumbent`, `version`, `bound`, `run_path`, `optimizer_state` (a copy of the
-    state saved with the last verdict; {} on a fresh run), `usage()`. Use: `evaluate` (never on
-    the gate's validation examples), `selection_split`, `submit`, `record_empty_step`, `emit`,
-    and for sweeps `trial_driver`. The gate's validation examples, the gate log, the history
-    and the scored set are not reachable from here.
-    """
-
-    __slots__ = ("__driver", "_bound", "_val_ids")
-
-    def __init__(self, driver: CompileContext, bound: LearningRateBound) -> None:
-        self.__driver = driver
-        self._bound = bound
-        self._val_ids = frozenset(e.id for e in driver.valset)
-
-    # -- read-only -------------------------------------------------------------------------
-    @property
-    def module(self) -> SkillModule:
-        """The task."""
-        return self.__driver.module
-
-    @property
-    def trainset(self) -> tuple[Example, ...]:
-        """The examples the optimizer learns (and chooses) from."""
-        return self.__driver.trainset
-
-    @property
-    def seed(self) -> int:
-        """The run's seed."""
-        return self.__driver.seed
-
-    @property
-    def threads(self) -> int:
-        """Parallel model calls during evaluation."""
-        return self.__driver.threads
-
-    @property
-    def target_lm(self) -> LM:
-        """The model the skill is written for."""
-        return self.__driver.target_lm
-
-    @property
-    def optimizer_lm(self) -> LM:
-        """The model that proposes edits."""
-        return self.__driver.optimizer_lm
-
-    @property
-    def rng(self) -> random.Random:
-        """The run's only source of randomness (checkpointed with every verdict)."""
-        return self.__driver.rng
-
-    @property
-    def incumbent(self) -> Skill:
-        """The best skill so far (immutable)."""
-        return self.__driver.incumbent
-
-    @property
-    def version(self) -> int:
-        """The incumbent's version (1 = the seed)."""
-        return self.__driver.version
-
-    @property
-    def run_path(self) -> Path | None:
-        """The run directory (None for a run without one), to place an optimizer's own files."""
-        return self.__driver.run.path
-
-    @property
-    def bound(self) -> LearningRateBound:
-        """The door's learning-rate bound for this run."""
-        return self._bound
-
-    @property
-    def optimizer_state(self) -> JSONObject:
-        """A copy of the state saved with the last verdict ({} on a fresh run)."""
-        return self.__driver.optimizer_state
-
-    def usage(self) -> UsageSnapshot:
-        """What the run has spent so far."""
-        return self.__driver.ledger.snapshot()
-
-    def calls_left(self) -> int | None:
-        """Model calls the run's `Budget.max_calls` still allows (None: no call limit)."""
-        return self.__driver.calls_left()
-
-    @property
-    def validation_size(self) -> int:
-        """How many examples a gate decision scores at most (the validation set's size)."""
-        return len(self._val_ids)
-
-    def decision_calls(self, *, first_look: bool = False) -> int:
-        """The most model calls the next gate decision spends on a new candidate: the candidate
-        on the whole validation set (`first_look`: on the gate's first look only, where it may
-        be accepted or stopped) and the incumbent where it has not been scored yet, each
-        rollout at the measured `calls_per_rollout`."""
-        return self.__driver.decision_calls(first_look=first_look)
-
-    def calls_per_rollout(self) -> float:
-        """The model calls one rollout of the module costs, as measured on this run (an agent
-        episode or a DSPy program makes several; 1.0 until measured)."""
-        return self.__driver.call_rate.per_rollout
-
-    def certifiable_gain(self) -> float | None:
-        """The gain in mean validation score that passes the next gate decision about half the
-        time when rewording also moves some answers at random (`evidence.Preflight`); None when
-        the gate runs no test (any gain passes) or no gain up to +1.0 would."""
-        return self.__driver.certifiable_gain()
-
-    def can_accept(self) -> bool:
-        """Whether the run's significance is not spent (False: what is left of it would not
-        pass even a fix of every validation answer; the door then refuses candidates unscored,
-        and a search stops with "significance")."""
-        return self.__driver.can_accept()
-
-    def incumbent_is_perfect(self) -> bool:
-        """Whether the incumbent scores the best possible on every validation example it was
-        scored on (then no candidate can beat it there, and a search stops). One bit of the
-        gate's data, and only this one, reaches the optimizer."""
-        return self.__driver.incumbent_is_perfect()
-
-    def step_budget(self, lr: float) -> int:
-        """The tokens one step at `lr` may move from the current incumbent (as the door counts)."""
-        return self._bound.budget([lr], self.__driver.incumbent.token_count)
-
-    # -- training-facing actions -----------------------------------------------------------
-    def evaluate(
-        self, skill: Skill, examples: Sequence[Example], *, label: str = "train"
-    ) -> EvaluationReport:
-        """Score `skill` on training examples (cached). The gate's examples are refused."""
-        leaked = sorted(e.id for e in examples if e.id in self._val_ids)
-        if leaked:
-            raise UserInputError(
-                f"optimizers may not evaluate on the gate's validation examples {leaked[:5]}: "
-                "choose on a training mini-batch or on view.selection_split(...)"
-            )
-        return self.__driver.evaluate(skill, examples, label=label)
-
-    def selection_split(self, fraction: float) -> SelectionSplit:
-        """Carve a seeded selection split (`fraction` of the trainset, at least 1 example) off
-        the training set; the same for a given seed and trainset. Needs 2+ training examples."""
-        if not 0 < fraction < 1:
-            raise UserInputError(f"selection fraction must be in (0, 1), got {fraction}")
-        ordered = sorted(self.trainset, key=lambda e: e.id)
-        if len(ordered) < 2:
-            raise UserInputError(
-                f"a selection split needs at least 2 training examples, got {len(ordered)}"
-            )
-        random.Random(f"selection-split:{self.seed}").shuffle(ordered)
-        size = min(max(1, round(fraction * len(ordered))), len(ordered) - 1)
-        split = SelectionSplit(tuple(ordered[size:]), tuple(ordered[:size]), fraction)
-        self.__driver.emit(
-            "selection_split", fraction=fraction, select_ids=[e.id for e in split.select]
-        )
-        return split
-
-    def emit(self, event: str, /, **payload: Any) -> None:
-        """Append an optimizer event to the run (the driver's own event names are refused)."""
-        if event in RESERVED_EVENTS:
-            raise UserInputError(f"event {event!r} is written by the driver only")
-        self.__driver.emit(event, **payload)
-
-    # -- the door --------------------------------------------------------------------------
-    def submit(
-        self,
-        candidate: Skill,
-        *,
-        lr: float | Sequence[float],
-        step: int,
-        epoch: int,
-        kind: str,
-        state_after: StateAfter,
-        report: ApplyReport | None = None,
-    ) -> Verdict:
-        """Hand a candidate to the door; see the module docstring.
-
-        `lr` is the step's learning rate (its schedule's value), or, for a candidate reached by
-        several consecutive steps (a sweep trial's result), the learning rate of each step. The
-        door measures the change from the incumbent itself. `state_after(verdict)` returns the
-        optimizer's JSON state after the verdict; it is checkpointed with it.
-        """
-        lrs = (float(lr),) if isinstance(lr, int | float) else tuple(float(x) for x in lr)
-        entry = Step(candidate, lrs, step, epoch, kind, report)
-        return self.__driver._submit(entry, self._bound, state_after)
-
-    def record_empty_step(
-        self,
-        *,
-        step: int,
-        epoch: int,
-        kind: str,
-        lr: float,
-        note: str,
-        report: ApplyReport | None = None,
-        state: JSONObject | None = None,
-    ) -> None:
-        """Record a step that produced no candidate (nothing reached the door), with the
-        report of the edits it tried (clipped ones among them), if any."""
-        self.__driver._record_empty_step(
-            step=step,
-            epoch=epoch,
-            kind=kind,
-            lr=lr,
-            budget_tokens=self.step_budget(lr),
-            note=note,
-            report=report,
-            state=state,
-        )
-
-    def trial_driver(
-        self,
-        split: SelectionSplit,
-        run: RunDirectory,
-        *,
-        on_event: EventListener | None = None,
-    ) -> CompileContext:
-        """A separate driver for a sweep trial: it learns on `split.fit` and its gate decides
-        on `split.select` (training examples only). Its incumbent is not this run's."""
-        train_ids = {e.id for e in self.trainset}
-        outside = [e.id for e in (*split.fit, *split.select) if e.id not in train_ids]
-        if outside:
-            raise UserInputError(f"a trial may only use training examples; not: {outside[:5]}")
-        return self.__driver.child(run, trainset=split.fit, valset=split.select, on_event=on_event)

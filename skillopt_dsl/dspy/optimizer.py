@@ -139,7 +139,8 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         metric: a DSPy metric: `(gold, pred, trace=None)` or GEPA's `(gold, pred, trace,
             pred_name, pred_trace)`; it returns a float or bool in [0, 1] or
             `dspy.Prediction(score=..., feedback=...)`.
-        optimizer: a skillopt `Optimizer` (default `GradientText()`), used for every predictor.
+        optimizer: a skillopt `Optimizer` (default `compile`'s, `HandOff()`), used for every
+            predictor.
         gate: default `Gate()`.
         budget: hard limits on calls, tokens and dollars, spanning every predictor.
         lm: the program's model: a `dspy.LM` (its model, `api_base`, key and settings are
@@ -343,9 +344,9 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         """
         gate = self.gate if self.gate is not None else Gate()
         budget = gate.significance_budget()
-        from skillopt_dsl.optimizers.gradient_text import GradientText
+        from skillopt_dsl.compile import default_optimizer
 
-        optimizer = self.optimizer if self.optimizer is not None else GradientText()
+        optimizer = self.optimizer if self.optimizer is not None else default_optimizer()
         per_predictor = optimizer.planned_decisions(len(train))
         budget.plan(None if per_predictor is None else per_predictor * len(names))
         check = preflight(gate, len(val), budget.planned)

@@ -7,6 +7,7 @@ from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.beam import Beam
 from skillopt_dsl.optimizers.bundle import Bundle
 from skillopt_dsl.optimizers.gradient_text import GradientText
+from skillopt_dsl.optimizers.hand_off import HandOff
 from skillopt_dsl.optimizers.optuna_lr import OptunaLR, SweepResult, TrialRecord
 from skillopt_dsl.optimizers.proposers import (
     AnswerShapeProposer,
@@ -32,6 +33,7 @@ __all__ = [
     "EditGroup",
     "FormatRuleProposer",
     "GradientText",
+    "HandOff",
     "LearningRateBound",
     "Optimizer",
     "OptunaLR",

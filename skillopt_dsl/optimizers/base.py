@@ -35,12 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skillopt_dsl.driver import LearningRateBound
+from skillopt_dsl.driver import LearningRateBound, RunView
 from skillopt_dsl.errors import BudgetExceeded
 from skillopt_dsl.json_types import JSONObject
 
 if TYPE_CHECKING:
-    from skillopt_dsl.driver import CompileContext, RunView
+    from skillopt_dsl.driver import CompileContext
     from skillopt_dsl.module import SkillModule
     from skillopt_dsl.types import Example
 
@@ -82,7 +82,7 @@ class Optimizer(ABC):
             or len(valset) != len(context.valset)
         ):
             raise ValueError("compile() must be called with the module and splits of its context")
-        view = context.view(self.lr_bound())
+        view = RunView(context, self.lr_bound())
         try:
             reason = self.optimize(view)
         except BudgetExceeded as exc:

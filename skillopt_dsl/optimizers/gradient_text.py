@@ -46,7 +46,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from skillopt_dsl.driver import RunView, Verdict
 from skillopt_dsl.errors import UserInputError
@@ -75,6 +75,9 @@ from skillopt_dsl.types import Example
 __all__ = ["GradientText", "GradientTextState", "clip_to_budget"]
 
 logger = logging.getLogger(__name__)
+
+_NOT_PLAIN = frozenset({"name", "proposers", "consolidation"})
+"""Settings `config` writes by name (proposers) or not at all (the optimizer's name is its own key)."""
 
 
 @dataclass(kw_only=True)
@@ -137,6 +140,10 @@ class GradientText(ScreenedSteps, Optimizer):
             `batch_size` (at least 2) when the calls left after a gate decision would pay for
             fewer than this many steps of `batch_size`: a small budget gets more, smaller
             steps (None: always `batch_size`). Measured in bench/bench_search_yield.py.
+        hand_off_after: stop with "small_effects" once this many steps have run with nothing
+            accepted, nothing joined to the working candidate and nothing on trial: the
+            screens showed no effect a mini-batch can confirm (`HandOff` then hands the rest
+            of the run to `Bundle`). None (the default): never.
     """
 
     lr: float = 0.3
@@ -163,6 +170,7 @@ class GradientText(ScreenedSteps, Optimizer):
     screen_strikes: int = 2
     gate_strikes: int = 2
     budget_steps: int | None = 3
+    hand_off_after: int | None = None
     name: str = "gradient-text"
 
     def __post_init__(self) -> None:
@@ -179,7 +187,7 @@ class GradientText(ScreenedSteps, Optimizer):
                 "gate_strikes",
             ),
         )
-        for name in ("bench_after", "plateau", "budget_steps"):
+        for name in ("bench_after", "plateau", "budget_steps", "hand_off_after"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise UserInputError(f"{name} must be >= 1 or None, got {value}")
@@ -203,32 +211,12 @@ class GradientText(ScreenedSteps, Optimizer):
         return max(1, affordable if self.until_budget else min(steps, affordable))
 
     def config(self) -> JSONObject:
+        plain = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_PLAIN}
         return {
             "optimizer": self.name,
-            "lr": self.lr,
-            "max_edits": self.max_edits,
-            "schedule": self.schedule,
-            "epochs": self.epochs,
-            "until_budget": self.until_budget,
-            "batch_size": self.batch_size,
-            "confirm_steps": self.confirm_steps,
-            "min_net": self.min_net,
-            "join_at_net": self.join_at_net,
-            "screen": self.screen,
-            "compose": self.compose,
-            "submit_at_net": self.submit_at_net,
-            "patience": self.patience,
-            "patience_steps": self.patience_steps,
-            "plateau": self.plateau,
-            "slow_update": self.slow_update,
-            "lr_floor_tokens": self.lr_floor_tokens,
+            **plain,
             "proposers": [p.name for p in self.proposers],
             "consolidation": self.consolidation.name,
-            "bench_after": self.bench_after,
-            "retry_every": self.retry_every,
-            "screen_strikes": self.screen_strikes,
-            "gate_strikes": self.gate_strikes,
-            "budget_steps": self.budget_steps,
         }
 
     # -- the loop --------------------------------------------------------------------------
@@ -259,6 +247,8 @@ class GradientText(ScreenedSteps, Optimizer):
             while state.cursor < len(state.order):
                 if not view.can_accept():
                     return "significance"  # no decision could accept: steps only spend calls
+                if self._hands_off(view, state):
+                    return "small_effects"
                 size, kind = self._affordable(view, state), "step"
                 if not size:
                     size, kind = self._lean_batch(view, state), "lean"
@@ -290,6 +280,13 @@ class GradientText(ScreenedSteps, Optimizer):
             if state.epoch >= self.epochs and spent == 0:
                 return "plateau"  # an epoch that asked nothing new: the next would not either
         return "budget" if view.calls_left() is not None and self.until_budget else "finished"
+
+    def _hands_off(self, view: RunView, state: GradientTextState) -> bool:
+        """Whether `hand_off_after` steps have run with nothing accepted (the seed is still the
+        incumbent), nothing joined the working candidate and nothing on trial."""
+        after = self.hand_off_after
+        quiet = view.version == 1 and not state.pending and not state.trials
+        return after is not None and state.step >= after and quiet
 
     def _end_epoch(self, state: GradientTextState) -> str | None:
         """Close an epoch; the stop reason when patience or the plateau ends the search."""
@@ -586,5 +583,5 @@ class GradientText(ScreenedSteps, Optimizer):
 
     @staticmethod
     def _emit_notes(view: RunView, request: ProposalRequest, step: int) -> None:
-        for kind, fields in request.note_events():
-            view.emit(kind, step=step, **fields)
+        for kind, payload in request.note_events():
+            view.emit(kind, step=step, **payload)

@@ -28,7 +28,27 @@ from skillopt_dsl.optimizers.screening import EvidenceBook, ScreenResult
 from skillopt_dsl.optimizers.state import CheckpointedState, as_json, stored
 from skillopt_dsl.skill import Edit
 
-__all__ = ["SearchMemory", "group_key", "new_stats", "record_screen"]
+__all__ = [
+    "MEMORY_FIELDS",
+    "SearchMemory",
+    "carried_memory",
+    "group_key",
+    "new_stats",
+    "record_screen",
+]
+
+MEMORY_FIELDS = (
+    "step", "evidence", "rejected", "struck", "screen_strikes", "screen_stats",
+    "proposer_stats", "proposer_asked",
+)  # fmt: skip
+"""The fields of `SearchMemory` (module docstring), as a checkpointed state names them."""
+
+
+def carried_memory(state: JSONObject) -> JSONObject:
+    """The search memory in one optimizer's checkpointed state (`MEMORY_FIELDS`), for another
+    optimizer's state to start from (`HandOff`): what was rejected, struck and screened stays
+    so, and step numbers go on."""
+    return {name: state[name] for name in MEMORY_FIELDS if name in state}
 
 
 def group_key(edits: Sequence[Edit]) -> str:

@@ -28,6 +28,7 @@ from skillopt_dsl.benchmarks import load_benchmark
 from skillopt_dsl.benchmarks.table_lookup import TableLookup, rows
 from skillopt_dsl.compile import compile
 from skillopt_dsl.driver import RunView
+from skillopt_dsl.driver.state_parts import phase_state
 from skillopt_dsl.json_types import json_float
 from skillopt_dsl.lm import Budget
 from skillopt_dsl.optimizers import search_step
@@ -161,7 +162,9 @@ class ScreenedSearchContract:
         assert strikes == 2 and len(screens) == strikes, screens
         assert offers.told[0] == [] and HEDGE in offers.told[1], offers.told  # after one strike
         checkpoint = json.loads((tmp_path / "checkpoint.json").read_text(encoding="utf-8"))
-        state = checkpoint["optimizer"]
+        state: dict[str, Any] = phase_state(
+            checkpoint["optimizer"]
+        )  # a composite's: its last part's
         assert state["screen_stats"]["batch_screened"] == len(screens), state["screen_stats"]
         (evidence,) = state["evidence"].values()
         assert evidence["screens"] == len(screens)

@@ -1,0 +1,138 @@
+"""HandOff: GradientText first; Bundle for the rest of the run where effects prove small.
+
+Which search finds more depends on the ground, and the ground is not known before the run:
+
+- where one edit is worth much (a convention that fixes most failures, a tool-use rule for an
+  agent, a real edit on a few noisy training examples), GradientText's screen sees its gain on
+  a mini-batch at once, its working candidate builds on it step by step, and its first gate
+  decision comes early;
+- where each useful edit is small (a rule for one rare kind of input, worth a few points), a
+  mini-batch rarely holds its kind of input, no screen can confirm it, and GradientText finds
+  nothing; Bundle collects such fixes one by one and lets one decision judge their sum
+  (docs/concepts.md, "Small effects").
+
+HandOff runs GradientText, told to stop once `probe_steps` steps have run with nothing
+accepted, nothing joined to its working candidate and nothing on trial (its
+`hand_off_after`): its screens showed no effect a mini-batch can confirm. The rest of the run
+(the calls left, the significance left) then goes to Bundle. Where any proposal passes a screen
+in those steps, GradientText keeps the run to its end, exactly as it runs alone.
+
+Bundle starts from GradientText's search memory (`search_memory.carried_memory`): a proposal
+rejected or struck before the hand-off stays so, and its screens' evidence goes on summing.
+Each part keeps its own checkpointed state (`RunView.within`, `driver.state_parts`): a run
+resumed after the hand-off resumes Bundle. The run's significance is planned over
+GradientText's decisions; Bundle's one decision takes the share the next decision gets.
+`compile`'s default. Measured in bench/bench_search_yield.py, bench_search_power.py and
+bench_dspy_react.py (bench/README.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from skillopt_dsl.driver import LearningRateBound, RunView
+from skillopt_dsl.driver.state_parts import PHASE
+from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.json_types import JSONObject
+from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.optimizers.bundle import Bundle
+from skillopt_dsl.optimizers.gradient_text import GradientText
+from skillopt_dsl.optimizers.proposers import Proposer
+from skillopt_dsl.optimizers.search_memory import carried_memory
+
+__all__ = ["HANDED_OFF", "PROBE_STEPS", "HandOff"]
+
+HANDED_OFF = "small_effects"
+"""GradientText's stop reason when it hands the run off (its `hand_off_after`)."""
+
+PROBE_STEPS = 1
+"""The default `probe_steps`: one step whose screens confirm nothing hands the run off (a
+second step costs Bundle a step where effects are small, and kept no more real edits in the
+gate-power protocol: bench/README.md §9g)."""
+
+_FIRST, _THEN = "first", "then"
+
+
+@dataclass(kw_only=True)
+class HandOff(Optimizer):
+    """GradientText, then Bundle where GradientText's screens show only small effects (module
+    docstring).
+
+    Args:
+        first: the search that starts the run (its `hand_off_after` is set to `probe_steps`).
+        then: the search the run is handed to.
+        probe_steps: GradientText's steps with nothing accepted, joined or on trial after which
+            it hands the run off.
+    """
+
+    first: GradientText = field(default_factory=GradientText)
+    then: Bundle = field(default_factory=Bundle)
+    probe_steps: int = PROBE_STEPS
+    name: str = "hand-off"
+
+    def __post_init__(self) -> None:
+        if self.probe_steps < 1:
+            raise UserInputError(f"probe_steps must be >= 1, got {self.probe_steps}")
+
+    @property
+    def screen_strikes(self) -> int | None:
+        """The screen failures that block a proposal, where both searches agree (the memory
+        goes from one to the other); None where they differ."""
+        strikes = self.first.screen_strikes
+        return strikes if strikes == self.then.screen_strikes else None
+
+    @classmethod
+    def with_proposers(
+        cls, proposers: Sequence[Proposer], *, probe_steps: int = PROBE_STEPS
+    ) -> HandOff:
+        """Both searches, at their defaults, with the same `proposers` (a task's own, a
+        bench's fake)."""
+        first, then = GradientText(proposers=proposers), Bundle(proposers=proposers)
+        return cls(first=first, then=then, probe_steps=probe_steps)
+
+    def lr_bound(self) -> LearningRateBound:
+        """The larger of the two searches' learning rates and floors: each declares its own
+        steps', and the door checks each against them."""
+        first, then = self.first.lr_bound(), self.then.lr_bound()
+        return LearningRateBound(
+            max_lr=max(first.max_lr, then.max_lr),
+            floor_tokens=max(first.floor_tokens, then.floor_tokens),
+        )
+
+    def planned_decisions(
+        self, n_train: int, *, max_calls: int | None = None, validation_size: int | None = None
+    ) -> int | None:
+        """GradientText's plan (Bundle's one decision takes the share the next one gets)."""
+        return self.first.planned_decisions(
+            n_train, max_calls=max_calls, validation_size=validation_size
+        )
+
+    def config(self) -> JSONObject:
+        return {
+            "optimizer": self.name,
+            "probe_steps": self.probe_steps,
+            _FIRST: self.first.config(),
+            _THEN: self.then.config(),
+        }
+
+    def optimize(self, view: RunView) -> str | None:
+        if view.optimizer_state.get(PHASE) != _THEN:
+            first = replace(self.first, hand_off_after=self.probe_steps)
+            stop = first.optimize(view.within(_FIRST))
+            if stop != HANDED_OFF:
+                return stop
+            self._hand_off(view)
+        return self.then.optimize(view.within(_THEN))
+
+    def _hand_off(self, view: RunView) -> None:
+        """Start Bundle's state from GradientText's search memory (its rejected, struck and
+        screened proposals stay so; step numbers go on), recorded as a step of the run."""
+        memory = carried_memory(view.within(_FIRST).optimizer_state)
+        steps, left = memory.get("step", 0), view.calls_left()
+        view.emit("hand_off", to=self.then.name, step=steps, calls_left=left)
+        note = f"{steps} steps confirmed no effect on a mini-batch: handed to {self.then.name}"
+        step = steps if isinstance(steps, int) else 0
+        view.within(_THEN).record_empty_step(
+            step=step, epoch=0, kind="hand_off", lr=self.then.lr, note=note, state=memory
+        )
