@@ -236,6 +236,21 @@ def test_compile_with_bundle_optimizer(tmp_path: Path, recipe: Path) -> None:
     assert config["optimizer"]["optimizer"] == "bundle"
 
 
+def test_compile_with_the_hand_off_sets_each_search(tmp_path: Path, recipe: Path) -> None:
+    """Kills: `--optimizer hand-off` not mapped to `HandOff` (the recipe's GradientText would
+    run), and a setting flag that reaches only one of its two searches (`--lr` set on
+    GradientText while Bundle keeps its own)."""
+    run_dir = tmp_path / "run"
+    args = ("--optimizer", "hand-off", "--lr", "0.4", "--batch-size", "6", "--max-calls", "60")
+    result = invoke("compile", recipe, *args, "--run-dir", run_dir)
+    assert result.exit_code == 0, result.output
+    config = json.loads((run_dir / "config.json").read_text())["optimizer"]
+    assert config["optimizer"] == "hand-off"
+    assert config["first"]["lr"] == config["then"]["lr"] == 0.4
+    assert config["first"]["batch_size"] == 6
+    assert config["first"]["proposers"] == config["then"]["proposers"]
+
+
 def test_override_the_optimizer_lacks_is_an_error(tmp_path: Path, recipe: Path) -> None:
     pytest.importorskip("skillopt_dsl.optimizers.beam")
     result = invoke(

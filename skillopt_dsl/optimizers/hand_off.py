@@ -48,8 +48,7 @@ HANDED_OFF = "small_effects"
 
 PROBE_STEPS = 1
 """The default `probe_steps`: one step whose screens confirm nothing hands the run off (a
-second step costs Bundle a step where effects are small, and kept no more real edits in the
-gate-power protocol: bench/README.md §9g)."""
+second costs Bundle a step where effects are small; measured in bench/README.md §9g)."""
 
 _FIRST, _THEN = "first", "then"
 
