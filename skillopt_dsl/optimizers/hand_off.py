@@ -28,6 +28,7 @@ bench_dspy_react.py (bench/README.md).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -42,6 +43,8 @@ from skillopt_dsl.optimizers.proposers import Proposer
 from skillopt_dsl.optimizers.search_memory import carried_memory
 
 __all__ = ["HANDED_OFF", "PROBE_STEPS", "HandOff"]
+
+logger = logging.getLogger(__name__)
 
 HANDED_OFF = "small_effects"
 """GradientText's stop reason when it hands the run off (its `hand_off_after`)."""
@@ -131,6 +134,7 @@ class HandOff(Optimizer):
         steps, left = memory.get("step", 0), view.calls_left()
         view.emit("hand_off", to=self.then.name, step=steps, calls_left=left)
         note = f"{steps} steps confirmed no effect on a mini-batch: handed to {self.then.name}"
+        logger.info("%s (calls left: %s)", note, "no limit" if left is None else left)
         step = steps if isinstance(steps, int) else 0
         view.within(_THEN).record_empty_step(
             step=step, epoch=0, kind="hand_off", lr=self.then.lr, note=note, state=memory
