@@ -131,11 +131,11 @@ class HandOff(Optimizer):
         """Start Bundle's state from GradientText's search memory (its rejected, struck and
         screened proposals stay so; step numbers go on), recorded as a step of the run."""
         memory = carried_memory(view.within(_FIRST).optimizer_state)
-        steps, left = memory.get("step", 0), view.calls_left()
-        view.emit("hand_off", to=self.then.name, step=steps, calls_left=left)
-        note = f"{steps} steps confirmed no effect on a mini-batch: handed to {self.then.name}"
+        step, left = memory.get("step"), view.calls_left()
+        step = step if isinstance(step, int) else 0
+        view.emit("hand_off", to=self.then.name, step=step, calls_left=left)
+        note = f"{step} steps confirmed no effect on a mini-batch: handed to {self.then.name}"
         logger.info("%s (calls left: %s)", note, "no limit" if left is None else left)
-        step = steps if isinstance(steps, int) else 0
         view.within(_THEN).record_empty_step(
             step=step, epoch=0, kind="hand_off", lr=self.then.lr, note=note, state=memory
         )
