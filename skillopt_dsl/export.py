@@ -15,10 +15,9 @@ import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
-
 import yaml
 
+from skillopt_dsl.agent_kinds import AgentName, agent_kind
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.json_types import JSONValue
 from skillopt_dsl.skill import Skill
@@ -110,10 +109,9 @@ def safe_skill_name(name: str) -> str:
     return cleaned
 
 
-AgentKind = Literal["claude", "codex", "agents-md"]
-"""Which agent an exported skill is for (see `export_agent_skill`)."""
-
-_DESCRIPTION_LIMITS: dict[str, int] = {"claude": 1024, "codex": 500}
+AgentKind = AgentName
+"""Which agent an exported skill is for: a name of `skillopt_dsl.agent_kinds.AGENT_KINDS`
+(see `export_agent_skill`)."""
 
 
 def export_agent_skill(
@@ -134,15 +132,15 @@ def export_agent_skill(
     - `"agents-md"` (Codex and other agents reading `AGENTS.md`): `<folder>/AGENTS.md`, the skill
       text with no front matter (the file is plain markdown).
 
-    The name is sanitised, never a path; nothing is written outside `folder`.
+    The name is sanitised, never a path; nothing is written outside `folder`. What each agent
+    reads is its `skillopt_dsl.agent_kinds.AgentKind` (an unknown name is refused).
     """
+    kind = agent_kind(agent)
     root = Path(folder).resolve()
-    if agent == "agents-md":
+    if kind.description_limit is None:
         target = root / "AGENTS.md"
         atomic_write_text(target, skill.text)
         return target
-    if agent not in _DESCRIPTION_LIMITS:
-        raise UserInputError(f"unknown agent {agent!r}; choose 'claude', 'codex' or 'agents-md'")
     safe = safe_skill_name(name)
     target = (root / safe / "SKILL.md").resolve()
     if root not in target.parents:
@@ -150,21 +148,22 @@ def export_agent_skill(
     one_line = " ".join(description.split())
     if not one_line:
         raise UserInputError("an agent skill needs a one-line description of when to use it")
-    limit = _DESCRIPTION_LIMITS[agent]
+    limit = kind.description_limit
     if len(one_line) > limit:
         raise UserInputError(
             f"{agent} reads skill descriptions of at most {limit} characters; this one has "
             f"{len(one_line)}: shorten the module's docstring or pass a shorter description"
         )
-    extra = {"metadata": dict(metadata)} if metadata and agent == "claude" else {}
+    extra = {"metadata": dict(metadata)} if metadata and kind.reads_metadata else {}
     fields = {"name": safe, "description": one_line, **extra}
     dumped = yaml.safe_dump(fields, sort_keys=False, allow_unicode=True)
     atomic_write_text(target, _FRONT + dumped + "---\n" + skill.text)
     return target
 
 
-SkillLayout = Literal["claude", "agents-md"]
-"""Where an agent CLI reads its skill inside a workspace (see `install_skill`)."""
+SkillLayout = AgentName
+"""Which agent's place an agent CLI reads its skill from inside a workspace: a registered agent
+kind with `workspace_skills` (`claude`, `agents-md`; see `install_skill`)."""
 
 
 def install_skill(
@@ -175,11 +174,6 @@ def install_skill(
     `"claude"`: `<workspace>/.claude/skills/<name>/SKILL.md` (Claude Code's project skills);
     `"agents-md"`: `<workspace>/AGENTS.md` (Codex and other agents).
     """
-    if layout == "claude":
-        folder = Path(workspace) / ".claude" / "skills"
-        return export_agent_skill(skill, folder, name=name, description=description)
-    if layout == "agents-md":
-        return export_agent_skill(
-            skill, workspace, name=name, description=description, agent="agents-md"
-        )
-    raise UserInputError(f"unknown skill layout {layout!r}; choose 'claude' or 'agents-md'")
+    kind = agent_kind(layout, what="skill layout", installable=True)
+    folder = Path(workspace) / (kind.workspace_skills or ".")
+    return export_agent_skill(skill, folder, name=name, description=description, agent=kind.name)

@@ -445,7 +445,8 @@ def test_no_arrow_runs_back_up_into_a_folders_door() -> None:
 # The layers, from the bottom up (CONTRIBUTING.md, "Architecture"): a file imports only files of
 # its own layer or of layers below it. A new top-level file or folder is placed here.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "json_types", "options", "types", "cli_harness", "file_transaction"),
+    ("errors", "json_types", "options", "types", "cli_harness", "file_transaction", "agent_kinds"),
+    ("staged_change",),
     ("lm",),
     ("skill", "metrics", "events", "evidence", "progress"),
     ("module", "export", "studies"),

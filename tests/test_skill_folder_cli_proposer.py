@@ -156,7 +156,7 @@ def test_folder_flags_without_a_skill_folder_are_refused() -> None:
 def test_the_resume_command_repeats_the_folder_flags() -> None:
     """Kills: an interrupted run resumed with another proposer or router than it started."""
     task = folder_cli.FolderTask(
-        Path("f"), Path("t.jsonl"), None, folder_cli.AgentChoice.claude,
+        Path("f"), Path("t.jsonl"), None, "claude",
         proposer=folder_cli.ProposerChoice.reflect, shown_others=4, reply_tokens=9,
     )  # fmt: skip
     words = " ".join(task.words())

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
+from skillopt_dsl.agent_kinds import agent_kind
 from skillopt_dsl.agents.command_settings import (
     DEFAULT_ENV_ALLOWLIST,
     CommandAgentOptions,
@@ -322,7 +323,7 @@ class HarnessSettings:
         return cls(
             argv=tuple(argv),
             output=settings.output,
-            layout=settings.layout,
+            layout=agent_kind(settings.layout, what="skill layout", installable=True).name,
             skill_name=settings.skill_name,
             timeout_s=settings.timeout_s,
             env_allowlist=tuple(settings.env_allowlist),

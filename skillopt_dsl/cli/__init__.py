@@ -47,7 +47,6 @@ from skillopt_dsl.cli.options import (
 )
 from skillopt_dsl.cli.overrides import lazy, optimizer_from_flags
 from skillopt_dsl.cli.skill_folder import (
-    AgentChoice,
     AgentOpt,
     DistractorsOpt,
     FolderFlags,
@@ -168,7 +167,7 @@ def compile_command(
     skill_folder: SkillFolderOpt = None,
     trigger_data: TriggerDataOpt = None,
     distractors: DistractorsOpt = None,
-    agent: AgentOpt = AgentChoice.claude,
+    agent: AgentOpt = "claude",
     proposer: ProposerOpt = None,
     shown_others: ShownOthersOpt = None,
     reply_tokens: ReplyTokensOpt = None,

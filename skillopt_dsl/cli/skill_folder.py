@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 from rich.console import Console
 
+from skillopt_dsl.agent_kinds import agent_kind, agent_names, description_limit
 from skillopt_dsl.cli.options import CompileFlags, DebugOpt
 from skillopt_dsl.cli.overrides import optimizer_from_flags
 from skillopt_dsl.cli.tables import print_compile
@@ -56,7 +57,6 @@ if TYPE_CHECKING:  # the trigger task loads only when --skill-folder is used
 
 __all__ = [
     "DEFAULT_REPLY_TOKENS",
-    "AgentChoice",
     "FolderFlags",
     "FolderTask",
     "ProposerChoice",
@@ -74,11 +74,13 @@ __all__ = [
 Model = LM | str | None
 
 
-class AgentChoice(StrEnum):
-    """Whose description limits `--agent` applies."""
-
-    claude = "claude"
-    codex = "codex"
+def described_agent(value: str) -> DescriptionAgent:
+    """`--agent`'s value when it names a registered agent kind that reads a skill description
+    (`skillopt_dsl.agent_kinds`); a usage error listing those kinds otherwise."""
+    try:
+        return agent_kind(value, described=True).name
+    except UserInputError as error:
+        raise typer.BadParameter(str(error)) from None
 
 
 class ProposerChoice(StrEnum):
@@ -116,11 +118,13 @@ DistractorsOpt = Annotated[
     ),
 ]
 AgentOpt = Annotated[
-    AgentChoice,
+    DescriptionAgent,
     typer.Option(
         "--agent",
-        help="With --skill-folder: whose description limits the search must meet (claude: "
-        "1024 characters, codex: 500; one line).",
+        parser=described_agent,
+        help="With --skill-folder: whose description limits the search must meet ("
+        + ", ".join(f"{n}: {description_limit(n)} characters" for n in agent_names(described=True))
+        + "; one line).",
     ),
 ]
 ProposerOpt = Annotated[
@@ -159,7 +163,7 @@ class FolderFlags:
 
     trigger_data: Path | None = None
     distractors: Path | None = None
-    agent: AgentChoice = AgentChoice.claude
+    agent: DescriptionAgent = "claude"
     proposer: ProposerChoice | None = None
     shown_others: int | None = None
     reply_tokens: int | None = None
@@ -186,7 +190,7 @@ class FolderTask:
     skill_folder: Path
     trigger_data: Path
     distractors: Path | None
-    agent: AgentChoice
+    agent: DescriptionAgent
     proposer: ProposerChoice = ProposerChoice.words
     shown_others: int | None = None
     reply_tokens: int = DEFAULT_REPLY_TOKENS
@@ -196,15 +200,10 @@ class FolderTask:
         words = ["--skill-folder", str(self.skill_folder), "--trigger-data", str(self.trigger_data)]
         if self.distractors is not None:
             words += ["--distractors", str(self.distractors)]
-        words += ["--agent", self.agent.value, "--proposer", self.proposer.value]
+        words += ["--agent", self.agent, "--proposer", self.proposer.value]
         if self.shown_others is not None:
             words += ["--shown-others", str(self.shown_others)]
         return [*words, "--reply-tokens", str(self.reply_tokens)]
-
-    @property
-    def description_agent(self) -> DescriptionAgent:
-        """`agent` as the skill folder's `DescriptionAgent`."""
-        return "codex" if self.agent is AgentChoice.codex else "claude"
 
     @property
     def description_task(self) -> DescriptionTask:
@@ -213,7 +212,7 @@ class FolderTask:
             skill_folder=self.skill_folder,
             trigger_data=self.trigger_data,
             distractors=self.distractors,
-            agent=self.description_agent,
+            agent=self.agent,
             shown_others=self.shown_others,
             reply_tokens=self.reply_tokens,
         )

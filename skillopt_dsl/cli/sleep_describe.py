@@ -34,7 +34,6 @@ from skillopt_dsl.cli.options import (
     ThreadsOpt,
 )
 from skillopt_dsl.cli.skill_folder import (
-    AgentChoice,
     AgentOpt,
     DistractorsOpt,
     FolderFlags,
@@ -130,7 +129,7 @@ def describe_command(
     home: HomeOpt = None,
     project: RowsProjectOpt = None,
     distractors: DistractorsOpt = None,
-    agent: AgentOpt = AgentChoice.claude,
+    agent: AgentOpt = "claude",
     proposer: ProposerOpt = None,
     shown_others: ShownOthersOpt = None,
     reply_tokens: ReplyTokensOpt = None,

@@ -21,8 +21,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
+from skillopt_dsl.agent_kinds import AGENT_KINDS, AgentName, description_limit
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.skill import Skill
 
@@ -41,11 +42,17 @@ DESCRIPTION: Final[str] = "description"
 BODY: Final[str] = "body"
 """The part name of `SKILL.md`'s body (everything after its front matter)."""
 
-DescriptionAgent = Literal["claude", "codex"]
-"""Whose limits a description must meet."""
+DescriptionAgent = AgentName
+"""Whose limits a description must meet: a registered agent kind that reads a skill description
+(`claude`, `codex`; see `skillopt_dsl.agent_kinds`)."""
 
-DESCRIPTION_LIMITS: Final[Mapping[str, int]] = {"claude": 1024, "codex": 500}
-"""The longest description each agent reads, in characters (one line)."""
+DESCRIPTION_LIMITS: Final[Mapping[str, int]] = {
+    name: kind.description_limit
+    for name, kind in AGENT_KINDS.items()
+    if kind.description_limit is not None
+}
+"""The longest description each agent reads, in characters (one line), as registered when this
+module was imported (`skillopt_dsl.agent_kinds.description_limit` reads the live registry)."""
 
 _MARKER = re.compile(
     r"^<!-- protected --><!-- skill-folder part: (?P<name>[^\n]+?) --><!-- /protected -->\n",
@@ -65,7 +72,7 @@ def description_problem(text: str, agent: DescriptionAgent = "claude") -> str | 
         return "the description is empty; an agent never loads a skill it cannot match"
     if "\n" in text.strip("\n") or "\r" in text:
         return "the description must be one line (agents read it as a single line)"
-    limit = DESCRIPTION_LIMITS[agent]
+    limit = description_limit(agent)
     if len(text.strip()) > limit:
         return f"{agent} reads descriptions of at most {limit} characters; this one has {len(text.strip())}"
     return None

@@ -16,6 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal, TypedDict
 
+from skillopt_dsl.agent_kinds import AgentName
+
 __all__ = [
     "TOOL_INPUT_CHARS",
     "TOOL_OUTPUT_CHARS",
@@ -42,9 +44,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-AgentName = str
-"""The name of the transcript source a session was read by: a key of
-`skillopt_dsl.sleep.sources.SOURCES` (`claude`, `codex`, `jsonl`, or one registered since)."""
 
 TOOL_INPUT_CHARS = 500
 """How much of a tool call's input is kept (redacted, then cut)."""
