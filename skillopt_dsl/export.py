@@ -10,15 +10,15 @@ agent CLI started in a workspace reads it.
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import re
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+
 import yaml
 
 from skillopt_dsl.agent_kinds import AgentName, agent_kind
 from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.file_transaction import atomic_write_text
 from skillopt_dsl.json_types import JSONValue
 from skillopt_dsl.skill import Skill
 
@@ -35,21 +35,6 @@ __all__ = [
 
 _FRONT = "---\n"
 _SEPARATOR = "\n---\n"
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically (temp file in the same folder, fsync, rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _front_matter(skill: Skill, metadata: Mapping[str, object]) -> str:
@@ -83,16 +68,27 @@ def load_skill(path: str | Path) -> Skill:
     return Skill(split_front_matter(text)[1])
 
 
-def split_front_matter(text: str) -> tuple[dict[str, object], str]:
-    """Split `---` YAML front matter from the body; a file without it is all body."""
+def split_front_matter(text: str, source: str = "the skill file") -> tuple[dict[str, object], str]:
+    """Split `---` YAML front matter from the body; a file without it is all body.
+
+    Front matter that is not a YAML mapping is a `UserInputError` naming `source` (the file)
+    and the file's line where the YAML breaks."""
     if not text.startswith(_FRONT):
         return {}, text
     end = text.find(_SEPARATOR, len(_FRONT) - 1)
     if end < 0:
-        raise UserInputError("the skill file opens a '---' front matter block that is never closed")
-    meta = yaml.safe_load(text[len(_FRONT) : end + 1]) or {}
+        raise UserInputError(f"{source} opens a '---' front matter block that is never closed")
+    try:
+        meta = yaml.safe_load(text[len(_FRONT) : end + 1]) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = "" if mark is None else f" at line {mark.line + 2}"  # after the opening ---
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserInputError(
+            f"{source}: the front matter is not valid YAML{where} ({problem}); fix that line"
+        ) from None
     if not isinstance(meta, dict):
-        raise UserInputError("the skill file's front matter is not a YAML mapping")
+        raise UserInputError(f"{source}: the front matter is not a YAML mapping")
     return meta, text[end + len(_SEPARATOR) :]
 
 

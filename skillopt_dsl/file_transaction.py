@@ -8,8 +8,11 @@ and removes the journal last. If anything fails before that, or the process is k
 to its old bytes from the backups (`backup` keeps them, one file per sha256, before anything is
 written).
 
-Both adopts use it: Sleep's (`skillopt_dsl.sleep.adopt`) and a skill folder's
-(`skillopt_dsl.skill_folder.adopt`).
+Every file is written where a link points (a symlinked file keeps its link; its target changes)
+and keeps its permission bits (each `FileChange` records the bits before, so a rollback or a
+recovery puts them back too). `atomic_write` is the package's one atomic writer; the staging and
+adopting built on `transact` is `skillopt_dsl.staged_change`, which both adopts use: Sleep's
+(`skillopt_dsl.sleep.adopt`) and a skill folder's (`skillopt_dsl.skill_folder.adopt`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import tempfile
+import secrets
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,11 +36,15 @@ __all__ = [
     "FileChange",
     "FilePlace",
     "atomic_write",
+    "atomic_write_text",
     "backup",
     "backup_bytes",
+    "file_mode",
     "recover",
     "sha256_of",
     "transact",
+    "write_fresh",
+    "written_path",
 ]
 
 TMP_SUFFIX = ".skillopt-new"
@@ -55,20 +63,58 @@ def sha256_of(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` via a fsynced temporary file and `os.replace` (all or nothing)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+def written_path(path: Path) -> Path:
+    """The file that writing `path` changes: a symlink's target (links followed to the end),
+    else `path` itself."""
+    return Path(os.path.realpath(path))
+
+
+def file_mode(path: Path) -> int | None:
+    """The permission bits of the file at `path` (a link is followed); None when absent."""
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return None
+
+
+def write_fresh(path: Path, data: bytes, mode: int | None) -> None:
+    """Write `data` to a new file `path` (replacing any leftover), fsynced, with permission
+    bits `mode` (None: the process umask's, as `open` gives a new file)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    if mode is not None:
+        os.chmod(path, mode)
+
+
+def atomic_write(path: Path, data: bytes) -> Path:
+    """Write `data` to `path` all or nothing (a fsynced temporary file beside it, then
+    `os.replace`); the one atomic writer of the package. Returns the file written.
+
+    A symlink keeps its link: the bytes go to the file it points to, written beside that file.
+    An existing file keeps its permission bits; a new one gets the umask's (as `open` would).
+    """
+    target = written_path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    mode = file_mode(target)
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        write_fresh(tmp, data, mode)
+        os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    return target
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    """`atomic_write` of `text` as UTF-8, newlines exactly as given."""
+    return atomic_write(path, text.encode("utf-8"))
 
 
 @dataclass(frozen=True)
@@ -82,7 +128,9 @@ class FilePlace:
 
 
 class FileChange(BaseModel):
-    """One live file in a transaction: its hash before and after, and its backup's name."""
+    """One live file in a transaction: its hash before and after, its backup's name, and its
+    permission bits before (`old_mode`) and after (`new_mode`; None: kept as they are). Records
+    written before modes were kept load with both None."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -90,6 +138,8 @@ class FileChange(BaseModel):
     old_sha: str | None
     new_sha: str | None
     backup: str | None
+    old_mode: int | None = None
+    new_mode: int | None = None
 
 
 class _Journal(BaseModel):
@@ -112,7 +162,7 @@ def backup(place: FilePlace, rel: str) -> FileChange:
     target = place.backups / name
     if not target.exists() or sha256_of(target.read_bytes()) != sha:
         atomic_write(target, data)
-    return FileChange(path=rel, old_sha=sha, new_sha=None, backup=name)
+    return FileChange(path=rel, old_sha=sha, new_sha=None, backup=name, old_mode=file_mode(live))
 
 
 def backup_bytes(place: FilePlace, change: FileChange) -> bytes:
@@ -146,8 +196,9 @@ def recover(place: FilePlace) -> str | None:
 
 def _restore_old(place: FilePlace, change: FileChange) -> None:
     live = place.root / change.path
+    target = written_path(live)
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(live.with_name(live.name + TMP_SUFFIX))
+        os.unlink(target.with_name(target.name + TMP_SUFFIX))
     if change.old_sha is None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(live)
@@ -155,6 +206,8 @@ def _restore_old(place: FilePlace, change: FileChange) -> None:
     current = sha256_of(live.read_bytes()) if live.exists() else None
     if current != change.old_sha:
         atomic_write(live, backup_bytes(place, change))
+    if change.old_mode is not None and file_mode(target) != change.old_mode:
+        os.chmod(target, change.old_mode)
 
 
 def transact(
@@ -173,8 +226,9 @@ def transact(
     for change in files:
         data = new_bytes[change.path]
         if data is not None:
-            live = place.root / change.path
-            atomic_write(live.with_name(live.name + TMP_SUFFIX), data)
+            target = written_path(place.root / change.path)
+            mode = change.new_mode if change.new_mode is not None else file_mode(target)
+            write_fresh(target.with_name(target.name + TMP_SUFFIX), data, mode)
     atomic_write(place.journal, journal.encode("utf-8"))
     try:
         for change in files:
@@ -183,7 +237,8 @@ def transact(
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(live)
             else:
-                os.replace(live.with_name(live.name + TMP_SUFFIX), live)
+                target = written_path(live)
+                os.replace(target.with_name(target.name + TMP_SUFFIX), target)
             if after_replace is not None:
                 after_replace(change.path)
         finish()

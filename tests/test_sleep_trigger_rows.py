@@ -10,7 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from skillopt_dsl.cli import app
+from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.skill_folder import load_trigger_splits
+from skillopt_dsl.skill_folder.trigger_data import read_trigger_rows
 from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.sleep.sources import ClaudeCodeSource, CodexSource
 from skillopt_dsl.sleep.trigger_rows import trigger_rows
@@ -101,6 +103,7 @@ def test_the_cli_writes_rows_compile_reads_and_leaves_the_home_untouched(tmp_pat
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert {(r["request"], r["should_trigger"]) for r in rows} >= {(TAX, True), (CHART, False)}
     assert all(set(r) == {"request", "should_trigger"} for r in rows)
-    splits = load_trigger_splits(out, sizes=(1, 1, 1))
-    assert len(splits.train) + len(splits.val) + len(splits.test) == 3
+    assert len(read_trigger_rows(out)) == 3  # what load_trigger_splits reads (then refuses: few)
+    with pytest.raises(UserInputError, match="fewer than 6 validation requests"):
+        load_trigger_splits(out, sizes=(1, 1, 1))
     assert json.loads(result.output)["should_trigger"] == 2

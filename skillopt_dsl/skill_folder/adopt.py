@@ -27,13 +27,17 @@ from skillopt_dsl.file_transaction import (
     FileChange,
     FilePlace,
     atomic_write,
-    backup,
-    backup_bytes,
     recover,
-    sha256_of,
     transact,
 )
-from skillopt_dsl.skill_folder.stage import FolderManifest, read_folder_manifest, stage_dir
+from skillopt_dsl.skill_folder.stage import read_folder_manifest, stage_dir
+from skillopt_dsl.staged_change import (
+    Refusal,
+    adopted_files,
+    check_adopted,
+    rollback_plan,
+    verified_proposals,
+)
 
 __all__ = [
     "JOURNAL_NAME",
@@ -127,42 +131,27 @@ def adopt_folder(
             f"{run_dir} is already adopted into {folder}; "
             f"`skillopt-dsl skill-folder rollback {run_dir}` undoes it"
         )
-    new_bytes = _verified(run_dir, manifest)
+    new_bytes = verified_proposals(
+        folder, stage_dir(run_dir), (manifest.live, manifest.proposed), _refusal(run_dir)
+    )
     place = _place(folder, stage_dir(run_dir) / "backups")
-    files = [
-        backup(place, rel).model_copy(update={"new_sha": manifest.proposed[rel]})
-        for rel in sorted(new_bytes)
-    ]
+    files = adopted_files(place, new_bytes)
     receipt = _receipt("adopt", len(receipts) + 1, run_dir, place, files)
     _transact(run_dir, place, receipt, dict(new_bytes), after_replace)
     logger.info("adopted %s into %s: %s", run_dir, folder, ", ".join(sorted(new_bytes)))
     return receipt
 
 
-def _verified(run_dir: str | Path, manifest: FolderManifest) -> dict[str, bytes]:
-    """The staged bytes, after checking every file the run read is as it was at compile time
-    and every staged file is as it was staged."""
-    folder = Path(manifest.folder)
-    for rel, pinned in manifest.live.items():
-        path = folder / rel
-        current = sha256_of(path.read_bytes()) if path.is_file() else None
-        if current != pinned:
-            raise FolderChanged(
-                f"{folder / rel} changed since run {run_dir} read it (sha256 {pinned[:12]} then, "
-                f"{str(current)[:12]} now); nothing was adopted. Compile again against the "
-                "current folder, or restore the file and run adopt again."
-            )
-    found: dict[str, bytes] = {}
-    for rel, pinned_new in manifest.proposed.items():
-        staged = stage_dir(run_dir) / "proposed" / rel
-        data = staged.read_bytes()
-        if sha256_of(data) != pinned_new:
-            raise FolderChanged(
-                f"the staged file {staged} was modified after staging (its sha256 no longer "
-                "matches the manifest); nothing was adopted. Compile again to stage a new change."
-            )
-        found[rel] = data
-    return found
+def _refusal(run_dir: str | Path) -> Refusal:
+    return Refusal(
+        error=FolderChanged,
+        since=f"run {run_dir} read it",
+        changed_advice="Compile again against the current folder, or restore the file and "
+        "run adopt again.",
+        staged_advice="Compile again to stage a new change.",
+        adopted_advice="Copy them elsewhere, or restore the file's old bytes by hand from "
+        f"{stage_dir(run_dir) / 'backups'}.",
+    )
 
 
 def rollback_folder(run_dir: str | Path) -> FolderReceipt:
@@ -179,18 +168,8 @@ def rollback_folder(run_dir: str | Path) -> FolderReceipt:
     if adopted is None:
         raise UserInputError(f"nothing to roll back: {run_dir}'s change is not adopted")
     place = _place(folder, Path(adopted.backups))
-    for change in adopted.files:
-        path = folder / change.path
-        if (sha256_of(path.read_bytes()) if path.is_file() else None) != change.new_sha:
-            raise FolderChanged(
-                f"{path} changed since it was adopted; a rollback would lose those edits. Copy "
-                f"them elsewhere, or restore {change.path}'s old bytes by hand from "
-                f"{place.backups / str(change.backup)}."
-            )
-    old_bytes: dict[str, bytes | None] = {
-        c.path: None if c.old_sha is None else backup_bytes(place, c) for c in adopted.files
-    }
-    files = [backup(place, c.path).model_copy(update={"new_sha": c.old_sha}) for c in adopted.files]
+    check_adopted(folder, adopted.files, _refusal(run_dir))
+    files, old_bytes = rollback_plan(place, adopted.files)
     receipt = _receipt("rollback", len(receipts) + 1, run_dir, place, files)
     _transact(run_dir, place, receipt, old_bytes, None)
     logger.info("rolled back %s in %s", run_dir, folder)

@@ -5,6 +5,7 @@ from the user's own skill folders (`read_skill_cards`) or from a JSONL file of c
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,8 @@ from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.skill_folder.folder import SKILL_FILE, SkillFolder
 
 __all__ = ["SkillCard", "check_cards", "load_skill_cards", "read_skill_cards"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -37,13 +40,22 @@ class SkillCard:
 
 def read_skill_cards(root: str | Path, *, exclude: Sequence[str] = ()) -> tuple[SkillCard, ...]:
     """The cards of every skill folder directly under `root` (each `<root>/<name>/SKILL.md`),
-    sorted by name, leaving out the skills named in `exclude` (the one being trained)."""
+    sorted by name, leaving out the skills named in `exclude` (the one being trained). A folder
+    that cannot be read (bad front matter, not UTF-8, no description) is skipped with a warning
+    that names it and why: it is not a skill an agent could load either."""
     base = Path(root)
     if not base.is_dir():
         raise UserInputError(f"{str(base)!r} is not a folder of skill folders")
-    folders = sorted(p.parent for p in base.glob(f"*/{SKILL_FILE}"))
-    cards = [_card_of(SkillFolder.read(folder)) for folder in folders]
-    return check_cards(tuple(card for card in cards if card.name not in exclude))
+    cards: list[SkillCard] = []
+    for folder in sorted(p.parent for p in base.glob(f"*/{SKILL_FILE}")):
+        try:
+            card = _card_of(SkillFolder.read(folder))
+        except UserInputError as exc:  # a broken folder beside is no skill to choose: note it
+            logger.warning("skipped the skill folder %s as a card: %s", folder, exc)
+            continue
+        if card.name not in exclude:
+            cards.append(card)
+    return check_cards(tuple(cards))
 
 
 def load_skill_cards(path: str | Path) -> tuple[SkillCard, ...]:

@@ -29,7 +29,7 @@ from skillopt_dsl.settings import CompileSettings
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.skill_folder.adopt import recover_folder
 from skillopt_dsl.skill_folder.cards import SkillCard, load_skill_cards, read_skill_cards
-from skillopt_dsl.skill_folder.document import DescriptionAgent
+from skillopt_dsl.skill_folder.document import DESCRIPTION, DescriptionAgent
 from skillopt_dsl.skill_folder.folder import SkillFolder
 from skillopt_dsl.skill_folder.stage import StagedFolder, stage_folder
 from skillopt_dsl.skill_folder.trigger import TriggerModule
@@ -177,6 +177,8 @@ def train_description(
         raise UserInputError("train_description needs settings.run_dir (where to stage)")
     recover_folder(task.skill_folder)
     folder = SkillFolder.read(task.skill_folder)
+    folder.check_trainable((DESCRIPTION,), task.agent)
+    splits = load_trigger_splits(task.trigger_data, seed=settings.seed, gate=settings.gate)
     module = TriggerModule(
         folder,
         distractor_cards(task, folder),
@@ -185,7 +187,6 @@ def train_description(
         shown_others=task.shown_others,
         reply_tokens=task.reply_tokens,
     )
-    splits = load_trigger_splits(task.trigger_data, seed=settings.seed)
     started = time.perf_counter()
     result = compile_with(
         module,

@@ -9,6 +9,8 @@ search did not change keeps its file's exact bytes.
 from __future__ import annotations
 
 import hashlib
+import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +28,14 @@ from skillopt_dsl.skill_folder.document import (
     description_problem,
 )
 
-__all__ = ["SKILL_FILE", "FolderChange", "SkillFolder"]
+__all__ = ["NAME_LIMIT", "SKILL_FILE", "FolderChange", "SkillFolder"]
+
+logger = logging.getLogger(__name__)
 
 SKILL_FILE = "SKILL.md"
+NAME_LIMIT = 64
+"""The longest skill `name` the Agent Skills specification allows."""
+_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _FRONT = "---\n"
 _SEPARATOR = "\n---\n"
 
@@ -58,8 +65,11 @@ class SkillFolder:
     """A skill folder as read from disk: `root`, the `name` and `description` of its front
     matter, its `body`, and its markdown reference files (folder-relative path -> text).
 
-    `skill_file_text` keeps SKILL.md exactly as read, so an untouched file is written back (or
-    rather, left alone) byte for byte."""
+    `skill_file_text` keeps SKILL.md exactly as read (a byte-order mark and CRLF line endings
+    included; `name`, `description` and `body` are read with LF endings), so an untouched file
+    is left alone byte for byte and a rewritten one keeps its mark and line endings. `skipped`
+    lists the `.md` files that could not be read as text, each with why (they are never
+    trained; a run that names one is refused)."""
 
     root: Path
     name: str
@@ -67,10 +77,17 @@ class SkillFolder:
     body: str
     references: tuple[tuple[str, str], ...]
     skill_file_text: str
+    skipped: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def read(cls, path: str | Path) -> SkillFolder:
-        """Read the folder at `path` (the folder holding SKILL.md, or SKILL.md itself)."""
+        """Read the folder at `path` (the folder holding SKILL.md, or SKILL.md itself).
+
+        SKILL.md may open with a byte-order mark and use CRLF line endings; its front matter
+        must be a YAML mapping with a `name` and a `description` (a `UserInputError` names
+        the file, and the line where the YAML breaks). A reference file that is not UTF-8 is
+        skipped with a warning (`skipped`), not an error: a run that trains no reference
+        never needs it."""
         root = Path(path)
         root = root.parent if root.name == SKILL_FILE else root
         skill_file = root / SKILL_FILE
@@ -80,18 +97,100 @@ class SkillFolder:
                 f"<name>/{SKILL_FILE} with a front matter name and description)"
             )
         text = _read_text(skill_file)
-        meta, body = split_front_matter(text)
+        meta, body = split_front_matter(_plain(text), str(skill_file))
         name, description = meta.get("name"), meta.get("description")
         if not isinstance(name, str) or not name.strip():
             raise UserInputError(f"{skill_file}: the front matter needs a `name`")
         if not isinstance(description, str):
             raise UserInputError(f"{skill_file}: the front matter needs a one-line `description`")
-        references = tuple(
-            (file.relative_to(root).as_posix(), _read_text(file))
-            for file in sorted(root.rglob("*.md"))
-            if file != skill_file and file.is_file() and not _hidden(file, root)
+        references: list[tuple[str, str]] = []
+        skipped: list[tuple[str, str]] = []
+        for file in sorted(root.rglob("*.md")):
+            if file == skill_file or not file.is_file() or _hidden(file, root):
+                continue
+            rel = file.relative_to(root).as_posix()
+            try:
+                references.append((rel, _read_text(file)))
+            except UserInputError as exc:
+                logger.warning("skipped %s: %s", file, exc)
+                skipped.append((rel, str(exc)))
+        return cls(
+            root,
+            name.strip(),
+            " ".join(description.split()),
+            body,
+            tuple(references),
+            text,
+            tuple(skipped),
         )
-        return cls(root, name.strip(), " ".join(description.split()), body, references, text)
+
+    @property
+    def raw_description(self) -> str:
+        """The front matter's `description` exactly as YAML reads it (before joining it to
+        one line): a folded block with a blank line in it holds a line break here."""
+        meta, _ = split_front_matter(_plain(self.skill_file_text), SKILL_FILE)
+        value = meta.get("description")
+        return value if isinstance(value, str) else ""
+
+    def name_problem(self) -> str | None:
+        """Why this folder's `name` breaks the Agent Skills specification (None: it keeps it):
+        it must match the folder's name, use only lowercase letters, digits and hyphens (not
+        first or last, never two in a row) and be at most 64 characters."""
+        name, folder = self.name, self.root.resolve().name
+        if len(name) > NAME_LIMIT:
+            return f"the name {name!r} has {len(name)} characters; the most is {NAME_LIMIT}"
+        if "--" in name:
+            return f"the name {name!r} holds `--`; hyphens may not follow each other"
+        if not _NAME.fullmatch(name):
+            return (
+                f"the name {name!r} may use only lowercase letters, digits and hyphens, and may "
+                "not start or end with a hyphen"
+            )
+        if name != folder:
+            return f"the name {name!r} does not match its folder {folder!r}; rename one of them"
+        return None
+
+    def write_back_problem(self, parts: Sequence[str]) -> str | None:
+        """Why a run training `parts` could not write its result back (None: it could): a
+        description that is not one line as read (a folded block with a blank line), a front
+        matter whose `description` entry cannot be rewritten alone (a quoted key, a flow
+        mapping), a SKILL.md that mixes line endings, or a part that names a skipped file.
+        Checked before the first model call, so no budget is spent on a change that cannot be
+        staged."""
+        document = self.document(parts)
+        if DESCRIPTION in document.names and "\n" in self.raw_description.strip():
+            return (
+                "the description spans several lines as YAML reads it (a folded `>` block with "
+                "a blank line keeps a line break); make it one paragraph"
+            )
+        if _layout(self.skill_file_text).render(_plain(self.skill_file_text)) != (
+            self.skill_file_text
+        ):
+            return "SKILL.md mixes CRLF and LF line endings; use one kind throughout"
+        probe = FolderDocument(
+            tuple(
+                (name, text + " probe" if name == DESCRIPTION else text + "\nprobe")
+                for name, text in document.parts
+            )
+        )
+        try:
+            changes = self.changes(probe.to_skill())
+        except (UserInputError, StopIteration, yaml.YAMLError) as exc:
+            return f"the front matter's description entry cannot be rewritten alone ({exc})"
+        if not changes and document.names:
+            return "a trained part would rewrite no file"
+        return None
+
+    def check_trainable(self, parts: Sequence[str], agent: DescriptionAgent = "claude") -> None:
+        """Refuse, before any model call, a run on `parts` whose result could not be staged:
+        a name the specification refuses (`name_problem`), a result that could not be written
+        back (`write_back_problem`), or a seed description `agent` cannot read."""
+        skill_file = self.root / SKILL_FILE
+        problem = self.name_problem() or self.write_back_problem(parts)
+        if problem is None and DESCRIPTION in parts:
+            problem = description_problem(self.description, agent)
+        if problem is not None:
+            raise UserInputError(f"{skill_file}: {problem}; nothing was run")
 
     # -- the trainable document ----------------------------------------------------------------
     @property
@@ -119,6 +218,8 @@ class SkillFolder:
                 chosen.extend(self.references)
             elif part in self.reference_paths:
                 chosen.append((part, self.reference_text(part)))
+            elif part in dict(self.skipped):
+                raise UserInputError(f"{part} cannot be trained: {dict(self.skipped)[part]}")
             else:
                 raise UserInputError(
                     f"unknown skill folder part {part!r}; choose 'description', 'body', "
@@ -154,6 +255,7 @@ class SkillFolder:
             body=parts.get(BODY, self.body),
             references=references,
             skill_file_text=self.skill_file_text,
+            skipped=self.skipped,
         )
 
     def changes(self, skill: Skill | str) -> tuple[FolderChange, ...]:
@@ -186,20 +288,49 @@ def _hidden(file: Path, root: Path) -> bool:
     return any(part.startswith(".") for part in file.relative_to(root).parts)
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """How SKILL.md is laid out on disk: a byte-order mark and CRLF line endings, or neither."""
+
+    bom: bool
+    crlf: bool
+
+    def render(self, plain: str) -> str:
+        """`plain` (LF endings, no mark) laid out like the file."""
+        text = plain.replace("\n", "\r\n") if self.crlf else plain
+        return ("\ufeff" if self.bom else "") + text
+
+
+def _layout(text: str) -> _Layout:
+    rest = text.removeprefix("\ufeff")
+    return _Layout(bom=rest != text, crlf=rest.startswith("---\r\n"))
+
+
+def _plain(text: str) -> str:
+    """SKILL.md's text as parsed: no byte-order mark, LF line endings where it uses CRLF."""
+    rest = text.removeprefix("\ufeff")
+    return rest.replace("\r\n", "\n") if rest.startswith("---\r\n") else rest
+
+
 def _skill_file_text(folder: SkillFolder, description: str, body: str) -> str:
     """SKILL.md with a new description and body: the front matter keeps every other line as it
-    was (only the `description` entry is rewritten), and the body follows it verbatim."""
-    text = folder.skill_file_text
+    was (only the `description` entry is rewritten), the body follows it verbatim, and the
+    file keeps its byte-order mark and line endings."""
+    text = _plain(folder.skill_file_text)
     end = text.find(_SEPARATOR, len(_FRONT) - 1)
     front = text[len(_FRONT) : end + 1]
     if description != folder.description:
         front = _with_description(front, description)
-    return _FRONT + front + text[end + 1 : end + len(_SEPARATOR)] + body
+    plain = _FRONT + front + text[end + 1 : end + len(_SEPARATOR)] + body
+    return _layout(folder.skill_file_text).render(plain)
 
 
 def _with_description(front: str, description: str) -> str:
     lines = front.splitlines(keepends=True)
-    start = next(i for i, line in enumerate(lines) if line.startswith("description:"))
+    found = [i for i, line in enumerate(lines) if line.startswith("description:")]
+    if not found:
+        raise UserInputError("the front matter has no plain `description:` line to rewrite")
+    start = found[0]
     stop = start + 1
     while stop < len(lines) and lines[stop][:1] in (" ", "\t"):
         stop += 1

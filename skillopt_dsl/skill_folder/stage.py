@@ -15,7 +15,6 @@ When the gate accepted nothing, nothing is proposed and no diff is written; the 
 
 from __future__ import annotations
 
-import difflib
 import logging
 import shlex
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.file_transaction import atomic_write, sha256_of
 from skillopt_dsl.skill_folder.document import BODY, DESCRIPTION, FolderDocument
 from skillopt_dsl.skill_folder.folder import SKILL_FILE, FolderChange, SkillFolder
+from skillopt_dsl.staged_change import stage_proposals
 
 if TYPE_CHECKING:
     from skillopt_dsl.compile import CompileResult
@@ -47,7 +47,6 @@ logger = logging.getLogger(__name__)
 
 STAGE_DIR = "skill_folder"
 """The folder of a run directory that holds a staged skill-folder change."""
-_NO_NEWLINE = "\\ No newline at end of file\n"
 
 
 class FolderEvidence(BaseModel):
@@ -216,18 +215,12 @@ def _write_stage(
 ) -> Path | None:
     diff_path = None
     if changes:
-        for change in changes:
-            atomic_write(target / "proposed" / change.path, change.new_text.encode("utf-8"))
+        patch = stage_proposals(
+            target,
+            {change.path: change.new_text.encode("utf-8") for change in changes},
+            {change.path: change.old_text.encode("utf-8") for change in changes},
+        )
         diff_path = target / "folder.diff"
-        atomic_write(diff_path, "".join(map(unified_diff, changes)).encode("utf-8"))
+        atomic_write(diff_path, patch.encode("utf-8"))
     atomic_write(target / "manifest.json", manifest.model_dump_json(indent=2).encode("utf-8"))
     return diff_path
-
-
-def unified_diff(change: FolderChange) -> str:
-    """One file's unified diff (`a/<path>` -> `b/<path>`), with git's marker for a last line
-    that has no newline, so `patch -p1` / `git apply` reproduce the new bytes exactly."""
-    before = change.old_text.splitlines(keepends=True)
-    after = change.new_text.splitlines(keepends=True)
-    lines = difflib.unified_diff(before, after, f"a/{change.path}", f"b/{change.path}")
-    return "".join(line if line.endswith("\n") else line + "\n" + _NO_NEWLINE for line in lines)

@@ -1,8 +1,10 @@
 """Trigger data and what a trigger evaluation measured.
 
-Trigger data is JSONL, one `{"request": "...", "should_trigger": true | false}` a line, loaded
-and split like any dataset (`load_trigger_splits` is `load_splits("json", ...)` with the two
-columns named, plus a check that every label is a real boolean). `TriggerSummary` counts an
+Trigger data is JSONL, one `{"request": "...", "should_trigger": true | false}` a line, or
+skill-creator's eval set as it is (a JSON array of `{"query": ..., "should_trigger": ...}`).
+`load_trigger_splits` reads it (`read_trigger_rows`), refuses what no run could learn from
+before any model call (a request labelled both ways, one label only, too few rows for the gate
+to accept anything on validation, with how many are needed) and cuts seeded splits. `TriggerSummary` counts an
 evaluation's picks (true and false positives and negatives) into precision, recall and accuracy;
 `measure_trigger` evaluates a description on examples and summarises it, and
 `constant_trigger_summary` is what "always trigger" or "never trigger" would score.
@@ -10,13 +12,19 @@ evaluation's picks (true and false positives and negatives) into precision, reca
 
 from __future__ import annotations
 
+import json
+import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from skillopt_dsl.data import Splits, load_splits
-from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.errors import DataError, UserInputError
 from skillopt_dsl.evaluate import Rollout, evaluate
+from skillopt_dsl.evidence import GateLevels, preflight
+from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import LM
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.skill_folder.trigger import TriggerModule
@@ -24,13 +32,27 @@ from skillopt_dsl.types import Example
 
 __all__ = [
     "TRIGGER_SIZES",
+    "TriggerDataRow",
     "TriggerSizes",
     "TriggerSummary",
     "check_trigger_examples",
     "constant_trigger_summary",
     "load_trigger_splits",
     "measure_trigger",
+    "minimum_val_rows",
+    "read_trigger_rows",
+    "split_trigger_rows",
 ]
+
+logger = logging.getLogger(__name__)
+
+
+class TriggerDataRow(TypedDict):
+    """One trigger row as read: the request and whether this skill should load for it."""
+
+    request: str
+    should_trigger: bool
+
 
 TriggerSizes = tuple[float, float, float] | tuple[int, int, int]
 """Train/val/test sizes: three fractions, or three counts (as `load_splits` takes them)."""
@@ -40,23 +62,131 @@ TRIGGER_SIZES: TriggerSizes = (0.4, 0.3, 0.3)
 
 
 def load_trigger_splits(
-    path: str | Path, *, seed: int = 0, sizes: TriggerSizes = TRIGGER_SIZES
+    path: str | Path,
+    *,
+    seed: int = 0,
+    sizes: TriggerSizes = TRIGGER_SIZES,
+    gate: GateLevels | None = None,
 ) -> Splits:
-    """Load a trigger JSONL file and cut it into seeded train/val/test splits.
+    """Load trigger data and cut it into seeded train/val/test splits, refusing before any
+    model call data no run could learn from (see `read_trigger_rows` and `split_trigger_rows`).
 
-    Raises `DataError` (a `UserInputError`) naming the problem when a row lacks `request` or
-    `should_trigger`, and `UserInputError` when a label is not a JSON boolean."""
+    Raises `UserInputError` naming the file and the problem: a row without a request or a
+    boolean label, the same request labelled both ways, rows that hold one label, or too few
+    rows for `gate` (default `Gate()`) to accept anything on the validation split (with how
+    many are needed)."""
     file = Path(path)
-    if not file.is_file():
-        raise UserInputError(f"trigger data {str(file)!r} does not exist")
-    splits = load_splits(
-        "json",
-        data_files=str(file),
-        input_fields=["request"],
-        label_fields=["should_trigger"],
-        seed=seed,
-        sizes=sizes,
+    return split_trigger_rows(read_trigger_rows(file), str(file), seed=seed, sizes=sizes, gate=gate)
+
+
+def read_trigger_rows(path: Path) -> list[TriggerDataRow]:
+    """The rows of a trigger data file: JSONL, one `{"request": ..., "should_trigger": ...}` a
+    line, or skill-creator's eval set as it is, a JSON array of `{"query": ...,
+    "should_trigger": ...}` objects (other keys are ignored). An exact repeat of a row is
+    dropped with a warning; the same request labelled both ways is a `UserInputError`."""
+    if not path.is_file():
+        raise UserInputError(f"trigger data {str(path)!r} does not exist")
+    text = path.read_text(encoding="utf-8-sig")
+    if text.lstrip().startswith("["):
+        try:
+            loaded = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UserInputError(f"{path}: not a JSON array of rows ({exc})") from exc
+        raw = [(f"{path} item {n}", row) for n, row in enumerate(loaded, start=1)]
+    else:
+        raw = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                try:
+                    raw.append((f"{path}:{number}", json.loads(line)))
+                except json.JSONDecodeError as exc:
+                    raise UserInputError(f"{path}:{number}: not a JSON object ({exc})") from exc
+    return _distinct([_row(where, row) for where, row in raw], path)
+
+
+def _row(where: str, row: object) -> TriggerDataRow:
+    if not isinstance(row, dict):
+        raise UserInputError(f"{where}: a trigger row is a JSON object, got {row!r}")
+    request = row.get("request", row.get("query"))
+    label = row.get("should_trigger")
+    if not isinstance(request, str) or not request.strip():
+        raise UserInputError(
+            f"{where}: a trigger row needs a non-empty `request` (or skill-creator's `query`), "
+            f"got {request!r}"
+        )
+    if not isinstance(label, bool):
+        raise UserInputError(f"{where}: `should_trigger` must be true or false, got {label!r}")
+    return {"request": request, "should_trigger": label}
+
+
+def _distinct(rows: list[TriggerDataRow], path: Path) -> list[TriggerDataRow]:
+    seen: dict[str, bool] = {}
+    kept: list[TriggerDataRow] = []
+    for row in rows:
+        key = " ".join(row["request"].split()).casefold()
+        if key not in seen:
+            seen[key] = row["should_trigger"]
+            kept.append(row)
+        elif seen[key] != row["should_trigger"]:
+            raise UserInputError(
+                f"{path}: the request {row['request'][:80]!r} is labelled both should trigger "
+                "and should not; keep the one label it deserves"
+            )
+    if len(kept) < len(rows):
+        logger.warning("%s: %d repeated row(s) dropped", path, len(rows) - len(kept))
+    return kept
+
+
+def minimum_val_rows(gate: GateLevels | None = None, limit: int = 500) -> int | None:
+    """The fewest validation requests on which `gate` (default `Gate()`) can accept anything
+    at its first decision: a description that fixes every one of them (None: none up to
+    `limit`). Pure arithmetic, no model call."""
+    chosen = gate if gate is not None else Gate()
+    return next(
+        (n for n in range(1, limit + 1) if preflight(chosen, n, None).clean_fix is not None), None
     )
+
+
+def split_trigger_rows(
+    rows: Sequence[TriggerDataRow],
+    source: str,
+    *,
+    seed: int = 0,
+    sizes: TriggerSizes = TRIGGER_SIZES,
+    gate: GateLevels | None = None,
+) -> Splits:
+    """`rows` cut into seeded train/val/test splits, after refusing (a `UserInputError` naming
+    `source` and the counts) rows that hold one label, or too few rows for the validation split
+    to let `gate` accept anything (it says how many are needed)."""
+    positives = sum(1 for row in rows if row["should_trigger"])
+    counts = f"{source} has {len(rows)} row(s), {positives} should trigger and {len(rows) - positives} should not"
+    if positives in (0, len(rows)):
+        raise UserInputError(
+            f"{counts}: one label only, so no description can beat the constant answer; add "
+            "requests of the other kind"
+        )
+    needed = minimum_val_rows(gate)
+    try:
+        splits = load_splits(
+            list(rows),
+            input_fields=["request"],
+            label_fields=["should_trigger"],
+            seed=seed,
+            sizes=sizes,
+        )
+    except DataError as exc:
+        raise UserInputError(f"{counts}: too few to split ({exc})") from exc
+    if not splits.train or (needed is not None and len(splits.val) < needed):
+        share = sizes[1] if isinstance(sizes[1], float) else None
+        total = (
+            ""
+            if share is None or needed is None
+            else f" (about {math.ceil(needed / share)} rows in all)"
+        )
+        raise UserInputError(
+            f"{counts}: the validation split holds {len(splits.val)}, and the gate cannot accept "
+            f"any change on fewer than {needed} validation requests{total}; add requests"
+        )
     for split in (splits.train, splits.val, splits.test):
         check_trigger_examples(split)
     return splits

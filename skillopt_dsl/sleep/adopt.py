@@ -7,14 +7,13 @@ every file's old and new hash, then the files are swapped with `os.replace`. If 
 (or the process is killed) before the receipt is written, `recover` — run at the start of every
 Sleep command — puts every file back to its old bytes: the project ends with all old files or all
 new ones, never a mix. `rollback` restores the last adopted night's backups the same way.
-The transaction itself is `skillopt_dsl.file_transaction`, shared with a skill folder's adopt.
+The checks, backups and transaction are `skillopt_dsl.staged_change`, shared with a skill
+folder's adopt; this module keeps Sleep's receipts and its wording.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -24,17 +23,21 @@ from skillopt_dsl.file_transaction import (
     FileChange,
     FilePlace,
     atomic_write,
-    backup_bytes,
-    sha256_of,
     transact,
 )
-from skillopt_dsl.file_transaction import backup as backup_file
 from skillopt_dsl.file_transaction import recover as recover_files
 from skillopt_dsl.sleep.advice import nothing_to_adopt
 from skillopt_dsl.sleep.errors import SleepError, StageMismatch
 from skillopt_dsl.sleep.harvest import utc_now
 from skillopt_dsl.sleep.project import SleepProject
 from skillopt_dsl.sleep.stage import read_manifest, read_report
+from skillopt_dsl.staged_change import (
+    Refusal,
+    adopted_files,
+    check_adopted,
+    rollback_plan,
+    verified_proposals,
+)
 
 __all__ = ["FileChange", "Receipt", "adopt", "adoptable_night", "recover", "rollback"]
 
@@ -103,10 +106,6 @@ def _transact(
     return receipt
 
 
-def _backup(project: SleepProject, rel: str) -> FileChange:
-    return backup_file(_place(project), rel)
-
-
 # -- adopt -------------------------------------------------------------------------------------
 
 
@@ -150,39 +149,24 @@ def adopt(
         raise SleepError(
             f"night {chosen} staged no proposal (nothing passed the gate); nothing to adopt"
         )
-    new_bytes = _verified_proposals(project, night, manifest.live, manifest.proposed)
-    changes = []
-    for rel in sorted(new_bytes):
-        backed = _backup(project, rel)
-        changes.append(backed.model_copy(update={"new_sha": manifest.proposed[rel]}))
+    new_bytes = verified_proposals(
+        project.path, night, (manifest.live, manifest.proposed), _refusal(night.name)
+    )
+    changes = adopted_files(_place(project), new_bytes)
     receipt = Receipt(action="adopt", night_id=chosen, when=utc_now().isoformat(), files=changes)
     done = _transact(project, receipt, dict(new_bytes), after_replace)
     logger.info("adopted night %s: %s", chosen, ", ".join(new_bytes))
     return done
 
 
-def _verified_proposals(
-    project: SleepProject, night: Path, live: dict[str, str | None], proposed: dict[str, str]
-) -> dict[str, bytes]:
-    for rel, pinned in live.items():
-        path = project.path / rel
-        current = sha256_of(path.read_bytes()) if path.exists() else None
-        if current != pinned:
-            raise StageMismatch(
-                f"{rel} changed since night {night.name} was staged (sha256 {str(pinned)[:12]} "
-                f"when staged, {str(current)[:12]} now); nothing was adopted. Run "
-                "`skillopt-dsl sleep run` again to stage against the current file."
-            )
-    found: dict[str, bytes] = {}
-    for rel, pinned_new in proposed.items():
-        data = (night / "proposed" / rel).read_bytes()
-        if sha256_of(data) != pinned_new:
-            raise StageMismatch(
-                f"the staged proposal {night / 'proposed' / rel} was modified after staging "
-                "(its sha256 no longer matches the manifest); nothing was adopted."
-            )
-        found[rel] = data
-    return found
+def _refusal(night_id: str) -> Refusal:
+    return Refusal(
+        error=StageMismatch,
+        since=f"night {night_id} was staged",
+        changed_advice="Run `skillopt-dsl sleep run` again to stage against the current file.",
+        staged_advice="Run `skillopt-dsl sleep run` again to stage a new proposal.",
+        adopted_advice="Commit or copy them, then run `sleep rollback --force`.",
+    )
 
 
 # -- rollback ----------------------------------------------------------------------------------
@@ -205,13 +189,8 @@ def rollback(project: SleepProject, *, force: bool = False) -> Receipt:
     if last is None:
         raise SleepError(f"nothing to roll back: no adoption in {project.receipts}")
     if not force:
-        _check_unchanged(project, last.files)
-    old_bytes: dict[str, bytes | None] = {
-        c.path: None if c.old_sha is None else backup_bytes(_place(project), c) for c in last.files
-    }
-    changes = [
-        _backup(project, c.path).model_copy(update={"new_sha": c.old_sha}) for c in last.files
-    ]
+        check_adopted(project.path, last.files, _refusal(last.night_id))
+    changes, old_bytes = rollback_plan(_place(project), last.files)
     receipt = Receipt(
         action="rollback",
         night_id=last.night_id,
@@ -222,17 +201,6 @@ def rollback(project: SleepProject, *, force: bool = False) -> Receipt:
     done = _transact(project, receipt, old_bytes, None)
     logger.info("rolled back night %s", last.night_id)
     return done
-
-
-def _check_unchanged(project: SleepProject, files: Sequence[FileChange]) -> None:
-    for change in files:
-        path = project.path / change.path
-        current = sha256_of(path.read_bytes()) if path.exists() else None
-        if current != change.new_sha:
-            raise StageMismatch(
-                f"{change.path} changed since it was adopted; a rollback would lose those "
-                "edits. Commit or copy them, then run `sleep rollback --force`."
-            )
 
 
 def night_status(project: SleepProject) -> list[dict[str, object]]:

@@ -1,7 +1,7 @@
 """Stage: write one night's folder, `<project>/.skillopt/sleep/<night-id>/`.
 
 Contents: `proposed/<file>` (only when something passed the gate), `diff.patch` (unified, against
-the live files as read), `report.md` and `report.json` (`NightReport`), `evidence.jsonl` (each val
+the live files as read; both written by `skillopt_dsl.staged_change`, as a skill folder's are), `report.md` and `report.json` (`NightReport`), `evidence.jsonl` (each val
 and test task's seed and candidate replies and scores), `sessions.jsonl` (each harvested session:
 id, agent, cwd, start, redacted prompts, tool calls, reply characters), the mined tasks (`tasks/`, a Hugging Face
 `Dataset`, and `tasks.jsonl`), the optimizer's run directory (`run/`) and `manifest.json`, which
@@ -15,7 +15,6 @@ what it is (`describe_partial`).
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import shutil
@@ -30,6 +29,7 @@ from skillopt_dsl.sleep.judge import ScoreBook
 from skillopt_dsl.sleep.project import SleepProject, atomic_write, sha256_of
 from skillopt_dsl.sleep.tasks import Task, save_tasks
 from skillopt_dsl.sleep.transcript import SessionRow
+from skillopt_dsl.staged_change import pinned_hashes, stage_proposals
 from skillopt_dsl.types import json_int
 
 __all__ = [
@@ -190,13 +190,6 @@ def _gate_lines(report: NightReport) -> list[str]:
     return lines
 
 
-def _diff(rel: str, old: bytes | None, new: bytes) -> str:
-    before = (old or b"").decode("utf-8").splitlines(keepends=True)
-    after = new.decode("utf-8").splitlines(keepends=True)
-    lines = difflib.unified_diff(before, after, fromfile=f"a/{rel}", tofile=f"b/{rel}")
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-
-
 class EvidenceRow(TypedDict):
     """One line of a night's `evidence.jsonl`: a val/test task's seed and candidate scores,
     feedback and the candidate's reply (cut)."""
@@ -249,14 +242,8 @@ def write_stage(
     sessions: Sequence[SessionRow] = (),
 ) -> Path:
     """Fill `partial` with the night's files and rename it to the night's folder."""
-    proposed_dir = partial / "proposed"
-    patches = []
-    for rel, data in sorted(proposals.items()):
-        target = proposed_dir / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        patches.append(_diff(rel, live.get(rel), data))
-    (partial / "diff.patch").write_text("".join(patches), encoding="utf-8")
+    patch = stage_proposals(partial, proposals, live)
+    atomic_write(partial / "diff.patch", patch.encode("utf-8"))
     save_tasks(tasks, partial)
     write_jsonl(partial / "evidence.jsonl", evidence)
     write_jsonl(partial / "sessions.jsonl", sessions)
@@ -264,11 +251,11 @@ def write_stage(
         night_id=report.night_id,
         project=report.project,
         created=report.created,
-        live={rel: sha256_of(data) for rel, data in sorted(live.items())},
+        live=pinned_hashes(live),
         proposed={rel: sha256_of(data) or "" for rel, data in sorted(proposals.items())},
         accepted=bool(proposals),
     )
-    (partial / "manifest.json").write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+    atomic_write(partial / "manifest.json", manifest.model_dump_json(indent=2).encode("utf-8"))
     write_report(partial, report)
     final = project.night_dir(report.night_id)
     os.replace(partial, final)

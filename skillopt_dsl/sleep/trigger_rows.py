@@ -15,8 +15,6 @@ are written as the JSONL `skillopt_dsl.skill_folder.load_trigger_splits` reads.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +22,7 @@ from typing import TypedDict
 
 from skillopt_dsl.data import Splits, load_splits
 from skillopt_dsl.errors import DataError
+from skillopt_dsl.file_transaction import atomic_write_text
 from skillopt_dsl.skill_folder import TRIGGER_SIZES, TriggerSizes
 from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.sleep.harvest import ProjectMatcher, is_own_replay
@@ -189,12 +188,8 @@ def _count(found: TriggerRows, labels: dict[str, bool | None], turn: SkillTurn) 
 
 def write_trigger_rows(rows: Sequence[TriggerRow], path: Path) -> None:
     """Write `rows` as JSONL to `path`, atomically (a temporary file renamed over it)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(row.to_dict(), ensure_ascii=False) + "\n" for row in rows)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(handle, "w", encoding="utf-8") as file:
-        file.write(text)
-    os.replace(temporary, path)
+    atomic_write_text(path, text)
 
 
 MORE_ROWS = (
