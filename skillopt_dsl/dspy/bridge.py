@@ -22,8 +22,11 @@ surfaces (`PredictorModule.run` re-raises it).
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import hashlib
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +42,16 @@ from skillopt_dsl.lm.openai_compat import backend_for
 if TYPE_CHECKING:
     from skillopt_dsl.lm.client import LMResponse
 
-__all__ = ["BridgeBudgetExceeded", "BridgeEngine", "RunRecord", "bridge_lm", "from_dspy_lm"]
+__all__ = [
+    "AsyncBridgeEngine",
+    "BridgeBudgetExceeded",
+    "BridgeEngine",
+    "RunRecord",
+    "Sample",
+    "bridge_lm",
+    "from_dspy_lm",
+    "sample_seed",
+]
 
 BRIDGE_PREFIX = "skillopt/"
 """The bridged `dspy.LM`'s model name is this prefix plus our `LM`'s model name."""
@@ -137,6 +149,40 @@ class RunRecord:
         return self.calls > 0 and self.cached_calls == self.calls
 
 
+@dataclass
+class Sample:
+    """Which sample of one DSPy call a bridge request is: the call's `rollout_id` (set by
+    `dspy.BestOfN` and `dspy.Refine`) and the next candidate's index (an `n=3` call sends three
+    requests). Set around each DSPy call by `skillopt_dsl.dspy.route`."""
+
+    rollout_id: Any = None
+    _next: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def take(self) -> int:
+        """The index of the candidate being sent now (0, 1, ...)."""
+        with self._lock:
+            index, self._next = self._next, self._next + 1
+            return index
+
+
+SAMPLE: contextvars.ContextVar[Sample | None] = contextvars.ContextVar(
+    "skillopt_dspy_sample", default=None
+)
+"""The `Sample` of the DSPy call being executed (None: a request outside any DSPy call)."""
+
+
+def sample_seed(seed: int, rollout_id: Any, index: int) -> int:
+    """The seed of one sample: `seed` itself for the plain request (rollout 0 or None, first
+    candidate); else one derived from all three, stable across processes. Repeated attempts
+    are so distinct requests (to the provider and in the cache key) and a rerun of one sample
+    is still a cache hit."""
+    if rollout_id in (None, 0) and index == 0:
+        return seed
+    digest = hashlib.sha256(f"{seed}/{rollout_id!r}/{index}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
 class BridgeEngine:
     """A DSPy engine (`complete(request) -> response`) that sends each request through `lm`.
 
@@ -155,6 +201,11 @@ class BridgeEngine:
         """Answer one `dspy.lm15.Request` with `LM.complete` (budget checked before sending)."""
         messages = request_messages(request)
         params = self._params(request.config)
+        sample = SAMPLE.get()
+        if sample is not None:
+            params = replace(
+                params, seed=sample_seed(params.seed, sample.rollout_id, sample.take())
+            )
         try:
             response = self.lm.complete(messages, params=params)
         except BudgetExceeded as exc:
@@ -191,6 +242,30 @@ class BridgeEngine:
         if self.seed is not None:
             return replace(chosen, seed=self.seed)
         return chosen if config.seed is None else replace(chosen, seed=config.seed)
+
+
+class AsyncBridgeEngine:
+    """The async counterpart of a `BridgeEngine` (`acall`, `asyncio.gather` in `forward`): each
+    request is answered by the sync engine in a worker thread (the context, the run's route
+    and sample included, is copied into it), so the same cache, ledger and budget apply."""
+
+    def __init__(self, engine: BridgeEngine) -> None:
+        self.engine = engine
+
+    async def complete(self, request: Any) -> Response:
+        """Answer one request with `BridgeEngine.complete`, off the event loop."""
+        return await asyncio.to_thread(self.engine.complete, request)
+
+    async def stream(self, request: Any) -> AsyncIterator[Any]:
+        """The whole answer as one stream of events."""
+        for event in response_to_events(await self.complete(request)):
+            yield event
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+    def close(self) -> None:
+        """Nothing to release."""
 
 
 def request_messages(request: Any) -> list[dict[str, str]]:
@@ -237,7 +312,13 @@ def bridge_lm(
     """
     client = resolve_lm(lm)
     engine = BridgeEngine(client, seed=seed, record=record)
-    return dspy.LM(f"{BRIDGE_PREFIX}{client.model}", engine=engine, cache=False, num_retries=0)
+    return dspy.LM(
+        f"{BRIDGE_PREFIX}{client.model}",
+        engine=engine,
+        async_engine=AsyncBridgeEngine(engine),
+        cache=False,
+        num_retries=0,
+    )
 
 
 def engine_record(lm: Any) -> RunRecord | None:

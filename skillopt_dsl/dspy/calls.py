@@ -17,7 +17,7 @@ import copy
 import threading
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import dspy
@@ -59,6 +59,8 @@ class ProgramTrace:
         unparsed: the predictors whose output could not be parsed in this run.
         reached: the program predictors the run called (failed calls included).
         predictor: the predictor whose module made the run (`pred_trace` holds its calls).
+        lm: the model client the run charged (its ledger and cache): a judge the metric
+            calls while scoring this run is charged to it too.
     """
 
     gold: dspy.Example
@@ -69,6 +71,7 @@ class ProgramTrace:
     unparsed: tuple[str, ...] = ()
     reached: tuple[str, ...] = ()
     predictor: str | None = None
+    lm: Any = field(default=None, compare=False, repr=False)
 
 
 def outputs_of(prediction: Any) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from skillopt_dsl.dspy.proposals import (
     worked_example,
     worked_values,
 )
+from skillopt_dsl.dspy.route import charged
 from skillopt_dsl.optimizers.proposers import mentions_format
 from skillopt_dsl.types import Example
 
@@ -40,6 +41,7 @@ class ProgramFacts(Protocol):
     parser: Any
     style: AdapterStyle
     demos: bool
+    last_lm: Any
 
     def reached(self, example_id: str) -> frozenset[str]: ...
 
@@ -100,8 +102,11 @@ class ProposerHooks:
         signature = self.program.signature(self.predictor)
         calls = self.own_calls(run)
         values = worked_values(signature, example, calls, succeeded)
-        if values is None or not answer_parses(signature, self.program.parser, values[1]):
+        if values is None:
             return None
+        with charged(self.program.last_lm):  # an adapter's parse may call a model
+            if not answer_parses(signature, self.program.parser, values[1]):
+                return None
         if not self.program.demos:
             return worked_example(signature, self.program.style, example, calls, succeeded)
         if set(values[0]) != set(signature.input_fields):

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from skillopt_dsl.errors import BudgetExceeded, MetricError, ModelError
+from skillopt_dsl.errors import BudgetExceeded, MetricError, ModelError, UserInputError
 from skillopt_dsl.metrics.calling import invoke_metric, metric_form
 from skillopt_dsl.metrics.score import Score, metric_name, to_score
 
@@ -36,14 +36,15 @@ def dspy_score(
 
     An exception in the metric becomes a `MetricError` naming the example (`where`, e.g.
     `"valset[3] (id '...')"`, else its id; a silent zero would corrupt every gate decision); a
-    judge model's `BudgetExceeded` / `ModelError` passes through.
+    judge model's `BudgetExceeded` / `ModelError`, and a judge refused as unroutable
+    (`UserInputError`), pass through.
     """
     name = metric_name(metric)
     try:
         result = invoke_metric(
             metric, gold, pred, trace=trace, pred_name=pred_name, pred_trace=pred_trace
         )
-    except (MetricError, BudgetExceeded, ModelError):
+    except (MetricError, BudgetExceeded, ModelError, UserInputError):
         raise
     except Exception as exc:
         raise MetricError(

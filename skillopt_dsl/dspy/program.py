@@ -56,6 +56,7 @@ from skillopt_dsl.dspy.demos import split_demos, with_demos
 from skillopt_dsl.dspy.hooks import ProposerHooks
 from skillopt_dsl.dspy.metrics import dspy_score, metric_form
 from skillopt_dsl.dspy.proposals import adapter_format, adapter_style, format_rule_for
+from skillopt_dsl.dspy.route import ROUTE_KEY, Route, charged, refuse_unroutable
 from skillopt_dsl.errors import SkillOptError, UserInputError
 from skillopt_dsl.lm import LM, UsageSnapshot
 from skillopt_dsl.metrics.score import Score
@@ -160,6 +161,11 @@ class DSPyProgram:
             for name, info in predictor.signature.output_fields.items()
         }
         _refuse_own_lms(predictors)
+        refuse_unroutable(self.program_name, self._base)
+        refuse_unroutable("the adapter", adapter)
+        refuse_unroutable("dspy.settings.lm", self.context.run(_configured_lm))
+        refuse_unroutable("dspy.settings.adapter", self.context.run(_configured_adapter))
+        self.last_lm: LM | None = None
         self.instructions: dict[str, str] = {
             name: self._seed_skill(p) for name, p in predictors.items()
         }
@@ -296,6 +302,10 @@ def _configured_adapter() -> Any:
     return dspy.settings.adapter
 
 
+def _configured_lm() -> Any:
+    return dspy.settings.lm
+
+
 def _refuse_own_lms(predictors: Mapping[str, Any]) -> None:
     """A predictor with its own LM would bypass the bridge (cache, ledger, budget): refuse it."""
     own = [name for name, predictor in predictors.items() if getattr(predictor, "lm", None)]
@@ -371,7 +381,7 @@ class PredictorModule(ProposerHooks, SkillModule):
         record.raise_recorded_failure()
         if failure is None:
             self.program.note_run(example.id, watch, raised=False)
-        return self._outcome(gold, prediction, (trace, watch), record, failure, started)
+        return self._outcome(gold, prediction, (trace, watch, lm), record, failure, started)
 
     def score(self, example: Example, outcome: RunOutcome) -> Score:
         """The DSPy metric on the program's prediction; 0 with format feedback for a parse
@@ -382,16 +392,25 @@ class PredictorModule(ProposerHooks, SkillModule):
         gold = run.gold if run is not None else self.program.gold(example)
         pred = run.prediction if run is not None else dspy.Prediction(**outcome.prediction.outputs)
         feedback_form = metric_form(self.program.metric) == "feedback"
-        score = dspy_score(
-            self.program.metric,
-            gold,
-            pred,
-            trace=list(run.trace) if run is not None and feedback_form else None,
-            pred_name=self.predictor,
-            pred_trace=list(run.pred_trace) if run is not None else None,
-            example_id=example.id,
-            where=self.program.describe(example.id),
+        lm = run.lm if run is not None else self.program.last_lm
+        context = self.program.context.copy()
+        with_trace = run is not None and feedback_form
+        score, judge = context.run(
+            _judged,
+            lm,
+            lambda: dspy_score(
+                self.program.metric,
+                gold,
+                pred,
+                trace=list(run.trace) if run is not None and with_trace else None,
+                pred_name=self.predictor,
+                pred_trace=list(run.pred_trace) if run is not None else None,
+                example_id=example.id,
+                where=self.program.describe(example.id),
+            ),
         )
+        self.program.account(judge)
+        judge.raise_recorded_failure()  # a judge's budget stop the metric swallowed
         note = outcome.prediction.error
         if note is None:
             return score
@@ -407,8 +426,10 @@ class PredictorModule(ProposerHooks, SkillModule):
         run: tuple[RunRecord, list[Any], CallWatch],
     ) -> Any:
         record, trace, watch = run
+        self.program.last_lm = lm
         settings: dict[str, Any] = {
             "lm": bridge_lm(lm, seed=seed, record=record),
+            ROUTE_KEY: Route(lm, seed, record),
             "trace": trace,
             "disable_history": True,
             "callbacks": [*(dspy.settings.get("callbacks") or []), watch],
@@ -471,7 +492,7 @@ class PredictorModule(ProposerHooks, SkillModule):
         self,
         gold: dspy.Example,
         prediction: Any,
-        calls: tuple[list[Any], CallWatch],
+        calls: tuple[list[Any], CallWatch, LM],
         record: RunRecord,
         failure: tuple[str, str | None] | None,
         started: float,
@@ -479,7 +500,7 @@ class PredictorModule(ProposerHooks, SkillModule):
         outputs = outputs_of(prediction) if failure is None else dict.fromkeys(self.output_fields)
         errors = [self._raw_parse_error(sig, err) for sig, err in record.parse_errors]
         error = failure[0] if failure else ("; ".join(errors) if errors else None)
-        trace, watch = calls
+        trace, watch, lm = calls
         unparsed = [self._predictor_named(sig) for sig, _ in record.parse_errors]
         if failure is not None and failure[1] is not None:
             unparsed.append(failure[1])
@@ -500,6 +521,7 @@ class PredictorModule(ProposerHooks, SkillModule):
                 unparsed=tuple(dict.fromkeys(unparsed)),
                 reached=tuple(watch.reached),
                 predictor=self.predictor,
+                lm=lm,
             ),
         )
 
@@ -534,6 +556,13 @@ class PredictorModule(ProposerHooks, SkillModule):
         return self.score(
             example, RunOutcome(prediction=prediction, output=prediction.raw, calls=0)
         )
+
+
+def _judged(lm: LM | None, metric: Callable[[], Score]) -> tuple[Score, RunRecord]:
+    """The metric, under the caller's DSPy settings (a judge set with `dspy.context(lm=...)`
+    is seen), each judge call charged to `lm`; and what the judge calls did."""
+    with charged(lm) as record:
+        return metric(), record
 
 
 def _as_model(annotation: Any, value: Any) -> Any:
