@@ -240,7 +240,7 @@ def compile_with(
     trainset, valset, testset = _checked_splits(
         module, trainset, valset, settings.testset, resume=resume, run_dir=settings.run_dir
     )
-    chosen = optimizer if optimizer is not None else default_optimizer()
+    chosen = optimizer if optimizer is not None else default_optimizer(module)
     run = RunDirectory(settings.run_dir)
     models = RunModels.resolve(settings, run.cache_path)
     context = CompileContext(
@@ -322,11 +322,16 @@ def _check_budget(context: CompileContext) -> None:
         )  # fmt: skip
 
 
-def default_optimizer() -> Optimizer:
+def default_optimizer(module: SkillModule | None = None) -> Optimizer:
     """The optimizer `compile` (and `SkillOptimizer`) runs when given none: `HandOff()`,
-    GradientText handing the run to Bundle where its screens show only small effects."""
+    GradientText handing the run to Bundle where its screens show only small effects, both
+    with the proposers that suit `module`'s kind where it declares them
+    (`default_proposers(module)`: an agent's show the tool call; `ChoosesProposers`)."""
     from skillopt_dsl.optimizers.hand_off import HandOff
+    from skillopt_dsl.optimizers.proposers import ChoosesProposers, default_proposers
 
+    if isinstance(module, ChoosesProposers):
+        return HandOff.with_proposers(default_proposers(module))
     return HandOff()
 
 

@@ -1,22 +1,33 @@
-"""`ToolDemonstrationsProposer`: worked examples that show an agent the tool-call format.
+"""`ToolDemonstrationsProposer`: worked examples that show an agent the tool call, its result
+and the answer.
 
 A worked example is a real, short trajectory: the task, the reply that calls the tool in the
-text protocol, the tool's actual result (the tool is run), and the answer. The calls come from
-the example's reference solution, its `tool_calls` label: a list of
-`{"tool": name, "arguments": {...}}`. Examples without one are skipped. Small models copy
-examples well, so this is how a seed skill that never mentions the tools learns to use them.
-No model is called; the edits are clipped to the learning rate and gated like any other.
+text protocol, the tool's actual result, and the answer. It comes from the example's reference
+solution, its `tool_calls` label (a list of `{"tool": name, "arguments": {...}}`; the tool is
+run for the real result), else from the agent's own successful run on that example in the
+batch (every tool call it made ran, the metric scored it 1, and it called at least one tool).
+An example with neither gives none: a worked example never shows an answer without the call
+that found it (a model copying it would learn to skip the tool). Small models copy examples
+well, so this is how a seed skill that never mentions the tools learns to use them. No model is
+called; the edits are clipped to the learning rate and gated like any other.
+
+It reads only what every tool-using module has (`ToolUser`: its environment, its tools and its
+rendered task); a module without tools gets no proposal.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from skillopt_dsl.agents.module import AgentModule
 from skillopt_dsl.agents.protocol import ToolRequest, render_call
+from skillopt_dsl.agents.tools import Tool
+from skillopt_dsl.agents.trajectory import Trajectory
+from skillopt_dsl.evaluate import Rollout
+from skillopt_dsl.lm.base import Message
+from skillopt_dsl.module import SkillModule
 from skillopt_dsl.optimizers.proposers import (
     EditGroup,
     ProposalRequest,
@@ -24,10 +35,17 @@ from skillopt_dsl.optimizers.proposers import (
     edit_key,
     gold_answer,
 )
-from skillopt_dsl.skill import Add, Edit, Skill, tokenize
+from skillopt_dsl.skill import Add, Edit, Skill, token_distance
 from skillopt_dsl.types import Example
 
-__all__ = ["TOOLS_HEADING", "WORKED_HEADING", "ToolDemonstrationsProposer", "render_tool_demo"]
+__all__ = [
+    "TOOLS_HEADING",
+    "WORKED_HEADING",
+    "ToolDemonstrationsProposer",
+    "ToolUser",
+    "render_tool_demo",
+    "trajectory_demo",
+]
 
 WORKED_HEADING = "Worked examples"
 TOOLS_HEADING = "Using tools"
@@ -35,6 +53,17 @@ PROTOCOL_RULE = (
     "To use a tool, reply with only a ```json block holding "
     '{"tool": "<name>", "arguments": {...}}. After you read the result, reply with the answer only.'
 )
+
+
+@runtime_checkable
+class ToolUser(Protocol):
+    """What the proposer reads of a tool-using module (`AgentModule` has it)."""
+
+    env: Any
+
+    def tools_for(self, state: Any) -> dict[str, Tool]: ...
+
+    def render(self, skill: Skill, inputs: Example | Mapping[str, object]) -> list[Message]: ...
 
 
 @dataclass(kw_only=True)
@@ -50,52 +79,79 @@ class ToolDemonstrationsProposer(Proposer):
 
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
         module = request.module
-        if not isinstance(module, AgentModule):
+        if not isinstance(module, ToolUser):
             return []
         rejected = {edit_key(e) for c in request.rejected for e in c.edits}
-        edits: list[Edit] = []
-        if PROTOCOL_RULE not in request.skill.text:
-            edits.append(Add(after=None, text=f"## {TOOLS_HEADING}\n\n{PROTOCOL_RULE}"))
-        edits += self._demos(request, module, rejected, has_section=_has(request.skill))
-        edits = [e for e in edits if edit_key(e) not in rejected]
-        if not edits:
+        fitted = _Fitted(request.skill, request.budget_tokens, rejected)
+        text = request.skill.text
+        present = text.count("\nInput: ") + text.startswith("Input: ")
+        room = max(0, min(self.per_step, self.max_demos - present))
+        for demo in self._demos(request):
+            if fitted.demos >= room:
+                break
+            if demo not in text:
+                fitted.add_demo(demo)
+        if PROTOCOL_RULE not in text:
+            fitted.add(Add(after=None, text=f"## {TOOLS_HEADING}\n\n{PROTOCOL_RULE}"))
+        if not fitted.edits:
             return []
         failing = bool(request.failures())
-        return [EditGroup(tuple(edits), self.name, failing, "worked tool-use examples")]
+        return [EditGroup(tuple(fitted.edits), self.name, failing, "worked tool-use examples")]
 
-    def _demos(
-        self, request: ProposalRequest, module: AgentModule, rejected: set[str], has_section: bool
-    ) -> list[Edit]:
-        present = request.skill.text.count("\nInput: ") + request.skill.text.startswith("Input: ")
-        room = max(0, min(self.per_step, self.max_demos - present))
+    @staticmethod
+    def _demos(request: ProposalRequest) -> Iterator[str]:
+        """Worked examples in the order they are offered: the batch's failures first, then
+        the rest of the training set at random."""
         failing = [e for e, _ in request.failures()]
         others = [e for e in request.trainset if e not in failing]
         request.rng.shuffle(others)
-        edits: list[Edit] = []
+        by_id = {e.id: r for e, r in zip(request.batch, request.rollouts, strict=True)}
         for example in failing + others:
-            if len(edits) >= room:
-                break
-            demo = render_tool_demo(module, example)
-            if demo is None or demo in request.skill.text:
-                continue
-            if len(tokenize(demo)) > request.budget_tokens:
-                continue
-            text = demo if has_section or edits else f"## {WORKED_HEADING}\n\n{demo}"
-            edit = Add(after=WORKED_HEADING if has_section or edits else None, text=text)
-            if edit_key(edit) not in rejected:
-                edits.append(edit)
-        return edits
+            demo = render_tool_demo(request.module, example)
+            if demo is None:
+                demo = trajectory_demo(request.module, example, by_id.get(example.id))
+            if demo is not None:
+                yield demo
 
 
-def render_tool_demo(module: AgentModule, example: Example) -> str | None:
-    """The worked example for `example` (None when it has no usable `tool_calls` label)."""
+class _Fitted:
+    """A proposal built edit by edit, each kept only where the whole group still applies and
+    stays within the step's learning-rate budget, measured as the optimizer measures it (the
+    worked examples first: they teach the call; the rule only where it still fits)."""
+
+    def __init__(self, skill: Skill, budget_tokens: int, rejected: set[str]) -> None:
+        self.seed, self.skill, self.budget, self.rejected = skill, skill, budget_tokens, rejected
+        self.edits: list[Edit] = []
+        self.demos = 0
+
+    def add_demo(self, demo: str) -> None:
+        if _has(self.skill):
+            edit = Add(after=WORKED_HEADING, text=demo)
+        else:
+            edit = Add(after=None, text=f"## {WORKED_HEADING}\n\n{demo}")
+        self.demos += self.add(edit)
+
+    def add(self, edit: Edit) -> bool:
+        if edit_key(edit) in self.rejected:
+            return False
+        trial, report = self.skill.apply([edit])
+        if report.outcomes[0].status != "applied":
+            return False
+        if token_distance(self.seed.text, trial.text) > self.budget:
+            return False
+        self.skill, self.edits = trial, [*self.edits, edit]
+        return True
+
+
+def render_tool_demo(module: SkillModule, example: Example) -> str | None:
+    """The worked example for `example` from its reference calls (None when it has no usable
+    `tool_calls` label, or `module` has no tools)."""
     calls = _reference_calls(example)
-    if not calls:
+    if not calls or not isinstance(module, ToolUser):
         return None
     state = module.env.reset(example) if module.env is not None else None
     tools = module.tools_for(state)
-    task = module.render(Skill(""), example)[-1]["content"]
-    lines = [f"Input: {task}"]
+    lines = [f"Input: {_task(module, example)}"]
     for call in calls:
         chosen = tools.get(call.name)
         if chosen is None:
@@ -104,6 +160,28 @@ def render_tool_demo(module: AgentModule, example: Example) -> str | None:
         lines += [f"Reply: {render_call(call)}", f"Result of {call.name}: {result.text}"]
     lines.append(f"Answer: {gold_answer(module, example)}")
     return "\n".join(lines)
+
+
+def trajectory_demo(module: SkillModule, example: Example, rollout: Rollout | None) -> str | None:
+    """The worked example for `example` from the agent's own run in `rollout`: the calls it
+    made, their results and its answer; None unless the metric scored the run 1, it called at
+    least one tool and every call ran."""
+    trace = rollout.trace if rollout is not None else None
+    if rollout is None or rollout.score < 1.0 or not isinstance(trace, Trajectory):
+        return None
+    calls = trace.tool_calls
+    if not calls or not all(c.ok for c in calls) or not trace.answer.strip():
+        return None
+    lines = [f"Input: {_task(module, example)}"]
+    for call in calls:
+        request = ToolRequest(call.name, dict(call.arguments))
+        lines += [f"Reply: {render_call(request)}", f"Result of {call.name}: {call.result}"]
+    lines.append(f"Answer: {trace.answer.strip()}")
+    return "\n".join(lines)
+
+
+def _task(module: SkillModule, example: Example) -> str:
+    return str(module.render(Skill(""), example)[-1]["content"])
 
 
 def _reference_calls(example: Example) -> list[ToolRequest]:

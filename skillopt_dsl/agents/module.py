@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from skillopt_dsl.agents.demos import ToolDemonstrationsProposer
 from skillopt_dsl.agents.environment import Environment
 from skillopt_dsl.agents.protocol import (
     ToolRequest,
@@ -63,6 +64,12 @@ from skillopt_dsl.errors import BudgetExceeded, MetricError, ModelError, UserInp
 from skillopt_dsl.lm.base import Message
 from skillopt_dsl.metrics.score import Score, call_metric, to_score
 from skillopt_dsl.module import RunOutcome, SkillModule
+from skillopt_dsl.optimizers.proposers import (
+    AnswerShapeProposer,
+    FormatRuleProposer,
+    Proposer,
+    ReflectiveProposer,
+)
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
@@ -167,6 +174,22 @@ class AgentModule(SkillModule):
         if self.env is not None and isinstance(trajectory, Trajectory):
             return _check_state(self.env, example, trajectory)
         return call_metric(self.metric_fn, example, outcome.prediction)
+
+    def default_proposers(self) -> list[Proposer]:
+        """The proposers that suit an agent (what `compile`'s default search uses on it): worked
+        examples that show the tool call, its result and the answer
+        (`ToolDemonstrationsProposer`, from the rows' `tool_calls` or the agent's own successful
+        runs), the output-format and answer-shape rules (no model call), and reflection that
+        reads each trajectory and never writes a training example's answer into the skill
+        (`ReflectiveProposer(state_answers=False)`). Worked examples without the call
+        (`DemonstrationsProposer`) are not among them: an agent whose answers only a tool
+        knows would learn from them to answer without it. Override to choose others."""
+        return [
+            ToolDemonstrationsProposer(),
+            FormatRuleProposer(),
+            AnswerShapeProposer(),
+            ReflectiveProposer(state_answers=False),
+        ]
 
     def tool_guide(self, tools: dict[str, Tool] | None = None) -> str:
         """The text-protocol tool list and instructions appended to the user message."""

@@ -29,11 +29,18 @@ DSPy's adapter formats and whose labels belong to the whole program) may define
 `output_broke_format(rollout) -> bool`; the proposers then use them (None: nothing to add)
 instead of `render_demo`, `format_rule`, the default reflection case, `gold_answer` (rules
 mined from labels) and the default format-failure signals.
+
+The module's kind chooses the default search (`default_proposers(module)`): a module whose
+default proposers differ from the four below defines `default_proposers() -> list[Proposer]`
+(`ChoosesProposers`). An `AgentModule` does: worked examples that show the tool call, its
+result and the answer, and reflection on trajectories that never states an example's answer
+(docs/agents.md, "What the default search proposes").
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 from skillopt_dsl.optimizers.proposers.answer_shape import (
     AnswerShape,
@@ -80,6 +87,7 @@ __all__ = [
     "FORMAT_HEADING",
     "AnswerShape",
     "AnswerShapeProposer",
+    "ChoosesProposers",
     "ConsolidationProposer",
     "DemonstrationsProposer",
     "EditGroup",
@@ -111,9 +119,19 @@ __all__ = [
 ]
 
 
-def default_proposers() -> list[Proposer]:
-    """The proposers GradientText and Beam use unless told otherwise: the format rule and the
+@runtime_checkable
+class ChoosesProposers(Protocol):
+    """A module that declares the proposers that suit its kind (see the module docstring)."""
+
+    def default_proposers(self) -> list[Proposer]: ...
+
+
+def default_proposers(module: object | None = None) -> list[Proposer]:
+    """The proposers a search uses unless told otherwise: `module.default_proposers()` where
+    the module declares its own (`ChoosesProposers`: an agent's), else the format rule and the
     answer-shape rule (no model call), worked examples from failures, then reflection."""
+    if isinstance(module, ChoosesProposers):
+        return module.default_proposers()
     return [
         FormatRuleProposer(),
         AnswerShapeProposer(),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import typing
 from dataclasses import dataclass
 
@@ -44,6 +45,11 @@ Reply with JSON only, in this form:
            {"kind": "replace", "old": "<exact text in the document>", "new": "<replacement>", "rationale": "<why>"},
            {"kind": "delete", "old": "<exact text in the document>", "rationale": "<why>"}]}"""
 
+_FROM_TOOLS = """
+The answers come from the tools: the model finds them only by calling a tool and reading its
+result. Never write an example's answer or any value a tool returned into the document; teach
+when and how to call the tools and how to read their results."""
+
 
 @dataclass(kw_only=True)
 class ReflectiveProposer(Proposer):
@@ -51,13 +57,21 @@ class ReflectiveProposer(Proposer):
 
     Failures are read in groups of `group_size`; successes (at most one group) separately, to
     learn what to keep. Invalid output is retried once with the validation error; a group
-    still invalid is dropped and recorded, never a crash.
+    still invalid is dropped and recorded, never a crash. An agent's rollout is shown with its
+    trajectory (each tool call, its result or error, and the answer).
+
+    `state_answers=False` (an agent whose answers only its tools know): the model is told so,
+    and an edit whose text states a training example's answer (a label, as a word of at least
+    `MIN_ANSWER_CHARS` characters) is dropped and noted (`reflection_answer_dropped`): a
+    rule such as "The population of Telkesstad is 156766." teaches the agent to answer from
+    memory, never to call the tool.
     """
 
     group_size: int = 4
     max_failure_groups: int = 2
     read_successes: bool = True
     max_edits_per_group: int = 3
+    state_answers: bool = True
     name: str = "reflective"
 
     def max_calls(self, batch_size: int) -> int:
@@ -76,8 +90,11 @@ class ReflectiveProposer(Proposer):
         if self.read_successes and successes:
             groups.append((False, successes[: self.group_size]))
         result: list[EditGroup] = []
+        answers = () if self.state_answers else _answers(request)
         for index, (failure_driven, group) in enumerate(groups):
             edits = self._reflect(request, group, failure_driven, index)
+            if answers:
+                edits = _without_answers(request, edits, answers, index)
             if edits:
                 addresses = tuple(e.id for e, _ in group) if failure_driven else ()
                 kept = tuple(edits[: self.max_edits_per_group])
@@ -91,8 +108,9 @@ class ReflectiveProposer(Proposer):
         failure_driven: bool,
         index: int,
     ) -> list[Edit]:
+        system = _SYSTEM if self.state_answers else _SYSTEM + _FROM_TOOLS
         messages = [
-            {"role": "system", "content": _SYSTEM},
+            {"role": "system", "content": system},
             {"role": "user", "content": _reflection_prompt(request, group, failure_driven)},
         ]
         edits = ask_for_edits(request.optimizer_lm, messages, seed=request.step * 100 + index)
@@ -101,6 +119,42 @@ class ReflectiveProposer(Proposer):
             request.note("reflection_dropped", group=index, reason=reason, reply=reply[:500])
             return []
         return edits
+
+
+MIN_ANSWER_CHARS = 3
+"""The shortest answer `state_answers=False` looks for in an edit (a one- or two-character
+answer, such as a digit, is a word of too many rules to tell)."""
+
+
+def _answers(request: ProposalRequest) -> tuple[re.Pattern[str], ...]:
+    """The training examples' answers (every label that is one text or number: a program's
+    labels name its answer, not this predictor's fields), each as a whole-word pattern (case
+    ignored)."""
+    golds = {
+        str(value).strip()
+        for example in [*request.trainset, *request.batch]
+        for value in example.labels.values()
+        if isinstance(value, str | int | float) and not isinstance(value, bool)
+    }
+    return tuple(
+        re.compile(rf"(?<!\w){re.escape(g)}(?!\w)", re.IGNORECASE)
+        for g in sorted(golds)
+        if len(g) >= MIN_ANSWER_CHARS
+    )
+
+
+def _without_answers(
+    request: ProposalRequest, edits: list[Edit], answers: tuple[re.Pattern[str], ...], group: int
+) -> list[Edit]:
+    """`edits` less those whose new text states one of `answers` (noted)."""
+    kept = []
+    for edit in edits:
+        text = edit.new if isinstance(edit, Replace) else edit.text if isinstance(edit, Add) else ""
+        if any(a.search(text) for a in answers):
+            request.note("reflection_answer_dropped", group=group, text=text[:300])
+        else:
+            kept.append(edit)
+    return kept
 
 
 def ask_for_edits(lm: LM, messages: list[dict[str, str]], *, seed: int) -> list[Edit] | str:
