@@ -149,6 +149,12 @@ def _dominates(a: BeamMember, b: BeamMember, ids: Sequence[str]) -> bool:
     return all(x >= y for x, y in pairs) and any(x > y for x, y in pairs)
 
 
+IDLE_ROUNDS = 2
+"""Rounds in a row that spend no call and submit nothing after which a search stops with
+"plateau", whatever its budget: every rollout they asked for was cached and no proposer was
+asked anything new (a training set smaller than a mini-batch, proposers with nothing more to
+say), so the rounds after them would spend nothing either and the budget would never end them."""
+
 _PROPOSAL_CALLS = 4
 """Model calls one expansion's proposers are assumed to spend (reflection and its retry, a
 little more), when reserving the budget for a gate decision."""
@@ -174,7 +180,8 @@ class Beam(Optimizer):
             for an expansion and a gate decision.
         plateau: stop after this many consecutive rounds with nothing better than the
             incumbent to submit (None, the default: a call budget is spent to its end;
-            without one, `depth` ends the run).
+            without one, `depth` ends the run). Whatever it is, `IDLE_ROUNDS` rounds in a row
+            that spend no call and submit nothing stop the search with "plateau".
         screen_strikes: the screen failures after which a proposal proposed again is no
             longer screened (as GradientText's: one unlucky mini-batch does not end it).
     """
@@ -247,6 +254,7 @@ class Beam(Optimizer):
         saved = view.optimizer_state
         state = BeamState.from_dict(saved) if saved else BeamState()
         split = view.selection_split(self.selection_fraction)
+        idle = 0  # rounds in a row that spent no call and submitted nothing
         while state.round < self.depth or (self.until_budget and view.calls_left() is not None):
             if view.incumbent_is_perfect():  # no candidate can beat it on validation
                 view.emit("stop", reason="perfect", round=state.round, calls_left=view.calls_left())
@@ -255,11 +263,20 @@ class Beam(Optimizer):
                 reason = "significance"
                 view.emit("stop", reason=reason, round=state.round, calls_left=view.calls_left())
                 return reason
+            calls, judged = view.usage().calls, len(state.judged)
             if not self._round(view, state, split):
                 raise BudgetExceeded(
                     f"{view.calls_left()} calls left: enough for a gate decision on "
                     f"{view.validation_size} validation examples, not for another expansion"
                 )
+            quiet = view.usage().calls == calls and len(state.judged) == judged
+            idle = idle + 1 if quiet else 0
+            if idle >= IDLE_ROUNDS:  # nothing new was asked: the rounds after would not either
+                view.emit(
+                    "stop", reason="plateau", round=state.round, calls_left=view.calls_left(),
+                    idle_rounds=idle,
+                )  # fmt: skip
+                return "plateau"
             if self.plateau is not None and state.empty_rounds >= self.plateau:
                 view.emit("stop", reason="plateau", round=state.round, calls_left=view.calls_left())
                 return "plateau"

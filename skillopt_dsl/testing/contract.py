@@ -29,7 +29,10 @@ harmful edit, then (after seeing a rejection) a neutral one, then the fix. Tests
   here from the texts and the declared learning rate;
 - the read-only view: the optimizer gets a `RunView` without the validation set, gate log,
   history or scored set, whose attributes cannot be set and whose `evaluate` refuses the
-  gate's examples.
+  gate's examples;
+- it ends, whatever the data: on a set too small for the gate to certify anything (6 training,
+  3 validation examples), at several call budgets, with a proposer model that proposes and one
+  that says nothing, every run returns within a time limit with its stop reason.
 
 The validation set has 30 examples (15 where the fix matters), so the default gate, which
 spends its significance over the run's decisions, can accept the fix as a third decision; the
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +68,7 @@ __all__ = [
     "NEUTRAL_EDIT",
     "ContractParity",
     "OptimizerContract",
+    "RunTimedOut",
     "contract_examples",
     "contract_reflector",
     "contract_target",
@@ -159,6 +164,11 @@ class _Killed(BaseException):
     """Stands in for SIGKILL: unwinds without any cleanup code catching it."""
 
 
+class RunTimedOut(BaseException):
+    """A contract run went past its time limit (`OptimizerContract.run`'s `seconds`); a
+    BaseException, so that no optimizer's error handling swallows it."""
+
+
 @dataclass(frozen=True)
 class _Run:
     result: CompileResult
@@ -176,6 +186,13 @@ class OptimizerContract:
     kill_fraction: float = 0.5
     """Where the resume test kills the run, as a share of the uninterrupted run's target calls."""
 
+    ending_budgets: tuple[int, ...] = (60, 80, 100, 200)
+    """`Budget.max_calls` of the runs the ending test makes on a set where nothing can be
+    certified."""
+
+    ending_seconds: float = 30.0
+    """The time limit of each of those runs (a run that has not returned by then never will)."""
+
     def make_optimizer(self) -> Optimizer:
         """Return a fresh optimizer under test (called once per run)."""
         raise NotImplementedError("subclass OptimizerContract and implement make_optimizer()")
@@ -186,17 +203,28 @@ class OptimizerContract:
         *,
         target: Respond = contract_target,
         reflector: ScriptedLM | None = None,
+        trainset: list[Example] = TRAIN,
+        valset: list[Example] = VAL,
+        seconds: float | None = None,
         **kwargs: Any,
     ) -> _Run:
-        """Compile `ContractParity` with fakes (no real model is ever called)."""
+        """Compile `ContractParity` with fakes (no real model is ever called). `seconds`: the
+        run is stopped (`RunTimedOut`) at its first model call or event after that long."""
         log: list[tuple[str, str, str]] = []
+        deadline = None if seconds is None else time.monotonic() + seconds
+
+        def in_time() -> None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise RunTimedOut(f"the run had not returned after {seconds} s")
 
         def logged(messages: list[dict[str, str]]) -> str:
+            in_time()
             system = next((m["content"] for m in messages if m["role"] == "system"), "")
             log.append(("call", Skill(system).hash, messages[-1]["content"].split()[-1]))
             return target(messages)
 
         def on_event(kind: str, payload: Mapping[str, object]) -> None:
+            in_time()
             event = as_event(kind, payload)
             if event is not None and event["event"] == "gate":
                 kind = "accepted" if event.get("accepted") else "gate"
@@ -205,8 +233,8 @@ class OptimizerContract:
         fake = ScriptedLM(logged, model="scripted/contract-target")
         result = compile(
             ContractParity(),
-            TRAIN,
-            VAL,
+            trainset,
+            valset,
             optimizer=kwargs.pop("optimizer", None) or self.make_optimizer(),
             lm=fake,
             optimizer_lm=reflector or contract_reflector(),
@@ -367,6 +395,31 @@ class OptimizerContract:
                 assert record.budget_tokens == max(
                     math.ceil(record.lr_budget * tokens), bound.floor_tokens
                 ), record
+
+    def test_ends_where_nothing_can_be_certified(self) -> None:
+        """Kills: a search whose rounds spend nothing and submit nothing going on forever
+        (Beam on 6 training and 3 validation examples closed empty round after empty round,
+        every rollout cached and no proposer asked anything new, so the budget never ended
+        it): on a set too small for the gate to certify anything, at each budget, with a
+        proposer model that proposes and one that says nothing, the run returns in time with
+        a stop reason, within its budget, and accepts nothing."""
+        silent = ScriptedLM(lambda _: "{}", model="scripted/silent")
+        for budget in self.ending_budgets:
+            for reflector in (contract_reflector(), silent):
+                try:
+                    result = self.run(
+                        reflector=reflector, trainset=TRAIN[:6], valset=VAL[:3],
+                        budget=Budget(max_calls=budget), seconds=self.ending_seconds,
+                    ).result  # fmt: skip
+                except RunTimedOut:
+                    raise AssertionError(
+                        f"at {budget} calls ({reflector.model}) the run had not returned after "
+                        f"{self.ending_seconds} s: a search that spends nothing never ends"
+                    ) from None
+                where = f"at {budget} calls ({reflector.model})"
+                assert result.stop_reason, f"{where} the run stated no stop reason"
+                assert result.usage.calls <= budget, f"{where}: {result.usage.calls} calls"
+                assert not result.improved, f"{where} the gate certified a gain on 3 examples"
 
     def test_optimizer_sees_a_read_only_view(self) -> None:
         """Kills: handing the optimizer the driver (its validation set, gate log, history or
