@@ -428,7 +428,7 @@ def _start(context: CompileContext, cache: ResponseCache, resume: bool) -> None:
     require_an_answer(seed_report, context.target_lm)  # fail fast: nothing answered
     if checkpoint is None:
         context.run.save_version(1, seed)
-        context.run.save_best(seed, context.export_metadata())
+        context.publish_best(seed)
         context.emit(
             "seed", skill_hash=seed.hash, val_score=seed_report.mean, n=len(seed_report.records)
         )
@@ -514,10 +514,7 @@ def _finish(
     if baseline is not None and len(same) < len(context.valset):
         scored_on = [e for e in context.valset if e.id in set(same)]
         baseline = rescored(baseline, context.module, scored_on)
-    metadata = context.export_metadata() | {
-        "test_score": test.best,
-        "seed_test_score": test.seed,
-    }
+    metadata = context.publish_best(best, {"test_score": test.best, "seed_test_score": test.seed})
     result = CompileResult(
         best_skill=best,
         seed_skill=context.module.seed_skill,
@@ -541,7 +538,6 @@ def _finish(
     )
     if result.baseline_warning is not None:
         logger.warning("%s: %s", context.module.name, result.baseline_warning)
-    context.run.save_best(best, metadata)
     context.run.save_summary(result.summary())
     context.emit("finish", **result.summary())
     return result

@@ -275,7 +275,7 @@ class CompileContext(ValidationBook):
         self._state.incumbent, self._state.incumbent_report = candidate, report
         self._state.version += 1
         self.run.save_version(self._state.version, candidate)
-        self.run.save_best(candidate, self.export_metadata())
+        self.publish_best(candidate)
         logger.info(
             "accepted v%04d: val %.4f (+%.4f)", self._state.version, report.mean, decision.delta
         )
@@ -318,6 +318,15 @@ class CompileContext(ValidationBook):
         self.run.event(event, **payload)
         if self._on_event is not None:
             self._on_event(event, payload)
+
+    def publish_best(self, skill: Skill, scores: JSONObject | None = None) -> JSONObject:
+        """Write `best_skill.md`: `skill` with the run's front matter (`export_metadata`) and
+        `scores` (the test scores when the run ends); returns the front matter written. The one
+        place a run exports its best skill: at its start (the seed), at each acceptance and at
+        its end."""
+        metadata = self.export_metadata() | (scores or {})
+        self.run.save_best(skill, metadata)
+        return metadata
 
     def export_metadata(self) -> JSONObject:
         """Front matter for best_skill.md."""

@@ -53,10 +53,10 @@ from skillopt_dsl.dspy.settings import ModelSpec, SkillOptimizerOptions, SkillOp
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.evaluate import DEFAULT_THREADS, EvaluationReport, evaluate
 from skillopt_dsl.evidence import Preflight, SignificanceBudget, preflight
-from skillopt_dsl.export import export_skill
 from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import LM, Backend, Budget, ResponseCache, UsageSnapshot
 from skillopt_dsl.options import settings_from, takes_options
+from skillopt_dsl.runs import RunDirectory
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
@@ -360,7 +360,9 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         instructions = normalize_instructions(result.best_skill.text)
         program.instructions[name] = instructions
         if result.run_dir is not None and instructions != result.best_skill.text:
-            export_skill(Skill(instructions), result.run_dir / "best_skill.md", result.metadata)
+            RunDirectory(result.run_dir, create=False).save_best(
+                Skill(instructions), result.metadata
+            )
         logger.info(
             "predictor %r: val %.4f (seed %.4f), %d calls",
             name,

@@ -382,7 +382,7 @@ def _store(trial: optuna.trial.Trial, child: CompileContext, before: Any, stop_r
     for key, value in attrs.items():
         trial.set_user_attr(key, value)
     if child.run.path is not None:
-        child.run.save_best(child.incumbent, child.export_metadata())
+        child.publish_best(child.incumbent)
 
 
 class _Reporter:
