@@ -18,7 +18,6 @@ from pathlib import Path
 
 from skillopt_dsl.baselines import Baseline, baseline_warning, constant_baseline, rescored
 from skillopt_dsl.driver import CompileContext, StepRecord, as_checkpoint
-from skillopt_dsl.driver.state_parts import part_states
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.evaluate import evaluate
 from skillopt_dsl.evidence import Preflight, SignificanceBudget, preflight
@@ -34,8 +33,7 @@ from skillopt_dsl.lm import (
 )
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.optimizers.base import Optimizer, StudyPlots
-from skillopt_dsl.optimizers.proposers import RejectedCandidate, RejectedRecord
-from skillopt_dsl.optimizers.state import stored
+from skillopt_dsl.optimizers.proposers import RejectedCandidate
 from skillopt_dsl.reachability import require_an_answer
 from skillopt_dsl.runs import RunDirectory
 from skillopt_dsl.settings import (
@@ -68,8 +66,9 @@ class CompileResult:
     `usage` is what the search spent (under `budget`); `test_usage` what scoring the test set
     spent (under `test_budget`), counted apart. `baseline` is the best constant answer when the
     output is a label (else None); `baseline_warning` says when the skill does not beat it.
-    `rejected` is the optimizer's memory of rejected proposals at the end (screened out on
-    training data or rejected by the gate; empty for an optimizer that keeps none).
+    `rejected` is the run's search memory of rejected proposals at the end (screened out on
+    training data or rejected by the gate, by any part of a composite search; empty for an
+    optimizer that searches in no memory; `skillopt_dsl.search_memory`).
     `study_plots` is the optimizer's request that its caller draw a study's plots (an
     `OptunaLR` sweep with `plots=True`; else None): compile draws nothing itself; the CLI draws
     it, and so does `skillopt_dsl.report.draw_study_plots(result)`.
@@ -489,15 +488,6 @@ def _test_mean(
     return report.mean
 
 
-def _rejected_memory(context: CompileContext) -> tuple[RejectedCandidate, ...]:
-    """The optimizer's rejected-proposal memory at the end of the run (screened out or
-    rejected by the gate), when its state keeps one (`CheckpointedState.rejected`); a
-    composite optimizer's, from each of its parts (`state_parts`)."""
-    parts = part_states(context.optimizer_state)
-    entries = [e for state in parts for e in stored(state, "rejected", RejectedRecord)]
-    return tuple(RejectedCandidate.from_dict(e) for e in entries)
-
-
 def _finish(
     context: CompileContext,
     stop_reason: str,
@@ -533,7 +523,7 @@ def _finish(
         test_usage=test.usage,
         metadata=metadata,
         preflight=check,
-        rejected=_rejected_memory(context),
+        rejected=tuple(context.memory.rejected),
         study_plots=plots,
     )
     if result.baseline_warning is not None:

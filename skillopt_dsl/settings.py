@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from skillopt_dsl.evaluate import DEFAULT_THREADS
 from skillopt_dsl.lm import LM, Backend, Budget, ResponseCache, UsageLedger, resolve_lm
+from skillopt_dsl.search_memory import RejectedCandidate
 from skillopt_dsl.types import Example
 
 if TYPE_CHECKING:
@@ -56,6 +57,10 @@ class CompileSettings:
     on_event: EventListener | None = None
     significance: SignificanceBudget | None = None
     shared_cache: ResponseCache | None = None
+    remembered: tuple[RejectedCandidate, ...] = ()
+    """Proposals rejected in earlier runs (a Sleep night's earlier nights): they seed the run's
+    search memory (`SearchMemory.remembered`), so the proposers are told about them and never
+    propose their edits again."""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from skillopt_dsl.lm import LM
 from skillopt_dsl.optimizers import Beam, ReflectiveProposer
 from skillopt_dsl.optimizers.beam import BeamMember, BeamState, pareto_front
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
+from skillopt_dsl.search_memory import SearchMemory
 from skillopt_dsl.skill import Add
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.testing.contract import (
@@ -66,10 +67,11 @@ def test_beam_finds_the_fix_and_submits_only_through_the_gate(tmp_path: Path) ->
     scored = look_order(VAL, 0)[: accepted[0].examples_scored]
     seed_there = sum(int(e.inputs["number"]) % 2 for e in scored) / len(scored)
     assert len(accepted) == 1 and accepted[0].incumbent_score == pytest.approx(seed_there)
-    state = json.loads((tmp_path / "checkpoint.json").read_text())["optimizer"]
-    restored = BeamState.from_dict(state)
+    checkpoint = json.loads((tmp_path / "checkpoint.json").read_text())
+    restored = BeamState.from_dict(checkpoint["optimizer"])
+    memory = SearchMemory.from_dict(checkpoint["memory"])
     assert restored.round >= 1 and restored.members
-    assert any("hedge" in r.to_dict()["edits"][0]["text"] for r in restored.told()), (
+    assert any("hedge" in r.to_dict()["edits"][0]["text"] for r in memory.told()), (
         "children worse than their parent, or struck by the screen, are remembered"
     )
 

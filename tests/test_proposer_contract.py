@@ -20,7 +20,6 @@ from skillopt_dsl.optimizers import (
 )
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest
 from skillopt_dsl.skill import Add
-from skillopt_dsl.sleep.rejections import RememberingProposer
 from skillopt_dsl.testing.proposer_contract import ProposerContract
 
 
@@ -57,11 +56,6 @@ class TestAnswerShapeProposerContract(ProposerContract):
 class TestToolDemonstrationsProposerContract(ProposerContract):
     def make_proposer(self) -> Proposer:
         return ToolDemonstrationsProposer()
-
-
-class TestRememberingProposerContract(ProposerContract):
-    def make_proposer(self) -> Proposer:
-        return RememberingProposer(ReflectiveProposer(group_size=2), [])
 
 
 # -- the suite has teeth: FAKE proposers that each break one clause ------------------------------

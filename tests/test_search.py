@@ -22,7 +22,7 @@ from skillopt_dsl.optimizers import Beam, GradientText, Optimizer, search_step
 from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, ScreenedProposal
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.optimizers.screening import EditEvidence, ScreenResult, merge_duplicates
-from skillopt_dsl.optimizers.search_memory import group_key
+from skillopt_dsl.search_memory import SearchMemory, group_key
 from skillopt_dsl.skill import Add, token_distance
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
 from skillopt_dsl.testing.rule_world import RuleWorld, RuleWorldProposer, RuleWorldTask
@@ -453,8 +453,11 @@ def test_merged_duplicate_proposals_keep_the_addresses_of_both_copies() -> None:
 
 
 class ConfirmView:
-    """The part of a run view that `GradientText._confirm` reads: the gain the gate certifies
-    about half the time (0.15); events are dropped."""
+    """The part of a run view that `GradientText._confirm` reads: the run's search memory, the
+    gain the gate certifies about half the time (0.15); events are dropped."""
+
+    def __init__(self, memory: SearchMemory) -> None:
+        self.memory = memory
 
     def certifiable_gain(self) -> float | None:
         return 0.15
@@ -476,18 +479,19 @@ def standing_after(
     monkeypatch.setattr(search_step, "screen", lambda *args, **kwargs: next(results))
     optimizer = GradientText(proposers=[], confirm_steps=2, min_net=min_net)
     group = EditGroup((Add(after=None, text=GOOD),), "fixed", True, GOOD)
-    state, key = GradientTextState(step=1), group_key(group.edits)
-    summed = state.add_evidence(key, batch)
+    state, key = GradientTextState(), group_key(group.edits)
+    memory = SearchMemory(step=1)
+    summed = memory.add_evidence(key, batch)
     proposal = ScreenedProposal.of(
         group, group.edits, key=key, net=summed.net, scored=summed.scored
     )
     state.trials.append(replace(proposal, screens=1))
-    working, view = sd.Skill(ContractParity.skill), cast(Any, ConfirmView())
+    working, view = sd.Skill(ContractParity.skill), cast(Any, ConfirmView(memory))
     for _ in confirms:
         if not state.trials:
             break
         optimizer._confirm(view, state, working, [], [], state.trials[0], room=1000)
-    if key in state.screen_strikes:
+    if key in memory.screen_strikes:
         return "struck"
     return "joined" if [g.key for g in state.pending] == [key] else "trial"
 

@@ -28,6 +28,7 @@ from skillopt_dsl.optimizers import GradientText
 from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, ScreenedProposal
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.optimizers.screening import EditEvidence, ScreenResult
+from skillopt_dsl.search_memory import SearchMemory
 from skillopt_dsl.skill import Add, Skill
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
 from skillopt_dsl.testing.scripted import ScriptedLM
@@ -197,13 +198,14 @@ def test_evidence_for_an_edit_adds_up_across_the_steps_that_propose_it() -> None
     """Kills: each proposal's training evidence starting from zero (a small effect proposed
     again and again is never seen), and evidence keyed on the raw text (the same edit with
     other spacing or case is a stranger)."""
-    state = GradientTextState()
+    memory = SearchMemory()
     first = ScreenResult("batch", 8, 1, 0, 1.0, 8, True)
     again = ScreenResult("batch", 8, 2, 1, 1.0, 8, True)
-    state.add_evidence("rule", first)
-    summed = state.add_evidence("rule", again)
+    memory.add_evidence("rule", first)
+    summed = memory.add_evidence("rule", again)
     assert summed == EditEvidence(3, 1, 2.0, 16, 2)
-    assert GradientTextState.from_dict(state.to_dict()).evidence_of("rule") == summed
+    restored = SearchMemory.from_dict(json.loads(json.dumps(memory.to_dict())))
+    assert restored.evidence_of("rule") == summed
 
 
 def test_a_re_proposed_edit_is_screened_with_its_earlier_evidence(tmp_path: Path) -> None:
@@ -311,6 +313,7 @@ class PricedView:
 
     def __init__(self, rate: float, left: int) -> None:
         self.rate, self.left = rate, left
+        self.memory = SearchMemory()
 
     def calls_per_rollout(self) -> float:
         return self.rate
@@ -338,7 +341,7 @@ def test_a_screen_is_priced_at_the_calls_its_rollouts_cost() -> None:
     passed = optimizer._screen_all(
         view, state, Skill("Answer."), batch, rollouts.records, [group], room=100
     )
-    assert passed == 0 and not state.evidence
+    assert passed == 0 and not view.memory.evidence
     view.left = 62  # 12 calls above the reserve: the screen is paid, and runs
     with pytest.raises(AssertionError, match="real price"):
         optimizer._screen_all(

@@ -16,7 +16,7 @@ import skillopt_dsl.sleep.night as night_module
 from skillopt_dsl.data import Splits
 from skillopt_dsl.lm import LM, Budget, UsageLedger
 from skillopt_dsl.lm.base import Message
-from skillopt_dsl.optimizers import GradientText
+from skillopt_dsl.optimizers import GradientText, HandOff
 from skillopt_dsl.optimizers.proposers import ReflectiveProposer, RejectedCandidate
 from skillopt_dsl.skill import Add, Skill
 from skillopt_dsl.sleep import SleepConfig, SleepProject, run_night
@@ -183,6 +183,34 @@ def test_rejected_edits_are_remembered_across_nights(tmp_path: Path) -> None:
     assert prompts and "Already tried and rejected" in prompts[0]
     assert "Prefer short replies" in prompts[0].split("Already tried and rejected")[1]
     assert second.report.gate_decisions == []  # never submitted again
+
+
+def test_a_night_with_the_default_search_keeps_earlier_nights_rejections(tmp_path: Path) -> None:
+    """Kills: earlier nights' rejections dropped when the night runs compile's default search
+    (`HandOff`, which has no `proposers` of its own: the old wrapper of the optimizer's
+    proposers left it unwrapped, with only a warning), and the remembered edit screened again
+    by either part of it."""
+    home = tmp_path / "home"
+    write_sessions(home)
+    project = make_project(tmp_path)
+    config = _config(project, home, _bad_optimizer([]), remember_rejected=True)
+    first = run_night(replace(config, optimizer=REFLECT_ONLY))
+    assert load_rejected(SleepProject.open(project))
+    prompts: list[str] = []
+    default = replace(config, optimizer=None, optimizer_lm=_bad_optimizer(prompts))
+    assert isinstance(
+        night_module._Night(SleepProject.open(project), default, None)._optimizer(), HandOff
+    )
+    second = run_night(replace(default, tasks=first.path / "tasks.jsonl"))
+    assert second.report.tasks["remembered_rejected"] == 1
+    assert prompts and all(
+        "Prefer short replies" in p.split("Already tried and rejected")[1] for p in prompts
+    )
+    (events_file,) = second.path.rglob("events.jsonl")
+    events = [json.loads(line) for line in events_file.read_text(encoding="utf-8").splitlines()]
+    fitted = [e for e in events if e["event"] == "edit_report"]
+    assert not any("Prefer short replies" in json.dumps(e) for e in fitted), fitted
+    assert any(e["event"] == "remembered_rejection" for e in events)
 
 
 def test_without_the_flag_nothing_is_remembered(tmp_path: Path) -> None:

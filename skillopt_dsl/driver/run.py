@@ -27,7 +27,7 @@ import logging
 import random
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from skillopt_dsl.driver.door import (
     LearningRateBound,
@@ -41,12 +41,14 @@ from skillopt_dsl.driver.door import (
 )
 from skillopt_dsl.driver.looks import SIGNIFICANCE_SPENT, SequentialJudge
 from skillopt_dsl.driver.run_state import CheckpointRecord, RunState
+from skillopt_dsl.driver.state_parts import phase_state
 from skillopt_dsl.driver.val_book import CallRate, ValidationBook
 from skillopt_dsl.evaluate import EvaluationCache, EvaluationReport, evaluate
 from skillopt_dsl.gate import Gate, GateDecision
 from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.runs import RunDirectory, rng_from_json, rng_to_json
+from skillopt_dsl.search_memory import SearchMemory
 from skillopt_dsl.settings import CompileSettings, EventListener, RunModels
 from skillopt_dsl.skill import ApplyReport, Skill, token_distance
 from skillopt_dsl.types import Example
@@ -104,6 +106,9 @@ class CompileContext(ValidationBook):
         self._on_event = settings.on_event
         self._response_cache = models.cache
         self._state = RunState(incumbent=module.seed_skill)
+        self.memory = SearchMemory(remembered=list(settings.remembered))
+        """The run's search memory: every optimizer of the run (each part of a composite)
+        searches in it through `RunView.memory`; checkpointed with every verdict."""
         self.seed_report: EvaluationReport | None = None
 
     def child(
@@ -351,6 +356,7 @@ class CompileContext(ValidationBook):
             {
                 "driver": self._state.to_checkpoint(len(self.valset), rng_to_json(self.rng)),
                 "optimizer": self._state.optimizer_state,
+                "memory": self.memory.to_dict(),
                 "significance": self.significance.to_dict(),
                 "call_rate": self.call_rate.to_dict(),
                 "usage": self.ledger.snapshot().to_dict(),
@@ -362,7 +368,14 @@ class CompileContext(ValidationBook):
     def restore(self, checkpoint: CheckpointRecord) -> None:
         """Load the state written by `checkpoint` (the incumbent is re-scored from the cache)."""
         driver = checkpoint["driver"]
-        self._state = RunState.from_checkpoint(driver, checkpoint.get("optimizer", {}))
+        optimizer = checkpoint.get("optimizer", {})
+        self._state = RunState.from_checkpoint(driver, optimizer)
+        saved = checkpoint.get("memory")
+        self.memory = (
+            SearchMemory.from_dict(cast(JSONObject, saved))
+            if saved is not None  # a checkpoint before the run owned it: the optimizer's state
+            else SearchMemory.from_legacy(phase_state(optimizer), self.settings.remembered)
+        )
         self.rng.setstate(rng_from_json(driver["rng"]))
         if "significance" in checkpoint:
             self.significance.restore(checkpoint["significance"])

@@ -17,6 +17,7 @@ from skillopt_dsl.evidence import BudgetState
 from skillopt_dsl.gate import GateDecision
 from skillopt_dsl.json_types import JSONObject, JSONValue
 from skillopt_dsl.lm.usage import UsageRecord
+from skillopt_dsl.search_memory import MemoryRecord
 from skillopt_dsl.skill import Skill
 
 __all__ = ["CheckpointRecord", "DriverRecord", "RunState", "as_checkpoint"]
@@ -40,6 +41,7 @@ class CheckpointRecord(TypedDict):
 
     driver: DriverRecord
     optimizer: NotRequired[JSONObject]
+    memory: NotRequired[MemoryRecord]
     significance: NotRequired[BudgetState]
     call_rate: NotRequired[dict[str, int]]
     usage: UsageRecord

@@ -6,16 +6,17 @@ the checkpoint holds under `parts` by the part's name, beside `phase`, the part 
 
     {"phase": "then", "parts": {"first": {...}, "then": {...}}}
 
-A part's state may itself be a composite's (a path of names reaches it).
+A part's state may itself be a composite's (a path of names reaches it). The search memory the
+parts search in is not in their states: the run owns it (`RunView.memory`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from skillopt_dsl.json_types import JSONObject
 
-__all__ = ["PARTS", "PHASE", "nest_part", "part_states", "phase_state", "read_part"]
+__all__ = ["PARTS", "PHASE", "nest_part", "phase_state", "read_part"]
 
 PHASE = "phase"
 PARTS = "parts"
@@ -48,15 +49,6 @@ def nest_part(state: JSONObject, path: Sequence[str], inner: JSONObject) -> JSON
     parts = _parts(state)
     below = nest_part(read_part(state, [name]), rest, inner)
     return {**state, PHASE: name, PARTS: {**parts, name: below}}
-
-
-def part_states(state: JSONObject) -> Iterator[JSONObject]:
-    """`state` and every part's state in it, depth first (what a report reads from each, such
-    as its rejected-edit memory)."""
-    yield state
-    for part in _parts(state).values():
-        if isinstance(part, dict):
-            yield from part_states(part)
 
 
 def phase_state(state: JSONObject) -> JSONObject:

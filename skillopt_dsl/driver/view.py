@@ -28,6 +28,7 @@ from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.lm import LM, UsageSnapshot
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.runs import RunDirectory
+from skillopt_dsl.search_memory import SearchMemory
 from skillopt_dsl.settings import EventListener
 from skillopt_dsl.skill import ApplyReport, Skill
 from skillopt_dsl.types import Example
@@ -40,7 +41,8 @@ class RunView:
 
     Read: `module`, `trainset`, `seed`, `threads`, `target_lm`, `optimizer_lm`, `rng` (the only
     source of randomness), `incumbent`, `version`, `bound`, `run_path`, `optimizer_state` (a copy of the
-    state saved with the last verdict; {} on a fresh run), `usage()`. Use: `evaluate` (never on
+    state saved with the last verdict; {} on a fresh run), `usage()`. Search in: `memory` (the
+    run's search memory, the same object for every part of a composite optimizer). Use: `evaluate` (never on
     the gate's validation examples), `selection_split`, `submit`, `record_empty_step`, `emit`,
     and for sweeps `trial_driver`. The gate's validation examples, the gate log, the history
     and the scored set are not reachable from here.
@@ -129,6 +131,13 @@ class RunView:
         state in a view `within` a part."""
         return read_part(self.__driver.optimizer_state, self._part)
 
+    @property
+    def memory(self) -> SearchMemory:
+        """The run's search memory (rejected and struck proposals, their evidence, the step
+        counter): owned by the run, checkpointed with every verdict, and the same object in
+        every view of the run (each part of a composite optimizer searches in it)."""
+        return self.__driver.memory
+
     def _saved(self, state: JSONObject) -> JSONObject:
         """The run's whole optimizer state once this view's part has saved `state`."""
         return nest_part(self.__driver.optimizer_state, self._part, state)
@@ -148,9 +157,11 @@ class RunView:
 
     def decision_calls(self, *, first_look: bool = False) -> int:
         """The most model calls the next gate decision spends on a new candidate: the candidate
-        on the whole validation set (`first_look`: on the gate's first look only, where it may
-        be accepted or stopped) and the incumbent where it has not been scored yet, each
-        rollout at the measured `calls_per_rollout`."""
+        on the whole validation set (`first_look`: up to the first look at which the gate could
+        accept it, the first look where it accepts early there, else the whole set; a reserve
+        of fewer calls would only pay for a decision stopped for lack of them) and the
+        incumbent where it has not been scored yet, each rollout at the measured
+        `calls_per_rollout`."""
         return self.__driver.decision_calls(first_look=first_look)
 
     def calls_per_rollout(self) -> float:

@@ -37,11 +37,10 @@ from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
 from skillopt_dsl.optimizers.proposer_runs import ProposerRuns, proposal_request
-from skillopt_dsl.optimizers.proposers import Proposer, RejectedCandidate, default_proposers
+from skillopt_dsl.optimizers.proposers import Proposer, default_proposers
 from skillopt_dsl.optimizers.screening import draw_examples, merge_duplicates
-from skillopt_dsl.optimizers.search_memory import SearchMemory
 from skillopt_dsl.optimizers.search_step import Fitted, fit_proposal, keeps_reserve, try_alone
-from skillopt_dsl.optimizers.state import as_json, stored
+from skillopt_dsl.optimizers.state import CheckpointedState, as_json, stored
 from skillopt_dsl.skill import Edit, Skill, parse_edits, token_distance
 
 __all__ = ["Beam", "BeamMember", "BeamState", "pareto_front"]
@@ -90,25 +89,15 @@ class BeamMember:
 
 
 @dataclass
-class BeamState(SearchMemory):
-    """Checkpointed run state of Beam (JSON-serialisable); the search's memory is GradientText's
-    (`SearchMemory`: evidence, the rejected and the struck, screen strikes and statistics,
-    proposer counters)."""
+class BeamState(CheckpointedState):
+    """Checkpointed run state of Beam (JSON-serialisable); the search's memory (evidence, the
+    rejected and the struck, screen strikes and statistics, proposer counters, the step
+    counter) is the run's (`RunView.memory`)."""
 
     round: int = 0
-    step: int = 0
     members: list[BeamMember] = field(default_factory=list)
-    rejected: list[RejectedCandidate] = field(default_factory=list)
     judged: list[str] = field(default_factory=list)
     empty_rounds: int = 0
-    evidence: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Every screen's result summed per proposal key (`EditEvidence`): a proposal proposed
-    again is judged on all it has shown."""
-    struck: list[RejectedCandidate] = field(default_factory=list)
-    screen_strikes: dict[str, int] = field(default_factory=dict)
-    screen_stats: dict[str, int] = field(default_factory=dict)
-    proposer_stats: dict[str, dict[str, int]] = field(default_factory=dict)
-    proposer_asked: dict[str, str] = field(default_factory=dict)
     reserve: int = 0
     """The calls the current round leaves for the gate decision after it (a whole decision, or
     in the budget's tail its first look; 0 without a call budget)."""
@@ -385,28 +374,29 @@ class Beam(Optimizer):
         remembered as rejected."""
         batch = draw_examples(view, split.fit, self.batch_size)
         skill = parent.skill
-        step = state.step
-        state.step += 1
+        memory = view.memory
+        step = memory.step
+        memory.step += 1
         rollouts = view.evaluate(skill, batch, label="train").records
-        request = proposal_request(view, state, skill, batch, rollouts, room, epoch=state.round)
+        request = proposal_request(view, memory, skill, batch, rollouts, room, epoch=state.round)
         runs = ProposerRuns(bench_after=None, retry_every=1)
         groups = merge_duplicates(
-            [g for p in self.proposers for g in runs.run(view, state, p, request)]
+            [g for p in self.proposers for g in runs.run(view, memory, p, request)]
         )
         for kind, fields in request.note_events():
             view.emit(kind, step=step, **fields)
         price = math.ceil((len(batch) + len(split.select)) * view.calls_per_rollout())
-        blocked = state.blocked_keys()
+        blocked = memory.blocked_keys()
         children: list[BeamMember] = []
         for group in groups:
-            fitted, _ = fit_proposal(view, state, skill, group, room, self.max_edits)
+            fitted, _ = fit_proposal(view, memory, skill, group, room, self.max_edits)
             if fitted is None or fitted.key in blocked:
                 continue
             if not keeps_reserve(view, price, state.reserve):
                 break  # the calls left are the gate's: proposed again, it is tried again
             blocked.add(fitted.key)
             tried = try_alone(
-                view, state, fitted, batch, rollouts, self.screen_strikes, epoch=state.round
+                view, memory, fitted, batch, rollouts, self.screen_strikes, epoch=state.round
             )
             if tried.struck or not tried.result.passed:
                 continue  # struck, or the evidence cannot tell yet: proposed again, tried again
@@ -425,14 +415,14 @@ class Beam(Optimizer):
         child = BeamMember(candidate.text, scores, fitted.kept)
         view.emit(
             "beam_child",
-            step=state.step - 1,
+            step=view.memory.step - 1,
             round=state.round,
             parent_hash=parent.skill.hash,
             candidate_hash=candidate.hash,
             selection_score=child.mean,
         )
         if child.mean <= parent.mean:
-            state.remember(fitted.kept, child.mean - parent.mean, epoch=state.round)
+            view.memory.remember(fitted.kept, child.mean - parent.mean, epoch=state.round)
             return None
         return child
 
@@ -447,7 +437,7 @@ class Beam(Optimizer):
         if not fresh:
             state.empty_rounds += 1
             view.record_empty_step(
-                step=state.step,
+                step=view.memory.step,
                 epoch=round_index,
                 kind="beam",
                 lr=self.lr,
@@ -461,13 +451,13 @@ class Beam(Optimizer):
 
         def state_after(verdict: Verdict) -> JSONObject:
             if not verdict.accepted and best.edits:  # rejected, duplicate or refused
-                state.remember(best.edits, verdict.delta, epoch=round_index)
+                view.memory.remember(best.edits, verdict.delta, epoch=round_index)
             return state.to_dict()
 
         view.submit(
             best.skill,
             lr=self.lr,
-            step=state.step,
+            step=view.memory.step,
             epoch=round_index,
             kind="beam",
             state_after=state_after,

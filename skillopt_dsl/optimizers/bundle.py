@@ -51,11 +51,11 @@ from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
 from skillopt_dsl.optimizers.proposer_runs import ProposerRuns, proposal_request
-from skillopt_dsl.optimizers.proposers import Proposer, RejectedCandidate, default_proposers
+from skillopt_dsl.optimizers.proposers import Proposer, default_proposers
 from skillopt_dsl.optimizers.screening import draw_examples, merge_duplicates
-from skillopt_dsl.optimizers.search_memory import SearchMemory, group_key
 from skillopt_dsl.optimizers.search_step import Fitted, fit_proposal, keeps_reserve, try_alone
-from skillopt_dsl.optimizers.state import as_json, stored
+from skillopt_dsl.optimizers.state import CheckpointedState, as_json, stored
+from skillopt_dsl.search_memory import group_key
 from skillopt_dsl.skill import Edit, Skill, parse_edits
 from skillopt_dsl.types import Example
 
@@ -114,11 +114,10 @@ class BundleMember:
 
 
 @dataclass
-class BundleState(SearchMemory):
-    """Checkpointed run state of Bundle (JSON-serialisable); the search's memory is the
-    shared one (`SearchMemory`)."""
+class BundleState(CheckpointedState):
+    """Checkpointed run state of Bundle (JSON-serialisable); the search's memory is the run's
+    (`RunView.memory`)."""
 
-    step: int = 0
     pool: list[str] = field(default_factory=list)
     """The training pool's example ids (drawn once)."""
     members: list[BundleMember] = field(default_factory=list)
@@ -129,13 +128,6 @@ class BundleState(SearchMemory):
     its steps reserve only the decision's first look."""
     scored: int = 0
     """How many pool examples (in pool order) are scored under the incumbent."""
-    rejected: list[RejectedCandidate] = field(default_factory=list)
-    evidence: dict[str, dict[str, float]] = field(default_factory=dict)
-    struck: list[RejectedCandidate] = field(default_factory=list)
-    screen_strikes: dict[str, int] = field(default_factory=dict)
-    screen_stats: dict[str, int] = field(default_factory=dict)
-    proposer_stats: dict[str, dict[str, int]] = field(default_factory=dict)
-    proposer_asked: dict[str, str] = field(default_factory=dict)
 
     def fixed(self) -> set[str]:
         """The pool failures the collected edits fixed."""
@@ -244,7 +236,7 @@ class Bundle(Optimizer):
                 return self._stop(view, state, reason)
 
     def _stop(self, view: RunView, state: BundleState, reason: str) -> str:
-        view.emit("stop", reason=reason, step=state.step, calls_left=view.calls_left())
+        view.emit("stop", reason=reason, step=view.memory.step, calls_left=view.calls_left())
         return reason
 
     def _collect(self, view: RunView, state: BundleState) -> str:
@@ -329,25 +321,26 @@ class Bundle(Optimizer):
         survivors, collect the clean ones; checkpointed as a step with no candidate."""
         chosen = view.rng.sample(list(open_), min(self.failures_per_step, len(open_)))
         batch, rollouts = [e for e, _ in chosen], [r for _, r in chosen]
-        step, room = state.step, view.step_budget(self.lr)
-        state.step, state.steps_this_bundle = state.step + 1, state.steps_this_bundle + 1
+        memory, room = view.memory, view.step_budget(self.lr)
+        step = memory.step
+        memory.step, state.steps_this_bundle = memory.step + 1, state.steps_this_bundle + 1
         incumbent = view.incumbent
-        request = proposal_request(view, state, incumbent, batch, rollouts, room, epoch=0)
+        request = proposal_request(view, memory, incumbent, batch, rollouts, room, epoch=0)
         runs = ProposerRuns(bench_after=None, retry_every=1)
         groups = merge_duplicates(
-            [g for p in self.proposers for g in runs.run(view, state, p, request)]
+            [g for p in self.proposers for g in runs.run(view, memory, p, request)]
         )
         for kind, fields in request.note_events():
             view.emit(kind, step=step, **fields)
         collected = 0
         for group in groups:
-            fitted, _ = fit_proposal(view, state, incumbent, group, room, self.max_edits)
-            if fitted is None or fitted.key in state.blocked_keys() | self._keys(state):
+            fitted, _ = fit_proposal(view, memory, incumbent, group, room, self.max_edits)
+            if fitted is None or fitted.key in memory.blocked_keys() | self._keys(state):
                 continue
             price = math.ceil(len(batch) * view.calls_per_rollout())
             if not keeps_reserve(view, price, self._reserve(view, first_look=state.tail)):
                 break
-            tried = try_alone(view, state, fitted, batch, rollouts, self.screen_strikes, epoch=0)
+            tried = try_alone(view, memory, fitted, batch, rollouts, self.screen_strikes, epoch=0)
             if tried.struck or not tried.result.passed:
                 continue
             fixes = self._lasting_fixes(view, state, fitted, batch, rollouts)
@@ -393,10 +386,11 @@ class Bundle(Optimizer):
         perturbed = Skill(fitted.candidate.text + "\n")
         again = view.evaluate(perturbed, fixed, label="audit").records
         kept = tuple(e.id for e, r in zip(fixed, again, strict=True) if r.score > before[e.id])
-        view.emit("fix_check", step=state.step - 1, fixes=len(fixed), fixes_kept=len(kept))
+        memory = view.memory
+        view.emit("fix_check", step=memory.step - 1, fixes=len(fixed), fixes_kept=len(kept))
         if not kept:
-            state.screen_stats["fix_gone"] = state.screen_stats.get("fix_gone", 0) + 1
-            state.strike(fitted.kept, 0.0, epoch=0, limit=self.screen_strikes)
+            memory.screen_stats["fix_gone"] = memory.screen_stats.get("fix_gone", 0) + 1
+            memory.strike(fitted.kept, 0.0, epoch=0, limit=self.screen_strikes)
         return kept
 
     def _audit(
@@ -426,15 +420,19 @@ class Bundle(Optimizer):
         records = view.evaluate(fitted.candidate, audited, label="audit").records
         broken = [e for e, r in zip(audited, records, strict=True) if r.score < 1.0]
         repeats = self._repeats(view, fitted.candidate, broken)
-        stats = state.screen_stats
+        stats = view.memory.screen_stats
         stats["audited"] = stats.get("audited", 0) + 1
         view.emit(
-            "audit", step=state.step - 1, scored=len(audited), broken=len(broken), repeats=repeats
+            "audit",
+            step=view.memory.step - 1,
+            scored=len(audited),
+            broken=len(broken),
+            repeats=repeats,
         )
         if repeats < self.audit_strikes:
             return True
         stats["audit_struck"] = stats.get("audit_struck", 0) + 1
-        state.strike(fitted.kept, -repeats / max(len(audited), 1), epoch=0, limit=1)
+        view.memory.strike(fitted.kept, -repeats / max(len(audited), 1), epoch=0, limit=1)
         return False
 
     def _repeats(self, view: RunView, candidate: Skill, broken: Sequence[Example]) -> int:
@@ -455,9 +453,10 @@ class Bundle(Optimizer):
     def _submit(self, view: RunView, state: BundleState) -> bool:
         """Send the bundle to the door, declaring one step's learning rate per member; returns
         whether it was accepted. A rejected bundle's edits are told to the proposers."""
-        members, step = list(state.members), state.step
+        memory = view.memory
+        members, step = list(state.members), memory.step
         candidate, report = view.incumbent.apply([e for m in members for e in m.edits])
-        state.step += 1
+        memory.step += 1
         state.members, state.steps_this_bundle, state.idle_steps = [], 0, 0
         view.emit("compose", step=step, groups=len(members), candidate_hash=candidate.hash)
 
@@ -466,7 +465,7 @@ class Bundle(Optimizer):
                 state.scored = 0  # a new incumbent: its pool scores are new
             else:
                 for member in members:
-                    state.remember(member.edits, verdict.delta, epoch=0, block=False)
+                    memory.remember(member.edits, verdict.delta, epoch=0, block=False)
             return state.to_dict()
 
         verdict = view.submit(

@@ -54,7 +54,7 @@ from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
 from skillopt_dsl.optimizers.clipping import clip_to_budget
 from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, group_json
-from skillopt_dsl.optimizers.proposer_runs import ProposerRuns, proposal_request
+from skillopt_dsl.optimizers.proposer_runs import ProposerRuns, new_stats, proposal_request
 from skillopt_dsl.optimizers.proposers import (
     ConsolidationProposer,
     ProposalRequest,
@@ -64,7 +64,7 @@ from skillopt_dsl.optimizers.proposers import (
 from skillopt_dsl.optimizers.schedules import SCHEDULES, ScheduleName, lr_at
 from skillopt_dsl.optimizers.screened_steps import ScreenedSteps, luck_free_rate, submit_gain
 from skillopt_dsl.optimizers.screening import draw_examples, merge_duplicates
-from skillopt_dsl.optimizers.search_memory import group_key, new_stats
+from skillopt_dsl.search_memory import group_key
 from skillopt_dsl.skill import (
     ApplyReport,
     Skill,
@@ -229,7 +229,8 @@ class GradientText(ScreenedSteps, Optimizer):
             self._submit_working(view, state, kind="final")
             stop = state.stop_reason or stop
         calls_left = view.calls_left()
-        view.emit("stop", reason=stop, epoch=state.epoch, step=state.step, calls_left=calls_left)
+        step = view.memory.step
+        view.emit("stop", reason=stop, epoch=state.epoch, step=step, calls_left=calls_left)
         return stop
 
     def _search(self, view: RunView, state: GradientTextState) -> str:
@@ -286,7 +287,7 @@ class GradientText(ScreenedSteps, Optimizer):
         incumbent), nothing joined the working candidate and nothing on trial."""
         after = self.hand_off_after
         quiet = view.version == 1 and not state.pending and not state.trials
-        return after is not None and state.step >= after and quiet
+        return after is not None and view.memory.step >= after and quiet
 
     def _end_epoch(self, state: GradientTextState) -> str | None:
         """Close an epoch; the stop reason when patience or the plateau ends the search."""
@@ -389,20 +390,21 @@ class GradientText(ScreenedSteps, Optimizer):
         """Propose on the working candidate's rollouts, screen each proposal alone, confirm
         the survivors, add them to the working candidate, and submit it when it is ready."""
         before = view.usage().calls
-        step, epoch = state.step, state.epoch
+        memory = view.memory
+        step, epoch = memory.step, state.epoch
         state.step_outcomes = []
         lr_t, _ = self._budget(view, step, total)
-        state.step += 1
+        memory.step += 1
         working, _ = self._working(view, state)
         room = self._room(view, state, working, lr_t)
         rollouts = view.evaluate(working, batch, label="train").records
         failing = any(r.score < 1.0 for r in rollouts)
         state.failures_this_epoch = state.failures_this_epoch or failing
-        request = proposal_request(view, state, working, batch, rollouts, room, epoch=epoch)
+        request = proposal_request(view, memory, working, batch, rollouts, room, epoch=epoch)
         spend = self.until_budget and view.calls_left() is not None
         runs = ProposerRuns(self.bench_after, self.retry_every, spend_budget=spend)
         asked = proposers if failing or kind == "slow_update" else []  # solved: nothing to fix
-        groups = merge_duplicates([g for p in asked for g in runs.run(view, state, p, request)])
+        groups = merge_duplicates([g for p in asked for g in runs.run(view, memory, p, request)])
         self._emit_notes(view, request, step)
         view.emit("proposal", step=step, kind=kind, groups=[group_json(g) for g in groups])
         pending = len(state.pending)
@@ -518,21 +520,22 @@ class GradientText(ScreenedSteps, Optimizer):
         state.step_outcomes = []
         pending, lrs = list(state.pending), list(state.pending_lrs)
         state.pending, state.pending_lrs = [], []
+        memory = view.memory
         if step is None:
-            step, state.step = state.step, state.step + 1
+            step, memory.step = memory.step, memory.step + 1
         epoch = state.epoch
         sources = list(dict.fromkeys(g.source for g in pending))
         view.emit("compose", step=step, groups=len(pending), candidate_hash=candidate.hash)
 
         def state_after(verdict: Verdict) -> JSONObject:
             for name in sources:
-                stats = state.proposer_stats.setdefault(name, new_stats())
+                stats = memory.proposer_stats.setdefault(name, new_stats())
                 stats["submitted"] += 1
                 stats["accepted"] += int(verdict.accepted)
             view.emit("candidate_sources", step=step, sources=sources, status=verdict.status)
             if verdict.accepted:
                 state.steps_since_accept, state.accepted_this_epoch = 0, True
-                state.forget({group_key(g.edits) for g in pending})
+                memory.forget({group_key(g.edits) for g in pending})
                 if view.incumbent_is_perfect():
                     state.stop_reason = "perfect"  # no candidate can beat it on validation
                 return state.to_dict()
@@ -542,7 +545,7 @@ class GradientText(ScreenedSteps, Optimizer):
                 key = group_key(group.edits)
                 strikes = state.gate_strikes[key] = state.gate_strikes.get(key, 0) + 1
                 if len(pending) == 1 or not self.screen or strikes >= self.gate_strikes:
-                    state.remember(group.edits, verdict.delta, epoch=epoch)
+                    memory.remember(group.edits, verdict.delta, epoch=epoch)
                 else:
                     state.trials.append(replace(group, screens=0, gated=strikes))
             return state.to_dict()

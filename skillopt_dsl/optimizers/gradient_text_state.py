@@ -14,12 +14,8 @@ from typing import NotRequired, Self, TypedDict
 
 from skillopt_dsl.events import GroupRecord, OutcomeRecord
 from skillopt_dsl.json_types import JSONObject
-from skillopt_dsl.optimizers.proposers import (
-    EditGroup,
-    RejectedCandidate,
-)
-from skillopt_dsl.optimizers.search_memory import SearchMemory
-from skillopt_dsl.optimizers.state import as_json, stored
+from skillopt_dsl.optimizers.proposers import EditGroup
+from skillopt_dsl.optimizers.state import CheckpointedState, as_json, stored
 from skillopt_dsl.skill import (
     Edit,
     EditOutcome,
@@ -114,22 +110,17 @@ class ScreenedProposal:
 
 
 @dataclass
-class GradientTextState(SearchMemory):
-    """Checkpointed run state of GradientText (JSON-serialisable)."""
+class GradientTextState(CheckpointedState):
+    """Checkpointed run state of GradientText (JSON-serialisable); its steps, rejected and
+    struck proposals and their evidence are the run's search memory (`RunView.memory`)."""
 
     epoch: int = 0
-    step: int = 0
     order: list[str] = field(default_factory=list)
     cursor: int = 0
     slow_done: bool = False
-    rejected: list[RejectedCandidate] = field(default_factory=list)
     steps_since_accept: int = 0
     epochs_since_accept: int = 0
     accepted_this_epoch: bool = False
-    proposer_stats: dict[str, dict[str, int]] = field(default_factory=dict)
-    proposer_asked: dict[str, str] = field(default_factory=dict)
-    """Per proposer, the fingerprint of the last request it called a model for: an unchanged
-    request is not asked again (`ProposerRuns.run`)."""
     pending: list[ScreenedProposal] = field(default_factory=list)
     pending_lrs: list[float] = field(default_factory=list)
     survived_this_epoch: bool = False
@@ -137,25 +128,17 @@ class GradientTextState(SearchMemory):
     step_calls: int = 0
     steps_measured: int = 0
     max_step_rate: float = 0.0
-    screen_stats: dict[str, int] = field(default_factory=dict)
     rejected_hashes: list[str] = field(default_factory=list)
     gate_strikes: dict[str, int] = field(default_factory=dict)
     trials: list[ScreenedProposal] = field(default_factory=list)
     step_outcomes: list[EditOutcome] = field(default_factory=list)
     epoch_start_calls: int = 0
-    screen_strikes: dict[str, int] = field(default_factory=dict)
-    struck: list[RejectedCandidate] = field(default_factory=list)
-    """Proposals that failed a screen but may be screened again (`screen_strikes`): the
-    proposers are told about them; `rejected` (the memory proper) holds the blocked ones."""
     reserve: int = 0
     """The calls the current step leaves for the gate decision after it (a whole decision, or
     in the budget's tail the gate's first look; 0 without a call budget)."""
     batch_cap: int = 0
     """The largest batch the run's steps take, planned at its first step under a call budget
     (`GradientText.budget_steps`; 0: not planned, `batch_size`)."""
-    evidence: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Every screen's result summed per proposal key (`EditEvidence`), across the steps that
-    proposed it again: a small but repeated effect is seen."""
     failures_this_epoch: bool = False
     """Whether a batch of this epoch had an example the working candidate failed."""
     stop_reason: str | None = None

@@ -17,12 +17,12 @@ accepted, nothing joined to its working candidate and nothing on trial (its
 (the calls left, the significance left) then goes to Bundle. Where any proposal passes a screen
 in those steps, GradientText keeps the run to its end, exactly as it runs alone.
 
-Bundle starts from GradientText's search memory (`search_memory.carried_memory`): a proposal
-rejected or struck before the hand-off stays so, and its screens' evidence goes on summing.
-Each part keeps its own checkpointed state (`RunView.within`, `driver.state_parts`): a run
-resumed after the hand-off resumes Bundle. The run's significance is planned over
-GradientText's decisions; Bundle's one decision takes the share the next decision gets.
-`compile`'s default. Measured in bench/bench_search_yield.py, bench_search_power.py and
+Both search in the run's one memory (`RunView.memory`, `skillopt_dsl.search_memory`): a
+proposal rejected or struck before the hand-off stays so for Bundle, its screens' evidence goes
+on summing, and step numbers go on. Each part keeps its own checkpointed state
+(`RunView.within`, `driver.state_parts`): a run resumed after the hand-off resumes Bundle.
+The run's significance is planned over GradientText's decisions; Bundle's one decision takes
+the share the next decision gets. `compile`'s default. Measured in bench/bench_search_yield.py, bench_search_power.py and
 bench_dspy_react.py (bench/README.md).
 """
 
@@ -40,7 +40,6 @@ from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.bundle import Bundle
 from skillopt_dsl.optimizers.gradient_text import GradientText
 from skillopt_dsl.optimizers.proposers import Proposer
-from skillopt_dsl.optimizers.search_memory import carried_memory
 
 __all__ = ["HANDED_OFF", "PROBE_STEPS", "HandOff"]
 
@@ -128,14 +127,12 @@ class HandOff(Optimizer):
         return self.then.optimize(view.within(_THEN))
 
     def _hand_off(self, view: RunView) -> None:
-        """Start Bundle's state from GradientText's search memory (its rejected, struck and
-        screened proposals stay so; step numbers go on), recorded as a step of the run."""
-        memory = carried_memory(view.within(_FIRST).optimizer_state)
-        step, left = memory.get("step"), view.calls_left()
-        step = step if isinstance(step, int) else 0
+        """Hand the rest of the run to Bundle, recorded as a step of the run (Bundle's state
+        starts empty; the memory both search in is the run's)."""
+        step, left = view.memory.step, view.calls_left()
         view.emit("hand_off", to=self.then.name, step=step, calls_left=left)
         note = f"{step} steps confirmed no effect on a mini-batch: handed to {self.then.name}"
         logger.info("%s (calls left: %s)", note, "no limit" if left is None else left)
         view.within(_THEN).record_empty_step(
-            step=step, epoch=0, kind="hand_off", lr=self.then.lr, note=note, state=memory
+            step=step, epoch=0, kind="hand_off", lr=self.then.lr, note=note, state={}
         )

@@ -1,8 +1,10 @@
-"""Running an optimizer's proposers for one step: their counters, and benching the ones whose
-proposals never survive while another's do."""
+"""Running an optimizer's proposers for one step: their counters, benching the ones whose
+proposals never survive while another's do, and dropping the edits of earlier runs'
+rejections (`SearchMemory.remembered`: a Sleep night's earlier nights)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
@@ -11,11 +13,11 @@ from dataclasses import dataclass
 from skillopt_dsl.driver import RunView
 from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
-from skillopt_dsl.optimizers.search_memory import SearchMemory, new_stats
+from skillopt_dsl.search_memory import SearchMemory, edit_key
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
-__all__ = ["ProposerRuns", "proposal_request", "request_fingerprint"]
+__all__ = ["ProposerRuns", "new_stats", "proposal_request", "request_fingerprint"]
 
 
 @dataclass(frozen=True)
@@ -28,26 +30,28 @@ class ProposerRuns:
     """A call budget is to be spent: no proposer sits out while none has had a survivor."""
 
     def run(
-        self, view: RunView, state: SearchMemory, proposer: Proposer, request: ProposalRequest
+        self, view: RunView, memory: SearchMemory, proposer: Proposer, request: ProposalRequest
     ) -> list[EditGroup]:
         """Run one proposer (unless benched), recording the model calls it spent and what it
         gave. A proposer that called a model is not asked again while its request is
         unchanged (`request_fingerprint`): the same reflection would buy the same answer,
         whose edits the step before already tried; the skip is counted (`unchanged`) and
-        emitted."""
-        stats = state.proposer_stats.setdefault(proposer.name, new_stats())
-        if self.benched(state.proposer_stats, proposer.name, state.step - 1):
+        emitted. Edits equal to an earlier run's rejection (`SearchMemory.remembered`) are
+        dropped from its groups (noted as `remembered_rejection`)."""
+        stats = memory.proposer_stats.setdefault(proposer.name, new_stats())
+        if self.benched(memory.proposer_stats, proposer.name, memory.step - 1):
             stats["skipped"] += 1
-            view.emit("proposer", step=state.step - 1, name=proposer.name, benched=True)
+            view.emit("proposer", step=memory.step - 1, name=proposer.name, benched=True)
             return []
         fingerprint = request_fingerprint(request)
-        if state.proposer_asked.get(proposer.name) == fingerprint:
+        if memory.proposer_asked.get(proposer.name) == fingerprint:
             stats["unchanged"] = stats.get("unchanged", 0) + 1
-            view.emit("proposer", step=state.step - 1, name=proposer.name, benched=False,
+            view.emit("proposer", step=memory.step - 1, name=proposer.name, benched=False,
                       unchanged=True, calls=0)  # fmt: skip
             return []
         before = view.usage()
-        groups = proposer.propose(request)
+        remembered = memory.remembered_keys()
+        groups = _without_remembered(proposer.propose(request), remembered, proposer.name, request)
         after = view.usage()
         calls = after.calls - before.calls
         # a resumed run replays model calls from its cache: they count as asked, not paid
@@ -58,9 +62,9 @@ class ProposerRuns:
         stats["edits"] += edits
         if calls or replayed:
             stats["paid_runs"] += 1
-            state.proposer_asked[proposer.name] = fingerprint
+            memory.proposer_asked[proposer.name] = fingerprint
         view.emit(
-            "proposer", step=state.step - 1, name=proposer.name, calls=calls, cache_hits=replayed,
+            "proposer", step=memory.step - 1, name=proposer.name, calls=calls, cache_hits=replayed,
             groups=len(groups), edits=edits, benched=False,
         )  # fmt: skip
         return groups
@@ -80,6 +84,34 @@ class ProposerRuns:
         return stats["paid_runs"] >= self.bench_after and step % self.retry_every != 0
 
 
+def _without_remembered(
+    groups: list[EditGroup], remembered: set[str], name: str, request: ProposalRequest
+) -> list[EditGroup]:
+    """`groups` without any edit an earlier run rejected (`edit_key`); a group left without
+    edits is dropped, and what was dropped is noted on the request."""
+    if not remembered:
+        return groups
+    kept = []
+    for group in groups:
+        edits = tuple(e for e in group.edits if edit_key(e) not in remembered)
+        if len(edits) < len(group.edits):
+            request.note(
+                "remembered_rejection", proposer=name, dropped=len(group.edits) - len(edits)
+            )
+        if edits:
+            kept.append(dataclasses.replace(group, edits=edits))
+    return kept
+
+
+def new_stats() -> dict[str, int]:
+    """A proposer's counters: runs, steps benched, model calls, steps that paid for calls,
+    edits proposed, proposals that passed the screen, candidates its proposals were submitted
+    in, accepted ones, and steps not asked because the request was unchanged."""
+    keys = ("runs", "skipped", "calls", "paid_runs", "edits", "survived", "submitted", "accepted",
+            "unchanged")  # fmt: skip
+    return dict.fromkeys(keys, 0)
+
+
 def request_fingerprint(request: ProposalRequest) -> str:
     """What a proposer's answer depends on: the skill text, the failing examples (ids and
     outputs) and the rejected edits it is told about, hashed."""
@@ -91,7 +123,7 @@ def request_fingerprint(request: ProposalRequest) -> str:
 
 def proposal_request(
     view: RunView,
-    state: SearchMemory,
+    memory: SearchMemory,
     skill: Skill,
     batch: list[Example],
     rollouts: Sequence[Rollout],
@@ -108,10 +140,10 @@ def proposal_request(
         batch=batch,
         rollouts=rollouts,
         trainset=view.trainset,
-        rejected=state.told(),
+        rejected=memory.told(),
         optimizer_lm=view.optimizer_lm,
         rng=view.rng,
         budget_tokens=budget,
-        step=state.step - 1,
+        step=memory.step - 1,
         epoch=epoch,
     )

@@ -82,11 +82,11 @@ class ScreenedSteps:
         for trial in list(state.trials) if failing and not untried else []:
             if self._keeps_reserve(view, state, price):
                 self._confirm(view, state, working, batch, rollouts, trial, room)
-        blocked = state.blocked_keys() | {g.key for g in (*state.trials, *state.pending)}
+        blocked = view.memory.blocked_keys() | {g.key for g in (*state.trials, *state.pending)}
         passed, screened = 0, 0
         survivors: list[tuple[ScreenedProposal, bool]] = []  # and whether it joins at once
         for group in groups:
-            fitted, report = fit_proposal(view, state, working, group, room, self.max_edits)
+            fitted, report = fit_proposal(view, view.memory, working, group, room, self.max_edits)
             state.step_outcomes += report.outcomes
             if fitted is None or fitted.key in blocked:
                 continue
@@ -98,7 +98,7 @@ class ScreenedSteps:
                 state.pending.append(ScreenedProposal.of(group, kept, key=key, net=0.0, scored=0))
                 continue
             tried = try_alone(
-                view, state, fitted, batch, rollouts, self.screen_strikes, epoch=state.epoch
+                view, view.memory, fitted, batch, rollouts, self.screen_strikes, epoch=state.epoch
             )
             screened += 1
             if tried.struck:
@@ -155,7 +155,7 @@ class ScreenedSteps:
         if len(kept) != len(edits) or candidate.text == working.text:
             return  # no longer fits the working candidate: proposed again, it is tried again
         result, evidence = confirm_once(
-            view, state, trial.group, trial.key, candidate, batch, rollouts
+            view, view.memory, trial.group, trial.key, candidate, batch, rollouts
         )
         screens = (trial.screens or 0) + 1
         joined = dataclasses.replace(
@@ -164,7 +164,7 @@ class ScreenedSteps:
         # back from a rejected bundle (`gated`: its gate strikes), it is confirmed at least once
         done = screens > max(self.confirm_steps, trial.gated or 0)
         if evidence.rules_out(view.certifiable_gain()) or (done and evidence.net <= 0):
-            state.strike(edits, evidence.rate, epoch=state.epoch, limit=self.screen_strikes)
+            view.memory.strike(edits, evidence.rate, epoch=state.epoch, limit=self.screen_strikes)
         elif (result.passed and evidence.net >= self.min_net) or done:
             state.pending.append(joined)  # clear enough, or the evidence cannot tell: the gate
         else:

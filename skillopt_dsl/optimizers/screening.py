@@ -27,14 +27,13 @@ from typing import Literal
 
 from skillopt_dsl.driver import RunView
 from skillopt_dsl.evaluate import Rollout
-from skillopt_dsl.evidence import BACKGROUND_CHANGE
 from skillopt_dsl.optimizers.proposers import EditGroup, edit_key
+from skillopt_dsl.search_memory import EditEvidence
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
 __all__ = [
     "EditEvidence",
-    "EvidenceBook",
     "ScreenResult",
     "compare",
     "draw_examples",
@@ -43,11 +42,6 @@ __all__ = [
 ]
 
 Stage = Literal["batch", "confirm"]
-
-DROP_ODDS = 4.0
-"""A proposal without a net gain is dropped once its fixes and breaks are this many times likelier
-for a useless edit than for one with the gain the gate certifies (`EditEvidence.rules_out`); with
-fewer moved answers than that, the evidence cannot tell, and the proposal stays on trial."""
 
 
 @dataclass(frozen=True)
@@ -70,106 +64,6 @@ class ScreenResult:
     def to_dict(self) -> dict[str, object]:
         """JSON-ready copy."""
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class EditEvidence:
-    """What every screen of one proposal (an edit group, by its key) has shown so far, summed
-    over the steps that proposed it again and over its confirmations: examples it fixed and
-    broke against its base, the net score difference, examples scored and screens run.
-
-    The screen is sized to this evidence (docs/concepts.md, "Search"): a proposal is dropped
-    when it says the proposal hurts or cannot help (`hurts`: no net gain in all), it joins a
-    working candidate when its gain is as clear as its batches can show, and where the
-    evidence cannot tell (a small or noisy batch) the gate decides.
-    """
-
-    fixes: int = 0
-    breaks: int = 0
-    net: float = 0.0
-    scored: int = 0
-    screens: int = 0
-
-    def plus(self, result: ScreenResult) -> EditEvidence:
-        """This evidence with one more screen's result added."""
-        return EditEvidence(
-            self.fixes + result.fixes,
-            self.breaks + result.breaks,
-            self.net + result.net,
-            self.scored + result.scored,
-            self.screens + 1,
-        )
-
-    @property
-    def hurts(self) -> bool:
-        """No net gain over every example it was scored on: it hurts or cannot help."""
-        return self.net <= 0
-
-    def odds(self, effect: float, background: float = BACKGROUND_CHANGE) -> float:
-        """How much likelier these screens are for an edit that helps by `effect` (a share of
-        the examples) than for a useless one, when any rewording moves `background` of the
-        answers at random, half each way (the noise model of the gate's pre-flight,
-        `evidence.BACKGROUND_CHANGE`). Per example scored, a useless edit fixes and breaks with
-        probability b/2 each and leaves the answer with 1 - b; a helpful one fixes with
-        b/2 + effect and leaves it with 1 - b - effect. A fix is evidence for it, an unmoved
-        answer against; few examples give odds near 1: the evidence cannot tell."""
-        unmoved = max(self.scored - self.fixes - self.breaks, 0)
-        keep = max(1 - background - effect, 1e-9) / (1 - background)
-        return ((background / 2 + effect) / (background / 2)) ** self.fixes * keep**unmoved
-
-    def rules_out(self, effect: float | None) -> bool:
-        """Whether the evidence says the edit hurts or cannot help by `effect`: no net gain,
-        and either two breaks more than fixes or odds against a helpful edit of `DROP_ODDS` to
-        1 or more (None: the gate runs no test; any edit without a net gain is out)."""
-        if self.net > 0:
-            return False
-        if effect is None or self.net <= -2:
-            return True
-        return self.odds(effect) <= 1 / DROP_ODDS
-
-    @property
-    def rate(self) -> float:
-        """Net gain per example scored (0.0 before any)."""
-        return self.net / self.scored if self.scored else 0.0
-
-    def to_dict(self) -> dict[str, float]:
-        """JSON-ready copy (checkpointed)."""
-        return {
-            "fixes": self.fixes,
-            "breaks": self.breaks,
-            "net": self.net,
-            "scored": self.scored,
-            "screens": self.screens,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, float]) -> EditEvidence:
-        """The evidence `to_dict` wrote."""
-        return cls(
-            int(data["fixes"]),
-            int(data["breaks"]),
-            float(data["net"]),
-            int(data["scored"]),
-            int(data["screens"]),
-        )
-
-
-class EvidenceBook:
-    """Mixin of an optimizer's checkpointed state with an `evidence` field (proposal key ->
-    `EditEvidence.to_dict()`): every screen of a proposal summed, across re-proposals."""
-
-    evidence: dict[str, dict[str, float]]
-
-    def evidence_of(self, key: str) -> EditEvidence:
-        """What the screens of proposal `key` have shown so far (nothing: all zeros)."""
-        data = self.evidence.get(key)
-        return EditEvidence() if data is None else EditEvidence.from_dict(data)
-
-    def add_evidence(self, key: str, result: ScreenResult) -> EditEvidence:
-        """Add one screen of proposal `key` to its evidence; returns the sum."""
-        summed = self.evidence_of(key).plus(result)
-        self.evidence[key] = summed.to_dict()
-        return summed
 
 
 def compare(base: Sequence[Rollout], candidate: Sequence[Rollout]) -> tuple[int, int, float]:

@@ -1,10 +1,12 @@
 """The shared search step: propose, fit, try alone, confirm (docs/concepts.md, "Search").
 
 The pieces every screened search shares (GradientText, Beam; OptunaLR trials, `SkillOptimizer`
-and Sleep nights run GradientText), over one memory (`search_memory.SearchMemory`):
+and Sleep nights run compile's default search), over the run's one memory
+(`skillopt_dsl.search_memory.SearchMemory`, `RunView.memory`):
 
 - `proposer_runs.ProposerRuns` runs the proposers (their counters; a request unchanged since a
-  proposer's last paid call is not asked again), `screening.merge_duplicates` merges copies;
+  proposer's last paid call is not asked again; earlier runs' rejected edits dropped),
+  `screening.merge_duplicates` merges copies;
 - `fit_proposal` fits each proposal to the room the learning rate leaves, `keeps_reserve` says
   whether screening it still leaves the calls a gate decision needs (priced at the measured calls
   per rollout, `RunView.calls_per_rollout`);
@@ -17,8 +19,8 @@ and Sleep nights run GradientText), over one memory (`search_memory.SearchMemory
   mini-batch, counts the screen and adds it to the proposal's evidence.
 
 GradientText's use of them is `screened_steps.ScreenedSteps`; Beam scores each survivor on its
-selection split instead (`beam.py`). Nothing here knows either optimizer's state: a new search
-builds on `SearchMemory` and these functions, and runs the contract suite
+selection split instead (`beam.py`). Nothing here knows any optimizer's state: a new search
+keeps its own state, searches in `view.memory` with these functions, and runs the contract suite
 (`skillopt_dsl.testing.search_contract`).
 """
 
@@ -30,14 +32,10 @@ from dataclasses import dataclass
 from skillopt_dsl.driver import RunView
 from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.optimizers.clipping import clip_to_budget
+from skillopt_dsl.optimizers.proposer_runs import new_stats
 from skillopt_dsl.optimizers.proposers import EditGroup
-from skillopt_dsl.optimizers.screening import EditEvidence, ScreenResult, screen
-from skillopt_dsl.optimizers.search_memory import (
-    SearchMemory,
-    group_key,
-    new_stats,
-    record_screen,
-)
+from skillopt_dsl.optimizers.screening import ScreenResult, screen
+from skillopt_dsl.search_memory import EditEvidence, SearchMemory, group_key
 from skillopt_dsl.skill import ApplyReport, Edit, Skill
 from skillopt_dsl.types import Example
 
@@ -47,6 +45,7 @@ __all__ = [
     "confirm_once",
     "fit_proposal",
     "keeps_reserve",
+    "record_screen",
     "try_alone",
 ]
 
@@ -144,3 +143,17 @@ def confirm_once(
     result = screen(view, candidate, batch, rollouts, stage="confirm")
     record_screen(view, memory, group, result)
     return result, memory.add_evidence(key, result)
+
+
+def record_screen(
+    view: RunView, memory: SearchMemory, group: EditGroup, result: ScreenResult
+) -> None:
+    """Count one screen in the memory's summary and emit it as a `screen` event."""
+    counts = memory.screen_stats
+    counts[f"{result.stage}_screened"] = counts.get(f"{result.stage}_screened", 0) + 1
+    counts[f"{result.stage}_passed"] = counts.get(f"{result.stage}_passed", 0) + int(result.passed)
+    counts["calls"] = counts.get("calls", 0) + result.calls
+    view.emit(
+        "screen", step=memory.step - 1, source=group.source, rationale=group.rationale[:200],
+        **result.to_dict(),
+    )  # fmt: skip

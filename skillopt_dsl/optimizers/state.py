@@ -1,4 +1,7 @@
-"""What every optimizer's checkpointed state shares: JSON round-trips and the rejected-edit memory."""
+"""What every optimizer's checkpointed state shares: JSON round-trips.
+
+The search memory (rejected edits, struck proposals, evidence, the step counter) is not an
+optimizer's: the run owns it (`skillopt_dsl.search_memory.SearchMemory`, `RunView.memory`)."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from collections.abc import Mapping
 from typing import Self, TypeVar, cast
 
 from skillopt_dsl.json_types import JSONObject
-from skillopt_dsl.optimizers.proposers import RejectedCandidate, RejectedRecord
+from skillopt_dsl.search_memory import SearchMemory
 
 __all__ = ["CheckpointedState", "as_json", "stored"]
 
@@ -16,33 +19,25 @@ R = TypeVar("R")
 
 
 class CheckpointedState:
-    """Mixin for an optimizer's state dataclass with a `rejected: list[RejectedCandidate]`
-    field (the rejected-edit memory).
-
-    The state is stored in checkpoint.json as plain JSON: `to_dict` copies the plain fields
-    and writes the memory in its `RejectedRecord` form; a state with more records adds them
-    in its own `to_dict`/`from_dict`.
-    """
-
-    rejected: list[RejectedCandidate]
+    """Mixin for an optimizer's state dataclass, stored in checkpoint.json as plain JSON:
+    `to_dict` copies the plain fields; a state with records adds them in its own
+    `to_dict`/`from_dict`."""
 
     def to_dict(self) -> JSONObject:
         """JSON-ready copy."""
-        plain: JSONObject = {
+        return {
             f.name: copy.deepcopy(getattr(self, f.name))
             for f in dataclasses.fields(self)  # type: ignore[arg-type]
         }
-        return {**plain, "rejected": [as_json(r.to_dict()) for r in self.rejected]}
 
     @classmethod
     def from_dict(cls, data: JSONObject) -> Self:
-        """Rebuild from `to_dict` output (the records as their subclass reads them)."""
-        memory = [RejectedCandidate.from_dict(r) for r in stored(data, "rejected", RejectedRecord)]
-        return cls(**{**copy.deepcopy(data), "rejected": memory})
-
-    def memory(self) -> list[RejectedCandidate]:
-        """The rejected-edit memory (a copy of the list)."""
-        return list(self.rejected)
+        """Rebuild from `to_dict` output. A state checkpointed before the run owned the search
+        memory held its fields too; they are the memory's (`SearchMemory.from_legacy` reads
+        them) and are skipped here."""
+        own = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        legacy = SearchMemory.field_names() - own
+        return cls(**{k: copy.deepcopy(v) for k, v in data.items() if k not in legacy})
 
 
 def stored(data: JSONObject, name: str, record: type[R]) -> list[R]:

@@ -228,7 +228,7 @@ def run_command(
     with sleep_errors(debug):
         from rich.console import Console
 
-        from skillopt_dsl.optimizers import GradientText
+        from skillopt_dsl.optimizers import GradientText, HandOff
 
         config = SleepConfig(
             project=project,
@@ -246,7 +246,7 @@ def run_command(
             ),
             optimizer_lm=_optimizer_lm(optimizer_model, optimizer_api_base),
             budget=_budget(max_calls, max_tokens, max_usd),
-            optimizer=GradientText(epochs=epochs, batch_size=batch_size),
+            optimizer=HandOff(first=GradientText(epochs=epochs, batch_size=batch_size)),
             gate=_gate(gate_kind),
             no_regression=no_regression,
             auto_adopt=auto_adopt,

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
-from skillopt_dsl.compile import ModelSpec
+from skillopt_dsl.compile import ModelSpec, default_optimizer
 from skillopt_dsl.data import Splits
 from skillopt_dsl.evaluate import DEFAULT_THREADS
 from skillopt_dsl.evidence import Preflight, preflight
@@ -57,7 +57,6 @@ from skillopt_dsl.sleep.rejections import (
     load_rejected,
     rejected_in,
     remember_rejected,
-    with_memory,
 )
 from skillopt_dsl.sleep.replay import Replay
 from skillopt_dsl.sleep.sources import check_agent, make_sources, memory_files
@@ -109,7 +108,7 @@ class SleepConfig:
             overrides `lm`.
         optimizer_lm: the model that mines tasks, proposes edits and judges rubrics.
         budget: hard limits for the whole night (mining, replays, proposals, judging).
-        optimizer: default `GradientText(epochs=1)`.
+        optimizer: default compile's (`compile.default_optimizer()`: `HandOff`).
         gate: default `Gate()`; `no_regression` adds a guard to it.
         auto_adopt: adopt the proposal right after the gate accepts it.
         judge_mode: rule checks scored as the share passed (`soft`) or all-or-nothing (`hard`).
@@ -345,13 +344,9 @@ class _Night:
             seed=self.config.seed,
             threads=self.config.threads,
             on_event=self.on_event,
+            remembered=tuple(remembered),
         )
-        consolidation = consolidate(
-            module,
-            splits,
-            optimizer=with_memory(self._optimizer(), remembered),
-            settings=settings,
-        )
+        consolidation = consolidate(module, splits, optimizer=self._optimizer(), settings=settings)
         result = consolidation.result
         proposals = live.proposals(result.best_skill) if result and result.improved else {}
         report = self._report(
@@ -429,11 +424,11 @@ class _Night:
         return Splits([*splits.train, *variants], splits.val, splits.test)
 
     def _optimizer(self) -> Optimizer:
+        """The night's search: the configured one, else compile's default (it searches in the
+        run's memory, seeded with earlier nights' rejections: `CompileSettings.remembered`)."""
         if self.config.optimizer is not None:
             return self.config.optimizer
-        from skillopt_dsl.optimizers import GradientText
-
-        return GradientText(epochs=1)
+        return default_optimizer()
 
     def _gate(self, seed_hash: str) -> Gate:
         """The night's one gate. GATE WIRING POINT: the gate every candidate of the night is

@@ -3,19 +3,17 @@
 Within one run an optimizer already remembers the edits its gate rejected. With this memory,
 the edits of every candidate a night's gate rejected are kept in
 `.skillopt/sleep/rejected-edits.jsonl` (one line per candidate: night, edits, validation delta;
-the newest `MAX_REMEMBERED` candidates), and the next night's optimizer starts from them: its
-proposers are wrapped (`RememberingProposer`) so that their request lists the remembered
-candidates as already rejected (the reflection prompt says "do not propose again") and any edit
-equal to a remembered one (`edit_key`) is dropped before it reaches the door. The gate is not
-involved: a remembered edit is never re-proposed, so it cannot be accepted on a lucky night.
-
-An optimizer without `proposers` (not `GradientText` or `Beam`) runs without the memory, with a
-warning that says so.
+the newest `MAX_REMEMBERED` candidates), and the next night's run starts from them: they seed
+the run's search memory (`CompileSettings.remembered`, `SearchMemory.remembered`), so every
+proposer of every search the night runs (each part of compile's default `HandOff` alike) reads
+them as already rejected (the reflection prompt says "do not propose again"), and any edit equal
+to a remembered one (`edit_key`) is dropped before it is screened
+(`proposer_runs.ProposerRuns`). The gate is not involved: a remembered edit is never
+re-proposed, so it cannot be accepted on a lucky night.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 from collections.abc import Sequence
@@ -25,9 +23,6 @@ from typing import TYPE_CHECKING
 import pydantic
 
 from skillopt_dsl.optimizers.proposers import (
-    EditGroup,
-    ProposalRequest,
-    Proposer,
     RejectedCandidate,
     edit_key,
 )
@@ -36,17 +31,14 @@ from skillopt_dsl.sleep.errors import SleepError
 
 if TYPE_CHECKING:
     from skillopt_dsl.compile import CompileResult
-    from skillopt_dsl.optimizers.base import Optimizer
     from skillopt_dsl.sleep.project import SleepProject
 
 __all__ = [
     "MAX_REMEMBERED",
     "REJECTED_FILE",
-    "RememberingProposer",
     "load_rejected",
     "rejected_in",
     "remember_rejected",
-    "with_memory",
 ]
 
 logger = logging.getLogger(__name__)
@@ -120,46 +112,3 @@ def remember_rejected(
     project.sleep_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(path, "".join(line + "\n" for line in kept).encode("utf-8"))
     return len(kept)
-
-
-class RememberingProposer(Proposer):
-    """A proposer that also knows the edits earlier nights rejected (see the module docstring)."""
-
-    def __init__(self, inner: Proposer, remembered: Sequence[RejectedCandidate]) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.remembered = list(remembered)
-        self._keys = {edit_key(e) for c in self.remembered for e in c.edits}
-
-    def max_calls(self, batch_size: int) -> int:
-        return self.inner.max_calls(batch_size)
-
-    def propose(self, request: ProposalRequest) -> list[EditGroup]:
-        """The inner proposer's groups for a request that lists the remembered candidates as
-        rejected, without any remembered edit."""
-        told = dataclasses.replace(request, rejected=[*self.remembered, *request.rejected])
-        groups = []
-        for group in self.inner.propose(told):
-            edits = tuple(e for e in group.edits if edit_key(e) not in self._keys)
-            dropped = len(group.edits) - len(edits)
-            if dropped:
-                request.note("remembered_rejection", proposer=self.name, dropped=dropped)
-            if edits:
-                groups.append(dataclasses.replace(group, edits=edits))
-        return groups
-
-
-def with_memory(optimizer: Optimizer, remembered: Sequence[RejectedCandidate]) -> Optimizer:
-    """`optimizer` with its proposers wrapped in `RememberingProposer` (unchanged, with a
-    warning, when it has no proposers; unchanged when nothing is remembered)."""
-    if not remembered:
-        return optimizer
-    proposers = getattr(optimizer, "proposers", None)
-    if not dataclasses.is_dataclass(optimizer) or proposers is None:
-        logger.warning(
-            "rejected edits of earlier nights are not used: %s has no proposers to tell",
-            type(optimizer).__name__,
-        )
-        return optimizer
-    wrapped = [RememberingProposer(p, remembered) for p in proposers]
-    return dataclasses.replace(optimizer, proposers=wrapped)  # type: ignore[type-var]

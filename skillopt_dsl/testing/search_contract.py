@@ -28,7 +28,6 @@ from skillopt_dsl.benchmarks import load_benchmark
 from skillopt_dsl.benchmarks.table_lookup import TableLookup, rows
 from skillopt_dsl.compile import compile
 from skillopt_dsl.driver import RunView
-from skillopt_dsl.driver.state_parts import phase_state
 from skillopt_dsl.json_types import json_float
 from skillopt_dsl.lm import Budget
 from skillopt_dsl.optimizers import search_step
@@ -149,7 +148,8 @@ class ScreenedSearchContract:
         """Kills, in the search step every screened search shares: a loser screened again at
         every step (no memory), one blocked at its first failure (one unlucky mini-batch ends
         a good edit), proposers not told of a struck proposal, and a screen missing from the
-        state's statistics (`screen_stats`) or from the proposal's summed evidence."""
+        run's search memory (checkpoint.json's `memory`: `screen_stats`, the proposal's summed
+        evidence)."""
         offers = OfferedEdits(texts=[HEDGE])
         optimizer = self.make_optimizer(offers)
         compile(
@@ -162,11 +162,9 @@ class ScreenedSearchContract:
         assert strikes == 2 and len(screens) == strikes, screens
         assert offers.told[0] == [] and HEDGE in offers.told[1], offers.told  # after one strike
         checkpoint = json.loads((tmp_path / "checkpoint.json").read_text(encoding="utf-8"))
-        state: dict[str, Any] = phase_state(
-            checkpoint["optimizer"]
-        )  # a composite's: its last part's
-        assert state["screen_stats"]["batch_screened"] == len(screens), state["screen_stats"]
-        (evidence,) = state["evidence"].values()
+        memory: dict[str, Any] = checkpoint["memory"]  # the run's, whichever part searched
+        assert memory["screen_stats"]["batch_screened"] == len(screens), memory["screen_stats"]
+        (evidence,) = memory["evidence"].values()
         assert evidence["screens"] == len(screens)
         assert evidence["scored"] == sum(json_float(s["scored"]) for s in screens)
 

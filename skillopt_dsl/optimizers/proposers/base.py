@@ -1,59 +1,33 @@
 """The proposer contract: `Proposer`, the `ProposalRequest` it reads, the `EditGroup`s it
-returns, and the rejected-proposal memory (`RejectedCandidate`, `edit_key`)."""
+returns; the rejected-proposal records (`RejectedCandidate`, `edit_key`) are the search
+memory's (`skillopt_dsl.search_memory`), re-exported here."""
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TypedDict
 
 from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.json_types import JSONObject, JSONValue
 from skillopt_dsl.lm import LM
 from skillopt_dsl.module import SkillModule
+from skillopt_dsl.search_memory import RejectedCandidate, RejectedRecord, edit_key
 from skillopt_dsl.skill import Edit, Skill
 from skillopt_dsl.types import Example
 
+__all__ = [
+    "EditGroup",
+    "ProposalRequest",
+    "Proposer",
+    "RejectedCandidate",
+    "RejectedRecord",
+    "edit_key",
+]
+
 logger = logging.getLogger(__name__)
-
-
-class RejectedRecord(TypedDict):
-    """A `RejectedCandidate` as checkpoints hold it."""
-
-    edits: list[JSONObject]
-    delta: float
-    step: int
-    epoch: int
-
-
-@dataclass(frozen=True)
-class RejectedCandidate:
-    """A candidate the gate turned down: its edits and its validation delta (the memory)."""
-
-    edits: tuple[Edit, ...]
-    delta: float
-    step: int
-    epoch: int
-
-    def to_dict(self) -> RejectedRecord:
-        """JSON-ready form, as kept in checkpoints."""
-        return RejectedRecord(
-            edits=[e.model_dump() for e in self.edits],
-            delta=self.delta,
-            step=self.step,
-            epoch=self.epoch,
-        )
-
-    @classmethod
-    def from_dict(cls, data: RejectedRecord) -> RejectedCandidate:
-        """Rebuild from `to_dict` output."""
-        from skillopt_dsl.skill import parse_edits
-
-        return cls(tuple(parse_edits(data["edits"])), data["delta"], data["step"], data["epoch"])
 
 
 @dataclass(frozen=True)
@@ -130,14 +104,3 @@ class Proposer(ABC):
         meant) merges them here, before the door and the gate see the candidate. Default: the
         skill unchanged."""
         return skill
-
-
-def edit_key(edit: Edit) -> str:
-    """A normalised identity for an edit (whitespace-collapsed, case-folded), for dedup and memory."""
-    fields = edit.model_dump(exclude={"rationale"})
-    return json.dumps(
-        {k: " ".join(str(v).split()).casefold() for k, v in fields.items()}, sort_keys=True
-    )
-
-
-# -- demonstrations --------------------------------------------------------------------------
