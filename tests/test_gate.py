@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import skillopt_dsl as sd
-from skillopt_dsl import gate as gate_module
+from skillopt_dsl import signed_rank
 from skillopt_dsl.evaluate import EvaluationReport, Rollout
 from skillopt_dsl.gate import paired_test
 from skillopt_dsl.optimizers import Beam, GradientText, Optimizer, ReflectiveProposer
@@ -140,7 +140,7 @@ def test_normal_approximation_agrees_with_the_exact_test(monkeypatch: pytest.Mon
     for shift in (0.0, 0.02, 0.04):
         diffs = [round(rng.uniform(-0.5, 0.5) + shift, 2) for _ in range(300)]
         exact = paired_test(diffs)
-        monkeypatch.setattr(gate_module, "EXACT_LIMIT", 10)
+        monkeypatch.setattr(signed_rank, "EXACT_LIMIT", 10)
         approx = paired_test(diffs)
         monkeypatch.undo()
         assert (exact.name, approx.name) == ("signed-rank", "signed-rank-normal")
