@@ -1,4 +1,5 @@
-"""Distributed sweeps: worker processes sharing one Optuna study (plots: `skillopt_dsl.report`).
+"""Distributed sweeps: worker processes sharing one Optuna study (plots: `skillopt_dsl.report`,
+drawn by the caller: the worker draws and prints nothing).
 
 Start as many workers as you like, on one machine or many, all pointed at the same storage
 (SQLite for one machine, a JournalFile on a shared disk, or PostgreSQL) and study name; each
@@ -16,11 +17,11 @@ The study they share (storages, the creation lock, trial claims, orphans) is
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
-from skillopt_dsl.compile import compile_with
+from skillopt_dsl.compile import CompileResult, compile_with
 from skillopt_dsl.data import Splits
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.lm import Budget
@@ -36,7 +37,13 @@ from skillopt_dsl.studies.storage import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S, o
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["SweepWorkerOptions", "SweepWorkerSettings", "load_sweep", "run_sweep_worker"]
+__all__ = [
+    "SweepWorkerOptions",
+    "SweepWorkerResult",
+    "SweepWorkerSettings",
+    "load_sweep",
+    "run_sweep_worker",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +83,15 @@ class SweepWorkerOptions(TypedDict, total=False):
     grace_period: int
 
 
+@dataclass(frozen=True)
+class SweepWorkerResult(SweepResult):
+    """The shared study after this worker (a `SweepResult`), with this worker's compile:
+    `compiled.study_plots` is the plots request (`plots=True`) that
+    `skillopt_dsl.report.draw_study_plots(result.compiled)` draws; the worker draws nothing."""
+
+    compiled: CompileResult | None = field(default=None, compare=False)
+
+
 @takes_options(SweepWorkerSettings)
 def run_sweep_worker(
     module: SkillModule,
@@ -85,7 +101,7 @@ def run_sweep_worker(
     study_name: str,
     n_trials: int,
     **options: Unpack[SweepWorkerOptions],
-) -> SweepResult:
+) -> SweepWorkerResult:
     """Run trials of the shared study `study_name` in `storage` until it holds `n_trials`
     finished ones, then summarise it.
 
@@ -103,7 +119,9 @@ def run_sweep_worker(
         run_dir: this worker's own run directory (trials go under `<run_dir>/trials/`).
         sampler_seed: the TPE sampler's seed; None draws a fresh one, so that workers do not
             sample the same settings.
-        plots: write the sweep plots next to the study when this worker ends.
+        plots: ask for the sweep plots next to the study when this worker ends: the result's
+            `compiled.study_plots`, which `skillopt_dsl.report.draw_study_plots` draws (the
+            CLI does).
         selection_fraction: share of `splits.train` the trials' gates decide on (see OptunaLR;
             default 0.3).
         heartbeat_interval, grace_period: a killed worker's trial is failed and re-run once
@@ -135,14 +153,13 @@ def run_sweep_worker(
         seed=settings.seed,
     )
     compiled = compile_with(module, splits.train, splits.val, compile_settings, optimizer)
-    if compiled.study_plots is not None:  # `plots=True`: compile returns the request, draws nothing
-        from skillopt_dsl.report.study_plots import draw_study_plots
-
-        draw_study_plots(compiled)
     logger.info(
         "worker done: best val %.4f (seed %.4f)", compiled.val_score, compiled.seed_val_score
     )
-    return load_sweep(storage, study_name)
+    shared = load_sweep(storage, study_name)
+    return SweepWorkerResult(
+        shared.study_name, shared.storage, shared.trials, shared.best_number, compiled=compiled
+    )
 
 
 def _search_space(given: SearchSpace | None) -> SearchSpace:

@@ -342,7 +342,10 @@ def sweep_command(
             run_dir=folder,
             seed=seed,
         )
+        plots = _draw_study_plots(result.compiled) if result.compiled is not None else []
         print_sweep(result)
+        if plots:
+            typer.echo(f"sweep plots: {plots[0].parent} ({len(plots)} files)")
         typer.echo(f"storage: {storage}  study: {study or loaded.name}")
 
 
