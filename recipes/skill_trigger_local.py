@@ -7,15 +7,15 @@ for the usual compile screen. Any litellm model string replaces the router:
 `skillopt-dsl compile recipes/skill_trigger_local.py --model openai/gpt-4o-mini`.
 
 The skill is the shipped `examples/skill_folders/release-notes` folder, whose description
-("Writes text about software changes.") is deliberately mediocre; the router sees it among four
-of ten shipped near-neighbour cards (`distractors.jsonl`: commit messages, PR descriptions,
+("Writes text about software changes.") is deliberately mediocre; the agent sees it in its
+`Skill` tool's listing, beside ordinary tools, among four of ten shipped near-neighbour cards (`distractors.jsonl`: commit messages, PR descriptions,
 version bumps...) and 200 requests (`release-notes.trigger.jsonl`, 100 should trigger, 100
 should not, most of them near misses). The trained document holds the description alone, and
 the door refuses a description an agent could not read (several lines, or over Claude's 1,024 characters).
 
 `TriggerWordsProposer` needs no optimizer model: it appends the words of missed requests to the
-description. SmolLM2-135M routes close to chance (it mostly copies a line of the list), so expect
-no certified gain here; the docs' table shows what it printed. Use a capable `--model` and
+description. Each request runs 3 times (its score is the trigger rate). SmolLM2-135M rarely
+calls a tool at all, so expect no certified gain here; the docs' table shows what it printed. Use a capable `--model` and
 `ReflectiveProposer()` with a capable `--optimizer-model` for a real one.
 """
 
@@ -44,8 +44,8 @@ module = TriggerModule(
     shown_others=4,
 )
 splits = load_trigger_splits(EXAMPLE / "release-notes.trigger.jsonl", seed=0)
-# The router answers with a skill name: cap its output where the model runs.
-lm = LM("local/smollm2-135m", params=SamplingParams(max_tokens=12))
+# The agent answers with a tool call (or with no call): cap its output where the model runs.
+lm = LM("local/smollm2-135m", params=SamplingParams(max_tokens=48))
 optimizer = GradientText(
     lr=1.0, lr_floor_tokens=48, epochs=2, batch_size=8, proposers=[TriggerWordsProposer()]
 )

@@ -20,6 +20,7 @@ from skillopt_dsl.cli import skill_folder as folder_cli
 from skillopt_dsl.cli.options import CompileFlags
 from skillopt_dsl.lm import LM
 from skillopt_dsl.testing import ScriptedLM
+from skillopt_dsl.testing.trigger_fakes import listed_description, skill_call, trigger_request
 
 runner = CliRunner()
 SKILL_MD = (
@@ -30,10 +31,9 @@ NEW_DESCRIPTION = "Writes release notes from a changelog."
 
 def _fake_router(messages: Sequence[dict[str, str]]) -> str:
     """FAKE router: loads release-notes for a changelog request when its card says changelog."""
-    user = messages[-1]["content"]
-    card = next(line for line in user.splitlines() if line.startswith("- release-notes"))
-    request = user.split("Request:", 1)[1]
-    return "release-notes" if "changelog" in card and "changelog" in request else "none"
+    card = listed_description(messages, "release-notes") or ""
+    wanted = "changelog" in card and "changelog" in trigger_request(messages)
+    return skill_call("release-notes") if wanted else "No tool is needed."
 
 
 def _fake_reflector(_messages: Sequence[dict[str, str]]) -> str:

@@ -20,6 +20,12 @@ from skillopt_dsl.cli.options import CompileFlags
 from skillopt_dsl.lm import LM
 from skillopt_dsl.skill_folder import describe as describe_module
 from skillopt_dsl.testing import ScriptedLM
+from skillopt_dsl.testing.trigger_fakes import (
+    listed_description,
+    listed_names,
+    skill_call,
+    trigger_request,
+)
 
 runner = CliRunner()
 SKILL_MD = "---\nname: release-notes\ndescription: Writes text.\n---\n# Release notes\n"
@@ -27,13 +33,9 @@ SKILL_MD = "---\nname: release-notes\ndescription: Writes text.\n---\n# Release 
 
 def _fake_router(messages: Sequence[dict[str, str]]) -> str:
     """FAKE router: loads release-notes for a changelog request when its card says changelog."""
-    user = messages[-1]["content"]
-    card = next(line for line in user.splitlines() if line.startswith("- release-notes"))
-    return (
-        "release-notes"
-        if "changelog" in card and "changelog" in user.split("Request:")[1]
-        else "none"
-    )
+    card = listed_description(messages, "release-notes") or ""
+    wanted = "changelog" in card and "changelog" in trigger_request(messages)
+    return skill_call("release-notes") if wanted else "No tool is needed."
 
 
 def _fake_reflector(_messages: Sequence[dict[str, str]]) -> str:
@@ -85,7 +87,7 @@ def task(tmp_path: Path) -> list[str]:
 def _compile(task: list[str], run: Path, *extra: str) -> str:
     result = runner.invoke(
         app,
-        ["compile", *task, "--run-dir", str(run), "--threads", "1", "--max-calls", "60", *extra],
+        ["compile", *task, "--run-dir", str(run), "--threads", "1", "--max-calls", "180", *extra],
     )
     assert result.exit_code == 0, result.output
     return result.stdout
@@ -119,8 +121,8 @@ def test_the_router_sees_the_shown_others_and_the_reply_cap(
     """Kills: `--shown-others` or `--reply-tokens` not reaching the routing call (the embedded
     model copying the whole list back at 256 tokens a call), and the default cap lost."""
     _compile(task, tmp_path / "run", "--shown-others", "1", "--reply-tokens", "5")
-    lists = [m[-1]["content"].split("Request:")[0] for m in fakes.router.calls]
-    assert {text.count("\n- ") for text in lists} == {2}  # this skill and one other
+    lists = [listed_names(m) for m in fakes.router.calls]
+    assert {len(names) for names in lists} == {2}  # this skill and one other
     assert {p.max_tokens for p in fakes.router.params} == {5}
     _compile(task, tmp_path / "default")
     assert {p.max_tokens for p in fakes.router.params[-3:]} == {folder_cli.DEFAULT_REPLY_TOKENS}

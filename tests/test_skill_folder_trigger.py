@@ -29,6 +29,13 @@ from skillopt_dsl.skill_folder import (
     read_skill_cards,
 )
 from skillopt_dsl.testing.scripted import ScriptedLM
+from skillopt_dsl.testing.trigger_fakes import (
+    listed_description,
+    listed_names,
+    skill_call,
+    tool_call,
+    trigger_request,
+)
 from skillopt_dsl.types import Example
 
 NAMES = ("release-notes", "commit-message", "pr-description", "release-notes-v2")
@@ -57,16 +64,11 @@ def _example(request: str, should: bool) -> Example:
 
 
 def _request_of(messages: list[Message]) -> str:
-    return str(messages[-1]["content"]).split("Request: ")[1].split("\n")[0]
+    return trigger_request(messages)
 
 
 def _description_shown(messages: list[Message]) -> str:
-    line = next(
-        line
-        for line in str(messages[-1]["content"]).splitlines()
-        if line.startswith("- release-notes:")
-    )
-    return line.removeprefix("- release-notes:").strip()
+    return listed_description(messages, "release-notes") or ""
 
 
 # -- reading the router's reply ------------------------------------------------------------------
@@ -114,17 +116,10 @@ def test_the_list_order_does_not_depend_on_the_candidate(tmp_path: Path) -> None
     positions = set()
     for n in range(12):
         example = _example(f"request number {n}", True)
-        lines = [m["content"] for m in module.render(seed, example)]
-        names = [
-            line.split(":")[0] for line in str(lines[-1]).splitlines() if line.startswith("- ")
-        ]
-        other_names = [
-            line.split(":")[0]
-            for line in str(module.render(other, example)[-1]["content"]).splitlines()
-            if line.startswith("- ")
-        ]
+        names = listed_names(module.render(seed, example))
+        other_names = listed_names(module.render(other, example))
         assert names == other_names and len(names) == 3
-        positions.add(names.index("- release-notes"))
+        positions.add(names.index("release-notes"))
     assert len(positions) > 1
 
 
@@ -137,10 +132,11 @@ def test_the_router_sees_the_trained_description_and_a_fixed_instruction(tmp_pat
     )
     messages = module.render(candidate, _example("x", True))
     assert _description_shown(messages) == "Use for changelogs."
-    assert (
-        messages[0]["content"]
-        == module.render(module.seed_skill, _example("x", True))[0]["content"]
+    seed_prompt = module.render(module.seed_skill, _example("x", True))[0]["content"]
+    assert str(messages[0]["content"]).replace("Use for changelogs.", "Writes release notes.") == (
+        seed_prompt
     )
+    assert messages[-1] == {"role": "user", "content": "x"}  # the request alone
 
 
 # -- precision and recall against a scripted router -----------------------------------------------
@@ -149,13 +145,13 @@ def test_precision_and_recall_count_a_scripted_routers_picks(tmp_path: Path) -> 
     picking another skill counted as this one, or accuracy not equal to the mean score."""
     module = TriggerModule(_folder(tmp_path), OTHERS)
     replies = {
-        "tp1": "release-notes",
-        "tp2": "Release notes.",
-        "fn1": "commit-message",
-        "fn2": "none",
-        "fn3": "garbled reply",
-        "fp1": "release-notes",
-        "tn1": "pr-description",
+        "tp1": skill_call("release-notes"),
+        "tp2": 'Skill(skill="Release notes")',
+        "fn1": skill_call("commit-message"),
+        "fn2": "No tool is needed.",
+        "fn3": "release-notes",  # names the skill but calls no tool: no load
+        "fp1": skill_call("release-notes"),
+        "tn1": tool_call("Read", file_path="release-notes.md"),
         "tn2": "none",
     }
     examples = [_example(key, key.startswith(("tp", "fn"))) for key in replies]
@@ -221,7 +217,8 @@ def _long_lover(messages: list[Message]) -> str:
     exactly when it should under a long one (so the long candidate wins every screen and
     reaches the door)."""
     long = len(_description_shown(messages)) > 200
-    return "release-notes" if long and _request_of(messages).startswith("yes") else "none"
+    wanted = long and _request_of(messages).startswith("yes")
+    return skill_call("release-notes") if wanted else "none"
 
 
 def test_the_door_refuses_a_description_over_the_limit(tmp_path: Path) -> None:
@@ -378,9 +375,8 @@ def test_the_trigger_recipe_routes_its_shipped_data() -> None:
     module = recipe.module
     assert isinstance(module, TriggerModule) and recipe.splits.test
     for example in recipe.splits.val[:4]:
-        user = str(module.render(module.seed_skill, example)[-1]["content"])
-        assert sum(line.startswith("- ") for line in user.splitlines()) == 5
-        reply = "release-notes" if example.labels["should_trigger"] else "none"
+        assert len(listed_names(module.render(module.seed_skill, example))) == 5
+        reply = skill_call("release-notes") if example.labels["should_trigger"] else "none"
         outcome = module.run(
             module.seed_skill, example, LM(ScriptedLM(lambda m, r=reply: r)), seed=0
         )

@@ -25,6 +25,7 @@ from skillopt_dsl.skill_folder.trigger_proposer import (
     with_clause,
 )
 from skillopt_dsl.testing.scripted import ScriptedLM
+from skillopt_dsl.testing.trigger_fakes import listed_description, skill_call, trigger_request
 from skillopt_dsl.types import Example, Prediction
 
 OTHERS = (SkillCard("commit-message", "Writes a git commit message."),)
@@ -117,10 +118,9 @@ class _FakeStackingProposer(TriggerWordsProposer):
 
 
 def _yes_router(messages: list[Message]) -> str:
-    content = str(messages[-1]["content"])
-    request = content.split("Request: ")[1]
-    shown = next(line for line in content.splitlines() if line.startswith("- release-notes:"))
-    return "release-notes" if request.startswith("yes") and "Use for" in shown else "none"
+    shown = listed_description(messages, "release-notes") or ""
+    wanted = trigger_request(messages).startswith("yes") and "Use for" in shown
+    return skill_call("release-notes") if wanted else "No tool is needed."
 
 
 def test_gradient_text_tidies_the_composed_candidate_before_the_gate(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from skillopt_dsl.lm import LM
 from skillopt_dsl.sleep import trigger_splits
 from skillopt_dsl.sleep.trigger_rows import TriggerRow, TriggerRows
 from skillopt_dsl.testing import ScriptedLM
+from skillopt_dsl.testing.trigger_fakes import listed_description, skill_call, trigger_request
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sleep" / "skill_home"
 PROJECTS = Path(".claude") / "projects" / "-work-docs"
@@ -36,10 +37,9 @@ runner = CliRunner()
 
 def _fake_router(messages: Sequence[dict[str, str]]) -> str:
     """FAKE router: loads pdf for an invoice request when pdf's card says invoice."""
-    user = messages[-1]["content"]
-    card = next(line for line in user.splitlines() if line.startswith("- pdf"))
-    request = user.split("Request:", 1)[1]
-    return "pdf" if "invoice" in card and "invoice" in request else "none"
+    card = listed_description(messages, "pdf") or ""
+    wanted = "invoice" in card and "invoice" in trigger_request(messages)
+    return skill_call("pdf") if wanted else "No tool is needed."
 
 
 def _fake_reflector(_messages: Sequence[dict[str, str]]) -> str:

@@ -33,6 +33,7 @@ from skillopt_dsl.sleep import night as night_module
 from skillopt_dsl.sleep.describe_stage import split_budget
 from skillopt_dsl.sleep.night import NightResult
 from skillopt_dsl.testing import ScriptedLM
+from skillopt_dsl.testing.trigger_fakes import listed_description, skill_call, trigger_request
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sleep" / "skill_home"
 PDF_MD = "---\nname: pdf\ndescription: Works with PDF files.\n---\n# PDF\n\nUse pypdf.\n"
@@ -45,10 +46,10 @@ def _fake_target(messages: list[Message]) -> str:
     """FAKE model for the whole night: as a router (a request and a list of skill cards) it
     loads pdf for an invoice request when pdf's card says invoice; as the replay target it
     follows the document when it mentions Decimal, else uses floats."""
-    user = messages[-1]["content"]
-    if "Request:" in user and "\n- pdf" in user:
-        card = next(line for line in user.splitlines() if line.startswith("- pdf"))
-        return "pdf" if "invoice" in card and "invoice" in user.split("Request:", 1)[1] else "none"
+    card = listed_description(messages, "pdf")
+    if card is not None:
+        wanted = "invoice" in card and "invoice" in trigger_request(messages)
+        return skill_call("pdf") if wanted else "No tool is needed."
     system = messages[0]["content"] if messages[0]["role"] == "system" else ""
     return "Keep every amount as a Decimal value." if "Decimal" in system else "Use float amounts."
 

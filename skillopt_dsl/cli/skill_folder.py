@@ -45,6 +45,7 @@ from skillopt_dsl.skill_folder.describe import (
     DEFAULT_REPLY_TOKENS,
     DescriptionOutcome,
     DescriptionTask,
+    plan_description,
     train_description,
     words_optimizer,
 )
@@ -366,8 +367,11 @@ def compile_folder(
             max_errors=flags.max_errors,
             on_event=progress,
         )
+        plan = plan_description(task.description_task, settings)
+        if echo:
+            typer.echo(plan.preflight.line())
         try:
-            outcome = train_description(task.description_task, settings, optimizer)
+            outcome = train_description(task.description_task, settings, optimizer, plan)
         except KeyboardInterrupt:
             _interrupted(["skillopt-dsl", "compile", *task.words(), *flags.resume_words(directory)])
     if echo:

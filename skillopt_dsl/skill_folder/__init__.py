@@ -6,10 +6,12 @@ document under one learning rate and one gate.
 (`FolderDocument` has its format); `folder.changes(trained)` lists the files a trained document
 rewrites (a part the gate never changed stays byte-identical).
 
-Triggering as a task: `TriggerModule` asks the target model which skill to load for a request
-from a list of skill cards (`SkillCard`, `read_skill_cards`, `load_skill_cards`); trigger data
-loads with `load_trigger_splits`, and `measure_trigger` / `TriggerSummary` give precision,
-recall and accuracy beside `constant_trigger_summary` ("always" / "never trigger").
+Triggering as a task: `TriggerModule` shows the target model an agent's system prompt (ordinary
+tools beside a `Skill` tool listing the skill cards: `SkillCard`, `read_skill_cards`,
+`load_skill_cards`) and the request, runs it k times and scores the trigger rate; trigger data
+(JSONL, or skill-creator's eval sets) loads with `load_trigger_splits`, `trigger_preflight`
+says how many requests a gain needs, and `measure_trigger` / `TriggerSummary` give precision,
+recall, accuracy and the rate beside `constant_trigger_summary` ("always" / "never trigger").
 
 Use as a task: `SkillUseModule` runs a request with the folder loaded (the body and a list of
 the reference files as the system message, the tool `open_reference(path)`); each rollout's
@@ -49,14 +51,23 @@ from skillopt_dsl.skill_folder.stage import (
     read_folder_manifest,
     stage_folder,
 )
-from skillopt_dsl.skill_folder.trigger import ROUTER_INSTRUCTION, TriggerModule, pick_skill
+from skillopt_dsl.skill_folder.trigger import (
+    ROUTER_INSTRUCTION,
+    SKILL_TOOL,
+    TriggerModule,
+    pick_skill,
+    skill_called,
+)
 from skillopt_dsl.skill_folder.trigger_data import (
     TRIGGER_SIZES,
+    TriggerPreflight,
     TriggerSizes,
     TriggerSummary,
     constant_trigger_summary,
     load_trigger_splits,
     measure_trigger,
+    read_trigger_rows,
+    trigger_preflight,
 )
 from skillopt_dsl.skill_folder.use import REFERENCE_TOOL, SkillUseModule, SkillUseTrajectory
 from skillopt_dsl.skill_folder.use_cost import SkillCost, SkillUseSummary
@@ -68,6 +79,7 @@ __all__ = [
     "REFERENCE_TOOL",
     "ROUTER_INSTRUCTION",
     "SKILL_FILE",
+    "SKILL_TOOL",
     "TRIGGER_SIZES",
     "DescriptionAgent",
     "FolderChange",
@@ -84,6 +96,7 @@ __all__ = [
     "SkillUseTrajectory",
     "StagedFolder",
     "TriggerModule",
+    "TriggerPreflight",
     "TriggerSizes",
     "TriggerSummary",
     "adopt_folder",
@@ -96,7 +109,10 @@ __all__ = [
     "pick_skill",
     "read_folder_manifest",
     "read_skill_cards",
+    "read_trigger_rows",
     "recover_folder",
     "rollback_folder",
+    "skill_called",
     "stage_folder",
+    "trigger_preflight",
 ]

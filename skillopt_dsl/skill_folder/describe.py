@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from skillopt_dsl.compile import CompileResult, compile_with
+from skillopt_dsl.data import Splits
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.lm import LM, ResponseCache, resolve_lm
@@ -32,12 +33,18 @@ from skillopt_dsl.skill_folder.cards import SkillCard, load_skill_cards, read_sk
 from skillopt_dsl.skill_folder.document import DESCRIPTION, DescriptionAgent
 from skillopt_dsl.skill_folder.folder import SkillFolder
 from skillopt_dsl.skill_folder.stage import StagedFolder, stage_folder
-from skillopt_dsl.skill_folder.trigger import TriggerModule
+from skillopt_dsl.skill_folder.trigger import (
+    DEFAULT_SAMPLES,
+    DEFAULT_TEMPERATURE,
+    TriggerModule,
+)
 from skillopt_dsl.skill_folder.trigger_data import (
+    TriggerPreflight,
     TriggerSummary,
     constant_trigger_summary,
     load_trigger_splits,
     measure_trigger,
+    trigger_preflight,
 )
 from skillopt_dsl.skill_folder.trigger_proposer import TriggerWordsProposer
 from skillopt_dsl.types import Example
@@ -45,14 +52,16 @@ from skillopt_dsl.types import Example
 __all__ = [
     "DEFAULT_REPLY_TOKENS",
     "DescriptionOutcome",
+    "DescriptionPlan",
     "DescriptionTask",
     "TriggerRow",
+    "plan_description",
     "train_description",
     "words_optimizer",
 ]
 
-DEFAULT_REPLY_TOKENS = 16
-"""The most tokens a router reply may use by default (a skill name needs a few)."""
+DEFAULT_REPLY_TOKENS = 48
+"""The most tokens a trigger reply may use by default (a `Skill` tool call needs a few dozen)."""
 
 TriggerRow = tuple[str, TriggerSummary]
 """One line of the held-out trigger table: its label (`seed`, `compiled`, `always trigger`,
@@ -72,6 +81,41 @@ class DescriptionTask:
     agent: DescriptionAgent = "claude"
     shown_others: int | None = None
     reply_tokens: int = DEFAULT_REPLY_TOKENS
+    samples: int = DEFAULT_SAMPLES
+    temperature: float = DEFAULT_TEMPERATURE
+
+
+@dataclass(frozen=True)
+class DescriptionPlan:
+    """What a description run is, before any call: the folder as read, the trigger module,
+    the seeded splits and the pre-flight (how many requests a realistic gain needs)."""
+
+    folder: SkillFolder
+    module: TriggerModule
+    splits: Splits
+    preflight: TriggerPreflight
+
+
+def plan_description(task: DescriptionTask, settings: CompileSettings) -> DescriptionPlan:
+    """Read and check everything a description run needs, refusing before any model call what
+    could not be trained or staged (`SkillFolder.check_trainable`, `load_trigger_splits`); an
+    interrupted adopt of the folder is undone first."""
+    recover_folder(task.skill_folder)
+    folder = SkillFolder.read(task.skill_folder)
+    folder.check_trainable((DESCRIPTION,), task.agent)
+    splits = load_trigger_splits(task.trigger_data, seed=settings.seed, gate=settings.gate)
+    module = TriggerModule(
+        folder,
+        distractor_cards(task, folder),
+        agent=task.agent,
+        order_seed=settings.seed,
+        shown_others=task.shown_others,
+        reply_tokens=task.reply_tokens,
+        samples=task.samples,
+        temperature=task.temperature,
+    )
+    check = trigger_preflight(len(splits.val), task.samples, gate=settings.gate)
+    return DescriptionPlan(folder, module, splits, check)
 
 
 @dataclass(frozen=True)
@@ -88,6 +132,7 @@ class DescriptionOutcome:
     held_out: int
     staged: StagedFolder
     compile_wall_s: float
+    preflight: TriggerPreflight | None = None
 
     def to_dict(self) -> JSONObject:
         """The measured figures as one JSON object (what `sleep describe --json` prints)."""
@@ -104,6 +149,7 @@ class DescriptionOutcome:
                 "constant_test": None if r.baseline is None else r.baseline.test_score,
             },
             "held_out": self.held_out,
+            "preflight": None if self.preflight is None else _preflight_record(self.preflight),
             "trigger": {label: _trigger_record(summary) for label, summary in self.trigger},
             "gate": {
                 "decisions": len(r.gate_log),
@@ -119,8 +165,20 @@ class DescriptionOutcome:
         }
 
 
+def _preflight_record(check: TriggerPreflight) -> JSONObject:
+    return {
+        "val_requests": check.val_requests,
+        "samples": check.samples,
+        "gain": check.gain,
+        "needed_val": check.needed_val,
+        "needed_rows": check.needed_rows,
+        "even_chance_gain": round(check.even_chance_gain, 4),
+    }
+
+
 def _trigger_record(summary: TriggerSummary) -> JSONObject:
     return {
+        "rate_score": summary.rate_score,
         "accuracy": summary.accuracy,
         "precision": summary.precision,
         "recall": summary.recall,
@@ -168,25 +226,19 @@ def distractor_cards(task: DescriptionTask, folder: SkillFolder) -> tuple[SkillC
 
 
 def train_description(
-    task: DescriptionTask, settings: CompileSettings, optimizer: Optimizer | None
+    task: DescriptionTask,
+    settings: CompileSettings,
+    optimizer: Optimizer | None,
+    plan: DescriptionPlan | None = None,
 ) -> DescriptionOutcome:
     """Compile `task`'s description under `settings` (which must name a `run_dir`), measure
-    it on the held-out requests and stage it there; see the module docstring. An interrupted
-    adopt of the folder is undone first."""
+    it on the held-out requests and stage it there; see the module docstring. `plan` is
+    `plan_description(task, settings)` when the caller made it already (to print its
+    pre-flight before the first call)."""
     if settings.run_dir is None:
         raise UserInputError("train_description needs settings.run_dir (where to stage)")
-    recover_folder(task.skill_folder)
-    folder = SkillFolder.read(task.skill_folder)
-    folder.check_trainable((DESCRIPTION,), task.agent)
-    splits = load_trigger_splits(task.trigger_data, seed=settings.seed, gate=settings.gate)
-    module = TriggerModule(
-        folder,
-        distractor_cards(task, folder),
-        agent=task.agent,
-        order_seed=settings.seed,
-        shown_others=task.shown_others,
-        reply_tokens=task.reply_tokens,
-    )
+    chosen = plan if plan is not None else plan_description(task, settings)
+    folder, module, splits = chosen.folder, chosen.module, chosen.splits
     started = time.perf_counter()
     result = compile_with(
         module,
@@ -201,7 +253,7 @@ def train_description(
     replay = resolve_lm(settings.lm).with_cache(ResponseCache(RunFiles(directory).cache))
     rows = _trigger_rows(module, held_out, result, replay, settings)
     staged = stage_folder(result, folder, directory)
-    return DescriptionOutcome(result, tuple(rows), len(held_out), staged, wall_s)
+    return DescriptionOutcome(result, tuple(rows), len(held_out), staged, wall_s, chosen.preflight)
 
 
 def _trigger_rows(

@@ -1,14 +1,27 @@
-"""Triggering as a measured task: does the target model load this skill exactly when it should?
+"""Triggering as a measured task: does the agent call this skill exactly when it should?
 
-`TriggerModule` shows the target model what an agent sees before it loads a skill — a list of
-available skills as `- name: description` lines (this folder's skill, with the description being
-trained, among other skills' cards) — and a request, and asks for the name of the one skill to
-load, or `none`. An example is `{"request": str, "should_trigger": bool}`; it scores 1 when
-(the model picked this skill) == `should_trigger`.
+`TriggerModule` shows the target model what a coding agent sees (Claude Code's layout): a system
+prompt offering ordinary tools (`Read`, `Write`, `Bash`, `WebSearch`) beside a `Skill` tool
+whose description lists every available skill as `- name: description` (plus `when_to_use`
+where a card has one): this folder's skill, with the description being trained, among the
+other skills' cards. The user message is the request alone. The model decides whether any tool
+is worth calling at all; the request triggers this skill only when the reply calls `Skill`
+with its name (the text tool protocol of `skillopt_dsl.agents.protocol`: a JSON block, or a
+Python-style call). A reply that calls another tool, calls `Skill` for another skill, or
+answers directly does not trigger it, so "no skill" is a real option.
+
+Each request is run `samples` times (default 3) at `temperature` (default 0.7), each sample
+with its own seed, so the response cache keeps them as distinct samples. The request's score
+is its trigger rate against the label: the share of samples that called this skill when it
+should trigger, the share that did not when it should not. A graded score per request gives
+the gate more power per request than one 0/1 sample (`skillopt_dsl.skill_folder.trigger_data.
+trigger_preflight` says how many requests a run needs). An example is `{"request": str,
+"should_trigger": bool}`; the prediction carries `should_trigger` (a majority of the samples)
+and `trigger_rate`.
 
 The trained document holds the description part only (`folder.seed_skill(("description",))`);
-the router instruction is fixed. The list's order is seeded by the request text and
-`order_seed` — never by the candidate — so two candidates are compared on the same lists.
+the agent prompt is fixed. The listing's order is seeded by the request text and `order_seed`
+— never by the candidate — so two candidates are compared on the same prompts.
 `skill_refusal` refuses a description the chosen agent could not read (empty, several lines,
 over its length limit), so the door never sends one to the gate.
 
@@ -23,12 +36,15 @@ Example::
 
 from __future__ import annotations
 
+import json
 import random
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
+from skillopt_dsl.agents.protocol import parse_tool_calls
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.lm.base import Message
 from skillopt_dsl.metrics.score import Score
@@ -48,19 +64,42 @@ if TYPE_CHECKING:
     from skillopt_dsl.lm import LM
 
 __all__ = [
+    "DEFAULT_SAMPLES",
+    "DEFAULT_TEMPERATURE",
+    "ORDINARY_TOOLS",
     "ROUTER_INSTRUCTION",
+    "SKILL_TOOL",
     "TriggerModule",
     "TriggerPick",
+    "agent_prompt",
     "pick_skill",
+    "skill_called",
     "trigger_match",
 ]
 
 ROUTER_INSTRUCTION: Final[str] = (
-    "You choose which skill an assistant loads for a request. "
-    "Reply with the name of one skill from the list, or none if no skill fits. "
-    "Reply with the name only."
+    "You are a coding assistant working in the user's project. For each request, decide "
+    "whether one of your tools helps: call a tool only when it does, and answer directly "
+    "when none is needed."
 )
-"""The fixed (never trained) system message of every routing call."""
+"""The fixed (never trained) opening of every trigger call's system prompt."""
+
+SKILL_TOOL: Final[str] = "Skill"
+"""The name of the tool that loads a skill."""
+
+ORDINARY_TOOLS: Final[tuple[tuple[str, str], ...]] = (
+    ("Read(file_path)", "Read a file from the project."),
+    ("Write(file_path, content)", "Write a file in the project."),
+    ("Bash(command)", "Run a shell command in the project."),
+    ("WebSearch(query)", "Search the web."),
+)
+"""The ordinary tools every trigger prompt offers beside the skill tool (signature, what it
+does)."""
+
+DEFAULT_SAMPLES: Final[int] = 3
+"""How many times each request is run by default (its score is the trigger rate)."""
+DEFAULT_TEMPERATURE: Final[float] = 0.7
+"""The sampling temperature of the samples by default (above 0, so samples differ)."""
 
 _NONE = ("none", "no skill", "no-skill", "n/a", "null", "nothing")
 _TAG = re.compile(r"</?[A-Za-z_][\w-]*>")
@@ -73,11 +112,15 @@ _QUOTES = "\"'`“”‘’*"
 
 @dataclass(frozen=True)
 class TriggerPick:
-    """One routing call's trace: the skill the model picked (None: none, or an unreadable
-    answer) and the names in the order they were shown."""
+    """One request's samples: the skill each sample loaded (None: no `Skill` call, another
+    tool, or an unreadable skill name), the most common of them (`picked`), the names in the
+    order the listing showed them, and the trigger rate (the share of samples that loaded this
+    skill)."""
 
     picked: str | None
     shown: tuple[str, ...]
+    picks: tuple[str | None, ...] = ()
+    rate: float = 0.0
 
 
 def pick_skill(text: str, names: Sequence[str]) -> str | None:
@@ -103,15 +146,38 @@ def pick_skill(text: str, names: Sequence[str]) -> str | None:
 
 
 def trigger_match(example: Example, prediction: Prediction) -> Score:
-    """1 when the prediction's `should_trigger` equals the example's; a missing or non-boolean
-    label is an error naming the example (a string "false" must not count as a label)."""
+    """The trigger rate against the label: `trigger_rate` when the prediction has one (the
+    share of samples that loaded the skill), else 1 or 0 from `should_trigger`; scored as the
+    rate when the example should trigger, one minus it when not. A missing or non-boolean label
+    is an error naming the example (a string "false" must not count as a label)."""
     wanted = example.labels.get("should_trigger")
     if not isinstance(wanted, bool):
         raise UserInputError(
             f"trigger example {example.id!r}: `should_trigger` must be true or false, got "
             f"{wanted!r}"
         )
-    return Score(1.0 if prediction.outputs.get("should_trigger") is wanted else 0.0)
+    rate = prediction.outputs.get("trigger_rate")
+    if not isinstance(rate, int | float) or isinstance(rate, bool):
+        rate = 1.0 if prediction.outputs.get("should_trigger") is True else 0.0
+    return Score(float(rate) if wanted else 1.0 - float(rate))
+
+
+def skill_called(text: str, names: Sequence[str]) -> str | None:
+    """The skill a reply loads through the `Skill` tool, or None: the reply's first tool call
+    must be `Skill` with a `skill` (or `name`, `command`) argument naming one of `names`
+    (read with `pick_skill`'s tolerance); no call, another tool first, or an unknown name
+    load nothing."""
+    calls = parse_tool_calls(
+        text, [SKILL_TOOL, *(tool.split("(")[0] for tool, _ in ORDINARY_TOOLS)]
+    )
+    if not calls or calls[0].name.casefold() != SKILL_TOOL.casefold():
+        return None
+    arguments = calls[0].arguments
+    value = next(
+        (arguments[key] for key in ("skill", "name", "command") if key in arguments),
+        next(iter(arguments.values()), None),
+    )
+    return pick_skill(value, names) if isinstance(value, str) else None
 
 
 class TriggerModule(SkillModule):
@@ -129,6 +195,8 @@ class TriggerModule(SkillModule):
         order_seed: int = 0,
         shown_others: int | None = None,
         reply_tokens: int | None = None,
+        samples: int = DEFAULT_SAMPLES,
+        temperature: float = DEFAULT_TEMPERATURE,
     ) -> None:
         """`folder`: the skill whose description is trained; `others`: the other skills'
         cards (the user's own, or shipped distractors); `agent`: whose description limits the
@@ -136,7 +204,9 @@ class TriggerModule(SkillModule):
         how many of `others` each request's list shows (a seeded sample; None: all of them),
         which keeps the prompt short for a small model; `reply_tokens`: the most tokens a
         routing reply may use (a skill name needs few; None: the model's own `max_tokens`),
-        which keeps a small model from copying the whole list back."""
+        which keeps a small model from copying the whole list back; `samples`: how many
+        times each request runs (its score is the trigger rate over them); `temperature`:
+        their sampling temperature (above 0 when `samples` > 1, or the samples would agree)."""
         if not others:
             raise UserInputError("a trigger task needs at least one other skill to choose among")
         if shown_others is not None and not 1 <= shown_others <= len(others):
@@ -146,6 +216,13 @@ class TriggerModule(SkillModule):
             )
         if reply_tokens is not None and reply_tokens < 1:
             raise UserInputError(f"reply_tokens must be at least 1, got {reply_tokens}")
+        if samples < 1:
+            raise UserInputError(f"samples must be at least 1, got {samples}")
+        if samples > 1 and temperature <= 0:
+            raise UserInputError(
+                f"{samples} samples at temperature {temperature} would all agree; give a "
+                "temperature above 0 (or samples=1)"
+            )
         cards = check_cards((*others, SkillCard(folder.name, "(this skill)")))
         self.folder = folder
         self.others: tuple[SkillCard, ...] = cards[:-1]
@@ -153,6 +230,8 @@ class TriggerModule(SkillModule):
         self.order_seed = order_seed
         self.shown_others = shown_others
         self.reply_tokens = reply_tokens
+        self.samples = samples
+        self.temperature = temperature
         super().__init__(skill=folder.seed_skill((DESCRIPTION,)), metric=trigger_match)
 
     # -- what the router sees ---------------------------------------------------------------
@@ -175,44 +254,57 @@ class TriggerModule(SkillModule):
         return tuple(names)
 
     def render(self, skill: Skill, inputs: Example | Mapping[str, object]) -> list[Message]:
-        """The routing call's messages: the fixed instruction, then the list and the request."""
+        """The trigger call's messages: the agent's system prompt (the fixed instruction, the
+        ordinary tools and the `Skill` tool with the listing), then the request alone."""
         values = inputs.inputs if isinstance(inputs, Example) else inputs
         request = values.get("request")
         if not isinstance(request, str):
             raise UserInputError(f"a trigger example needs a string `request`, got {request!r}")
         cards = {card.name: card for card in self.others}
-        cards[self.folder.name] = SkillCard(self.folder.name, self.description_of(skill) or "-")
+        own = SkillCard(self.folder.name, self.description_of(skill) or "-")
+        cards[self.folder.name] = own
         listing = "\n".join(cards[name].line() for name in self.card_order(request))
-        user = f"Skills:\n{listing}\n\nRequest: {request}\n\nSkill to load:"
         return [
-            {"role": "system", "content": ROUTER_INSTRUCTION},
-            {"role": "user", "content": user},
+            {"role": "system", "content": agent_prompt(listing)},
+            {"role": "user", "content": request},
         ]
 
     def parse(self, text: str) -> Prediction:
-        """`should_trigger` is whether the reply picks this skill; never an error (an
-        unreadable reply picks no skill)."""
+        """`should_trigger` is whether the reply calls `Skill` with this skill; never an
+        error (a reply that calls nothing loads no skill)."""
         names = [card.name for card in self.others] + [self.folder.name]
-        return Prediction({"should_trigger": pick_skill(text, names) == self.folder.name}, raw=text)
+        picked = skill_called(text, names) == self.folder.name
+        return Prediction({"should_trigger": picked, "trigger_rate": float(picked)}, raw=text)
 
     # -- the seam -----------------------------------------------------------------------------
     def run(self, skill: Skill, example: Example, lm: LM, *, seed: int) -> RunOutcome:
-        """One routing call; the trace says which skill was picked among which."""
+        """`samples` calls, each with its own seed (`seed * samples + i`, so the cache keeps
+        them apart and a candidate and the seed meet the same seeds); the trace says which
+        skill each loaded among which."""
         messages = self.render(skill, example)
-        params = (
-            None if self.reply_tokens is None else replace(lm.params, max_tokens=self.reply_tokens)
+        params = replace(
+            lm.params,
+            temperature=self.temperature if self.samples > 1 else lm.params.temperature,
+            max_tokens=self.reply_tokens or lm.params.max_tokens,
         )
-        reply = lm.complete(messages, seed=seed, params=params)
         shown = self.card_order(example.request)
-        picked = pick_skill(reply.text, shown)
+        replies = [
+            lm.complete(messages, seed=seed * self.samples + i, params=params)
+            for i in range(self.samples)
+        ]
+        picks = tuple(skill_called(reply.text, shown) for reply in replies)
+        rate = sum(1 for pick in picks if pick == self.folder.name) / self.samples
+        picked = Counter(picks).most_common(1)[0][0]
+        outputs = {"should_trigger": rate > 0.5, "trigger_rate": rate}
+        text = "\n\n".join(reply.text for reply in replies)
         return RunOutcome(
-            prediction=Prediction({"should_trigger": picked == self.folder.name}, raw=reply.text),
-            output=reply.text,
-            prompt_tokens=reply.prompt_tokens,
-            completion_tokens=reply.completion_tokens,
-            latency_s=reply.latency_s,
-            cached=reply.cached,
-            trace=TriggerPick(picked, shown),
+            prediction=Prediction(outputs, raw=text),
+            output=text,
+            prompt_tokens=sum(reply.prompt_tokens for reply in replies),
+            completion_tokens=sum(reply.completion_tokens for reply in replies),
+            latency_s=sum(reply.latency_s for reply in replies),
+            cached=all(reply.cached for reply in replies),
+            trace=TriggerPick(picked, shown, picks, rate),
         )
 
     def score(self, example: Example, outcome: RunOutcome) -> Score:
@@ -221,11 +313,20 @@ class TriggerModule(SkillModule):
         pick = outcome.trace
         if score.value == 1.0 or not isinstance(pick, TriggerPick):
             return score
-        chosen = repr(pick.picked) if pick.picked is not None else "no skill"
+        runs = len(pick.picks) or 1
         if example.labels["should_trigger"]:
-            why = f"the router loaded {chosen} for a request {self.folder.name!r} should handle"
+            missed = [p for p in pick.picks if p != self.folder.name] or [pick.picked]
+            chosen = ", ".join(sorted({repr(p) if p else "no skill" for p in missed}))
+            why = (
+                f"the agent loaded {chosen} in {len(missed)} of {runs} run(s) for a request "
+                f"{self.folder.name!r} should handle"
+            )
         else:
-            why = f"the router loaded {self.folder.name!r} for a request it should not handle"
+            loaded = sum(1 for p in pick.picks if p == self.folder.name) or 1
+            why = (
+                f"the agent loaded {self.folder.name!r} in {loaded} of {runs} run(s) for a "
+                "request it should not handle"
+            )
         return Score(score.value, f"{why}: {example.request!r}")
 
     def skill_refusal(self, skill: Skill) -> str | None:
@@ -253,3 +354,31 @@ def _name_pattern(name: str, *, anchored: bool) -> re.Pattern[str]:
     body = r"[-_\s]+".join(words)
     start = "^" if anchored else r"(?<![\w-])"
     return re.compile(rf"{start}{body}(?![\w-])", re.IGNORECASE)
+
+
+def agent_prompt(listing: str) -> str:
+    """The agent's system prompt around a skill listing (`- name: description` lines): the
+    fixed instruction, the ordinary tools, the `Skill` tool and the tool protocol."""
+    tools = [f"- {signature}: {does}" for signature, does in ORDINARY_TOOLS]
+    skill_tool = (
+        f"- {SKILL_TOOL}(skill): Load a skill: instructions for one kind of task. Call it when "
+        "one of the available skills below fits the request, with that skill's name.\n"
+        f"  <available_skills>\n{_indented(listing)}\n  </available_skills>"
+    )
+    call = json.dumps({"tool": "<tool name>", "arguments": {"<argument>": "..."}})
+    return "\n".join(
+        [
+            ROUTER_INSTRUCTION,
+            "",
+            "You can call these tools:",
+            *tools,
+            skill_tool,
+            "",
+            f"To call a tool, reply with only a JSON block like this:\n```json\n{call}\n```",
+            "When no tool is needed, reply with your answer.",
+        ]
+    )
+
+
+def _indented(listing: str) -> str:
+    return "\n".join(f"  {line}" for line in listing.splitlines())

@@ -18,6 +18,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import NormalDist
 from typing import TypedDict
 
 from skillopt_dsl.data import Splits, load_splits
@@ -31,8 +32,10 @@ from skillopt_dsl.skill_folder.trigger import TriggerModule
 from skillopt_dsl.types import Example
 
 __all__ = [
+    "REALISTIC_GAIN",
     "TRIGGER_SIZES",
     "TriggerDataRow",
+    "TriggerPreflight",
     "TriggerSizes",
     "TriggerSummary",
     "check_trigger_examples",
@@ -42,6 +45,7 @@ __all__ = [
     "minimum_val_rows",
     "read_trigger_rows",
     "split_trigger_rows",
+    "trigger_preflight",
 ]
 
 logger = logging.getLogger(__name__)
@@ -147,6 +151,84 @@ def minimum_val_rows(gate: GateLevels | None = None, limit: int = 500) -> int | 
     )
 
 
+REALISTIC_GAIN = 0.10
+"""The gain in mean trigger rate `trigger_preflight` sizes a run for by default."""
+
+
+@dataclass(frozen=True)
+class TriggerPreflight:
+    """How many requests a trigger run needs, said before any call: on `val_requests`
+    validation requests with `samples` samples each, the requests a gain of `gain` in mean
+    trigger rate needs for an even chance to pass the gate's first decision (`needed_val`), and
+    the rows in all at the validation share of the split (`needed_rows`). `rate_sd` is the
+    standard deviation of one request's paired difference in trigger rate that the arithmetic
+    assumed."""
+
+    val_requests: int
+    samples: int
+    gain: float
+    rate_sd: float
+    level: float
+    needed_val: int
+    needed_rows: int
+
+    @property
+    def enough(self) -> bool:
+        """Whether the run has the validation requests the gain needs."""
+        return self.val_requests >= self.needed_val
+
+    @property
+    def even_chance_gain(self) -> float:
+        """The gain in mean trigger rate with an even chance to pass on this run's
+        `val_requests` (the same arithmetic solved for the gain)."""
+        z = NormalDist().inv_cdf(1 - self.level)
+        return z * self.rate_sd / math.sqrt(max(self.val_requests, 1))
+
+    def line(self) -> str:
+        """One line for the command line, printed before the first call."""
+        verdict = (
+            "this run has enough"
+            if self.enough
+            else f"this run's {self.val_requests} give an even chance only to a gain of "
+            f"{self.even_chance_gain:+.2f} or more"
+        )
+        return (
+            f"pre-flight: {self.val_requests} validation requests x {self.samples} sample(s); a "
+            f"gain of {self.gain:+.2f} in trigger rate needs about {self.needed_val} for an "
+            f"even chance to pass ({self.needed_rows} rows in all); {verdict}"
+        )
+
+
+def trigger_preflight(
+    val_requests: int,
+    samples: int,
+    *,
+    gain: float = REALISTIC_GAIN,
+    rate_sd: float | None = None,
+    gate: GateLevels | None = None,
+    val_share: float = float(TRIGGER_SIZES[1]),
+) -> TriggerPreflight:
+    """How many requests a trigger run at `samples` samples per request needs for a gain of
+    `gain` in mean trigger rate to have an even chance at the gate's first decision (default
+    `Gate()`); pure arithmetic, no model call.
+
+    The paired test on graded scores is approximated by the one-sided paired z-test at the
+    first decision's level: n = (z * sd / gain)^2. `rate_sd` is the standard deviation of one
+    request's paired difference of trigger rates when measured (a bench's figure); by default
+    the sampling noise of two rates of `samples` samples each at p = 1/2, the noisiest case:
+    sqrt(2 * 0.25 / samples). More samples per request shrink it, so fewer requests do."""
+    if samples < 1 or gain <= 0:
+        raise UserInputError(f"samples must be at least 1 and gain above 0, got {samples}, {gain}")
+    chosen = gate if gate is not None else Gate()
+    check = preflight(chosen, max(val_requests, 1), None)
+    level = check.first_level if check.first_level is not None else chosen.alpha
+    sd = rate_sd if rate_sd is not None else math.sqrt(0.5 / samples)
+    needed = math.ceil((NormalDist().inv_cdf(1 - level) * sd / gain) ** 2)
+    return TriggerPreflight(
+        val_requests, samples, gain, sd, level, needed, math.ceil(needed / val_share)
+    )
+
+
 def split_trigger_rows(
     rows: Sequence[TriggerDataRow],
     source: str,
@@ -223,6 +305,9 @@ class TriggerSummary:
     true_negatives: int
     false_negatives: int
     failed_negatives: int = 0
+    rate_score: float | None = None
+    """The mean trigger rate against the label (the task's mean score over k samples per
+    request); None for a constant answer, whose rate score is its accuracy."""
 
     @property
     def n(self) -> int:
@@ -250,10 +335,12 @@ class TriggerSummary:
         return self.true_positives / wanted if wanted else None
 
     def line(self, label: str) -> str:
-        """One aligned row: `label  accuracy  precision  recall  (tp fp tn fn)`."""
+        """One aligned row: `label  accuracy  precision  recall  rate  (tp fp tn fn)`; the
+        rate is the mean trigger rate against the label (the task's score)."""
+        rate = self.accuracy if self.rate_score is None else self.rate_score
         return (
             f"{label:<20} accuracy {self.accuracy:.3f}  precision {_fraction(self.precision)}  "
-            f"recall {_fraction(self.recall)}  (tp {self.true_positives}, fp "
+            f"recall {_fraction(self.recall)}  rate {rate:.3f}  (tp {self.true_positives}, fp "
             f"{self.false_positives}, tn {self.true_negatives}, fn {self.false_negatives}"
             f"{f', failed negatives {self.failed_negatives}' if self.failed_negatives else ''})"
         )
@@ -271,7 +358,8 @@ class TriggerSummary:
         counts = {"tp": 0, "fp": 0, "tn": 0, "fn": 0, "failed": 0}
         for rollout in rollouts:
             counts[_cell(wanted[rollout.example_id] is True, rollout)] += 1
-        return cls(counts["tp"], counts["fp"], counts["tn"], counts["fn"], counts["failed"])
+        mean = sum(r.score for r in rollouts) / len(rollouts) if rollouts else None
+        return cls(counts["tp"], counts["fp"], counts["tn"], counts["fn"], counts["failed"], mean)
 
 
 def _cell(should: bool, rollout: Rollout) -> str:
