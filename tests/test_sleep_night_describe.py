@@ -30,7 +30,6 @@ from skillopt_dsl.optimizers import GradientText
 from skillopt_dsl.sleep import SleepConfig, SleepProject, run_night
 from skillopt_dsl.sleep import cli as sleep_cli
 from skillopt_dsl.sleep import night as night_module
-from skillopt_dsl.sleep.describe_stage import split_budget
 from skillopt_dsl.sleep.night import NightResult
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.testing.trigger_fakes import listed_description, skill_call, trigger_request
@@ -186,17 +185,6 @@ def test_a_night_without_the_option_is_unchanged(
     stable = [{k: v for k, v in r.items() if k not in volatile} for r in reports]
     assert stable[0] == stable[1]
     assert "describe" not in sleep_cli.night_summary(plain)
-
-
-def test_the_budget_is_split_in_equal_shares() -> None:
-    """Kills: a folder's share that is not an equal cut, own work that loses the rounding, or a
-    budget cut when no folder is listed."""
-    whole = Budget(max_calls=100, max_tokens=1001, max_usd=3.0)
-    own, share = split_budget(whole, 2)
-    assert share == Budget(max_calls=33, max_tokens=333, max_usd=1.0)
-    assert own == Budget(max_calls=34, max_tokens=335, max_usd=1.0)
-    assert split_budget(whole, 0) == (whole, None)
-    assert split_budget(None, 2) == (None, None)
 
 
 def test_the_option_and_sleep_json_name_the_folders(

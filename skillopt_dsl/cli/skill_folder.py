@@ -34,7 +34,7 @@ from skillopt_dsl.cli_harness import EXIT_INTERRUPTED, handled
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.lm import LM, Budget
 from skillopt_dsl.lm.endpoint import OPTIMIZER_API_BASE_ENV, at_api_base
-from skillopt_dsl.optimizers import ConsolidationProposer, GradientText, ReflectiveProposer
+from skillopt_dsl.optimizers import ConsolidationProposer, HandOff, ReflectiveProposer
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.proposers import Proposer
 from skillopt_dsl.progress import CompileProgress
@@ -278,18 +278,19 @@ def _model(spec: object) -> Model:
     raise UserInputError(f"a command-line model must be a model string, got {spec!r}")
 
 
-def trigger_optimizer(proposer: ProposerChoice = ProposerChoice.both) -> GradientText:
-    """The search for a description: `words`, the missed requests' words (one-line edits, no
-    model call, for routers too small to reflect; the end-of-epoch consolidation then calls no
-    model either); `reflect`, reflection by the optimizer model; `both` (the default here; the
-    CLI's default is `words`)."""
+def trigger_optimizer(proposer: ProposerChoice = ProposerChoice.both) -> HandOff:
+    """The search for a description, compile's default (`HandOff`) on the chosen proposers:
+    `words`, the missed requests' words (one-line edits, no model call, for routers too small
+    to reflect; the end-of-epoch consolidation then calls no model either); `reflect`,
+    reflection by the optimizer model; `both` (the default here; the CLI's default is
+    `words`)."""
     from skillopt_dsl.skill_folder.trigger_proposer import TriggerWordsProposer
 
     if proposer is ProposerChoice.words:
         return words_optimizer()
     if proposer is ProposerChoice.reflect:
-        return GradientText(proposers=[ReflectiveProposer()])
-    return GradientText(proposers=[TriggerWordsProposer(), ReflectiveProposer()])
+        return HandOff.with_proposers([ReflectiveProposer()])
+    return HandOff.with_proposers([TriggerWordsProposer(), ReflectiveProposer()])
 
 
 def proposers_line(optimizer: Optimizer | None, reflector: Model) -> str:
@@ -309,9 +310,11 @@ def proposers_line(optimizer: Optimizer | None, reflector: Model) -> str:
 
 
 def _proposers(optimizer: Optimizer | None) -> list[Proposer]:
-    """The optimizer's proposers (or its `inner` optimizer's), plus a model-calling
-    consolidation; empty when it has none."""
-    for candidate in (optimizer, getattr(optimizer, "inner", None)):
+    """The optimizer's proposers (or its `inner` optimizer's, or a `HandOff`'s first search's:
+    both its searches run the same ones), plus a model-calling consolidation; empty when it has
+    none."""
+    parts = (optimizer, getattr(optimizer, "inner", None), getattr(optimizer, "first", None))
+    for candidate in parts:
         proposers = getattr(candidate, "proposers", None)
         if proposers is None:
             continue

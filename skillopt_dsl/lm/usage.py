@@ -1,4 +1,5 @@
-"""Budgets and the usage ledger: thread-safe call, token and dollar accounting for one run.
+"""The usage ledger: thread-safe call, token and dollar accounting for one run (its `Budget`
+and `UsageSnapshot` records are `spend.py`'s, re-exported here).
 
 Several `LM` clients of one run (target and optimizer models) share one `UsageLedger`. Every
 call reserves its worst case *before* it is sent (`reserve`): one call, its prompt tokens (counted
@@ -29,40 +30,22 @@ import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypedDict
+from typing import Any
 
 from skillopt_dsl.errors import BudgetExceeded, RunDirError, UserInputError
 from skillopt_dsl.json_types import JSONObject, JSONValue, json_float, json_int
 from skillopt_dsl.lm.base import Completion
+from skillopt_dsl.lm.spend import Budget, UsageRecord, UsageSnapshot
+
+__all__ = ["INTERRUPTED", "Budget", "Reservation", "UsageLedger", "UsageRecord", "UsageSnapshot"]
 
 logger = logging.getLogger(__name__)
 
 INTERRUPTED = "interrupted"
 """The error type of a call settled while its process was being interrupted (counted lost)."""
-
-
-@dataclass(frozen=True)
-class Budget:
-    """Hard limits for a run, checked before every call. `None` means unlimited.
-
-    `max_tokens` counts prompt plus completion tokens. Under `max_usd` every model call needs a
-    known price (litellm's price table, `LM(..., price=...)`; the embedded local model costs
-    0.0): a model with no known price is refused before its first call, with a message saying
-    how to set one.
-    """
-
-    max_calls: int | None = None
-    max_tokens: int | None = None
-    max_usd: float | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("max_calls", "max_tokens", "max_usd"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise UserInputError(f"Budget.{name} must be >= 0 or None, got {value!r}.")
 
 
 @dataclass(frozen=True)
@@ -77,110 +60,6 @@ class Reservation:
     tokens: int
     usd: float | None = None
     prompt_tokens: int = 0
-
-
-class UsageRecord(TypedDict):
-    """`UsageSnapshot.to_dict()`: the counters as a checkpoint, summary.json and the journal
-    hold them, with the derived `cost_usd` and `total_tokens`."""
-
-    calls: int
-    cache_hits: int
-    prompt_tokens: int
-    completion_tokens: int
-    priced_cost_usd: float
-    unpriced_calls: int
-    errors: int
-    retries: int
-    estimated_usage_calls: int
-    lost_calls: int
-    error_types: dict[str, int]
-    cost_usd: float | None
-    total_tokens: int
-
-
-@dataclass(frozen=True)
-class UsageSnapshot:
-    """An immutable copy of a ledger's counters (what a checkpoint stores).
-
-    `lost_calls` are calls that were in flight when a process was killed (found unsettled in
-    the journal on resume; error type `"lost"`) or interrupted (`KeyboardInterrupt` and the like;
-    error type `"interrupted"`): they are counted in `calls` and `errors` at their reserved
-    worst case (tokens and price), since the provider may have served them. A resumed run sends
-    them again, so it spends `lost_calls` more than an uninterrupted one.
-    """
-
-    calls: int = 0
-    cache_hits: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    priced_cost_usd: float = 0.0
-    unpriced_calls: int = 0
-    errors: int = 0
-    retries: int = 0
-    estimated_usage_calls: int = 0
-    lost_calls: int = 0
-    error_types: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
-
-    @property
-    def total_tokens(self) -> int:
-        """Prompt plus completion tokens."""
-        return self.prompt_tokens + self.completion_tokens
-
-    @property
-    def cost_usd(self) -> float | None:
-        """Known spend in USD; `None` when every successful call so far had an unknown price."""
-        priced = self.calls - self.errors - self.unpriced_calls
-        if self.unpriced_calls > 0 and priced <= 0:
-            return None
-        return self.priced_cost_usd
-
-    def to_dict(self) -> UsageRecord:
-        """A JSON-ready dict (derived `cost_usd` and `total_tokens` included)."""
-        return UsageRecord(
-            calls=self.calls,
-            cache_hits=self.cache_hits,
-            prompt_tokens=self.prompt_tokens,
-            completion_tokens=self.completion_tokens,
-            priced_cost_usd=self.priced_cost_usd,
-            unpriced_calls=self.unpriced_calls,
-            errors=self.errors,
-            retries=self.retries,
-            estimated_usage_calls=self.estimated_usage_calls,
-            lost_calls=self.lost_calls,
-            error_types=dict(self.error_types),
-            cost_usd=self.cost_usd,
-            total_tokens=self.total_tokens,
-        )
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, object]) -> UsageSnapshot:
-        """Rebuild a snapshot written by `to_dict`; unknown keys are an error."""
-        names = {f.name for f in fields(cls)}
-        unknown = set(data) - names - {"cost_usd", "total_tokens"}
-        if unknown:
-            raise UserInputError(
-                f"Unknown usage snapshot keys {sorted(unknown)}; expected {sorted(names)}."
-            )
-        error_types = data.get("error_types", {})
-        if not isinstance(error_types, Mapping):
-            raise UserInputError(f"usage snapshot error_types should be an object: {error_types!r}")
-
-        def count(name: str) -> int:
-            return json_int(data.get(name, 0))
-
-        return cls(
-            calls=count("calls"),
-            cache_hits=count("cache_hits"),
-            prompt_tokens=count("prompt_tokens"),
-            completion_tokens=count("completion_tokens"),
-            priced_cost_usd=json_float(data.get("priced_cost_usd", 0.0)),
-            unpriced_calls=count("unpriced_calls"),
-            errors=count("errors"),
-            retries=count("retries"),
-            estimated_usage_calls=count("estimated_usage_calls"),
-            lost_calls=count("lost_calls"),
-            error_types=MappingProxyType({str(k): json_int(v) for k, v in error_types.items()}),
-        )
 
 
 class UsageLedger:

@@ -23,7 +23,7 @@ from skillopt_dsl.data import Splits
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.lm import LM, ResponseCache, resolve_lm
-from skillopt_dsl.optimizers import ConsolidationProposer, GradientText
+from skillopt_dsl.optimizers import Bundle, ConsolidationProposer, GradientText, HandOff
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.runs import RunFiles
 from skillopt_dsl.settings import CompileSettings
@@ -201,13 +201,13 @@ def _staged_record(staged: StagedFolder) -> JSONObject:
     }
 
 
-def words_optimizer() -> GradientText:
-    """The search that needs no optimizer model: one-line edits from the missed requests'
-    words (`TriggerWordsProposer`), consolidated without a model call."""
-    return GradientText(
-        proposers=[TriggerWordsProposer()],
-        consolidation=ConsolidationProposer(use_model=False),
-    )
+def words_optimizer() -> HandOff:
+    """Compile's default search (`HandOff`: GradientText, then Bundle where its screens show
+    only small effects) on the proposer that needs no optimizer model: one-line edits from the
+    missed requests' words (`TriggerWordsProposer`), consolidated without a model call."""
+    words = [TriggerWordsProposer()]
+    first = GradientText(proposers=words, consolidation=ConsolidationProposer(use_model=False))
+    return HandOff(first=first, then=Bundle(proposers=words))
 
 
 def distractor_cards(task: DescriptionTask, folder: SkillFolder) -> tuple[SkillCard, ...]:

@@ -18,13 +18,12 @@ from skillopt_dsl.data import Splits
 from skillopt_dsl.errors import BudgetExceeded, SkillOptError
 from skillopt_dsl.evaluate import EvaluationReport, Rollout
 from skillopt_dsl.gate import Gate
-from skillopt_dsl.lm import Budget, UsageSnapshot
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.settings import CompileSettings
 from skillopt_dsl.types import Example, Prediction
 
-__all__ = ["Consolidation", "consolidate", "gate_minimum_val", "readiness", "remaining_budget"]
+__all__ = ["Consolidation", "consolidate", "gate_minimum_val", "readiness"]
 
 logger = logging.getLogger(__name__)
 
@@ -98,20 +97,6 @@ def _overlap(train: list[Example], val: list[Example]) -> list[str]:
     train_ids = {e.id.split("~")[0] for e in train}
     train_keys = {key(e) for e in train}
     return [e.id for e in val if e.id in train_ids or key(e) in train_keys]
-
-
-def remaining_budget(budget: Budget | None, spent: UsageSnapshot) -> Budget | None:
-    """What is left of `budget` after `spent` (never below zero)."""
-    if budget is None:
-        return None
-    usd = spent.cost_usd or 0.0
-    return Budget(
-        max_calls=None if budget.max_calls is None else max(budget.max_calls - spent.calls, 0),
-        max_tokens=None
-        if budget.max_tokens is None
-        else max(budget.max_tokens - spent.total_tokens, 0),
-        max_usd=None if budget.max_usd is None else max(budget.max_usd - usd, 0.0),
-    )
 
 
 def consolidate(

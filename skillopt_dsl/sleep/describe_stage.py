@@ -8,7 +8,7 @@ one label or are too few to split are refused exactly as `sleep describe` refuse
 refusal is recorded as the folder being skipped, with its reason: the night goes on. Otherwise
 `train_description` (the path `compile --skill-folder` and `sleep describe` run: the same
 `TriggerModule`, distractors beside the folder, words proposer, gate and staging) runs in
-`<night>/describe/<name>/` with the folder's share of the night's budget (`split_budget`), and
+`<night>/describe/<name>/` with the folder's share of the night's budget (`Budget.split`), and
 `skillopt-dsl skill-folder adopt <night>/describe/<name>` adopts what it staged. No live file
 is written, and `auto_adopt` never adopts a folder: folders are adopted only by that command.
 """
@@ -49,7 +49,6 @@ __all__ = [
     "DescribePlan",
     "FolderDescribed",
     "describe_folders",
-    "split_budget",
 ]
 
 logger = logging.getLogger(__name__)
@@ -131,28 +130,6 @@ class FolderDescribed:
 
 def _fmt(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
-
-
-def split_budget(budget: Budget | None, folders: int) -> tuple[Budget | None, Budget | None]:
-    """The night's own share of `budget` and each described folder's: every limit is cut in
-    `folders + 1` equal shares (whole calls and tokens, rounded down), each folder gets one,
-    the night's own work the rest. `budget` itself (and None) when no folder is listed."""
-    if budget is None or folders <= 0:
-        return budget, None
-    calls, own_calls = _cut(budget.max_calls, folders)
-    tokens, own_tokens = _cut(budget.max_tokens, folders)
-    usd = None if budget.max_usd is None else budget.max_usd / (folders + 1)
-    own_usd = None if budget.max_usd is None or usd is None else budget.max_usd - folders * usd
-    share = Budget(max_calls=calls, max_tokens=tokens, max_usd=usd)
-    return Budget(max_calls=own_calls, max_tokens=own_tokens, max_usd=own_usd), share
-
-
-def _cut(limit: int | None, folders: int) -> tuple[int | None, int | None]:
-    """A whole-number limit cut into one folder's share and the night's own rest."""
-    if limit is None:
-        return None, None
-    share = limit // (folders + 1)
-    return share, limit - folders * share
 
 
 def describe_folders(

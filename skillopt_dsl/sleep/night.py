@@ -38,13 +38,11 @@ from skillopt_dsl.sleep.consolidate import (
     Consolidation,
     consolidate,
     gate_minimum_val,
-    remaining_budget,
 )
 from skillopt_dsl.sleep.describe_stage import (
     DescribePlan,
     FolderDescribed,
     describe_folders,
-    split_budget,
 )
 from skillopt_dsl.sleep.dreams import dream_variants
 from skillopt_dsl.sleep.errors import SleepError
@@ -293,7 +291,11 @@ class _Night:
         self.night_id = project.new_night_id()
         self.partial = project.night_dir(self.night_id + ".partial")
         self.folders = config.describe or tuple(project.path / p for p in project.config().describe)
-        self.own_budget, self.share = split_budget(config.budget, len(self.folders))
+        # the night's own work and each described folder: fixed, equal shares of the budget
+        budget, folders = config.budget, len(self.folders)
+        shares = budget.split(folders + 1) if budget is not None and folders else None
+        self.own_budget: Budget | None = budget if shares is None else shares[0]
+        self.share: Budget | None = None if shares is None else shares[1]
         self.mine_ledger = UsageLedger(self.own_budget)
         self.book = ScoreBook()
 
@@ -339,7 +341,9 @@ class _Night:
             lm=replay_lm,
             optimizer_lm=self.config.optimizer_lm,
             gate=gate,
-            budget=remaining_budget(self.own_budget, self.mine_ledger.snapshot()),
+            budget=None
+            if self.own_budget is None
+            else self.own_budget.left_after(self.mine_ledger.snapshot()),
             run_dir=self.partial / "run",
             seed=self.config.seed,
             threads=self.config.threads,
