@@ -27,6 +27,7 @@ from skillopt_dsl.optimizers.proposers import (
     ReflectiveProposer,
     default_proposers,
 )
+from skillopt_dsl.skill import token_distance
 from skillopt_dsl.testing import ScriptedLM
 
 pytestmark = pytest.mark.timeout(120)
@@ -124,11 +125,17 @@ def test_an_agent_declares_its_proposers_and_compile_default_uses_them() -> None
     ]
 
 
-def _request(module: AgentModule, lm: LM, optimizer: ScriptedLM, n: int = 4) -> ProposalRequest:
+def _request(
+    module: AgentModule, lm: LM, optimizer: ScriptedLM, n: int = 4, *, calls: bool = False
+) -> ProposalRequest:
+    """A proposal request on `n` training rows (without their reference `tool_calls` unless
+    `calls`), rolled out by `lm`."""
     import random
 
     examples = [
-        sd.Example(e.id, e.inputs, {k: v for k, v in e.labels.items() if k != "tool_calls"})
+        sd.Example(
+            e.id, e.inputs, {k: v for k, v in e.labels.items() if calls or k != "tool_calls"}
+        )
         for e in _splits().train[:n]
     ]
     report = evaluate(module, examples, skill=module.seed_skill, lm=lm, threads=1, progress=False)
@@ -145,6 +152,15 @@ def _request(module: AgentModule, lm: LM, optimizer: ScriptedLM, n: int = 4) -> 
     )
 
 
+def wrong_after_the_call(messages: list[dict[str, str]]) -> str:
+    """Calls `lookup` on the question's city, then answers wrongly."""
+    if messages[-1]["content"].startswith("Result of lookup:"):
+        return "1234"
+    match = _CITY.search(next(m["content"] for m in messages if m["role"] == "user"))
+    city = match.group(1) if match else "Nowhere"
+    return '```json\n{"tool": "lookup", "arguments": {"city": "' + city + '"}}\n```'
+
+
 def test_tool_demos_come_from_successful_runs_where_rows_have_no_reference_calls() -> None:
     """Kills: worked examples only from `tool_calls` labels (rows without them give none), a
     demo from a run the metric failed, or a demo without the call and its result."""
@@ -159,7 +175,10 @@ def test_tool_demos_come_from_successful_runs_where_rows_have_no_reference_calls
     for demo in demos:
         assert any(str(e.inputs["question"]) in demo for e in wins)
         assert '"tool": "lookup"' in demo and "Result of lookup: {" in demo and "Answer: " in demo
-    failing = _request(TableLookup(), LM(ScriptedLM(lambda m: "1234")), ScriptedLM(lambda m: "{}"))
+    failing = _request(
+        TableLookup(), LM(ScriptedLM(wrong_after_the_call)), ScriptedLM(lambda m: "{}")
+    )
+    assert all(r.score == 0.0 and r.trace.tool_calls for r in failing.rollouts)  # type: ignore[union-attr]
     groups = ToolDemonstrationsProposer().propose(failing)
     assert all("Input:" not in getattr(e, "text", "") for g in groups for e in g.edits)
 
@@ -197,3 +216,53 @@ def test_agent_reflection_sees_the_trajectory_and_never_states_an_answer() -> No
     assert "call lookup(" in prompts[0] and "ERROR" in prompts[0]  # the failed call is shown
     free = ReflectiveProposer().propose(request)
     assert any(getattr(e, "text", "").startswith("The answer is") for g in free for e in g.edits)
+
+
+def test_skill_optimizer_default_on_a_react_program_never_states_an_answer() -> None:
+    """The same for a `dspy.ReAct` program under `SkillOptimizer`'s default (compile's, on each
+    predictor). Kills: ReAct's predictors given reflection free to state the labels' answers,
+    or every DSPy predictor given the agent rule (a plain `ChainOfThought` keeps the generic
+    proposers)."""
+    dspy = pytest.importorskip("dspy", reason="needs the [dspy] extra")
+    from skillopt_dsl.dspy import DSPyProgram
+
+    def author_of(title: str) -> str:
+        """The author of a book."""
+        return {"Dune": "Herbert", "Emma": "Austen"}.get(title, "unknown")
+
+    def exact(gold: object, pred: object, trace: object = None) -> float:
+        return float(getattr(pred, "answer", "") == getattr(gold, "answer", None))
+
+    react = DSPyProgram(dspy.ReAct("question -> answer", tools=[author_of]), exact,
+                        inputs=("question",))  # fmt: skip
+    plain = DSPyProgram(dspy.ChainOfThought("question -> answer"), exact, inputs=("question",))
+    for name in react.predictor_names:
+        chosen = default_optimizer(react.module(name))
+        reflective = [p for p in chosen.first.proposers if isinstance(p, ReflectiveProposer)]  # type: ignore[attr-defined]
+        assert reflective and not any(p.state_answers for p in reflective), name
+    (name,) = plain.predictor_names
+    chosen = default_optimizer(plain.module(name))
+    assert all(
+        p.state_answers
+        for p in chosen.first.proposers  # type: ignore[attr-defined]
+        if isinstance(p, ReflectiveProposer)
+    )
+
+
+def test_the_tool_rule_and_a_worked_example_fit_a_small_learning_rate_together() -> None:
+    """On the seed, at the learning rate's floor (128 tokens), the proposal holds the rule that
+    says to answer once the result is in AND a worked example of the call (Qwen2.5-0.5B calls
+    the tool unprompted but calls it again after every result: a worked example alone fixed 2
+    of 20 validation questions). Kills: the full protocol rule kept first (no example then
+    fits), or the rule dropped for the example."""
+    module = TableLookup()
+    request = _request(
+        module, LM(ScriptedLM(lambda m: "1234")), ScriptedLM(lambda m: "{}"), calls=True
+    )
+    request.budget_tokens = 128
+    (group,) = ToolDemonstrationsProposer().propose(request)
+    after, report = module.seed_skill.apply(list(group.edits))
+    assert all(o.status == "applied" for o in report.outcomes)
+    assert token_distance(module.seed_skill.text, after.text) <= 128
+    assert "reply with the answer only" in after.text
+    assert '"tool": "lookup"' in after.text and "Result of lookup: {" in after.text

@@ -23,7 +23,12 @@ from skillopt_dsl.dspy.proposals import (
     worked_values,
 )
 from skillopt_dsl.dspy.route import charged
-from skillopt_dsl.optimizers.proposers import mentions_format
+from skillopt_dsl.optimizers.proposers import (
+    Proposer,
+    ReflectiveProposer,
+    default_proposers,
+    mentions_format,
+)
 from skillopt_dsl.types import Example
 
 if TYPE_CHECKING:
@@ -57,12 +62,28 @@ def program_trace(rollout: Rollout | None) -> ProgramTrace | None:
 
 
 class ProposerHooks:
-    """The five proposer hooks, for a module with `program` and `predictor` (its name)."""
+    """The proposer hooks, for a module with `program` and `predictor` (its name)."""
 
     if TYPE_CHECKING:  # set by `PredictorModule` (runtime annotations would be its fields)
         program: ProgramFacts
         predictor: str
         output_fields: ClassVar[dict[str, FieldSpec]]
+
+    def default_proposers(self) -> list[Proposer]:
+        """The proposers that suit this predictor (what `compile`'s default search, and so
+        `SkillOptimizer`'s, uses on it): the generic ones, whose worked examples here come
+        only from real traces and labels (`worked_example`: a `dspy.ReAct` step shows its tool
+        call, its extractor the trajectory with each call's result, then the answer). Where
+        the predictor reads a `trajectory` (a `dspy.ReAct`'s predictors: the answers come
+        from the tools), reflection never writes a training example's answer into the
+        instructions (`ReflectiveProposer(state_answers=False)`)."""
+        proposers = default_proposers()
+        if "trajectory" not in self.program.signature(self.predictor).input_fields:
+            return proposers
+        return [
+            ReflectiveProposer(state_answers=False) if isinstance(p, ReflectiveProposer) else p
+            for p in proposers
+        ]
 
     def own_calls(self, run: ProgramTrace | None) -> tuple[Any, ...]:
         """This predictor's traced calls in `run` (its copies' included), whichever
