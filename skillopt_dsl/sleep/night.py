@@ -14,12 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Literal
 
 from skillopt_dsl.compile import ModelSpec, default_optimizer
 from skillopt_dsl.data import Splits
 from skillopt_dsl.evaluate import DEFAULT_THREADS
-from skillopt_dsl.evidence import Preflight, preflight
 from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import (
     DEFAULT_MODEL,
@@ -27,7 +26,6 @@ from skillopt_dsl.lm import (
     Budget,
     SamplingParams,
     UsageLedger,
-    UsageSnapshot,
     resolve_lm,
 )
 from skillopt_dsl.optimizers.base import Optimizer
@@ -35,9 +33,7 @@ from skillopt_dsl.settings import CompileSettings, EventListener
 from skillopt_dsl.sleep.adopt import adopt, recover
 from skillopt_dsl.sleep.agent_replay import AgentReplay, AgentRunsOnly, AgentSettings, settings_from
 from skillopt_dsl.sleep.consolidate import (
-    Consolidation,
     consolidate,
-    gate_minimum_val,
 )
 from skillopt_dsl.sleep.describe_stage import (
     DescribePlan,
@@ -46,10 +42,17 @@ from skillopt_dsl.sleep.describe_stage import (
 )
 from skillopt_dsl.sleep.dreams import dream_variants
 from skillopt_dsl.sleep.errors import SleepError
-from skillopt_dsl.sleep.harvest import AgentName, HarvestResult, HarvestStats, harvest, utc_now
+from skillopt_dsl.sleep.harvest import AgentName, HarvestResult, harvest
 from skillopt_dsl.sleep.judge import ScoreBook, TaskJudge, no_regression_guard
 from skillopt_dsl.sleep.live import LiveFiles
 from skillopt_dsl.sleep.mine import MineStats, mine_sessions
+from skillopt_dsl.sleep.night_report import (
+    Gathered,
+    NightFacts,
+    Searched,
+    gate_statement,
+    night_report,
+)
 from skillopt_dsl.sleep.project import ProjectConfig, SleepProject
 from skillopt_dsl.sleep.rejections import (
     load_rejected,
@@ -300,42 +303,68 @@ class _Night:
         self.book = ScoreBook()
 
     def run(self) -> NightResult:
+        """The night as a pipeline of named stages; its report is built once, from their
+        records (`skillopt_dsl.sleep.night_report`)."""
+        target = self._checked_target()
+        self.partial.mkdir(parents=True)
+        gathered = self._gather()
+        module, replay_lm = self._replay(gathered, target)
+        searched = self._consolidate(gathered, module, replay_lm)
+        report = night_report(self._facts(target), gathered, searched)
+        path = self._stage(gathered, searched, report, module)
+        self._remember(gathered, searched)
+        if self.config.auto_adopt:
+            report = self._auto_adopt(path, report)
+        return NightResult(path, report, self._describe(path, target))
+
+    def _checked_target(self) -> AgentSettings | ModelSpec:
+        """What the replays run on; an agent CLI is checked before any spend."""
         target = replay_target(self.config, self.project.config())
         if isinstance(target, AgentSettings):
             _check_agent(target, self.config.budget)
-        self.partial.mkdir(parents=True)
+        return target
+
+    def _gather(self) -> Gathered:
+        """Harvest and mine (or load the reviewed tasks), choose the agent, read the live files."""
         watermark_before = self.project.watermark()
         harvested, tasks, mine_stats = self._tasks()
         agent = _choose_agent(self.project, self.config, harvested)
         skill_rel = self.config.skill_file or self.project.config().skill_file
         live = LiveFiles.read(self.project, memory_files()[agent], skill_rel)
+        return Gathered(harvested, mine_stats, tasks, agent, live, watermark_before)
+
+    def _replay(
+        self, gathered: Gathered, target: AgentSettings | ModelSpec
+    ) -> tuple[Replay, ModelSpec]:
+        """The replay module (through the agent CLI, or on a model) and the model it runs on."""
         judge = TaskJudge(
             mode=self.config.judge_mode,
             rubric_lm=resolve_lm(self.config.optimizer_lm) if self.config.rubric_judge else None,
         )
-        usable = [t for t in tasks if t.checks or judge.judges_rubrics]
-        module: Replay
+        skill, live = gathered.live.document(), gathered.live
         if isinstance(target, AgentSettings):
             module = AgentReplay(
-                skill=live.document(),
+                skill=skill,
                 judge=judge,
                 book=self.book,
                 live=live,
                 settings=target,
                 contrastive=self.config.contrastive,
             )
-            replay_lm: ModelSpec = AgentRunsOnly()
-        else:
-            module = Replay(
-                skill=live.document(),
-                judge=judge,
-                book=self.book,
-                contrastive=self.config.contrastive,
-            )
-            replay_lm = target if target is not None else embedded_replay_lm()
+            return module, AgentRunsOnly()
+        replay = Replay(
+            skill=skill, judge=judge, book=self.book, contrastive=self.config.contrastive
+        )
+        return replay, target if target is not None else embedded_replay_lm()
+
+    def _consolidate(self, gathered: Gathered, module: Replay, replay_lm: ModelSpec) -> Searched:
+        """The one gated search over the tasks the night can judge (and their dream variants),
+        seeded with earlier nights' rejected edits."""
+        usable = [t for t in gathered.tasks if t.checks or module.judge.judges_rubrics]
         gate = self._gate(module.seed_skill.hash)
         _emit(self.on_event, "consolidate", {"tasks": len(usable)})
-        splits = self._dreamed(to_splits(usable))
+        mined = to_splits(usable)
+        splits = self._dreamed(mined)
         remembered = load_rejected(self.project) if self.config.remember_rejected else []
         settings = CompileSettings(
             lm=replay_lm,
@@ -352,40 +381,50 @@ class _Night:
         )
         consolidation = consolidate(module, splits, optimizer=self._optimizer(), settings=settings)
         result = consolidation.result
-        proposals = live.proposals(result.best_skill) if result and result.improved else {}
-        report = self._report(
-            harvested, mine_stats, usable, live, agent, consolidation, proposals, gate
+        proposals = gathered.live.proposals(result.best_skill) if result and result.improved else {}
+        dreamed = len(splits.train) - len(mined.train)
+        return Searched(consolidation, gate, usable, proposals, dreamed, len(remembered))
+
+    def _facts(self, target: AgentSettings | ModelSpec) -> NightFacts:
+        config = self.config
+        return NightFacts(
+            night_id=self.night_id,
+            project=str(self.project.path),
+            home=str(config.home) if config.tasks is None else f"tasks: {config.tasks}",
+            replay=_describe(target),
+            budget=config.budget,
+            no_regression=config.no_regression,
+            auto_adopt=config.auto_adopt,
+            mining=self.mine_ledger.snapshot(),
+            wall_s=time.perf_counter() - self.started,
         )
-        dreamed = len(splits.train) - len(to_splits(usable).train)
-        report = report.model_copy(
-            update={
-                "watermark_before": watermark_before and watermark_before.isoformat(),
-                "replay": _describe(target),
-                "tasks": {
-                    **report.tasks,
-                    "dream_variants": dreamed,
-                    "remembered_rejected": len(remembered),
-                },
-            }
-        )
-        best_hash = result.best_skill.hash if result else module.seed_skill.hash
-        path = write_stage(
+
+    def _stage(
+        self, gathered: Gathered, searched: Searched, report: NightReport, module: Replay
+    ) -> Path:
+        """Write the night under its partial folder and make it the staged night."""
+        result = searched.consolidation.result
+        seed_hash = module.seed_skill.hash
+        best_hash = result.best_skill.hash if result else seed_hash
+        harvested = gathered.harvested
+        return write_stage(
             self.project,
             self.partial,
             report,
-            live=live.raw,
-            proposals=proposals,
-            tasks=usable,
-            evidence=evidence_rows(usable, self.book, module.seed_skill.hash, best_hash),
+            live=gathered.live.raw,
+            proposals=searched.proposals,
+            tasks=searched.tasks,
+            evidence=evidence_rows(searched.tasks, self.book, seed_hash, best_hash),
             sessions=[s.review_row() for s in harvested.sessions] if harvested else [],
         )
-        self._advance_watermark(harvested)
+
+    def _remember(self, gathered: Gathered, searched: Searched) -> None:
+        """Advance the watermark past the sessions read; keep the edits the gate rejected."""
+        self._advance_watermark(gathered.harvested)
+        result = searched.consolidation.result
         if self.config.remember_rejected and result is not None:
             held = remember_rejected(self.project, self.night_id, rejected_in(result))
             logger.info("the rejected-edit memory holds %d candidate(s)", held)
-        if self.config.auto_adopt:
-            report = self._auto_adopt(path, report)
-        return NightResult(path, report, self._describe(path, target))
 
     def _describe(
         self, path: Path, target: AgentSettings | ModelSpec
@@ -463,81 +502,6 @@ class _Night:
         write_report(path, updated)
         return updated
 
-    def _report(
-        self,
-        harvested: HarvestResult | None,
-        mine_stats: MineStats,
-        tasks: list[Task],
-        live: LiveFiles,
-        agent: str,
-        consolidation: Consolidation,
-        proposals: Mapping[str, bytes],
-        gate: Gate,
-    ) -> NightReport:
-        result = consolidation.result
-        stats = harvested.stats if harvested else HarvestStats()
-        spent = _spend(self.mine_ledger.snapshot(), result.usage if result else None)
-        return NightReport(
-            night_id=self.night_id,
-            project=str(self.project.path),
-            created=utc_now().isoformat(),
-            agent=agent,
-            sources=[] if harvested is None else sorted({s.agent for s in harvested.sessions}),
-            home=str(self.config.home)
-            if self.config.tasks is None
-            else f"tasks: {self.config.tasks}",
-            memory_file=live.memory_rel,
-            skill_file=live.skill_rel,
-            watermark_before=None,
-            watermark_after=harvested.newest.isoformat()
-            if harvested and harvested.newest
-            else None,
-            harvest=dict(stats.to_dict()),
-            mining=dict(mine_stats.to_dict()),
-            tasks={
-                "total": len(tasks),
-                "train": sum(1 for t in tasks if t.split == "train"),
-                "val": sum(1 for t in tasks if t.split == "val"),
-                "test": sum(1 for t in tasks if t.split == "test"),
-                "recurring": sum(1 for t in tasks if t.weight > 1),
-            },
-            blocked=consolidation.blocked or _nothing_passed(result),
-            stop_reason=result.stop_reason if result else None,
-            seed_val=result.seed_val_score if result else None,
-            candidate_val=result.val_score if result else None,
-            seed_test=result.seed_test_score if result else None,
-            candidate_test=result.test_score if result else None,
-            gate_minimum_val=gate_minimum_val(gate),
-            gate_statement=gate_statement(
-                gate,
-                sum(1 for t in tasks if t.split == "val"),
-                result.preflight if result else None,
-            ),
-            gate_decisions=[dict(d.to_dict()) for d in result.gate_log] if result else [],
-            accepted=bool(proposals),
-            proposed_files=sorted(proposals),
-            no_regression=self.config.no_regression,
-            budget=None if self.config.budget is None else vars(self.config.budget),
-            spend=dict(spent),
-            wall_s=time.perf_counter() - self.started,
-            auto_adopt=self.config.auto_adopt,
-        )
-
-
-def gate_statement(gate: Gate, val_tasks: int, check: Preflight | None = None) -> str | None:
-    """What the night's gate could certify on `val_tasks` val tasks, in words: the clean fix
-    its first decision needs and the gain with an even chance to pass, with the pre-flight
-    warning when the night has too few val tasks (None: no val task).
-
-    `check` is the pre-flight of the night's run (its plan known); without it, the night's
-    decisions are taken as open-ended. All candidates of a night are decided in one run, so
-    they share one significance budget.
-    """
-    if val_tasks <= 0:
-        return None
-    check = check if check is not None else preflight(gate, val_tasks, None)
-    return check.statement()
-
 
 def _check_agent(settings: AgentSettings, budget: Budget | None) -> None:
     """Refuse, before any spend, an agent CLI that is not installed, or a dollar budget the
@@ -561,34 +525,3 @@ def _describe(target: AgentSettings | ModelSpec) -> str:
     if isinstance(target, str):
         return f"model: {target}"
     return f"model: {getattr(target, 'model', type(target).__name__)}"
-
-
-def _nothing_passed(result: Any) -> str | None:
-    if result is None or result.improved:
-        return None
-    return f"no candidate passed the gate ({len(result.gate_log)} decision(s))"
-
-
-class SpendRecord(TypedDict):
-    """What a night spent (`NightReport.spend`): calls, tokens and dollars in all, and the
-    calls of mining and of the compile."""
-
-    calls: int
-    tokens: int
-    usd: float | None
-    mining_calls: int
-    compile_calls: int
-    cache_hits: int
-
-
-def _spend(mining: UsageSnapshot, compiled: UsageSnapshot | None) -> SpendRecord:
-    parts = [mining] + ([compiled] if compiled is not None else [])
-    usd = [p.cost_usd for p in parts if p.cost_usd is not None]
-    return {
-        "calls": sum(p.calls for p in parts),
-        "tokens": sum(p.total_tokens for p in parts),
-        "usd": round(sum(usd), 6) if usd else None,
-        "mining_calls": mining.calls,
-        "compile_calls": compiled.calls if compiled is not None else 0,
-        "cache_hits": sum(p.cache_hits for p in parts),
-    }
