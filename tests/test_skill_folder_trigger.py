@@ -340,7 +340,9 @@ def test_the_words_proposer_appends_missed_words_on_one_line(tmp_path: Path) -> 
     batch = [
         _example("release changelog for the tagged version", True),
         _example("changelog of release notes", True),
+        _example("tagged changelog draft", True),
         _example("commit summary for staged files", False),
+        _example("commit summary please", False),
     ]
     rollouts = [
         Rollout(e.id, "x", Prediction({"should_trigger": not e.should_trigger}), 0.0) for e in batch

@@ -169,8 +169,17 @@ def test_of_one_off_words_those_the_whole_label_uses_win() -> None:
     alike = [*missed, *_missed("changelog for 2.0", "a changelog entry")]
     words = distinctive_words(missed, alike, [], "Writes notes.", 1)
     assert words == ["changelog"]
-    tokens = distinctive_words(_missed("fix for cve-2026-1 in branch's code"), [], [], "x", 5)
+    request = _missed("fix for cve-2026-1 in branch's code")
+    tokens = distinctive_words(request, request * 2, [], "x", 5)
     assert tokens == ["branch", "code"]
+
+
+def test_a_word_only_one_request_uses_is_never_proposed() -> None:
+    """Kills: pasting a failed request's own words ("keep, employees, asking") instead of the
+    words the group of its label shares (issue 53: generalise, do not paste)."""
+    missed = _missed("keep employees asking about leave", "leave policy for staff")
+    alike = [*missed, *_missed("leave balance", "staff leave rules")]
+    assert distinctive_words(missed, alike, [], "Writes HR answers.", 5) == ["leave", "staff"]
 
 
 def test_proposals_made_on_different_lines_all_apply_when_composed(tmp_path: Path) -> None:

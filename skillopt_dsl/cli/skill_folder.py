@@ -51,7 +51,7 @@ from skillopt_dsl.skill_folder.describe import (
 )
 from skillopt_dsl.skill_folder.document import DescriptionAgent
 from skillopt_dsl.skill_folder.folder import SkillFolder
-from skillopt_dsl.skill_folder.stage import StagedFolder, stage_dir
+from skillopt_dsl.skill_folder.stage import StagedFolder, read_folder_manifest, stage_dir
 
 if TYPE_CHECKING:  # the trigger task loads only when --skill-folder is used
     from skillopt_dsl.skill_folder.trigger_data import TriggerSummary
@@ -410,6 +410,8 @@ def print_staged(staged: StagedFolder) -> None:
     typer.echo(f"staged: {', '.join(c.path for c in staged.changes)} (the folder is unchanged)")
     typer.echo(f"diff:   {staged.diff_path}")
     typer.echo(f"adopt:  {staged.adopt_command}")
+    for flag in staged.manifest.flags:
+        typer.echo(f"review: {flag}")
 
 
 # -- skillopt-dsl skill-folder ... -------------------------------------------------------------
@@ -433,6 +435,8 @@ def diff_command(run_dir: RunDirArg, debug: DebugOpt = False) -> None:
         if not patch.is_file():
             raise UserInputError(f"{run_dir} staged no change to a skill folder (no {patch})")
         typer.echo(patch.read_text(encoding="utf-8"), nl=False)
+        for flag in read_folder_manifest(run_dir).flags:
+            typer.echo(f"review: {flag}", err=True)
 
 
 @skill_folder_app.command("adopt")

@@ -20,10 +20,12 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class SkillCard:
-    """What an agent sees of a skill before loading it: its name and one-line description."""
+    """What an agent sees of a skill before loading it: its name, its one-line description and,
+    where it has one, its one-line `when_to_use`."""
 
     name: str
     description: str
+    when_to_use: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name.strip() or "\n" in self.name:
@@ -34,13 +36,16 @@ class SkillCard:
             )
 
     def line(self) -> str:
-        """The card as the router reads it: `- name: description`."""
-        return f"- {self.name}: {self.description.strip()}"
+        """The card as the listing shows it: `- name: description`, then ` — when to use:
+        ...` where the skill has a `when_to_use` (Claude Code shows both)."""
+        when = f" — when to use: {self.when_to_use.strip()}" if self.when_to_use else ""
+        return f"- {self.name}: {self.description.strip()}{when}"
 
 
 def read_skill_cards(root: str | Path, *, exclude: Sequence[str] = ()) -> tuple[SkillCard, ...]:
     """The cards of every skill folder directly under `root` (each `<root>/<name>/SKILL.md`),
-    sorted by name, leaving out the skills named in `exclude` (the one being trained). A folder
+    sorted by name, leaving out the skills named in `exclude` (the one being trained) and those
+    that set `disable-model-invocation: true` (never in the model's listing). A folder
     that cannot be read (bad front matter, not UTF-8, no description) is skipped with a warning
     that names it and why: it is not a skill an agent could load either."""
     base = Path(root)
@@ -49,9 +54,12 @@ def read_skill_cards(root: str | Path, *, exclude: Sequence[str] = ()) -> tuple[
     cards: list[SkillCard] = []
     for folder in sorted(p.parent for p in base.glob(f"*/{SKILL_FILE}")):
         try:
-            card = _card_of(SkillFolder.read(folder))
+            read = SkillFolder.read(folder)
+            card = _card_of(read)
         except UserInputError as exc:  # a broken folder beside is no skill to choose: note it
             logger.warning("skipped the skill folder %s as a card: %s", folder, exc)
+            continue
+        if not read.model_invocable:  # never offered to the model: not in its listing
             continue
         if card.name not in exclude:
             cards.append(card)
@@ -83,7 +91,7 @@ def check_cards(cards: tuple[SkillCard, ...]) -> tuple[SkillCard, ...]:
 
 
 def _card_of(folder: SkillFolder) -> SkillCard:
-    return SkillCard(folder.name, folder.description)
+    return SkillCard(folder.name, folder.description, folder.when_to_use)
 
 
 def _card_from_line(raw: str, where: str) -> SkillCard:
@@ -94,6 +102,9 @@ def _card_from_line(raw: str, where: str) -> SkillCard:
     if not isinstance(row, dict):
         raise UserInputError(f"{where}: a skill card is a JSON object with name and description")
     name, description = row.get("name"), row.get("description")
+    when = row.get("when_to_use")
     if not isinstance(name, str) or not isinstance(description, str):
         raise UserInputError(f"{where}: a skill card needs string fields `name` and `description`")
-    return SkillCard(name.strip(), " ".join(description.split()))
+    if when is not None and not isinstance(when, str):
+        raise UserInputError(f"{where}: a card's `when_to_use` is text, got {when!r}")
+    return SkillCard(name.strip(), " ".join(description.split()), when and " ".join(when.split()))

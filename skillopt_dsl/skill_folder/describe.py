@@ -46,7 +46,7 @@ from skillopt_dsl.skill_folder.trigger_data import (
     measure_trigger,
     trigger_preflight,
 )
-from skillopt_dsl.skill_folder.trigger_proposer import TriggerWordsProposer
+from skillopt_dsl.skill_folder.trigger_proposer import TriggerWordsProposer, copied_words
 from skillopt_dsl.types import Example
 
 __all__ = [
@@ -252,8 +252,22 @@ def train_description(
     directory = Path(settings.run_dir)
     replay = resolve_lm(settings.lm).with_cache(ResponseCache(RunFiles(directory).cache))
     rows = _trigger_rows(module, held_out, result, replay, settings)
-    staged = stage_folder(result, folder, directory)
+    staged = stage_folder(result, folder, directory, flags=_copied_flags(module, result, splits))
     return DescriptionOutcome(result, tuple(rows), len(held_out), staged, wall_s, chosen.preflight)
+
+
+def _copied_flags(module: TriggerModule, result: CompileResult, splits: Splits) -> list[str]:
+    """The staged diff's warning when the compiled description adds words that training
+    requests hold and no validation request does (pasted, not generalised)."""
+    old = module.description_of(result.seed_skill)
+    words = copied_words(old, module.description_of(result.best_skill), splits.train, splits.val)
+    if not words:
+        return []
+    return [
+        f"the description adds words that training requests hold and no validation request "
+        f"does: {', '.join(words)}; they may fit the training requests, not the category "
+        "(rewrite them as the kind of request they stand for)"
+    ]
 
 
 def _trigger_rows(

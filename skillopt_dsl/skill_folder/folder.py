@@ -125,12 +125,29 @@ class SkillFolder:
         )
 
     @property
+    def front_matter(self) -> dict[str, object]:
+        """SKILL.md's front matter as YAML reads it."""
+        return split_front_matter(_plain(self.skill_file_text), SKILL_FILE)[0]
+
+    @property
     def raw_description(self) -> str:
         """The front matter's `description` exactly as YAML reads it (before joining it to
         one line): a folded block with a blank line in it holds a line break here."""
-        meta, _ = split_front_matter(_plain(self.skill_file_text), SKILL_FILE)
-        value = meta.get("description")
+        value = self.front_matter.get("description")
         return value if isinstance(value, str) else ""
+
+    @property
+    def when_to_use(self) -> str | None:
+        """The front matter's `when_to_use` as one line (Claude Code shows it beside the
+        description in the skill listing); None when there is none."""
+        value = self.front_matter.get("when_to_use")
+        return " ".join(value.split()) or None if isinstance(value, str) else None
+
+    @property
+    def model_invocable(self) -> bool:
+        """False when the front matter sets `disable-model-invocation: true`: the agent never
+        offers the skill to its model (only the user can invoke it), so it has no trigger."""
+        return self.front_matter.get("disable-model-invocation") is not True
 
     def name_problem(self) -> str | None:
         """Why this folder's `name` breaks the Agent Skills specification (None: it keeps it):
@@ -184,9 +201,17 @@ class SkillFolder:
     def check_trainable(self, parts: Sequence[str], agent: DescriptionAgent = "claude") -> None:
         """Refuse, before any model call, a run on `parts` whose result could not be staged:
         a name the specification refuses (`name_problem`), a result that could not be written
-        back (`write_back_problem`), or a seed description `agent` cannot read."""
+        back (`write_back_problem`), a description trained for a skill the model is never
+        offered (`disable-model-invocation: true`), or a seed description `agent` cannot
+        read."""
         skill_file = self.root / SKILL_FILE
         problem = self.name_problem() or self.write_back_problem(parts)
+        if problem is None and DESCRIPTION in parts and not self.model_invocable:
+            problem = (
+                "it sets `disable-model-invocation: true`, so the agent never offers this skill "
+                "to its model and its trigger cannot be trained; remove the key to let the "
+                "model load it, or train the body instead"
+            )
         if problem is None and DESCRIPTION in parts:
             problem = description_problem(self.description, agent)
         if problem is not None:

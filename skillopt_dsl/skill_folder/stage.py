@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import logging
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.file_transaction import atomic_write, sha256_of
@@ -87,6 +88,9 @@ class FolderManifest(BaseModel):
     accepted: bool
     note: str
     evidence: FolderEvidence
+    flags: list[str] = Field(default_factory=list)
+    """Warnings about the staged change a reviewer should read (words copied from training
+    requests that no validation request holds); empty for manifests written before them."""
 
 
 @dataclass(frozen=True)
@@ -127,13 +131,18 @@ def read_folder_manifest(run_dir: str | Path) -> FolderManifest:
 
 
 def stage_folder(
-    result: CompileResult, folder: SkillFolder, run_dir: str | Path | None = None
+    result: CompileResult,
+    folder: SkillFolder,
+    run_dir: str | Path | None = None,
+    *,
+    flags: Sequence[str] = (),
 ) -> StagedFolder:
     """Stage `result` (a compile whose skill is `folder`'s document) in `run_dir` (default: the
     result's run directory); nothing under `folder.root` is written. See the module docstring.
 
-    Raises `UserInputError` when the result was not compiled from this folder, when there is no
-    run directory, or when the run directory already holds a staged change.
+    `flags` are warnings for the reviewer, kept in the manifest (`skill-folder diff` prints
+    them). Raises `UserInputError` when the result was not compiled from this folder, when
+    there is no run directory, or when the run directory already holds a staged change.
     """
     directory = Path(run_dir) if run_dir is not None else result.run_dir
     if directory is None:
@@ -156,6 +165,7 @@ def stage_folder(
         accepted=bool(changes),
         note=_note(result, changes),
         evidence=_evidence(result, directory),
+        flags=list(flags) if changes else [],
     )
     diff_path = _write_stage(target, manifest, changes)
     logger.info("staged skill folder %s in %s: %s", folder.root, target, manifest.note)

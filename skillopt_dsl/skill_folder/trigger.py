@@ -23,7 +23,9 @@ The trained document holds the description part only (`folder.seed_skill(("descr
 the agent prompt is fixed. The listing's order is seeded by the request text and `order_seed`
 — never by the candidate — so two candidates are compared on the same prompts.
 `skill_refusal` refuses a description the chosen agent could not read (empty, several lines,
-over its length limit), so the door never sends one to the gate.
+over its length limit) or one that pushes the listing of every skill over the agent's shared
+budget (`LISTING_BUDGET`), so the door never sends one to the gate. A folder's `when_to_use` is
+shown beside its description, as Claude Code shows it.
 
 Example::
 
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_SAMPLES",
     "DEFAULT_TEMPERATURE",
+    "LISTING_BUDGET",
     "ORDINARY_TOOLS",
     "ROUTER_INSTRUCTION",
     "SKILL_TOOL",
@@ -95,6 +98,12 @@ ORDINARY_TOOLS: Final[tuple[tuple[str, str], ...]] = (
 )
 """The ordinary tools every trigger prompt offers beside the skill tool (signature, what it
 does)."""
+
+LISTING_BUDGET: Final[int] = 8_000
+"""The characters the skill listing may take by default: Claude Code gives it about 1% of the
+context window (8,000 characters for 200k tokens at 4 characters a token; an agent leaves out
+the skills past it). A description that pushes the listing of every available skill over the
+budget is refused (`TriggerModule(listing_budget=...)` changes it, None turns it off)."""
 
 DEFAULT_SAMPLES: Final[int] = 3
 """How many times each request is run by default (its score is the trigger rate)."""
@@ -197,6 +206,7 @@ class TriggerModule(SkillModule):
         reply_tokens: int | None = None,
         samples: int = DEFAULT_SAMPLES,
         temperature: float = DEFAULT_TEMPERATURE,
+        listing_budget: int | None = LISTING_BUDGET,
     ) -> None:
         """`folder`: the skill whose description is trained; `others`: the other skills'
         cards (the user's own, or shipped distractors); `agent`: whose description limits the
@@ -206,7 +216,9 @@ class TriggerModule(SkillModule):
         routing reply may use (a skill name needs few; None: the model's own `max_tokens`),
         which keeps a small model from copying the whole list back; `samples`: how many
         times each request runs (its score is the trigger rate over them); `temperature`:
-        their sampling temperature (above 0 when `samples` > 1, or the samples would agree)."""
+        their sampling temperature (above 0 when `samples` > 1, or the samples would agree);
+        `listing_budget`: the characters the listing of every available skill may take (see
+        `LISTING_BUDGET`; a seed over it is refused here, a candidate at the door)."""
         if not others:
             raise UserInputError("a trigger task needs at least one other skill to choose among")
         if shown_others is not None and not 1 <= shown_others <= len(others):
@@ -232,6 +244,9 @@ class TriggerModule(SkillModule):
         self.reply_tokens = reply_tokens
         self.samples = samples
         self.temperature = temperature
+        self.listing_budget = listing_budget
+        if (problem := self.listing_problem(folder.description)) is not None:
+            raise UserInputError(f"{folder.root}: {problem}; nothing was run")
         super().__init__(skill=folder.seed_skill((DESCRIPTION,)), metric=trigger_match)
 
     # -- what the router sees ---------------------------------------------------------------
@@ -241,6 +256,25 @@ class TriggerModule(SkillModule):
         if not skill.text:
             return ""
         return FolderDocument.from_skill(skill).text_of(DESCRIPTION).strip()
+
+    def own_card(self, description: str) -> SkillCard:
+        """This skill's card with `description` (and the folder's `when_to_use`)."""
+        return SkillCard(self.folder.name, description or "-", self.folder.when_to_use)
+
+    def listing_problem(self, description: str) -> str | None:
+        """Why the listing of every available skill, this one with `description`, would not
+        fit `listing_budget` (None: it fits, or there is no budget)."""
+        if self.listing_budget is None:
+            return None
+        cards = (*self.others, self.own_card(description))
+        size = sum(len(card.line()) + 1 for card in cards)
+        if size <= self.listing_budget:
+            return None
+        return (
+            f"the listing of all {len(cards)} skills would take {size} characters, over the "
+            f"agent's budget of {self.listing_budget}; past it an agent leaves skills out. "
+            "Shorten the descriptions (this one or the others')"
+        )
 
     def card_order(self, request: str) -> tuple[str, ...]:
         """The names in the order the list shows them for `request`: seeded by `order_seed`
@@ -261,8 +295,7 @@ class TriggerModule(SkillModule):
         if not isinstance(request, str):
             raise UserInputError(f"a trigger example needs a string `request`, got {request!r}")
         cards = {card.name: card for card in self.others}
-        own = SkillCard(self.folder.name, self.description_of(skill) or "-")
-        cards[self.folder.name] = own
+        cards[self.folder.name] = self.own_card(self.description_of(skill))
         listing = "\n".join(cards[name].line() for name in self.card_order(request))
         return [
             {"role": "system", "content": agent_prompt(listing)},
@@ -338,7 +371,10 @@ class TriggerModule(SkillModule):
             return str(exc)
         if document.names != (DESCRIPTION,):
             return f"a trigger task trains the description alone; this document has {list(document.names)}"
-        return description_problem(document.text_of(DESCRIPTION), self.agent)
+        description = document.text_of(DESCRIPTION)
+        return description_problem(description, self.agent) or self.listing_problem(
+            description.strip()
+        )
 
 
 def _cleaned(line: str) -> str:

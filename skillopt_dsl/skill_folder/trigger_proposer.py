@@ -34,9 +34,18 @@ from skillopt_dsl.skill import Replace, Skill
 from skillopt_dsl.skill_folder.document import DESCRIPTION, FolderDocument
 from skillopt_dsl.types import Example
 
-__all__ = ["TriggerWordsProposer", "distinctive_words", "merge_clauses", "with_clause"]
+__all__ = [
+    "SHARED_BY",
+    "TriggerWordsProposer",
+    "copied_words",
+    "distinctive_words",
+    "merge_clauses",
+    "with_clause",
+]
 
 _WORD = re.compile(r"[a-z][a-z'-]{2,}[a-z]")
+SHARED_BY = 2
+"""The fewest training requests of a label that must use a word before it is proposed."""
 _COMMON = frozenset(
     [
         "this",
@@ -190,7 +199,9 @@ def distinctive_words(
     share of failed requests that use a word, plus the share of `alike` (training requests
     with the failed ones' label) that do, less twice the share of others that do, so that of
     the words a small batch's failures use once each, those its whole label uses win. Only
-    words with a positive margin, never a stopword or a word the description has."""
+    words with a positive margin that at least `SHARED_BY` training requests of the label use
+    (a word of the group, not one request's own: the category, not the failures' words), never
+    a stopword or a word the description has."""
     known = set(_WORD.findall(description.casefold()))
     used, common, against = (_document_counts(e) for e in (failed, alike, others))
     margins = {
@@ -198,10 +209,22 @@ def distinctive_words(
         + common[word] / max(len(alike), 1)
         - 2 * against[word] / max(len(others), 1)
         for word, count in used.items()
-        if word not in known and word not in _COMMON
+        if word not in known and word not in _COMMON and common[word] >= SHARED_BY
     }
     ranked = sorted(margins, key=lambda word: -margins[word])  # stable: ties keep first seen
     return [word for word in ranked if margins[word] > 0][:limit]
+
+
+def copied_words(
+    old: str, new: str, trainset: Sequence[Example], valset: Sequence[Example]
+) -> tuple[str, ...]:
+    """The words `new` (a trained description) adds to `old` that some training request holds
+    and no validation request does: words pasted from the training requests, which the
+    validation split cannot have rewarded (a sign of overfitting the staged diff flags)."""
+    before = set(_WORD.findall(old.casefold()))
+    added = [w for w in dict.fromkeys(_WORD.findall(new.casefold())) if w not in before]
+    train, val = _document_counts(trainset), _document_counts(valset)
+    return tuple(w for w in added if w not in _COMMON and train[w] and not val[w])
 
 
 def _document_counts(examples: Sequence[Example]) -> Counter[str]:
