@@ -7,10 +7,12 @@ level (`Gate.accept_early`), then stopped if it is not ahead (`Gate.is_futile`, 
 a candidate that reaches the last look is decided on the whole set (`Gate.decide`) at the
 whole-set level. Under a call limit a look is scored only when the calls left pay for it (`CanPay`):
 a decision whose next look the budget cannot pay stops at the last look it reached, rejected and
-charged like a futility stop, and a decision that cannot pay for its first look is not started
-(`BudgetExceeded`, nothing sent). The incumbent is scored lazily, only on the examples a look needs: after an
-early acceptance the new incumbent has been scored on a prefix, and a later decision scores it
-on more examples only when one of its looks reaches them (cached rollouts cost nothing).
+charged like a futility stop, and a decision that cannot pay for its looks up to the first at
+which it could accept (`SequentialJudge.deciding_look`: its first look where that look can
+accept early, else the whole set) is not started (`BudgetExceeded`, nothing sent). The
+incumbent is scored lazily, only on the examples a look needs: after an early acceptance the
+new incumbent has been scored on a prefix, and a later decision scores it on more examples only
+when one of its looks reaches them (cached rollouts cost nothing).
 
 What a decision spends from the run's `SignificanceBudget` (docs/concepts.md, "Evidence"):
 nothing when accepted (at any look); everything it could have spent (whole-set level plus early
@@ -116,10 +118,12 @@ class SequentialJudge:
         """Score `candidate` look by look and decide; charge the budget with what it spent.
         Returns the candidate's report (a prefix when it stopped or was accepted early)."""
         sizes = self.gate.look_sizes(len(self.order))
-        if not can_pay(self.order[: sizes[0]]):
+        deciding = self.deciding_look()
+        if not can_pay(self.order[: len(deciding)]):
             raise BudgetExceeded(
-                f"the calls left cannot pay for a gate decision's first look ({sizes[0]} "
-                "validation examples): the run ends with the best skill so far"
+                f"the calls left cannot pay for the gate decision up to its first look at which "
+                f"it could accept ({len(deciding)} validation examples): the run ends with the "
+                "best skill so far"
             )
         levels = self._levels(interim_looks=len(sizes) - 1)
         spent_early = 0.0
@@ -149,14 +153,31 @@ class SequentialJudge:
         """The examples of a decision's first look (all of them when the gate has none)."""
         return self.order[: self.gate.look_sizes(len(self.order))[0]]
 
+    def deciding_look(self) -> tuple[Example, ...]:
+        """The examples up to the decision's first look at which it could accept: an interim
+        look where the next decision accepts early and a candidate that fixes every example
+        there passes the look's level (`evidence.any_result_passes`), else the whole set (no
+        early acceptance: `early_share=0`, guards, a gate without a test, or looks too small
+        for their share of the level). A decision that cannot pay for this look can only be
+        stopped: it spends its calls and its significance for nothing."""
+        sizes = self.gate.look_sizes(len(self.order))
+        per_look = self._levels(interim_looks=len(sizes) - 1).per_look
+        if per_look is None:
+            return self.order
+        return next(
+            (self.order[:size] for size in sizes[:-1] if any_result_passes(size, per_look)),
+            self.order,
+        )
+
     def calls_needed(
         self, scored: Collection[str], *, first_look: bool = False, calls_per_rollout: float = 1.0
     ) -> int:
         """The most calls a decision on a new candidate spends to reach its whole-set look
-        (`first_look`: its first look), with the incumbent scored on the examples `scored` and
-        each rollout at `calls_per_rollout` calls."""
-        sizes = self.gate.look_sizes(len(self.order))
-        examples = self.order[: sizes[0] if first_look else sizes[-1]]
+        (`first_look`: the first look at which it could accept, `deciding_look`; a reserve
+        of fewer calls could only pay for a decision stopped for lack of them), with the
+        incumbent scored on the examples `scored` and each rollout at `calls_per_rollout`
+        calls."""
+        examples = self.deciding_look() if first_look else self.order
         return look_cost(examples, scored, calls_per_rollout=calls_per_rollout)
 
     def whole_set_level(self) -> float | None:
