@@ -24,7 +24,6 @@ its instructions, in the same skill (see `skillopt_dsl.dspy.demos`).
 from __future__ import annotations
 
 import contextvars
-import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
@@ -38,9 +37,10 @@ from dspy.teleprompt import Teleprompter
 from skillopt_dsl.compile import CompileResult
 from skillopt_dsl.compile import compile as compile_module
 from skillopt_dsl.dspy.bridge import from_dspy_lm
-from skillopt_dsl.dspy.budget_check import budget_warning, one_decision
+from skillopt_dsl.dspy.budget_check import budget_warning, one_decision, remaining
+from skillopt_dsl.dspy.budget_check import share as _share
 from skillopt_dsl.dspy.program import DSPyProgram, normalize_instructions
-from skillopt_dsl.dspy.reach import probe_reach, unreached
+from skillopt_dsl.dspy.reach import RATE_ROWS, Pricing, probe_reach, unreached
 from skillopt_dsl.dspy.rows import (
     given_examples,
     golds,
@@ -54,7 +54,7 @@ from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.evaluate import DEFAULT_THREADS, EvaluationReport, evaluate
 from skillopt_dsl.evidence import Preflight, SignificanceBudget, preflight
 from skillopt_dsl.gate import Gate
-from skillopt_dsl.lm import LM, Backend, Budget, ResponseCache, UsageSnapshot
+from skillopt_dsl.lm import LM, Backend, ResponseCache, UsageSnapshot
 from skillopt_dsl.options import settings_from, takes_options
 from skillopt_dsl.runs import RunDirectory
 from skillopt_dsl.skill import Skill
@@ -282,14 +282,18 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
         # earlier runs left, whose rollouts they already paid for (its seed evaluation).
         replies = ResponseCache()
         try:
-            probe, rows = probe_reach(program, names, train, lm=target, shared=replies,
-                                      budget=self.budget, seed=self.seed, run_dir=self.run_dir)  # fmt: skip
+            pricing = Pricing(self.budget, self._pricing(program, train, val))
+            seen = probe_reach(program, names, train, lm=target, shared=replies, pricing=pricing,
+                               seed=self.seed, run_dir=self.run_dir)  # fmt: skip
         except BudgetExceeded as exc:
             logger.info("budget spent before the program's paths were known: %s", exc)
             return _summary({}, names, "budget", [program.sent()], self.run_dir, warnings)
-        per_run = probe.calls / rows if rows and probe.calls else None
+        probe, per_run = seen.usage, seen.per_run
         if per_run is not None and not warnings:  # priced at what a run was seen to cost
             warnings = budget_warning(self.budget, self.gate, program, train, val, per_run)
+        # A predictor's share pays for a decision at the costliest run the probe saw: priced
+        # on one cheap row, a share one short of a decision buys nothing.
+        least = one_decision(self.gate, program, train, val, seen.costliest or per_run)[0]
         skipped: list[str] = []
         for index, name in enumerate(names):
             if unreached(program, name, train):
@@ -309,9 +313,9 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
                     significance=significance,
                     shared_cache=replies,
                     budget=_share(
-                        _remaining(self.budget, [probe, *(p.result.usage for p in done.values())]),
+                        remaining(self.budget, [probe, *(p.result.usage for p in done.values())]),
                         sum(not unreached(program, n, train) for n in names[index:]),
-                        one_decision(self.gate, program, train, val, per_run)[0],
+                        least,
                     ),
                     run_dir=self.run_dir / name if self.run_dir is not None else None,
                     resume=self.resume,
@@ -371,6 +375,23 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
             result.usage.calls,
         )
         return PredictorResult(name=name, instructions=instructions, result=result)
+
+    def _pricing(
+        self, program: DSPyProgram, train: list[Example], val: list[Example]
+    ) -> Callable[[UsageSnapshot, int], bool]:
+        """Whether the reach probe should price a run on one more row: while it ran fewer
+        than `RATE_ROWS` and the calls left would be split (they pay for two decisions at
+        the rate seen so far); a budget too small to split goes whole to the first predictor
+        whatever a run costs, and an extra row would only take from it."""
+        limit = None if self.budget is None else self.budget.max_calls
+
+        def more(spent: UsageSnapshot, rows: int) -> bool:
+            if limit is None or not rows or not spent.calls or rows >= RATE_ROWS:
+                return False
+            least = one_decision(self.gate, program, train, val, spent.calls / rows)[0]
+            return limit - spent.calls >= 2 * least
+
+        return more
 
     def _selected(self, program: DSPyProgram) -> list[str]:
         if self.predictors == "all":
@@ -519,36 +540,6 @@ def _target_spec(lm: str | Backend | LM | None) -> str | Backend | LM | None:
             "would silently replace it"
         )
     return lm
-
-
-def _remaining(budget: Budget | None, spent: Sequence[UsageSnapshot]) -> Budget | None:
-    """What the earlier predictors' runs left of `budget`."""
-    if budget is None:
-        return None
-    calls = sum(u.calls for u in spent)
-    tokens = sum(u.total_tokens for u in spent)
-    usd = sum(u.cost_usd or 0.0 for u in spent)
-    return Budget(
-        max_calls=None if budget.max_calls is None else max(0, budget.max_calls - calls),
-        max_tokens=None if budget.max_tokens is None else max(0, budget.max_tokens - tokens),
-        max_usd=None if budget.max_usd is None else max(0.0, budget.max_usd - usd),
-    )
-
-
-def _share(budget: Budget | None, parts: int, least: int) -> Budget | None:
-    """One predictor's share of the calls left in `budget`: an even split between the `parts`
-    predictors still to train, but at least `least` (one decision's worth) while the budget
-    has it, and all of it when what would be left after one decision's worth could not pay
-    for another predictor's (split, neither would get a decision). The search spends the
-    calls it is given, so an unsplit budget would go whole to the first predictor. Token and
-    cost limits stay whole (they do not drive the search)."""
-    if budget is None or budget.max_calls is None or parts <= 1:
-        return budget
-    calls = budget.max_calls // parts
-    if calls < least:
-        rest = budget.max_calls - least
-        calls = budget.max_calls if rest < least else least
-    return dataclasses.replace(budget, max_calls=calls)
 
 
 def _total(usages: Sequence[UsageSnapshot]) -> UsageSnapshot:
