@@ -3,15 +3,25 @@ docstring, the one-spot mutation of the code it kills (ScriptedLM only, each wel
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, cast
 
 import pytest
 
 import skillopt_dsl as sd
+from skillopt_dsl.driver import RunView
 from skillopt_dsl.driver.looks import SequentialJudge
+from skillopt_dsl.driver.state_parts import PARTS, PHASE, nest_part, phase_state, read_part
 from skillopt_dsl.evidence import SignificanceBudget
-from skillopt_dsl.optimizers import Beam, Bundle, GradientText
+from skillopt_dsl.optimizers import Beam, Bundle, GradientText, HandOff
+from skillopt_dsl.optimizers import bundle as bundle_module
 from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.optimizers.bundle import BundleMember, BundleState, quotes
+from skillopt_dsl.optimizers.screened_steps import _clean_sweep
+from skillopt_dsl.optimizers.screening import ScreenResult
+from skillopt_dsl.skill import Add
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
 from skillopt_dsl.testing.search_contract import PARITY_FIX, OfferedEdits
@@ -100,3 +110,130 @@ def test_a_search_near_its_budgets_end_keeps_the_calls_of_a_decision_that_could_
     stopped = [d for d in result.gate_log if UNPAID in d.reason]
     assert not stopped, stopped
     assert result.usage.calls <= calls
+
+
+# -- HandOff and the composite state (issue 56, items 1-2) ------------------------------------
+
+
+def test_hand_offs_door_floor_is_the_larger_of_the_two_searches_floors() -> None:
+    """Kills: `HandOff.lr_bound` taking the smaller floor (or GradientText's alone): Bundle's
+    larger floor would then be refused by the door on Bundle's own steps."""
+    first = GradientText(lr=0.2, lr_floor_tokens=16)
+    then = Bundle(lr=0.1, lr_floor_tokens=128)
+    bound = HandOff(first=first, then=then).lr_bound()
+    assert (bound.max_lr, bound.floor_tokens) == (0.2, 128)
+    bound = HandOff(first=replace(first, lr_floor_tokens=256), then=then).lr_bound()
+    assert bound.floor_tokens == 256
+
+
+def test_a_part_inside_a_part_saves_its_state_under_its_whole_path() -> None:
+    """Kills: `nest_part` saving a nested part's state under its last name at the top level
+    (or dropping the rest of the path): a HandOff inside a composite would then overwrite its
+    sibling's state, and resume would read the wrong one."""
+    saved = nest_part({PARTS: {"other": {"x": 0}}}, ("outer", "inner"), {"x": 1})
+    assert read_part(saved, ("outer", "inner")) == {"x": 1}
+    assert read_part(saved, ("inner",)) == {}, "the nested state leaked to the top level"
+    assert read_part(saved, ("other",)) == {"x": 0}, "a sibling's state was lost"
+    assert saved[PHASE] == "outer" and read_part(saved, ("outer",))[PHASE] == "inner"
+    assert phase_state(saved) == {"x": 1}
+
+
+# -- the screened step (item 4) -------------------------------------------------------------
+
+
+def _screen(fixes: int, breaks: int) -> ScreenResult:
+    return ScreenResult("screen", 8, fixes, breaks, float(fixes - breaks), 8, True)
+
+
+def test_a_clean_sweep_fixes_every_failure_of_its_batch() -> None:
+    """Kills: `_clean_sweep` counting a proposal that fixed 2 of its batch's 3 failures (and
+    broke none) as a clean sweep (`fixes >= least` alone, or `min(failing, least)`): it
+    would join the working candidate unconfirmed."""
+    assert _clean_sweep(_screen(3, 0), 3, 2.0)
+    assert not _clean_sweep(_screen(2, 0), 3, 2.0), "2 of 3 failures fixed is no clean sweep"
+    assert not _clean_sweep(_screen(3, 1), 3, 2.0), "a sweep that breaks one is not clean"
+    assert not _clean_sweep(_screen(1, 0), 1, 2.0), "a sweep asks at least `least` fixes"
+
+
+# -- Bundle (item 5) -------------------------------------------------------------------------
+
+
+def test_an_input_the_incumbent_already_quotes_is_not_the_new_edits_quote() -> None:
+    """Kills: `quotes` ignoring what the incumbent already holds (`v not in incumbent.text`
+    dropped): a fix of an example the seed already quoted would not count as the edit's."""
+    example = sd.Example(id="e", inputs={"item": "item train12"}, labels={"answer": "A"})
+    bare, quoting = sd.Skill("Answer A."), sd.Skill("Answer A. For item train12 say A.")
+    assert quotes(bare, quoting, example)
+    assert not quotes(quoting, sd.Skill(quoting.text + " Be brief."), example)
+    short = sd.Example(id="s", inputs={"item": "x7"}, labels={"answer": "A"})
+    assert not quotes(bare, sd.Skill("Answer A. x7"), short), "a short value is no quote"
+
+
+def test_the_collected_edits_survive_the_checkpoint() -> None:
+    """Kills: `BundleState.to_dict` / `from_dict` dropping the members (a run resumed from a
+    checkpoint taken mid-bundle would submit a bundle without the edits it had collected)."""
+    member = BundleMember((Add(after=None, text="FIX the zeros."),), ("train4", "train8"))
+    state = BundleState(members=[member], steps_this_bundle=2, idle_steps=1, tail=True)
+    back = BundleState.from_dict(json.loads(json.dumps(state.to_dict())))
+    assert back.members == [member]
+    assert (back.steps_this_bundle, back.idle_steps, back.tail) == (2, 1, True)
+
+
+@dataclass
+class _Calls:
+    """What `Bundle._affords_step` reads of a view: the calls left and the prices."""
+
+    left: int
+    decision: int = 30
+
+    def calls_left(self) -> int:
+        return self.left
+
+    def calls_per_rollout(self) -> float:
+        return 1.0
+
+    def decision_calls(self, *, first_look: bool = False) -> int:
+        return self.decision
+
+
+def test_a_bundle_step_is_priced_with_its_proposers_calls() -> None:
+    """Kills: a step priced at its screen alone (`_PROPOSAL_CALLS` dropped from
+    `_affords_step`): with 3 failures a step and a 30-call decision, 33 calls left would start
+    a step whose proposers then eat the decision's calls."""
+    bundle = Bundle(failures_per_step=3)
+    step = bundle_module._PROPOSAL_CALLS + 3
+    view = cast(RunView, _Calls(left=30 + step))
+    assert bundle._affords_step(view, first_look=False)
+    view = cast(RunView, _Calls(left=30 + step - 1))
+    assert not bundle._affords_step(view, first_look=False)
+    assert not bundle._affords_step(cast(RunView, _Calls(left=33)), first_look=False)
+
+
+# -- GradientText's small-budget plan (item 3) ------------------------------------------------
+
+
+def test_a_planned_batch_never_exceeds_the_configured_batch_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kills: a small-budget plan whose least batch is 2 whatever `batch_size` says
+    (`max(2, ...)` in `_planned_batch`), or that refuses a batch of one (`size >= 2` in
+    `_batch_within`): with `batch_size=1` every step rolls out one training example, and
+    screened steps of one example do run."""
+    real, sizes = RunView.evaluate, []
+
+    def evaluate(view: RunView, skill: sd.Skill, examples: Any, **kwargs: Any) -> Any:
+        if kwargs.get("label") == "train":
+            sizes.append(len(examples))
+        return real(view, skill, examples, **kwargs)
+
+    monkeypatch.setattr(RunView, "evaluate", evaluate)
+    optimizer = GradientText(proposers=[OfferedEdits(texts=FIXES[:1])], batch_size=1)
+    for calls in (60, 100):
+        result = sd.compile(
+            ContractParity(), contract_examples(0, 24), VAL30, optimizer=optimizer,
+            lm=ScriptedLM(contract_target), optimizer_lm=ScriptedLM(lambda _: "{}"),
+            budget=sd.Budget(max_calls=calls), threads=1,
+        )  # fmt: skip
+        kinds = {h.kind for h in result.history}
+        assert "step" in kinds, f"no screened step of one example ran at {calls} calls: {kinds}"
+    assert sizes and max(sizes) == 1, sizes
