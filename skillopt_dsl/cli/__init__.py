@@ -37,7 +37,6 @@ from skillopt_dsl.cli.options import (
     MaxUsdOpt,
     ModelOpt,
     OptimizerApiBaseOpt,
-    OptimizerChoice,
     OptimizerModelOpt,
     RecipeArg,
     RecipeOpt,
@@ -47,15 +46,9 @@ from skillopt_dsl.cli.options import (
 )
 from skillopt_dsl.cli.overrides import lazy, optimizer_from_flags
 from skillopt_dsl.cli.skill_folder import (
-    AgentOpt,
-    DistractorsOpt,
     FolderFlags,
     FolderTask,
-    ProposerOpt,
-    ReplyTokensOpt,
-    ShownOthersOpt,
     SkillFolderOpt,
-    TriggerDataOpt,
     compile_folder,
     compile_target,
     skill_folder_app,
@@ -68,6 +61,7 @@ from skillopt_dsl.compile import compile as compile_skill
 from skillopt_dsl.errors import ModelError, UserInputError
 from skillopt_dsl.evaluate import DEFAULT_THREADS, EvaluationReport, evaluate
 from skillopt_dsl.export import export_agent_skill, export_skill, load_skill, split_front_matter
+from skillopt_dsl.flags import takes_flag_records
 from skillopt_dsl.lm import LM, Budget, SamplingParams
 from skillopt_dsl.lm.endpoint import API_BASE_ENV, OPTIMIZER_API_BASE_ENV, at_api_base
 from skillopt_dsl.progress import CompileProgress
@@ -159,37 +153,16 @@ def _checked_run_dir(recipe: Recipe, run_dir: Path | None, resume: bool) -> Path
 
 
 @app.command("compile")
+@takes_flag_records
 def compile_command(
     recipe: Annotated[
         Path | None,
         typer.Argument(help="A recipe file, e.g. recipes/navigate_local.py (or --skill-folder)."),
     ] = None,
     skill_folder: SkillFolderOpt = None,
-    trigger_data: TriggerDataOpt = None,
-    distractors: DistractorsOpt = None,
-    agent: AgentOpt = "claude",
-    proposer: ProposerOpt = None,
-    shown_others: ShownOthersOpt = None,
-    reply_tokens: ReplyTokensOpt = None,
-    optimizer: Annotated[
-        OptimizerChoice | None,
-        typer.Option("--optimizer", help="Optimizer to use instead of the recipe's."),
-    ] = None,
-    lr: Annotated[
-        float | None, typer.Option("--lr", help="Textual learning rate in (0, 1].")
-    ] = None,
-    epochs: Annotated[
-        int | None, typer.Option("--epochs", min=1, help="Passes over the training set.")
-    ] = None,
-    batch_size: Annotated[
-        int | None, typer.Option("--batch-size", min=1, help="Training examples per step.")
-    ] = None,
-    model: ModelOpt = None,
-    optimizer_model: OptimizerModelOpt = None,
-    api_base: ApiBaseOpt = None,
-    optimizer_api_base: OptimizerApiBaseOpt = None,
-    max_calls: MaxCallsOpt = None,
-    max_usd: MaxUsdOpt = None,
+    *,
+    folder: FolderFlags,
+    flags: CompileFlags,
     run_dir: Annotated[
         Path | None,
         typer.Option("--run-dir", help="Where the run is recorded (default runs/<recipe>-<time>)."),
@@ -197,34 +170,13 @@ def compile_command(
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue the run in --run-dir.")
     ] = False,
-    seed: SeedOpt = 0,
-    threads: ThreadsOpt = DEFAULT_THREADS,
-    max_errors: MaxErrorsOpt = 10,
     debug: DebugOpt = False,
 ) -> None:
     """Train the recipe's skill; prints seed vs best scores and where best_skill.md is. With
     --skill-folder, train the folder's description on --trigger-data and stage the change in
     the run dir (the folder is untouched until `skillopt-dsl skill-folder adopt RUN_DIR`)."""
-    flags = CompileFlags(
-        optimizer,
-        lr,
-        epochs,
-        batch_size,
-        model,
-        optimizer_model,
-        max_calls,
-        max_usd,
-        seed,
-        threads,
-        max_errors,
-        api_base,
-        optimizer_api_base,
-    )
     with handled(debug):
-        folder_flags = FolderFlags(
-            trigger_data, distractors, agent, proposer, shown_others, reply_tokens
-        )
-        chosen = compile_target(recipe, skill_folder, folder_flags)
+        chosen = compile_target(recipe, skill_folder, folder)
         if isinstance(chosen, FolderTask):
             compile_folder(chosen, flags, run_dir, resume)
         else:

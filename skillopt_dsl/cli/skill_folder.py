@@ -32,6 +32,7 @@ from skillopt_dsl.cli.overrides import optimizer_from_flags
 from skillopt_dsl.cli.tables import print_compile
 from skillopt_dsl.cli_harness import EXIT_INTERRUPTED, handled
 from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.flags import FlagRecord
 from skillopt_dsl.lm import LM, Budget
 from skillopt_dsl.lm.endpoint import OPTIMIZER_API_BASE_ENV, at_api_base
 from skillopt_dsl.optimizers import ConsolidationProposer, HandOff, ReflectiveProposer
@@ -159,15 +160,16 @@ ReplyTokensOpt = Annotated[
 
 
 @dataclass(frozen=True)
-class FolderFlags:
-    """The `compile` flags only a skill-folder task takes; None where not given."""
+class FolderFlags(FlagRecord):
+    """The `compile` flags only a skill-folder task takes; None where not given (a command
+    taking `folder: FolderFlags` shows each field as its own flag: `takes_flag_records`)."""
 
-    trigger_data: Path | None = None
-    distractors: Path | None = None
-    agent: DescriptionAgent = "claude"
-    proposer: ProposerChoice | None = None
-    shown_others: int | None = None
-    reply_tokens: int | None = None
+    trigger_data: TriggerDataOpt = None
+    distractors: DistractorsOpt = None
+    agent: AgentOpt = "claude"
+    proposer: ProposerOpt = None
+    shown_others: ShownOthersOpt = None
+    reply_tokens: ReplyTokensOpt = None
 
     def given(self) -> list[str]:
         """The folder-only flags given on the command line (the agent has a default)."""

@@ -46,6 +46,7 @@ from skillopt_dsl.cli.skill_folder import (
 )
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import DEFAULT_THREADS
+from skillopt_dsl.flags import FlagRecord, takes_flag_records
 from skillopt_dsl.runs import RunFiles
 from skillopt_dsl.skill_folder import SkillFolder
 from skillopt_dsl.sleep.cli_options import (
@@ -94,13 +95,61 @@ DescribeRunDirOpt = Annotated[
 
 
 @dataclass(frozen=True)
-class RowsQuery:
+class RowsQuery(FlagRecord):
     """Which sessions to read: the sources (`--source`), the home holding them (None: `~`) and
     the project they must belong to (None: every project)."""
 
-    source: str = "auto"
-    home: Path | None = None
-    project: Path | None = None
+    source: SourceOpt = "auto"
+    home: HomeOpt = None
+    project: RowsProjectOpt = None
+
+
+@dataclass(frozen=True)
+class DescribeFlags(FlagRecord):
+    """`sleep describe`'s skill-folder flags (`compile --skill-folder`'s, less the trigger data,
+    which the sessions give)."""
+
+    distractors: DistractorsOpt = None
+    agent: AgentOpt = "claude"
+    proposer: ProposerOpt = None
+    shown_others: ShownOthersOpt = None
+    reply_tokens: ReplyTokensOpt = None
+
+    def folder_flags(self, data: Path) -> FolderFlags:
+        """These flags with the trigger rows at `data`."""
+        return FolderFlags(
+            data, self.distractors, self.agent, self.proposer, self.shown_others, self.reply_tokens
+        )
+
+
+@dataclass(frozen=True)
+class DescribeRunFlags(FlagRecord):
+    """`sleep describe`'s models, limits and run settings (`compile`'s, less the optimizer
+    and its settings, which the skill folder's search fixes)."""
+
+    model: ModelOpt = None
+    optimizer_model: OptimizerModelOpt = None
+    api_base: ApiBaseOpt = None
+    optimizer_api_base: OptimizerApiBaseOpt = None
+    max_calls: MaxCallsOpt = None
+    max_usd: MaxUsdOpt = None
+    seed: SeedOpt = 0
+    threads: ThreadsOpt = DEFAULT_THREADS
+    max_errors: MaxErrorsOpt = 10
+
+    def compile_flags(self) -> CompileFlags:
+        """These settings as `compile`'s flags (no optimizer override)."""
+        return CompileFlags(
+            model=self.model,
+            optimizer_model=self.optimizer_model,
+            max_calls=self.max_calls,
+            max_usd=self.max_usd,
+            seed=self.seed,
+            threads=self.threads,
+            max_errors=self.max_errors,
+            api_base=self.api_base,
+            optimizer_api_base=self.optimizer_api_base,
+        )
 
 
 def harvest_rows(skill: str, query: RowsQuery, seed: int) -> TriggerRows:
@@ -122,27 +171,15 @@ def _fresh_run_dir(folder: SkillFolder, run_dir: Path | None) -> Path:
     return directory
 
 
+@takes_flag_records
 def describe_command(
     skill_folder: DescribedFolderOpt,
     skill: DescribedSkillOpt = None,
-    source: SourceOpt = "auto",
-    home: HomeOpt = None,
-    project: RowsProjectOpt = None,
-    distractors: DistractorsOpt = None,
-    agent: AgentOpt = "claude",
-    proposer: ProposerOpt = None,
-    shown_others: ShownOthersOpt = None,
-    reply_tokens: ReplyTokensOpt = None,
-    model: ModelOpt = None,
-    optimizer_model: OptimizerModelOpt = None,
-    api_base: ApiBaseOpt = None,
-    optimizer_api_base: OptimizerApiBaseOpt = None,
-    max_calls: MaxCallsOpt = None,
-    max_usd: MaxUsdOpt = None,
+    *,
+    query: RowsQuery,
+    described: DescribeFlags,
+    run: DescribeRunFlags,
     run_dir: DescribeRunDirOpt = None,
-    seed: SeedOpt = 0,
-    threads: ThreadsOpt = DEFAULT_THREADS,
-    max_errors: MaxErrorsOpt = 10,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -154,31 +191,16 @@ def describe_command(
     "never trigger", the change staged in the run dir (the folder is untouched until
     `skillopt-dsl skill-folder adopt RUN_DIR`). With `--json`, one JSON object instead: the
     rows read, the scores, the trigger table, the gate and what was staged."""
-    flags = CompileFlags(
-        optimizer=None,
-        lr=None,
-        epochs=None,
-        batch_size=None,
-        model=model,
-        optimizer_model=optimizer_model,
-        max_calls=max_calls,
-        max_usd=max_usd,
-        seed=seed,
-        threads=threads,
-        max_errors=max_errors,
-        api_base=api_base,
-        optimizer_api_base=optimizer_api_base,
-    )
+    flags = run.compile_flags()
     with sleep_errors(debug):
         folder = SkillFolder.read(skill_folder)
-        found = harvest_rows(skill or folder.name, RowsQuery(source, home, project), seed)
+        found = harvest_rows(skill or folder.name, query, flags.seed)
         directory = _fresh_run_dir(folder, run_dir)
         data = directory / ROWS_FILE
         write_trigger_rows(found.rows, data)
         if not as_json:
             typer.echo("\n".join(rows_summary(found, data)))
-        folder_flags = FolderFlags(data, distractors, agent, proposer, shown_others, reply_tokens)
-        task = folder_task(skill_folder, folder_flags)
+        task = folder_task(skill_folder, described.folder_flags(data))
         outcome = compile_folder(task, flags, directory, resume=False, echo=not as_json)
         if as_json:
             emit_json({"rows": {"out": str(data), **found.to_dict()}, **outcome.to_dict()})

@@ -11,16 +11,14 @@ import json
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, TypedDict
 
 import typer
 
-from skillopt_dsl.gate import Gate
-from skillopt_dsl.lm import Budget, UsageLedger
-from skillopt_dsl.lm.endpoint import API_BASE_ENV, OPTIMIZER_API_BASE_ENV, at_api_base
+from skillopt_dsl.flags import takes_flag_records
+from skillopt_dsl.lm import UsageLedger
 from skillopt_dsl.sleep import advice
 from skillopt_dsl.sleep.advice import cli_advice
-from skillopt_dsl.sleep.agent_replay import settings_from
 from skillopt_dsl.sleep.cli_nights import (
     adopt_command,
     diff_command,
@@ -28,25 +26,30 @@ from skillopt_dsl.sleep.cli_nights import (
     status_command,
 )
 from skillopt_dsl.sleep.cli_options import (
-    AgentOpt,
     AllOpt,
     DebugOpt,
     HeuristicOpt,
     HomeOpt,
     JsonOpt,
     MaxCallsOpt,
-    MaxTokensOpt,
-    MaxUsdOpt,
     OptimizerApiBaseOpt,
     OptimizerModelOpt,
     ProjectOpt,
-    ReplayAgentOpt,
     SinceOpt,
     SourceOpt,
     emit_json,
     sleep_errors,
 )
 from skillopt_dsl.sleep.cli_review import review_command
+from skillopt_dsl.sleep.cli_run_flags import (
+    NightLimits,
+    NightReads,
+    NightReplay,
+    NightSearch,
+    night_budget,
+    night_config,
+    optimizer_lm,
+)
 from skillopt_dsl.sleep.cli_schedule import schedule_command, unschedule_command
 from skillopt_dsl.sleep.cli_trigger import trigger_rows_command
 from skillopt_dsl.sleep.errors import SleepError
@@ -55,7 +58,6 @@ from skillopt_dsl.sleep.night import NightResult, SleepConfig, harvest_tasks, ru
 from skillopt_dsl.sleep.progress import NightProgress
 from skillopt_dsl.sleep.project import SleepProject
 from skillopt_dsl.sleep.review import ReviewFolder, validate_task_rows
-from skillopt_dsl.sleep.sources import check_agent, check_replay_agent
 from skillopt_dsl.sleep.stage import NightReport
 from skillopt_dsl.sleep.transcript import HarvestRecord
 
@@ -67,12 +69,6 @@ sleep_app = typer.Typer(
     help="Improve an agent's skill and memory files from its own session history, behind the gate.",
     no_args_is_help=True,
 )
-
-
-def _budget(calls: int | None, tokens: int | None, usd: float | None) -> Budget | None:
-    if calls is None and tokens is None and usd is None:
-        return None
-    return Budget(max_calls=calls, max_tokens=tokens, max_usd=usd)
 
 
 def night_summary(result: NightResult) -> str:
@@ -116,100 +112,15 @@ def _run_advice(report: NightReport) -> list[str]:
 
 
 @sleep_app.command("run")
+@takes_flag_records
 def run_command(
-    project: ProjectOpt = Path("."),
-    source: SourceOpt = "auto",
-    home: HomeOpt = None,
-    agent: AgentOpt = None,
-    skill_file: Annotated[
-        str | None, typer.Option("--skill-file", help="A skill document to train too.")
-    ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model",
-            help="Replay on this model (default: sleep.json's replay, else local/smollm2-135m).",
-        ),
-    ] = None,
-    replay_agent: ReplayAgentOpt = None,
-    agent_timeout: Annotated[
-        float, typer.Option("--agent-timeout", min=1.0, help="Seconds per agent replay.")
-    ] = 600.0,
-    agent_usd_per_run: Annotated[
-        float | None,
-        typer.Option(
-            "--agent-usd-per-run",
-            min=0.0,
-            help="Declared worst-case USD of one agent replay (needed with --max-usd).",
-        ),
-    ] = None,
-    optimizer_model: OptimizerModelOpt = None,
-    api_base: Annotated[
-        str | None,
-        typer.Option(
-            "--api-base",
-            envvar=API_BASE_ENV,
-            help="URL of the server the replay model runs on (with --model openai/<name>).",
-        ),
-    ] = None,
-    optimizer_api_base: OptimizerApiBaseOpt = None,
-    max_calls: MaxCallsOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    max_usd: MaxUsdOpt = None,
-    no_regression: Annotated[
-        bool, typer.Option("--no-regression", help="Reject a candidate worse on any val task.")
-    ] = False,
+    *,
+    reads: NightReads,
+    replay: NightReplay,
+    limits: NightLimits,
+    search: NightSearch,
     auto_adopt: Annotated[
         bool, typer.Option("--auto-adopt", help="Adopt right after the gate accepts.")
-    ] = False,
-    judge: Annotated[str, typer.Option("--judge", help="soft (share of checks) or hard.")] = "soft",
-    no_rubric: Annotated[bool, typer.Option("--no-rubric", help="Do not judge rubrics.")] = False,
-    heuristic_only: HeuristicOpt = False,
-    tasks: Annotated[
-        Path | None, typer.Option("--tasks", help="Use these (reviewed) tasks instead.")
-    ] = None,
-    reviewed_only: Annotated[
-        bool, typer.Option("--reviewed-only", help="Only tasks marked reviewed: true.")
-    ] = False,
-    epochs: Annotated[int, typer.Option("--epochs", min=1, help="Optimizer epochs.")] = 1,
-    batch_size: Annotated[
-        int,
-        typer.Option(
-            "--batch-size",
-            min=1,
-            help="Training tasks per optimizer step; larger means fewer gate decisions, each "
-            "tested with more of the night's significance.",
-        ),
-    ] = 8,
-    gate_kind: Annotated[
-        str,
-        typer.Option(
-            "--gate",
-            help="paired (default: a paired significance test, noise-safe) or mean-only "
-            "(any strict mean gain passes: on few val tasks a useless edit passes often).",
-        ),
-    ] = "paired",
-    seed: Annotated[int, typer.Option("--seed")] = 0,
-    threads: Annotated[int, typer.Option("--threads", min=1)] = 4,
-    # -- dreams and cross-night memory (issue 26; skillopt_dsl.sleep.dreams / .rejections) --
-    dream_variants: Annotated[
-        int,
-        typer.Option(
-            "--dream-variants",
-            min=0,
-            help="Reworded copies of each training task (training only; 0 = off).",
-        ),
-    ] = 0,
-    contrastive: Annotated[
-        bool,
-        typer.Option("--contrastive", help="Show the optimizer GOOD/BAD reply pairs per task."),
-    ] = False,
-    remember_rejected: Annotated[
-        bool,
-        typer.Option(
-            "--remember-rejected",
-            help="Never propose again an edit an earlier night's gate rejected.",
-        ),
     ] = False,
     describe: Annotated[
         list[Path] | None,
@@ -228,43 +139,12 @@ def run_command(
     with sleep_errors(debug):
         from rich.console import Console
 
-        from skillopt_dsl.optimizers import GradientText, HandOff
-
-        config = SleepConfig(
-            project=project,
-            source=source,
-            home=home or Path.home(),
-            agent=None if agent is None else check_agent(agent, "--agent"),
-            skill_file=skill_file,
-            lm=at_api_base(model, api_base),
-            replay_agent=None
-            if replay_agent is None
-            else settings_from(
-                check_replay_agent(replay_agent, "--replay-agent"),
-                timeout_s=agent_timeout,
-                max_usd_per_run=agent_usd_per_run,
-            ),
-            optimizer_lm=_optimizer_lm(optimizer_model, optimizer_api_base),
-            budget=_budget(max_calls, max_tokens, max_usd),
-            optimizer=HandOff(first=GradientText(epochs=epochs, batch_size=batch_size)),
-            gate=_gate(gate_kind),
-            no_regression=no_regression,
-            auto_adopt=auto_adopt,
-            judge_mode=_judge(judge),
-            rubric_judge=not no_rubric,
-            mine_with_model=not heuristic_only,
-            tasks=tasks,
-            reviewed_only=reviewed_only,
-            seed=seed,
-            threads=threads,
-            dream_variants=dream_variants,
-            contrastive=contrastive,
-            remember_rejected=remember_rejected,
-            describe=tuple(describe or ()),
+        config = night_config(
+            reads, replay, limits, search, auto_adopt=auto_adopt, describe=tuple(describe or ())
         )
-        if tasks is not None:
-            validate_task_rows(tasks)
-        with NightProgress(Console(stderr=True), max_calls=max_calls) as progress:
+        if reads.tasks is not None:
+            validate_task_rows(reads.tasks)
+        with NightProgress(Console(stderr=True), max_calls=limits.max_calls) as progress:
             result = run_night(config, on_event=progress)
         if as_json:
             described = {"describe": [d.to_dict() for d in result.described]}
@@ -274,32 +154,6 @@ def run_command(
             )
         else:
             typer.echo(night_summary(result))
-
-
-def _optimizer_lm(model: str | None, api_base: str | None) -> Any:
-    """`--optimizer-model` served at `--optimizer-api-base` (when given)."""
-    return at_api_base(
-        model,
-        api_base,
-        flag="--optimizer-api-base",
-        model_flag="--optimizer-model",
-        env=OPTIMIZER_API_BASE_ENV,
-    )
-
-
-def _gate(value: str) -> Gate | None:
-    """`--gate`: None for the default gate (paired test), `Gate.mean_only()` for mean-only."""
-    if value == "paired":
-        return None
-    if value == "mean-only":
-        return Gate.mean_only()
-    raise SleepError(f"--gate must be paired or mean-only, got {value!r}")
-
-
-def _judge(value: str) -> Literal["soft", "hard"]:
-    if value in ("soft", "hard"):
-        return value  # type: ignore[return-value]
-    raise SleepError(f"--judge must be soft or hard, got {value!r}")
 
 
 @sleep_app.command("harvest")
@@ -331,7 +185,7 @@ def harvest_command(
             project=opened.path,
             source=source,
             home=home or Path.home(),
-            optimizer_lm=_optimizer_lm(optimizer_model, optimizer_api_base),
+            optimizer_lm=optimizer_lm(optimizer_model, optimizer_api_base),
             mine_with_model=not heuristic_only,
         )
         after = _since(since, read_all)
@@ -339,7 +193,7 @@ def harvest_command(
             harvested, found, stats = harvest_tasks(
                 opened,
                 config,
-                UsageLedger(_budget(max_calls, None, None)),
+                UsageLedger(night_budget(max_calls, None, None)),
                 since=after,
                 read_all=read_all,
             )

@@ -1,4 +1,6 @@
-"""The options every `skillopt-dsl sleep` command shares, its error harness and its JSON output.
+"""The options of `skillopt-dsl sleep` commands that read Sleep's source registry, its error
+harness and its JSON output; the flags every command shares (`--debug`, `--json`, `--home`, the
+limits, the optimizer model) are declared once in `skillopt_dsl.flags` and re-exported here.
 
 The agent choices (`--source`, `--agent`, `--replay-agent`) are read from the source registry
 (`skillopt_dsl.sleep.sources`) whenever help is shown, so a source registered later is listed
@@ -8,16 +10,25 @@ too; an unknown name is refused by the registry, whose message lists the choices
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from typer.models import OptionInfo
 
 from skillopt_dsl.cli_harness import handled
-from skillopt_dsl.lm.endpoint import OPTIMIZER_API_BASE_ENV
+from skillopt_dsl.flags import (
+    DebugOpt,
+    HomeOpt,
+    JsonOpt,
+    MaxCallsOpt,
+    MaxTokensOpt,
+    MaxUsdOpt,
+    OptimizerApiBaseOpt,
+    OptimizerModelOpt,
+    RegistryOption,
+)
 from skillopt_dsl.sleep.sources.registry import (
     memory_files,
     replay_choices,
@@ -45,25 +56,6 @@ __all__ = [
     "emit_json",
     "sleep_errors",
 ]
-
-
-class RegistryOption(OptionInfo):
-    """A `typer.Option` whose help is written from the source registry each time the command
-    line is built (every run of the app), so a source registered later is listed too."""
-
-    def __init__(self, option: OptionInfo, describe: Callable[[], str]) -> None:
-        # A copy of a built option (no `super().__init__`: `typer.Option` made it already).
-        self.__dict__.update(vars(option))
-        self.describe = describe
-
-    @property  # type: ignore[override]
-    def help(self) -> str:
-        """The help, written now."""
-        return self.describe()
-
-    @help.setter
-    def help(self, value: str | None) -> None:
-        """Ignored: the help is always written from the registry."""
 
 
 def _or(names: list[str]) -> str:
@@ -117,46 +109,6 @@ ReplayAgentOpt = Annotated[
         ),
     ),
 ]
-
-
-HomeOpt = Annotated[
-    Path | None, typer.Option("--home", help="Where the agents keep transcripts (default: ~).")
-]
-
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (for scripts).")]
-
-
-DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks and debug logs.")]
-
-
-OptimizerModelOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--optimizer-model", help="Model that mines tasks, proposes edits, judges rubrics."
-    ),
-]
-
-
-OptimizerApiBaseOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--optimizer-api-base",
-        envvar=OPTIMIZER_API_BASE_ENV,
-        help="URL of the server the optimizer model runs on (with --optimizer-model).",
-    ),
-]
-
-
-MaxCallsOpt = Annotated[int | None, typer.Option("--max-calls", min=0, help="Night's call limit.")]
-
-
-MaxTokensOpt = Annotated[
-    int | None, typer.Option("--max-tokens", min=0, help="Night's token limit.")
-]
-
-
-MaxUsdOpt = Annotated[float | None, typer.Option("--max-usd", min=0.0, help="Night's USD limit.")]
 
 
 HeuristicOpt = Annotated[
