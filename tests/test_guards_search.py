@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -19,6 +20,7 @@ from skillopt_dsl.optimizers import Beam, Bundle, GradientText, HandOff
 from skillopt_dsl.optimizers import bundle as bundle_module
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.bundle import BundleMember, BundleState, quotes
+from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.optimizers.screened_steps import _clean_sweep
 from skillopt_dsl.optimizers.screening import ScreenResult
 from skillopt_dsl.skill import Add
@@ -237,3 +239,101 @@ def test_a_planned_batch_never_exceeds_the_configured_batch_size(
         kinds = {h.kind for h in result.history}
         assert "step" in kinds, f"no screened step of one example ran at {calls} calls: {kinds}"
     assert sizes and max(sizes) == 1, sizes
+
+
+def _parity_or_minor(messages: list[dict[str, str]]) -> str:
+    """The contract's target, and a skill saying MINOR makes multiples of 4 even (a small
+    proposal that passes its screen but does not join at once)."""
+    system = messages[0]["content"] if messages[0]["role"] == "system" else ""
+    number = int(messages[-1]["content"].split()[-1])
+    if "MINOR" in system and number % 4 == 0:
+        return "even"
+    return contract_target(messages)
+
+
+def test_after_a_perfect_stop_nothing_on_trial_goes_to_a_decision_it_cannot_win() -> None:
+    """Kills: GradientText's last chance sending what is still on trial to a "final" gate
+    decision after the incumbent became perfect (`stop != "perfect"` dropped from
+    `optimize`): the small proposal on trial would spend a decision no candidate can win."""
+    offers = OfferedEdits(texts=[PARITY_FIX, "MINOR: multiples of 4 are even."])
+    result = sd.compile(
+        ContractParity(), contract_examples(0, 24), VAL30,
+        optimizer=GradientText(proposers=[offers]), lm=ScriptedLM(_parity_or_minor),
+        optimizer_lm=ScriptedLM(lambda _: "{}"), threads=1, seed=1,
+    )  # fmt: skip
+    assert result.stop_reason == "perfect"
+    assert [d.accepted for d in result.gate_log] == [True], result.gate_log
+
+
+@dataclass(kw_only=True)
+class _Recording(Proposer):
+    """Proposes nothing; counts the requests it was asked."""
+
+    name: str = "recording"
+    asked: list[int] = field(default_factory=list)
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        self.asked.append(request.step)
+        return []
+
+
+def _right_on_training(messages: list[dict[str, str]]) -> str:
+    """Right on every training number (below 100); the contract's target on validation."""
+    number = int(messages[-1]["content"].split()[-1])
+    if number < 100:
+        return "even" if number % 2 == 0 else "odd"
+    return contract_target(messages)
+
+
+def test_the_end_of_epoch_consolidation_is_asked_even_when_its_batch_is_solved() -> None:
+    """Kills: the slow update skipped on a solved batch like a step's proposers (`or kind ==
+    "slow_update"` dropped where the proposers are asked): a consolidation shortens what is
+    right already, so it is asked at each epoch's end whatever the batch shows."""
+    consolidation = _Recording()
+    optimizer = GradientText(
+        proposers=[OfferedEdits(texts=[])], consolidation=consolidation, epochs=1
+    )
+    result = sd.compile(
+        ContractParity(), contract_examples(0, 16), VAL30, optimizer=optimizer,
+        lm=ScriptedLM(_right_on_training), optimizer_lm=ScriptedLM(lambda _: "{}"), threads=1,
+    )  # fmt: skip
+    assert consolidation.asked, f"the consolidation was never asked ({result.stop_reason})"
+
+
+@dataclass(kw_only=True)
+class _FixFirst(Proposer):
+    """The parity fix at the run's first step, nothing after."""
+
+    name: str = "fix-first"
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        if request.step > 0:
+            return []
+        return [EditGroup((Add(after=None, text=PARITY_FIX),), self.name, True, PARITY_FIX)]
+
+
+def _wrong_on_sevens(messages: list[dict[str, str]]) -> str:
+    """The contract's target, wrong on multiples of 7 (the fix leaves validation imperfect)."""
+    answer = contract_target(messages)
+    if int(messages[-1]["content"].split()[-1]) % 7:
+        return answer
+    return "odd" if answer == "even" else "even"
+
+
+def test_the_run_is_never_handed_to_bundle_after_gradient_text_had_a_candidate_accepted(
+    tmp_path: Path,
+) -> None:
+    """Kills: GradientText's hand-off test without `view.version == 1` (`_hands_off`): after
+    its first step's fix is accepted, the steps that confirm nothing would hand the rest of
+    the run to Bundle, though a mini-batch has shown an effect."""
+    proposers = [_FixFirst()]
+    optimizer = HandOff(first=GradientText(proposers=proposers), then=Bundle(proposers=proposers))
+    result = sd.compile(
+        ContractParity(), contract_examples(0, 24), VAL30, optimizer=optimizer,
+        lm=ScriptedLM(_wrong_on_sevens), optimizer_lm=ScriptedLM(lambda _: "{}"),
+        budget=sd.Budget(max_calls=200), run_dir=tmp_path, threads=1,
+    )  # fmt: skip
+    assert [d.accepted for d in result.gate_log][:1] == [True]
+    events = (tmp_path / "events.jsonl").read_text(encoding="utf-8")
+    assert '"hand_off"' not in events, "handed off after an acceptance"
+    assert "hand_off" not in {h.kind for h in result.history}
