@@ -36,89 +36,18 @@ decision is charged the attained sizes of all its tests, so the run's bound hold
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, cast
 
 from skillopt_dsl.errors import UserInputError
-from skillopt_dsl.evaluate import EvaluationReport, Rollout
+from skillopt_dsl.evaluate import EvaluationReport
 from skillopt_dsl.events import DecisionRecord
 from skillopt_dsl.evidence import SignificanceBudget, look_sizes
+from skillopt_dsl.guards import Guard, MetricFn, credited_pairs
 from skillopt_dsl.signed_rank import EXACT_LIMIT, TIE, PairedTest, paired_test
 
 __all__ = ["EXACT_LIMIT", "Gate", "GateDecision", "Guard", "PairedTest", "paired_test"]
-
-
-MetricFn = Callable[..., Any]
-
-
-@dataclass(frozen=True)
-class Guard:
-    """A secondary measure that must not regress by more than `tolerance`.
-
-    `measure(report) -> float` reads a number off an evaluation report; `higher_is_better` says
-    which direction is a regression. Built-ins: `Guard.metric(name, fn)` (a metric function the
-    driver records on every validation rollout), `Guard.error_rate()`, `Guard.output_tokens()`.
-    `metric_fn` is the function behind a metric guard (None for the others).
-    """
-
-    name: str
-    measure: Callable[[EvaluationReport], float]
-    tolerance: float = 0.0
-    higher_is_better: bool = True
-    metric_fn: MetricFn | None = None
-
-    @staticmethod
-    def metric(name: str, fn: MetricFn, tolerance: float = 0.0) -> Guard:
-        """Guard the mean of `fn(example, prediction)` (a metric: float, bool or `Score`).
-
-        `compile` records `fn` on every validation rollout (see `Gate.guard_metrics`); a rollout
-        whose model call failed scores 0 for it, without calling `fn`.
-
-        >>> guard = Guard.metric("brevity", lambda example, prediction: len(prediction.raw) < 80)
-        >>> guard.name, guard.tolerance
-        ('brevity', 0.0)
-        """
-        if not callable(fn):
-            raise UserInputError(
-                f"Guard.metric({name!r}, fn): fn must be a metric function "
-                f"(example, prediction) -> float | bool | Score, got {type(fn).__name__}"
-            )
-
-        def measure(report: EvaluationReport) -> float:
-            missing = [r.example_id for r in report.records if name not in r.extra_scores]
-            if missing:
-                raise UserInputError(
-                    f"guard {name!r} has no scores on {missing[:5]}: evaluate with "
-                    f"extra_metrics=gate.guard_metrics() (compile does this for you)"
-                )
-            values = [_credited(r, r.extra_scores[name]) for r in report.records]
-            return sum(values) / len(values) if values else 0.0
-
-        return Guard(name=name, measure=measure, tolerance=tolerance, metric_fn=fn)
-
-    @staticmethod
-    def error_rate(tolerance: float = 0.0) -> Guard:
-        """Guard the share of rollouts whose model call failed (lower is better)."""
-
-        def measure(report: EvaluationReport) -> float:
-            return report.n_errors / len(report.records) if report.records else 0.0
-
-        return Guard(
-            name="error_rate", measure=measure, tolerance=tolerance, higher_is_better=False
-        )
-
-    @staticmethod
-    def output_tokens(tolerance: float) -> Guard:
-        """Guard the mean completion length in tokens (lower is better)."""
-
-        def measure(report: EvaluationReport) -> float:
-            n = len(report.records)
-            return sum(r.completion_tokens for r in report.records) / n if n else 0.0
-
-        return Guard(
-            name="output_tokens", measure=measure, tolerance=tolerance, higher_is_better=False
-        )
 
 
 @dataclass(frozen=True)
@@ -365,39 +294,9 @@ class Gate:
         if self.test is None:
             level = None
         pairs = credited_pairs(candidate, incumbent)
-        candidate_mean = sum(c for c, _ in pairs) / len(pairs)
-        incumbent_mean = sum(i for _, i in pairs) / len(pairs)
-        delta = candidate_mean - incumbent_mean
-        tested: dict[str, Any] = {}
-        result: PairedTest | None = None
-        if level is not None:
-            result = paired_test([c - i for c, i in pairs], level=level)
-            tested = {
-                "test": result.name,
-                "statistic": result.statistic,
-                "p_value": result.p_value,
-                "critical": result.critical,
-            }
-
-        def verdict(accepted: bool, reason: str, **extra: Any) -> GateDecision:
-            charged = None if level is None else 0.0 if accepted else _charge(result, level)
-            return GateDecision(
-                accepted=accepted,
-                candidate_score=candidate_mean,
-                incumbent_score=incumbent_mean,
-                delta=delta,
-                reason=reason,
-                candidate_hash=candidate.skill_hash,
-                incumbent_hash=incumbent.skill_hash,
-                n_examples=len(pairs),
-                alpha=level,
-                decision_index=decision_index,
-                charged=charged,
-                examples_scored=len(pairs),
-                **tested,
-                **extra,
-            )
-
+        result = None if level is None else paired_test([c - i for c, i in pairs], level=level)
+        verdict = _Verdict(candidate, incumbent, pairs, level, result, decision_index)
+        delta = verdict.delta
         if not delta > TIE:
             return verdict(False, _tie_or_loss(delta))
         if delta <= self.min_delta:
@@ -425,32 +324,63 @@ class Gate:
         return values, None
 
 
-def credited_pairs(
-    candidate: EvaluationReport, incumbent: EvaluationReport
-) -> list[tuple[float, float]]:
-    """(candidate, incumbent) credited scores per example, in the incumbent's order.
+@dataclass(frozen=True)
+class _Verdict:
+    """One decision's facts (the credited pairs, the level, the test's outcome); called with
+    the verdict, it writes the `GateDecision`."""
 
-    A failed call scores 0 on its side; where the incumbent's call failed, the candidate is
-    credited 0 too (errors never help a candidate).
-    """
-    by_id = {r.example_id: r for r in candidate.records}
-    pairs = []
-    for held in incumbent.records:
-        challenger = by_id[held.example_id]
-        credit = 0.0 if held.error is not None else 1.0
-        pairs.append(
-            (credit * _credited(challenger, challenger.score), _credited(held, held.score))
+    candidate: EvaluationReport
+    incumbent: EvaluationReport
+    pairs: list[tuple[float, float]]
+    level: float | None
+    result: PairedTest | None
+    decision_index: int
+
+    @property
+    def means(self) -> tuple[float, float]:
+        """The candidate's and the incumbent's credited means."""
+        n = len(self.pairs)
+        return sum(c for c, _ in self.pairs) / n, sum(i for _, i in self.pairs) / n
+
+    @property
+    def delta(self) -> float:
+        """The candidate's credited mean minus the incumbent's."""
+        candidate, incumbent = self.means
+        return candidate - incumbent
+
+    def __call__(self, accepted: bool, reason: str, **extra: Any) -> GateDecision:
+        level, result = self.level, self.result
+        tested: dict[str, Any] = {}
+        if result is not None:
+            tested = {
+                "test": result.name,
+                "statistic": result.statistic,
+                "p_value": result.p_value,
+                "critical": result.critical,
+            }
+        charged = None if level is None else 0.0 if accepted else _charge(result, level)
+        candidate_mean, incumbent_mean = self.means
+        return GateDecision(
+            accepted=accepted,
+            candidate_score=candidate_mean,
+            incumbent_score=incumbent_mean,
+            delta=candidate_mean - incumbent_mean,
+            reason=reason,
+            candidate_hash=self.candidate.skill_hash,
+            incumbent_hash=self.incumbent.skill_hash,
+            n_examples=len(self.pairs),
+            alpha=level,
+            decision_index=self.decision_index,
+            charged=charged,
+            examples_scored=len(self.pairs),
+            **tested,
+            **extra,
         )
-    return pairs
 
 
 def _restricted(incumbent: EvaluationReport, candidate: EvaluationReport) -> EvaluationReport:
     """The incumbent's report on the examples `candidate` was scored on (a look's prefix)."""
     return incumbent.restricted_to(candidate.example_ids)
-
-
-def _credited(rollout: Rollout, value: float) -> float:
-    return 0.0 if rollout.error is not None else value
 
 
 def _charge(result: PairedTest | None, level: float) -> float:

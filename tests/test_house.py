@@ -29,7 +29,6 @@ FRONT_DOORS = {
     "cli/__init__.py:eval_command": "CLI command `skillopt-dsl eval`",
     "cli/__init__.py:transfer_command": "CLI command `skillopt-dsl transfer`",
     "sleep/cli.py:harvest_command": "CLI command `skillopt-dsl sleep harvest`",
-    "sleep/cli_review.py:review_command": "CLI command `skillopt-dsl sleep review`",
     "data/loading.py:load_splits": (
         "`sd.load_splits`: its `**load_kwargs` forward any other keyword to "
         "`datasets.load_dataset` (`cache_dir=`, `name=`), which `Unpack[TypedDict]` cannot type "
@@ -118,8 +117,6 @@ MAX_GATE_LINES = 500
 LONG_FUNCTIONS: dict[str, int] = {
     "dspy/optimizer.py:SkillOptimizer._train": 70,
     "compile.py:compile": 68,
-    "gate.py:Gate.decide": 64,
-    "sleep/cli_review.py:review_command": 76,
     "sweeps.py:run_sweep_worker": 67,
 }
 
@@ -576,7 +573,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("skill", "metrics", "events", "evidence", "progress", "signed_rank"),
     ("module", "export", "studies"),
     ("evaluate", "runs", "baselines", "data"),
-    ("gate", "reachability", "search_memory", "settings", "flags"),
+    ("gate", "guards", "reachability", "search_memory", "settings", "flags"),
     ("driver",),
     ("optimizers",),
     ("compile", "agents", "skill_folder", "recipes"),
