@@ -18,10 +18,12 @@ from skillopt_dsl.skill import Skill
 from skillopt_dsl.skill_folder import SkillCard, SkillFolder, TriggerModule, stage_folder
 from skillopt_dsl.skill_folder.cards import read_skill_cards
 from skillopt_dsl.skill_folder.stage import read_folder_manifest
+from skillopt_dsl.skill_folder.trigger import TriggerSampling
 from skillopt_dsl.skill_folder.trigger_proposer import copied_words
 from skillopt_dsl.testing.trigger_fakes import listed_description
 from skillopt_dsl.types import Example
 
+ONE = TriggerSampling(samples=1)
 OTHERS = (SkillCard("commit-message", "Writes a commit message."),)
 
 
@@ -48,7 +50,7 @@ def test_when_to_use_is_shown_beside_the_description(tmp_path: Path) -> None:
     """Kills: dropping `when_to_use` from the listing (Claude Code shows it beside the
     description, and it decides triggers as much)."""
     root = _skill(tmp_path, "release-notes", "when_to_use: After a version is tagged.\n")
-    module = TriggerModule(SkillFolder.read(root), OTHERS, samples=1)
+    module = TriggerModule(SkillFolder.read(root), OTHERS, sampling=ONE)
     messages = module.render(module.seed_skill, Example("r", {"request": "r"}, {}))
     shown = listed_description(messages, "release-notes")
     assert shown == "Does release-notes. — when to use: After a version is tagged."
@@ -58,12 +60,12 @@ def test_the_shared_listing_budget_is_checked(tmp_path: Path) -> None:
     """Kills: a description that pushes the listing of every skill past the agent's budget
     (the agent would leave skills out) reaching the gate, and a seed over it run at all."""
     folder = SkillFolder.read(_skill(tmp_path, "release-notes"))
-    module = TriggerModule(folder, OTHERS, samples=1, listing_budget=120)
+    module = TriggerModule(folder, OTHERS, sampling=ONE, listing_budget=120)
     long = Skill(module.seed_skill.text.replace("Does release-notes.", "Writes notes. " * 8))
     assert "budget of 120" in str(module.skill_refusal(long))
     assert module.skill_refusal(module.seed_skill) is None
     with pytest.raises(UserInputError, match="over the agent's budget of 40"):
-        TriggerModule(folder, OTHERS, samples=1, listing_budget=40)
+        TriggerModule(folder, OTHERS, sampling=ONE, listing_budget=40)
 
 
 def test_copied_words_are_those_only_training_requests_hold() -> None:

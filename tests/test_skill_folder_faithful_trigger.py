@@ -20,7 +20,7 @@ from skillopt_dsl.cli import skill_folder as folder_cli
 from skillopt_dsl.evaluate import evaluate
 from skillopt_dsl.lm import LM, ResponseCache
 from skillopt_dsl.skill_folder import SkillCard, SkillFolder, TriggerModule
-from skillopt_dsl.skill_folder.trigger import ORDINARY_TOOLS, SKILL_TOOL
+from skillopt_dsl.skill_folder.trigger import ORDINARY_TOOLS, SKILL_TOOL, TriggerSampling
 from skillopt_dsl.skill_folder.trigger_data import trigger_preflight
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.testing.trigger_fakes import (
@@ -32,6 +32,7 @@ from skillopt_dsl.testing.trigger_fakes import (
 )
 from skillopt_dsl.types import Example
 
+ONE = TriggerSampling(samples=1)
 OTHERS = (SkillCard("commit-message", "Writes a commit message."), SkillCard("pdf", "Reads PDFs."))
 
 
@@ -53,7 +54,7 @@ def test_the_request_is_an_agent_prompt_with_ordinary_tools_and_a_skill_tool(
 ) -> None:
     """Kills: the bare "name one skill" list (no tools, so "no skill" is no real option), a
     listing that leaves a skill out, and the request folded into the listing's message."""
-    module = TriggerModule(_folder(tmp_path), OTHERS, samples=1)
+    module = TriggerModule(_folder(tmp_path), OTHERS, sampling=ONE)
     messages = module.render(module.seed_skill, _example("Tag v2.1 and note it", True))
     system = str(messages[0]["content"])
     assert messages[0]["role"] == "system" and messages[-1] == {
@@ -86,7 +87,7 @@ def test_the_score_is_whether_the_skill_tool_is_called_for_this_skill(
 ) -> None:
     """Kills: reading a bare skill name (or a name inside another tool's call) as a load, and a
     request needing no skill scored wrong when the router calls no tool or an ordinary one."""
-    module = TriggerModule(_folder(tmp_path), OTHERS, samples=1)
+    module = TriggerModule(_folder(tmp_path), OTHERS, sampling=ONE)
     example = _example("what is 2 + 2", should)
     outcome = module.run(module.seed_skill, example, LM(ScriptedLM(lambda m: reply)), seed=0)
     assert module.score(example, outcome).value == score
@@ -122,7 +123,7 @@ def test_k_samples_give_graded_scores_at_a_temperature_with_their_own_seeds(
 def test_samples_without_a_temperature_are_refused(tmp_path: Path) -> None:
     """Kills: k samples at temperature 0, which agree and only cost k times the calls."""
     with pytest.raises(Exception, match="temperature above 0"):
-        TriggerModule(_folder(tmp_path), OTHERS, samples=3, temperature=0.0)
+        TriggerSampling(samples=3, temperature=0.0)
 
 
 def test_the_preflight_says_how_many_requests_a_realistic_gain_needs() -> None:
@@ -163,6 +164,6 @@ def test_the_cli_prints_the_preflight_before_any_call(
 
 def test_a_fake_reading_the_prompt_finds_the_request(tmp_path: Path) -> None:
     """Kills: the shipped fakes reading another message than the request."""
-    module = TriggerModule(_folder(tmp_path), OTHERS, samples=1)
+    module = TriggerModule(_folder(tmp_path), OTHERS, sampling=ONE)
     messages = module.render(module.seed_skill, _example("bump the version", False))
     assert trigger_request(messages) == "bump the version"

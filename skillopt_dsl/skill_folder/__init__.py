@@ -55,6 +55,7 @@ from skillopt_dsl.skill_folder.trigger import (
     ROUTER_INSTRUCTION,
     SKILL_TOOL,
     TriggerModule,
+    TriggerSampling,
     pick_skill,
     skill_called,
 )
@@ -97,6 +98,7 @@ __all__ = [
     "StagedFolder",
     "TriggerModule",
     "TriggerPreflight",
+    "TriggerSampling",
     "TriggerSizes",
     "TriggerSummary",
     "adopt_folder",

@@ -37,6 +37,7 @@ from skillopt_dsl.skill_folder.trigger import (
     DEFAULT_SAMPLES,
     DEFAULT_TEMPERATURE,
     TriggerModule,
+    TriggerSampling,
 )
 from skillopt_dsl.skill_folder.trigger_data import (
     TriggerPreflight,
@@ -111,8 +112,7 @@ def plan_description(task: DescriptionTask, settings: CompileSettings) -> Descri
         order_seed=settings.seed,
         shown_others=task.shown_others,
         reply_tokens=task.reply_tokens,
-        samples=task.samples,
-        temperature=task.temperature,
+        sampling=TriggerSampling(task.samples, task.temperature),
     )
     check = trigger_preflight(len(splits.val), task.samples, gate=settings.gate)
     return DescriptionPlan(folder, module, splits, check)

@@ -74,6 +74,7 @@ __all__ = [
     "SKILL_TOOL",
     "TriggerModule",
     "TriggerPick",
+    "TriggerSampling",
     "agent_prompt",
     "pick_skill",
     "skill_called",
@@ -117,6 +118,24 @@ _PREFIX = re.compile(
     r"^\s*(?:final\s+answer|answer|skill\s+name|skill|name|load)\s*[:：=-]\s*", re.IGNORECASE
 )
 _QUOTES = "\"'`“”‘’*"
+
+
+@dataclass(frozen=True)
+class TriggerSampling:
+    """How each trigger request is sampled: `samples` runs (its score is the trigger rate over
+    them) at `temperature` (above 0 when there are several, or they would all agree)."""
+
+    samples: int = DEFAULT_SAMPLES
+    temperature: float = DEFAULT_TEMPERATURE
+
+    def __post_init__(self) -> None:
+        if self.samples < 1:
+            raise UserInputError(f"samples must be at least 1, got {self.samples}")
+        if self.samples > 1 and self.temperature <= 0:
+            raise UserInputError(
+                f"{self.samples} samples at temperature {self.temperature} would all agree; "
+                "give a temperature above 0 (or samples=1)"
+            )
 
 
 @dataclass(frozen=True)
@@ -204,8 +223,7 @@ class TriggerModule(SkillModule):
         order_seed: int = 0,
         shown_others: int | None = None,
         reply_tokens: int | None = None,
-        samples: int = DEFAULT_SAMPLES,
-        temperature: float = DEFAULT_TEMPERATURE,
+        sampling: TriggerSampling | None = None,
         listing_budget: int | None = LISTING_BUDGET,
     ) -> None:
         """`folder`: the skill whose description is trained; `others`: the other skills'
@@ -214,9 +232,9 @@ class TriggerModule(SkillModule):
         how many of `others` each request's list shows (a seeded sample; None: all of them),
         which keeps the prompt short for a small model; `reply_tokens`: the most tokens a
         routing reply may use (a skill name needs few; None: the model's own `max_tokens`),
-        which keeps a small model from copying the whole list back; `samples`: how many
-        times each request runs (its score is the trigger rate over them); `temperature`:
-        their sampling temperature (above 0 when `samples` > 1, or the samples would agree);
+        which keeps a small model from copying the whole list back; `sampling`: how many
+        times each request runs (its score is the trigger rate over them) and at which
+        temperature (`TriggerSampling`; default 3 samples at 0.7);
         `listing_budget`: the characters the listing of every available skill may take (see
         `LISTING_BUDGET`; a seed over it is refused here, a candidate at the door)."""
         if not others:
@@ -228,13 +246,7 @@ class TriggerModule(SkillModule):
             )
         if reply_tokens is not None and reply_tokens < 1:
             raise UserInputError(f"reply_tokens must be at least 1, got {reply_tokens}")
-        if samples < 1:
-            raise UserInputError(f"samples must be at least 1, got {samples}")
-        if samples > 1 and temperature <= 0:
-            raise UserInputError(
-                f"{samples} samples at temperature {temperature} would all agree; give a "
-                "temperature above 0 (or samples=1)"
-            )
+        chosen = sampling if sampling is not None else TriggerSampling()
         cards = check_cards((*others, SkillCard(folder.name, "(this skill)")))
         self.folder = folder
         self.others: tuple[SkillCard, ...] = cards[:-1]
@@ -242,8 +254,8 @@ class TriggerModule(SkillModule):
         self.order_seed = order_seed
         self.shown_others = shown_others
         self.reply_tokens = reply_tokens
-        self.samples = samples
-        self.temperature = temperature
+        self.samples = chosen.samples
+        self.temperature = chosen.temperature
         self.listing_budget = listing_budget
         if (problem := self.listing_problem(folder.description)) is not None:
             raise UserInputError(f"{folder.root}: {problem}; nothing was run")
