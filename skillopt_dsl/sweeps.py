@@ -133,18 +133,7 @@ def run_sweep_worker(
     settings = settings_from("run_sweep_worker", SweepWorkerSettings, options)
     if not storage or not study_name:
         raise UserInputError("a sweep worker needs a storage URL and a study name to share")
-    optimizer = OptunaLR(
-        inner=settings.inner if settings.inner is not None else GradientText(),
-        search_space=_search_space(settings.search_space),
-        n_trials=n_trials,
-        storage=storage,
-        study_name=study_name,
-        sampler=_sampler(settings.sampler_seed),
-        plots=settings.plots,
-        selection_fraction=settings.selection_fraction,
-        heartbeat_interval=settings.heartbeat_interval,
-        grace_period=settings.grace_period,
-    )
+    optimizer = _sweep_optimizer(settings, storage, study_name, n_trials)
     compile_settings = CompileSettings(
         lm=settings.lm,
         optimizer_lm=settings.optimizer_lm,
@@ -159,6 +148,24 @@ def run_sweep_worker(
     shared = load_sweep(storage, study_name)
     return SweepWorkerResult(
         shared.study_name, shared.storage, shared.trials, shared.best_number, compiled=compiled
+    )
+
+
+def _sweep_optimizer(
+    settings: SweepWorkerSettings, storage: str, study_name: str, n_trials: int
+) -> OptunaLR:
+    """The worker's `OptunaLR` on the shared study."""
+    return OptunaLR(
+        inner=settings.inner if settings.inner is not None else GradientText(),
+        search_space=_search_space(settings.search_space),
+        n_trials=n_trials,
+        storage=storage,
+        study_name=study_name,
+        sampler=_sampler(settings.sampler_seed),
+        plots=settings.plots,
+        selection_fraction=settings.selection_fraction,
+        heartbeat_interval=settings.heartbeat_interval,
+        grace_period=settings.grace_period,
     )
 
 

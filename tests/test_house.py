@@ -117,7 +117,6 @@ MAX_GATE_LINES = 500
 LONG_FUNCTIONS: dict[str, int] = {
     "dspy/optimizer.py:SkillOptimizer._train": 70,
     "compile.py:compile": 68,
-    "sweeps.py:run_sweep_worker": 67,
 }
 
 
