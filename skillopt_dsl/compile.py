@@ -32,7 +32,7 @@ from skillopt_dsl.lm import (
     UsageSnapshot,
 )
 from skillopt_dsl.module import SkillModule
-from skillopt_dsl.optimizers.base import Optimizer, StudyPlots
+from skillopt_dsl.optimizers.base import Optimizer, StopReason, StudyPlots
 from skillopt_dsl.optimizers.proposers import RejectedCandidate
 from skillopt_dsl.reachability import require_an_answer
 from skillopt_dsl.runs import RunDirectory
@@ -86,7 +86,7 @@ class CompileResult:
     gate_log: list[GateDecision]
     history: list[StepRecord]
     usage: UsageSnapshot
-    stop_reason: str
+    stop_reason: StopReason
     run_dir: Path | None = None
     test_score: float | None = None
     seed_test_score: float | None = None
@@ -490,7 +490,7 @@ def _test_mean(
 
 def _finish(
     context: CompileContext,
-    stop_reason: str,
+    stop_reason: StopReason,
     test: _TestScores,
     baseline: Baseline | None,
     check: Preflight | None = None,

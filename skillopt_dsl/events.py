@@ -362,11 +362,15 @@ class EditReportEvent(TypedDict):
 
 
 class StopEvent(TypedDict):
-    """The optimizer stopped before its planned end (`reason`: budget, patience, ...)."""
+    """The search stopped: one per run, written by `Optimizer.compile` (`reason`: an
+    `optimizers.base.StopReason`; where it stopped: `epoch` for GradientText, `round` and
+    `idle_rounds` for Beam; `detail`: the budget's message when it ran out)."""
 
     event: Literal["stop"]
     reason: str
     epoch: NotRequired[int]
+    round: NotRequired[int]
+    idle_rounds: NotRequired[int]
     step: NotRequired[int]
     calls_left: NotRequired[int | None]
     detail: NotRequired[str]

@@ -159,29 +159,6 @@ def test_the_budget_spans_every_predictor() -> None:
     assert result.usage.calls == len(fake.calls) <= 90
 
 
-@pytest.mark.parametrize(
-    ("calls", "parts", "least", "share"),
-    [
-        (300, 2, 85, 150),  # an even split pays each predictor a decision
-        (97, 2, 85, 97),  # split, neither could decide: the first gets it all (ReAct at 100)
-        (200, 2, 120, 200),  # one decision's worth leaves 80, too few for the next
-        (220, 3, 80, 80),  # 73 each pays none: the first gets a decision's worth, 140 stay
-        (150, 3, 60, 60),  # 50 each cannot pay one; 60 leaves 90, enough for another
-    ],
-)
-def test_a_predictors_share_of_the_calls_is_all_of_them_when_a_split_pays_no_decision(
-    calls: int, parts: int, least: int, share: int
-) -> None:
-    """Kills: the even split floored at one decision's estimate (`min(least, calls)`) when the
-    rest could not pay the next predictor's decision: `dspy.ReAct` at 100 calls gave its agent
-    step 85 of the 97 left (one decision at 3 calls a run, from the reach probe's one row) and
-    the extract step the rest; at the measured 3.75 neither could decide."""
-    from skillopt_dsl.dspy.optimizer import _share
-
-    given = _share(Budget(max_calls=calls, max_tokens=9), parts, least)
-    assert given is not None and given.max_calls == share and given.max_tokens == 9
-
-
 def test_worker_threads_see_the_callers_dspy_context() -> None:
     """Kills: running the program in the evaluation's worker threads without the caller's
     context (`contextvars.copy_context().run`): the marker would be missing."""

@@ -58,10 +58,16 @@ def test_compiles_default_is_the_hand_off() -> None:
 def test_a_run_whose_screens_confirm_nothing_is_handed_to_bundle(tmp_path: Path) -> None:
     """Kills: no hand-off (GradientText alone keeps nothing on this seed of the rare-kind
     world, where no mini-batch can confirm a rule worth +0.06); Bundle, handed the run after
-    two steps, collects the small fixes and one decision accepts them."""
+    two steps, collects the small fixes and one decision accepts them; and a `stop` event (the
+    progress line "search stopped") written in the run's middle by the part that hands off."""
     result = run_rare(HandOff.with_proposers([RuleWorldProposer()]), tmp_path)
-    (hand_off,) = [e for e in _events(tmp_path) if e["event"] == "hand_off"]
+    events = _events(tmp_path)
+    (hand_off,) = [e for e in events if e["event"] == "hand_off"]
     assert hand_off["step"] == PROBE_STEPS and hand_off["to"] == "bundle", hand_off
+    # one stop, the run's, after the hand-off (GradientText's hand-off is no "search stopped")
+    stops = [i for i, e in enumerate(events) if e["event"] == "stop"]
+    assert len(stops) == 1 and stops[0] > events.index(hand_off), [events[i] for i in stops]
+    assert events[stops[0]]["reason"] == result.stop_reason != "small_effects"
     useful, harmful, _ = rules_in(result.best_skill.text)
     assert len(useful) >= 4 and not harmful, result.best_skill.text
     assert result.usage.calls <= 400

@@ -8,17 +8,15 @@ measured what a run really costs (a ReAct loop, a tool, a format retry: several 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
-from collections.abc import Sequence
 
 from skillopt_dsl.dspy.program import DSPyProgram
 from skillopt_dsl.gate import Gate
-from skillopt_dsl.lm import Budget, UsageSnapshot
+from skillopt_dsl.lm import Budget
 from skillopt_dsl.types import Example
 
-__all__ = ["budget_warning", "one_decision", "remaining", "share"]
+__all__ = ["budget_warning", "one_decision"]
 
 logger = logging.getLogger("skillopt_dsl.dspy.optimizer")
 
@@ -70,33 +68,3 @@ def one_decision(
     batch, look = min(len(train), 2), (gate or Gate()).look_sizes(len(val))[0]
     rate = per_run if per_run is not None else len(program.predictor_names)
     return math.ceil((2 * look + 2 * batch) * rate - 1e-9) + 1, batch, look
-
-
-def remaining(budget: Budget | None, spent: Sequence[UsageSnapshot]) -> Budget | None:
-    """What the earlier predictors' runs left of `budget`."""
-    if budget is None:
-        return None
-    calls = sum(u.calls for u in spent)
-    tokens = sum(u.total_tokens for u in spent)
-    usd = sum(u.cost_usd or 0.0 for u in spent)
-    return Budget(
-        max_calls=None if budget.max_calls is None else max(0, budget.max_calls - calls),
-        max_tokens=None if budget.max_tokens is None else max(0, budget.max_tokens - tokens),
-        max_usd=None if budget.max_usd is None else max(0.0, budget.max_usd - usd),
-    )
-
-
-def share(budget: Budget | None, parts: int, least: int) -> Budget | None:
-    """One predictor's share of the calls left in `budget`: an even split between the `parts`
-    predictors still to train, but at least `least` (one decision's worth) while the budget
-    has it, and all of it when what would be left after one decision's worth could not pay
-    for another predictor's (split, neither would get a decision). The search spends the
-    calls it is given, so an unsplit budget would go whole to the first predictor. Token and
-    cost limits stay whole (they do not drive the search)."""
-    if budget is None or budget.max_calls is None or parts <= 1:
-        return budget
-    calls = budget.max_calls // parts
-    if calls < least:
-        rest = budget.max_calls - least
-        calls = budget.max_calls if rest < least else least
-    return dataclasses.replace(budget, max_calls=calls)

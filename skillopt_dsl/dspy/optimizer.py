@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextvars
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Unpack
@@ -37,8 +37,7 @@ from dspy.teleprompt import Teleprompter
 from skillopt_dsl.compile import CompileResult
 from skillopt_dsl.compile import compile as compile_module
 from skillopt_dsl.dspy.bridge import from_dspy_lm
-from skillopt_dsl.dspy.budget_check import budget_warning, one_decision, remaining
-from skillopt_dsl.dspy.budget_check import share as _share
+from skillopt_dsl.dspy.budget_check import budget_warning, one_decision
 from skillopt_dsl.dspy.program import DSPyProgram, normalize_instructions
 from skillopt_dsl.dspy.reach import RATE_ROWS, Pricing, probe_reach, unreached
 from skillopt_dsl.dspy.rows import (
@@ -54,7 +53,7 @@ from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.evaluate import DEFAULT_THREADS, EvaluationReport, evaluate
 from skillopt_dsl.evidence import Preflight, SignificanceBudget, preflight
 from skillopt_dsl.gate import Gate
-from skillopt_dsl.lm import LM, Backend, ResponseCache, UsageSnapshot
+from skillopt_dsl.lm import LM, Backend, Budget, ResponseCache, UsageSnapshot
 from skillopt_dsl.options import settings_from, takes_options
 from skillopt_dsl.runs import RunDirectory
 from skillopt_dsl.skill import Skill
@@ -312,8 +311,8 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
                     gate=self.gate,
                     significance=significance,
                     shared_cache=replies,
-                    budget=_share(
-                        remaining(self.budget, [probe, *(p.result.usage for p in done.values())]),
+                    budget=self._share(
+                        [probe, *(p.result.usage for p in done.values())],
                         sum(not unreached(program, n, train) for n in names[index:]),
                         least,
                     ),
@@ -327,13 +326,20 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
                 # The budget ran out while the seed program was scored (the only place compile
                 # lets it escape): only target calls were made, all counted by the bridge.
                 logger.info("budget spent before predictor %r could be scored: %s", name, exc)
-                stop_reason, aborted = "budget", _minus(program.sent(), before)
+                stop_reason, aborted = "budget", program.sent().minus(before)
                 break
             done[name] = self._adopt(program, name, result)
             if result.stop_reason == "budget":
                 stop_reason = "budget"  # its share is spent; the next predictor has its own
         spent = [probe, aborted]
         return _summary(done, names, stop_reason, spent, self.run_dir, warnings, tuple(skipped))
+
+    def _share(self, spent: Sequence[UsageSnapshot], parts: int, least: int) -> Budget | None:
+        """What the earlier runs left of the program's budget (`Budget.left_after`) and the
+        next of `parts` predictors' share of it, at least `least` calls (`Budget.share`)."""
+        if self.budget is None:
+            return None
+        return self.budget.left_after(*spent).share(parts, least_calls=least)
 
     def _significance(
         self, names: list[str], train: list[Example], val: list[Example], split: str | None
@@ -542,30 +548,6 @@ def _target_spec(lm: str | Backend | LM | None) -> str | Backend | LM | None:
     return lm
 
 
-def _total(usages: Sequence[UsageSnapshot]) -> UsageSnapshot:
-    """The sum of several runs' usage (every counter, and the error types merged)."""
-    errors: dict[str, int] = {}
-    for usage in usages:
-        for kind, count in usage.error_types.items():
-            errors[kind] = errors.get(kind, 0) + count
-    counters = {
-        f.name: sum(getattr(u, f.name) for u in usages)
-        for f in fields(UsageSnapshot)
-        if f.name != "error_types"
-    }
-    return UsageSnapshot(**counters, error_types=MappingProxyType(errors))
-
-
-def _minus(after: UsageSnapshot, before: UsageSnapshot) -> UsageSnapshot:
-    """The counters of `after` less those of `before` (error types: `after`'s)."""
-    counters = {
-        f.name: getattr(after, f.name) - getattr(before, f.name)
-        for f in fields(UsageSnapshot)
-        if f.name != "error_types"
-    }
-    return UsageSnapshot(**counters)
-
-
 def _summary(
     done: dict[str, PredictorResult],
     names: list[str],
@@ -582,7 +564,7 @@ def _summary(
         untrained=tuple(n for n in names if n not in done and n not in unreached),
         unreached=unreached,
         stop_reason=stop_reason,
-        usage=_total([*(r.usage for r in results), *spent]),
+        usage=UsageSnapshot.total([*(r.usage for r in results), *spent]),
         run_dir=run_dir,
         seed_val_score=results[0].seed_val_score if results else None,
         val_score=results[-1].val_score if results else None,

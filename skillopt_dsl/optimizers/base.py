@@ -22,6 +22,10 @@ the run's significance is planned (default None: the open-ended schedule).
 The door's bound comes from `lr_bound()`: by default the optimizer's `lr` (the most a step may
 declare) and `lr_floor_tokens` (the least a step may change), fixed when the run starts.
 
+`optimize` returns why it stopped: a `StopReason`, or a `Stop` that also says where (None:
+"finished"). It writes no `stop` event itself: `Optimizer.compile` writes the run's one `stop`
+event from it (so a composite optimizer, whose parts stop one after another, logs one).
+
 `BudgetExceeded` raised anywhere inside `optimize` ends the run cleanly: the best skill so far
 is kept and exported. Any other exception propagates, with the last checkpoint intact.
 """
@@ -33,7 +37,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from skillopt_dsl.driver import LearningRateBound, RunView
 from skillopt_dsl.errors import BudgetExceeded
@@ -44,9 +48,53 @@ if TYPE_CHECKING:
     from skillopt_dsl.module import SkillModule
     from skillopt_dsl.types import Example
 
-__all__ = ["Optimizer", "StudyPlots", "check_step_settings"]
+__all__ = ["SMALL_EFFECTS", "Optimizer", "Stop", "StopReason", "StudyPlots", "check_step_settings"]
 
 logger = logging.getLogger(__name__)
+
+StopReason = Literal[
+    "finished",
+    "budget",
+    "perfect",
+    "significance",
+    "train_solved",
+    "patience",
+    "patience_steps",
+    "plateau",
+    "small_effects",
+    "pruned",
+]
+"""Why a search stopped (`CompileResult.stop_reason`, the `stop` event's `reason`):
+`finished` (its planned steps done), `budget` (the call budget pays for no further step and
+decision, or ran out), `perfect` (the incumbent is perfect on validation), `significance` (no
+decision could accept any more), `train_solved` (no training failure left), `patience` /
+`patience_steps` (so many epochs or steps without an accepted candidate), `plateau` (nothing new
+proposed or passing), `small_effects` (GradientText's screens confirm nothing: `HandOff` hands
+the run on), `pruned` (an OptunaLR trial cut short)."""
+
+SMALL_EFFECTS: Final = "small_effects"
+"""GradientText's stop when its screens show only small effects (`hand_off_after`): `HandOff`
+then hands the rest of the run to Bundle."""
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why a search stopped, and where (the fields its optimizer counts in), as the run's one
+    `stop` event records it (`Optimizer.compile`)."""
+
+    reason: StopReason
+    epoch: int | None = None
+    round: int | None = None
+    idle_rounds: int | None = None
+    detail: str | None = None
+
+    def fields(self) -> dict[str, int | str]:
+        """The event's fields besides the reason (those set)."""
+        where = {"epoch": self.epoch, "round": self.round, "idle_rounds": self.idle_rounds}
+        found: dict[str, int | str] = {k: v for k, v in where.items() if v is not None}
+        if self.detail is not None:
+            found["detail"] = self.detail
+        return found
 
 
 @dataclass(frozen=True)
@@ -69,9 +117,10 @@ class Optimizer(ABC):
         valset: Sequence[Example],
         *,
         context: CompileContext,
-    ) -> str:
-        """Run `optimize` on a read-only view of `context`; returns why it stopped ("finished"
-        or "budget").
+    ) -> StopReason:
+        """Run `optimize` on a read-only view of `context`, write the run's one `stop` event
+        (its reason, where the search stopped, its step and the calls left), and return why it
+        stopped.
 
         `module`, `trainset` and `valset` must be the ones `context` was built with (the
         signature is shared by all optimizers, so callers never depend on which one runs).
@@ -84,17 +133,22 @@ class Optimizer(ABC):
             raise ValueError("compile() must be called with the module and splits of its context")
         view = RunView(context, self.lr_bound())
         try:
-            reason = self.optimize(view)
+            returned = self.optimize(view)
+            stop = returned if isinstance(returned, Stop) else Stop(returned or "finished")
         except BudgetExceeded as exc:
             logger.info("budget reached, keeping the best skill so far: %s", exc)
-            context.emit("stop", reason="budget", detail=str(exc), calls_left=view.calls_left())
-            return "budget"
-        return reason or "finished"
+            stop = Stop("budget", detail=str(exc))
+        context.emit(
+            "stop", reason=stop.reason, step=view.memory.step, calls_left=view.calls_left(),
+            **stop.fields(),
+        )  # fmt: skip
+        return stop.reason
 
     @abstractmethod
-    def optimize(self, view: RunView) -> str | None:
+    def optimize(self, view: RunView) -> Stop | StopReason | None:
         """Propose candidates and submit them through `view.submit`; optionally return why
-        the search stopped ("budget", "patience", "plateau", ...; None: "finished")."""
+        the search stopped (a `StopReason` such as "budget" or "plateau", or a `Stop` that
+        also says where; None: "finished"). Write no `stop` event: `compile` writes it."""
 
     def lr_bound(self) -> LearningRateBound:
         """The door's learning-rate bound: `lr` and `lr_floor_tokens` of this optimizer.

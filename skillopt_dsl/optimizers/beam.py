@@ -35,7 +35,7 @@ from typing import Literal, NotRequired, Self, TypedDict
 from skillopt_dsl.driver import RunView, SelectionSplit, Verdict
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.json_types import JSONObject
-from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
+from skillopt_dsl.optimizers.base import Optimizer, Stop, check_step_settings
 from skillopt_dsl.optimizers.proposer_runs import ProposerRuns, proposal_request
 from skillopt_dsl.optimizers.proposers import Proposer, default_proposers
 from skillopt_dsl.optimizers.screening import draw_examples, merge_duplicates
@@ -239,19 +239,16 @@ class Beam(Optimizer):
         }
 
     # -- the loop --------------------------------------------------------------------------
-    def optimize(self, view: RunView) -> str | None:
+    def optimize(self, view: RunView) -> Stop | None:
         saved = view.optimizer_state
         state = BeamState.from_dict(saved) if saved else BeamState()
         split = view.selection_split(self.selection_fraction)
         idle = 0  # rounds in a row that spent no call and submitted nothing
         while state.round < self.depth or (self.until_budget and view.calls_left() is not None):
             if view.incumbent_is_perfect():  # no candidate can beat it on validation
-                view.emit("stop", reason="perfect", round=state.round, calls_left=view.calls_left())
-                return "perfect"
+                return Stop("perfect", round=state.round)
             if not view.can_accept():  # no decision could accept: rounds would only spend calls
-                reason = "significance"
-                view.emit("stop", reason=reason, round=state.round, calls_left=view.calls_left())
-                return reason
+                return Stop("significance", round=state.round)
             calls, judged = view.usage().calls, len(state.judged)
             if not self._round(view, state, split):
                 raise BudgetExceeded(
@@ -261,14 +258,9 @@ class Beam(Optimizer):
             quiet = view.usage().calls == calls and len(state.judged) == judged
             idle = idle + 1 if quiet else 0
             if idle >= IDLE_ROUNDS:  # nothing new was asked: the rounds after would not either
-                view.emit(
-                    "stop", reason="plateau", round=state.round, calls_left=view.calls_left(),
-                    idle_rounds=idle,
-                )  # fmt: skip
-                return "plateau"
+                return Stop("plateau", round=state.round, idle_rounds=idle)
             if self.plateau is not None and state.empty_rounds >= self.plateau:
-                view.emit("stop", reason="plateau", round=state.round, calls_left=view.calls_left())
-                return "plateau"
+                return Stop("plateau", round=state.round)
         return None
 
     def _round(self, view: RunView, state: BeamState, split: SelectionSplit) -> bool:

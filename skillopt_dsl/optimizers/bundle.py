@@ -49,7 +49,7 @@ from skillopt_dsl.driver import RunView, Verdict
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.json_types import JSONObject
-from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
+from skillopt_dsl.optimizers.base import Optimizer, StopReason, check_step_settings
 from skillopt_dsl.optimizers.proposer_runs import ProposerRuns, proposal_request
 from skillopt_dsl.optimizers.proposers import Proposer, default_proposers
 from skillopt_dsl.optimizers.screening import draw_examples, merge_duplicates
@@ -219,27 +219,21 @@ class Bundle(Optimizer):
         }
 
     # -- the loop --------------------------------------------------------------------------
-    def optimize(self, view: RunView) -> str | None:
+    def optimize(self, view: RunView) -> StopReason:
         saved = view.optimizer_state
         state = BundleState.from_dict(saved) if saved else BundleState()
         if not state.pool:
             state.pool = [e.id for e in draw_examples(view, view.trainset, self.pool_size)]
         while True:
             if view.incumbent_is_perfect():
-                return self._stop(view, state, "perfect")
+                return "perfect"
             if not view.can_accept():
-                return self._stop(view, state, "significance")
+                return "significance"
             reason = self._collect(view, state)
-            if not state.members:
-                return self._stop(view, state, reason)
-            if not self._submit(view, state):
-                return self._stop(view, state, reason)
+            if not state.members or not self._submit(view, state):
+                return reason
 
-    def _stop(self, view: RunView, state: BundleState, reason: str) -> str:
-        view.emit("stop", reason=reason, step=view.memory.step, calls_left=view.calls_left())
-        return reason
-
-    def _collect(self, view: RunView, state: BundleState) -> str:
+    def _collect(self, view: RunView, state: BundleState) -> StopReason:
         """Run steps until the bundle is due; returns why ("budget": the calls left pay for no
         further step beside a decision; "train_solved": no open failure; "patience": steps
         collected nothing; "finished": `max_steps` without a call budget)."""

@@ -51,7 +51,13 @@ from dataclasses import dataclass, field, fields, replace
 from skillopt_dsl.driver import RunView, Verdict
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.json_types import JSONObject
-from skillopt_dsl.optimizers.base import Optimizer, check_step_settings
+from skillopt_dsl.optimizers.base import (
+    SMALL_EFFECTS,
+    Optimizer,
+    Stop,
+    StopReason,
+    check_step_settings,
+)
 from skillopt_dsl.optimizers.clipping import clip_to_budget
 from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, group_json
 from skillopt_dsl.optimizers.proposer_runs import ProposerRuns, new_stats, proposal_request
@@ -140,7 +146,7 @@ class GradientText(ScreenedSteps, Optimizer):
             `batch_size` (at least 2) when the calls left after a gate decision would pay for
             fewer than this many steps of `batch_size`: a small budget gets more, smaller
             steps (None: always `batch_size`). Measured in bench/bench_search_yield.py.
-        hand_off_after: stop with "small_effects" once this many steps have run with nothing
+        hand_off_after: stop with `SMALL_EFFECTS` once this many steps have run with nothing
             accepted, nothing joined to the working candidate and nothing on trial: the
             screens showed no effect a mini-batch can confirm (`HandOff` then hands the rest
             of the run to `Bundle`). None (the default): never.
@@ -220,20 +226,17 @@ class GradientText(ScreenedSteps, Optimizer):
         }
 
     # -- the loop --------------------------------------------------------------------------
-    def optimize(self, view: RunView) -> str | None:
+    def optimize(self, view: RunView) -> Stop:
         saved = view.optimizer_state
         state = GradientTextState.from_dict(saved) if saved else GradientTextState()
-        stop = "perfect" if view.incumbent_is_perfect() else self._search(view, state)
+        stop: StopReason = "perfect" if view.incumbent_is_perfect() else self._search(view, state)
         self._last_chance(state)
         if state.pending and stop != "perfect" and self._first_look_paid(view):
             self._submit_working(view, state, kind="final")
             stop = state.stop_reason or stop
-        calls_left = view.calls_left()
-        step = view.memory.step
-        view.emit("stop", reason=stop, epoch=state.epoch, step=step, calls_left=calls_left)
-        return stop
+        return Stop(stop, epoch=state.epoch)
 
-    def _search(self, view: RunView, state: GradientTextState) -> str:
+    def _search(self, view: RunView, state: GradientTextState) -> StopReason:
         """Run epochs of steps until a stop condition; returns the stop reason."""
         by_id = {e.id: e for e in view.trainset}
         total = self.epochs * math.ceil(len(by_id) / self.batch_size)
@@ -249,7 +252,7 @@ class GradientText(ScreenedSteps, Optimizer):
                 if not view.can_accept():
                     return "significance"  # no decision could accept: steps only spend calls
                 if self._hands_off(view, state):
-                    return "small_effects"
+                    return SMALL_EFFECTS
                 size, kind = self._affordable(view, state), "step"
                 if not size:
                     size, kind = self._lean_batch(view, state), "lean"
@@ -289,7 +292,7 @@ class GradientText(ScreenedSteps, Optimizer):
         quiet = view.version == 1 and not state.pending and not state.trials
         return after is not None and view.memory.step >= after and quiet
 
-    def _end_epoch(self, state: GradientTextState) -> str | None:
+    def _end_epoch(self, state: GradientTextState) -> StopReason | None:
         """Close an epoch; the stop reason when patience or the plateau ends the search."""
         state.epochs_since_accept = (
             0 if state.accepted_this_epoch else state.epochs_since_accept + 1

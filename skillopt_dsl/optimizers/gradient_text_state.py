@@ -14,6 +14,7 @@ from typing import NotRequired, Self, TypedDict
 
 from skillopt_dsl.events import GroupRecord, OutcomeRecord
 from skillopt_dsl.json_types import JSONObject
+from skillopt_dsl.optimizers.base import StopReason
 from skillopt_dsl.optimizers.proposers import EditGroup
 from skillopt_dsl.optimizers.state import CheckpointedState, as_json, stored
 from skillopt_dsl.skill import (
@@ -141,7 +142,7 @@ class GradientTextState(CheckpointedState):
     (`GradientText.budget_steps`; 0: not planned, `batch_size`)."""
     failures_this_epoch: bool = False
     """Whether a batch of this epoch had an example the working candidate failed."""
-    stop_reason: str | None = None
+    stop_reason: StopReason | None = None
     """Set when the search must end at once ("perfect": the incumbent is perfect on validation)."""
 
     def to_dict(self) -> JSONObject:

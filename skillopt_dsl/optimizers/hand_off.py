@@ -36,17 +36,14 @@ from skillopt_dsl.driver import LearningRateBound, RunView
 from skillopt_dsl.driver.state_parts import PHASE
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.json_types import JSONObject
-from skillopt_dsl.optimizers.base import Optimizer
+from skillopt_dsl.optimizers.base import SMALL_EFFECTS, Optimizer, Stop, StopReason
 from skillopt_dsl.optimizers.bundle import Bundle
 from skillopt_dsl.optimizers.gradient_text import GradientText
 from skillopt_dsl.optimizers.proposers import Proposer
 
-__all__ = ["HANDED_OFF", "PROBE_STEPS", "HandOff"]
+__all__ = ["PROBE_STEPS", "HandOff"]
 
 logger = logging.getLogger(__name__)
-
-HANDED_OFF = "small_effects"
-"""GradientText's stop reason when it hands the run off (its `hand_off_after`)."""
 
 PROBE_STEPS = 1
 """The default `probe_steps`: one step whose screens confirm nothing hands the run off (a
@@ -117,11 +114,13 @@ class HandOff(Optimizer):
             _THEN: self.then.config(),
         }
 
-    def optimize(self, view: RunView) -> str | None:
+    def optimize(self, view: RunView) -> Stop | StopReason | None:
+        """GradientText's stop, or Bundle's after the hand-off (the run's one `stop` event is
+        written by `Optimizer.compile`: a hand-off is no stop)."""
         if view.optimizer_state.get(PHASE) != _THEN:
             first = replace(self.first, hand_off_after=self.probe_steps)
             stop = first.optimize(view.within(_FIRST))
-            if stop != HANDED_OFF:
+            if stop.reason != SMALL_EFFECTS:
                 return stop
             self._hand_off(view)
         return self.then.optimize(view.within(_THEN))
