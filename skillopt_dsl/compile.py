@@ -185,18 +185,15 @@ def compile(
         valset: held-out examples the gate decides on (never shown to proposers).
         optimizer: default `HandOff()` (GradientText, handing the run to Bundle where effects
             prove small).
-        lm: target model; default the embedded `local/smollm2-135m`.
-        optimizer_lm: model for reflection; default the embedded model.
+        lm, optimizer_lm: the target model and the reflection model; default the embedded
+            `local/smollm2-135m`.
         gate: default `Gate()` (strict improvement, ties rejected).
         budget: hard limits on calls, tokens and dollars of the search, shared by both models.
-        run_dir: where the run is recorded; required for `resume`.
-        resume: continue the run in `run_dir` from its last checkpoint.
-        testset: scored for the seed and the final skill only, after the search.
-        test_budget: hard limits for scoring `testset`, counted apart from `budget` (which it
-            never consumes); None = no limit.
-        seed: the one seed for every random choice and the rollout seed.
-        threads: parallel model calls during evaluation.
-        max_errors: per-evaluation limit of failed calls before the run stops.
+        run_dir, resume: where the run is recorded; `resume` continues it from its checkpoint.
+        testset, test_budget: scored for the seed and the final skill only, after the search,
+            within `test_budget`, counted apart from `budget` (None = no limit).
+        seed, threads, max_errors: the one seed for every random choice (and the rollouts),
+            parallel calls during evaluation, failed calls per evaluation before stopping.
         on_event: called with every event (for progress displays).
         significance: a `SignificanceBudget` shared with other runs, so that all of them
             together accept a useless edit with probability at most its alpha (a DSPy
@@ -208,21 +205,11 @@ def compile(
             free, and every reply the run gets is stored there too. Default: none.
     """
     settings = CompileSettings(
-        lm=lm,
-        optimizer_lm=optimizer_lm,
-        gate=gate,
-        budget=budget,
-        run_dir=run_dir,
-        resume=resume,
-        testset=testset,
-        test_budget=test_budget,
-        seed=seed,
-        threads=threads,
-        max_errors=max_errors,
-        on_event=on_event,
-        significance=significance,
+        lm=lm, optimizer_lm=optimizer_lm, gate=gate, budget=budget, run_dir=run_dir,
+        resume=resume, testset=testset, test_budget=test_budget, seed=seed, threads=threads,
+        max_errors=max_errors, on_event=on_event, significance=significance,
         shared_cache=shared_cache,
-    )
+    )  # fmt: skip
     return compile_with(module, trainset, valset, settings, optimizer)
 
 
