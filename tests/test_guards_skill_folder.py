@@ -1,0 +1,50 @@
+"""Guards on skill folders' promises (issue 56, item 6): each test names the promise and, in its
+docstring, the one-spot mutation it kills. Scripted fakes only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.skill_folder.adopt import adopt_folder, folder_receipts, rollback_folder
+from skillopt_dsl.skill_folder.document import BODY, DESCRIPTION, FolderDocument, part_marker
+from skillopt_dsl.skill_folder.stage import stage_folder
+from tests.test_skill_folder_adopt import (
+    DESCRIPTION_EDIT,
+    compile_folder,
+    make_folder,
+    snapshot,
+)
+
+
+def test_adopt_rollback_adopt_can_still_be_rolled_back(tmp_path: Path) -> None:
+    """Kills: receipts numbered by anything but their count (a second adopt reusing number 1
+    overwrites the first receipt, or sorts before the rollback): after adopt, rollback and
+    adopt again, the change in force must still roll back to the exact old bytes."""
+    root = make_folder(tmp_path)
+    edits = [{**DESCRIPTION_EDIT, "new": "Write release notes from a changelog."}]
+    result, folder = compile_folder(root, tmp_path / "run", edits, ("description", "body"))
+    stage_folder(result, folder)
+    before = {k: v[0] for k, v in snapshot(root).items()}
+    adopt_folder(tmp_path / "run")
+    rollback_folder(tmp_path / "run")
+    adopt_folder(tmp_path / "run")
+    assert (root / "SKILL.md").read_bytes() != before["SKILL.md"]
+    rollback_folder(tmp_path / "run")
+    assert {k: v[0] for k, v in snapshot(root).items()} == before
+    receipts = [(r.number, r.action) for r in folder_receipts(tmp_path / "run")]
+    assert receipts == [(1, "adopt"), (2, "rollback"), (3, "adopt"), (4, "rollback")], receipts
+
+
+def test_text_before_the_first_part_marker_is_refused_not_dropped() -> None:
+    """Kills: `FolderDocument.from_skill` reading the parts from the first marker on, wherever
+    it is (`markers[0].start() != 0` dropped): an edit that put text above the first part
+    would be silently lost from every file the folder writes back."""
+    document = (
+        part_marker(DESCRIPTION) + "Write release notes.\n" + part_marker(BODY) + "Be brief.\n"
+    )
+    assert FolderDocument.from_skill(document).names == (DESCRIPTION, BODY)
+    with pytest.raises(UserInputError, match="must open with a part marker"):
+        FolderDocument.from_skill("Always cite the changelog.\n" + document)
