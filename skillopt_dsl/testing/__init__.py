@@ -4,8 +4,10 @@
 serves an OpenAI-compatible endpoint locally. The contract suites, one per swappable piece,
 each a class to subclass in a test module: `OptimizerContract` (`skillopt_dsl.testing.contract`,
 loaded on first use), `ProposerContract` (`.proposer_contract`), `SourceContract`
-(`.source_contract`), `BackendContract` (`.backend_contract`) and `BenchmarkContract`
-(`.benchmark_contract`). CONTRIBUTING.md maps each piece to its folder, base and suite.
+(`.source_contract`), `BackendContract` (`.backend_contract`), `BenchmarkContract`
+(`.benchmark_contract`), `ScreenedSearchContract` (`.search_contract`) and
+`SkillModuleContract` (`.module_contract`). CONTRIBUTING.md maps each piece to its folder,
+base and suite.
 """
 
 from __future__ import annotations
