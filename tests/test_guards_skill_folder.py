@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 
 from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.skill_folder.adopt import adopt_folder, folder_receipts, rollback_folder
 from skillopt_dsl.skill_folder.document import BODY, DESCRIPTION, FolderDocument, part_marker
 from skillopt_dsl.skill_folder.stage import stage_folder
+from skillopt_dsl.skill_folder.trigger_data import TriggerSummary
+from skillopt_dsl.types import Example, Prediction
 from tests.test_skill_folder_adopt import (
     DESCRIPTION_EDIT,
     compile_folder,
@@ -48,3 +51,29 @@ def test_text_before_the_first_part_marker_is_refused_not_dropped() -> None:
     assert FolderDocument.from_skill(document).names == (DESCRIPTION, BODY)
     with pytest.raises(UserInputError, match="must open with a part marker"):
         FolderDocument.from_skill("Always cite the changelog.\n" + document)
+
+
+def _routed(example_id: str, picked: bool | None, error: str | None = None) -> Rollout:
+    outputs = {"should_trigger": picked}
+    score = 0.0 if error else 1.0
+    return Rollout(example_id, "", Prediction(outputs, error=error), score, error=error)
+
+
+def test_failed_router_calls_on_negative_requests_stay_in_the_denominator() -> None:
+    """Kills: a failed router call on a should-not-trigger request counted as a true negative
+    (`_cell`'s failed branch dropped) or left out of `n` (`failed_negatives` dropped from the
+    sum): a router whose calls fail would score as well as one that routes right."""
+    examples = [
+        Example(id=f"r{k}", inputs={"request": f"request {k}"}, labels={"should_trigger": k < 2})
+        for k in range(4)
+    ]
+    rollouts = [
+        _routed("r0", True),
+        _routed("r1", True),
+        _routed("r2", None, error="the call failed"),
+        _routed("r3", None, error="the call failed"),
+    ]
+    summary = TriggerSummary.from_rollouts(examples, rollouts)
+    assert (summary.true_negatives, summary.failed_negatives) == (0, 2)
+    assert summary.n == 4 and summary.accuracy == 0.5
+    assert summary.precision == 1.0 and summary.recall == 1.0
