@@ -19,7 +19,8 @@ dspy = pytest.importorskip("dspy", reason="needs the [dspy] extra: pip install -
 from skillopt_dsl.dspy import SkillOptimizer, evaluate_program  # noqa: E402
 from skillopt_dsl.errors import UserInputError  # noqa: E402
 from skillopt_dsl.lm import LM, Budget, ResponseCache  # noqa: E402
-from skillopt_dsl.optimizers import GradientText  # noqa: E402
+from skillopt_dsl.optimizers import DemonstrationsProposer, GradientText  # noqa: E402
+from skillopt_dsl.testing.fake_server import FakeOpenAIServer  # noqa: E402
 from tests.test_dspy_shapes import model, serve  # noqa: E402
 
 BUDGET = 40
@@ -267,3 +268,51 @@ def test_a_bridged_lm_outside_a_run_samples_too() -> None:
         with dspy.context(lm=bridge_lm(lm)):
             assert program(question="what is 2 plus 1?").answer == "3"
         assert server.requests == 2
+
+
+# -- ChainOfThought gets labelled demos under demos=True --------------------------------------
+
+
+def cot_demo_follower(messages: list[dict[str, str]]) -> str:
+    """A FAKE `ChainOfThought` target that learns a code word's label only from demo turns
+    (a labelled demo's reasoning reads "Not supplied") and answers "unsure" otherwise (0 % at
+    the seed: no run ever succeeds, so no traced demo exists); it writes its own reasoning."""
+    from tests.test_dspy_demos import demo_follower
+
+    reply = demo_follower(messages)
+    if reply.startswith("{"):
+        return reply
+    taught = sum(1 for m in messages[1:-1] if m["role"] == "assistant")
+    if not taught or not re.search(r"\b(zorp|blick)\b", str(messages[1:-1])):
+        reply = "[[ ## answer ## ]]\nunsure\n\n[[ ## completed ## ]]"
+    return f"[[ ## reasoning ## ]]\nThe code word decides.\n\n{reply}"
+
+
+def test_chain_of_thought_gets_labelled_demos_under_demos_true() -> None:
+    """Kills: a `ChainOfThought` never given a worked example with demos on, because its
+    labels do not give `reasoning` and no run ever succeeds (it stayed at 0 % where MIPROv2's
+    labelled demos reach 100 %): the labelled demo, rationale left to the model, is proposed
+    and gated."""
+    from tests.test_dspy_demos import exact as same_label
+    from tests.test_dspy_demos import reviews
+
+    with FakeOpenAIServer(cot_demo_follower, latency_s=0.0) as server:
+        tele = SkillOptimizer(
+            same_label,
+            optimizer=GradientText(
+                lr=1.0, epochs=1, batch_size=8, proposers=[DemonstrationsProposer(per_step=2)]
+            ),
+            lm=LM("openai/fake-target", api_base=server.url, max_retries=0),
+            budget=Budget(max_calls=150),
+            threads=2,
+            demos=True,
+        )
+        compiled = tele.compile(
+            dspy.ChainOfThought("review -> answer"), trainset=reviews(0, 8), valset=reviews(8, 30)
+        )
+        assert server.requests == compiled.skillopt.usage.calls <= 150
+    result = compiled.skillopt
+    assert result.seed_val_score == 0.0 and result.val_score == 1.0
+    (predictor,) = [p for _, p in compiled.named_predictors()]
+    assert predictor.demos and all(d.get("reasoning") is None for d in predictor.demos)
+    assert "Input:" not in predictor.signature.instructions

@@ -32,7 +32,7 @@ import pydantic
 from skillopt_dsl.dspy.proposals import plain_value
 from skillopt_dsl.optimizers.proposers.common import EXAMPLES_HEADING
 
-__all__ = ["DEMOS_HEADING", "render_demo", "split_demos", "with_demos"]
+__all__ = ["DEMOS_HEADING", "labelled_demo", "render_demo", "split_demos", "with_demos"]
 
 DEMOS_HEADING = EXAMPLES_HEADING
 """The section whose demo paragraphs become `predictor.demos` (the heading the proposers'
@@ -47,6 +47,27 @@ def render_demo(inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> str:
     given = json.dumps({k: plain_value(v) for k, v in inputs.items()}, ensure_ascii=False)
     answer = json.dumps({k: plain_value(v) for k, v in outputs.items()}, ensure_ascii=False)
     return f"Input: {given}\nAnswer: {answer}"
+
+
+RATIONALE_FIELDS = frozenset({"reasoning"})
+"""Output fields a labelled demo may leave to the model: `dspy.ChainOfThought`'s rationale."""
+
+
+def labelled_demo(
+    signature: Any, inputs: Mapping[str, Any], labels: Mapping[str, Any]
+) -> str | None:
+    """A demo paragraph from an example's labels alone, as MIPROv2's labelled demos are: every
+    input field, every labelled output field, and the rationale (`RATIONALE_FIELDS`, a
+    `ChainOfThought`'s `reasoning`) left for the model (DSPy's adapters write it "Not supplied
+    for this particular example"). None when an input is missing, no output field is
+    labelled, or an output other than the rationale is unlabelled."""
+    if any(inputs.get(k) is None for k in signature.input_fields):
+        return None
+    given = {k: labels[k] for k in signature.output_fields if labels.get(k) is not None}
+    left = set(signature.output_fields) - set(given)
+    if not given or not left <= RATIONALE_FIELDS:
+        return None
+    return render_demo({k: inputs[k] for k in signature.input_fields}, given)
 
 
 def with_demos(instructions: str, signature: Any, demos: Sequence[Any]) -> str:

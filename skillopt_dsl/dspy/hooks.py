@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from skillopt_dsl.dspy.calls import ProgramTrace, origin, outputs_of
-from skillopt_dsl.dspy.demos import render_demo
+from skillopt_dsl.dspy.demos import labelled_demo, render_demo
 from skillopt_dsl.dspy.proposals import (
     AdapterStyle,
     answer_parses,
@@ -47,6 +47,7 @@ class ProgramFacts(Protocol):
     style: AdapterStyle
     demos: bool
     last_lm: Any
+    traced: set[str]
 
     def reached(self, example_id: str) -> frozenset[str]: ...
 
@@ -108,8 +109,10 @@ class ProposerHooks:
     def worked_example(self, example: Example, rollout: Rollout | None) -> str | None:
         """A worked example for this predictor from real data only (None: there is none): its
         own traced call in a run the metric scored a success with every output parsed, or the
-        labels when they give every one of its output fields; only from a row whose run
-        passed through it, and only one its adapter parses."""
+        labels when they give every one of its output fields (with demos on and no run through
+        it scored a success yet, every one but a `ChainOfThought`'s rationale, left to the
+        model: `labelled_demo`); only from a row whose run passed through it, and only one
+        its adapter parses."""
         if not self.passed_through(example, rollout):
             return None
         run = program_trace(rollout)
@@ -123,6 +126,10 @@ class ProposerHooks:
         signature = self.program.signature(self.predictor)
         calls = self.own_calls(run)
         values = worked_values(signature, example, calls, succeeded)
+        if values is None and self.program.demos and self.predictor not in self.program.traced:
+            # No run succeeded through it yet (a ChainOfThought's labels lack its reasoning):
+            # a labelled demo, the rationale left to the model; a traced one once there is one.
+            return labelled_demo(signature, example.inputs, example.labels)
         if values is None:
             return None
         with charged(self.program.last_lm):  # an adapter's parse may call a model

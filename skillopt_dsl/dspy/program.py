@@ -166,6 +166,7 @@ class DSPyProgram:
         refuse_unroutable("dspy.settings.lm", self.context.run(_configured_lm))
         refuse_unroutable("dspy.settings.adapter", self.context.run(_configured_adapter))
         self.last_lm: LM | None = None
+        self.traced: set[str] = set()  # predictors with a call in a run scored a success
         self.instructions: dict[str, str] = {
             name: self._seed_skill(p) for name, p in predictors.items()
         }
@@ -411,6 +412,8 @@ class PredictorModule(ProposerHooks, SkillModule):
         )
         self.program.account(judge)
         judge.raise_recorded_failure()  # a judge's budget stop the metric swallowed
+        if run is not None and score.value >= 1.0 and run.failure is None and not run.unparsed:
+            self.program.traced.update(n for n in map(origin, (s[0] for s in run.trace)) if n)
         note = outcome.prediction.error
         if note is None:
             return score
