@@ -15,7 +15,13 @@ from typer.testing import CliRunner
 from skillopt_dsl.cli import app
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.skill import Skill
-from skillopt_dsl.skill_folder import SkillCard, SkillFolder, TriggerModule, stage_folder
+from skillopt_dsl.skill_folder import (
+    FolderDocument,
+    SkillCard,
+    SkillFolder,
+    TriggerModule,
+    stage_folder,
+)
 from skillopt_dsl.skill_folder.cards import read_skill_cards
 from skillopt_dsl.skill_folder.stage import read_folder_manifest
 from skillopt_dsl.skill_folder.trigger import TriggerSampling
@@ -92,3 +98,22 @@ def test_the_staged_diff_flags_copied_words(tmp_path: Path) -> None:
     assert read_folder_manifest(run).flags == ["the description adds words: changelog"]
     shown = CliRunner().invoke(app, ["skill-folder", "diff", str(run)])
     assert shown.exit_code == 0 and "review: the description adds words: changelog" in shown.output
+
+
+def test_when_to_use_trains_beside_the_description_and_writes_back_alone(tmp_path: Path) -> None:
+    """Kills: a `when_to_use` that cannot train (the seed document without it), an edit to it
+    that the listing does not show, a write-back that rewrites other front matter entries, and
+    one over the agent's limit reaching the gate."""
+    front = "when_to_use: After a version is tagged.\nlicense: MIT\n"
+    root = _skill(tmp_path, "release-notes", front)
+    folder = SkillFolder.read(root)
+    module = TriggerModule(folder, OTHERS, sampling=ONE)
+    assert FolderDocument.from_skill(module.seed_skill).names == ("description", "when_to_use")
+    edited = Skill(module.seed_skill.text.replace("After a version", "When a release"))
+    assert module.skill_refusal(edited) is None
+    messages = module.render(edited, Example("r", {"request": "r"}, {}))
+    assert str(listed_description(messages, "release-notes")).endswith("When a release is tagged.")
+    (change,) = folder.changes(edited)
+    assert change.new_text == folder.skill_file_text.replace("After a version", "When a release")
+    too_long = Skill(module.seed_skill.text.replace("After a version", "x" * 1100))
+    assert "when_to_use" in str(module.skill_refusal(too_long))

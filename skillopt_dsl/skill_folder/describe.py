@@ -30,7 +30,7 @@ from skillopt_dsl.settings import CompileSettings
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.skill_folder.adopt import recover_folder
 from skillopt_dsl.skill_folder.cards import SkillCard, load_skill_cards, read_skill_cards
-from skillopt_dsl.skill_folder.document import DESCRIPTION, DescriptionAgent
+from skillopt_dsl.skill_folder.document import DescriptionAgent
 from skillopt_dsl.skill_folder.folder import SkillFolder
 from skillopt_dsl.skill_folder.stage import StagedFolder, stage_folder
 from skillopt_dsl.skill_folder.trigger import (
@@ -38,6 +38,7 @@ from skillopt_dsl.skill_folder.trigger import (
     DEFAULT_TEMPERATURE,
     TriggerModule,
     TriggerSampling,
+    trigger_parts,
 )
 from skillopt_dsl.skill_folder.trigger_data import (
     TriggerPreflight,
@@ -103,7 +104,7 @@ def plan_description(task: DescriptionTask, settings: CompileSettings) -> Descri
     interrupted adopt of the folder is undone first."""
     recover_folder(task.skill_folder)
     folder = SkillFolder.read(task.skill_folder)
-    folder.check_trainable((DESCRIPTION,), task.agent)
+    folder.check_trainable(trigger_parts(folder), task.agent)
     splits = load_trigger_splits(task.trigger_data, seed=settings.seed, gate=settings.gate)
     module = TriggerModule(
         folder,

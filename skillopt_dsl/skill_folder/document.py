@@ -31,6 +31,7 @@ __all__ = [
     "BODY",
     "DESCRIPTION",
     "DESCRIPTION_LIMITS",
+    "WHEN_TO_USE",
     "DescriptionAgent",
     "FolderDocument",
     "description_problem",
@@ -41,6 +42,8 @@ DESCRIPTION: Final[str] = "description"
 """The part name of the folder's description (the front matter's `description`)."""
 BODY: Final[str] = "body"
 """The part name of `SKILL.md`'s body (everything after its front matter)."""
+WHEN_TO_USE: Final[str] = "when_to_use"
+"""The part name of the folder's `when_to_use` (shown beside the description in the listing)."""
 
 DescriptionAgent = AgentName
 """Whose limits a description must meet: a registered agent kind that reads a skill description

@@ -23,6 +23,7 @@ from skillopt_dsl.skill import Skill
 from skillopt_dsl.skill_folder.document import (
     BODY,
     DESCRIPTION,
+    WHEN_TO_USE,
     DescriptionAgent,
     FolderDocument,
     description_problem,
@@ -36,6 +37,7 @@ SKILL_FILE = "SKILL.md"
 NAME_LIMIT = 64
 """The longest skill `name` the Agent Skills specification allows."""
 _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_ONE_LINE = (DESCRIPTION, WHEN_TO_USE)
 _FRONT = "---\n"
 _SEPARATOR = "\n---\n"
 
@@ -78,6 +80,9 @@ class SkillFolder:
     references: tuple[tuple[str, str], ...]
     skill_file_text: str
     skipped: tuple[tuple[str, str], ...] = ()
+    when_to_use: str | None = None
+    """The front matter's `when_to_use` as one line (Claude Code shows it beside the
+    description in the skill listing; it trains as the part `when_to_use`); None: none."""
 
     @classmethod
     def read(cls, path: str | Path) -> SkillFolder:
@@ -122,6 +127,7 @@ class SkillFolder:
             tuple(references),
             text,
             tuple(skipped),
+            _one_line(meta.get("when_to_use")),
         )
 
     @property
@@ -135,13 +141,6 @@ class SkillFolder:
         one line): a folded block with a blank line in it holds a line break here."""
         value = self.front_matter.get("description")
         return value if isinstance(value, str) else ""
-
-    @property
-    def when_to_use(self) -> str | None:
-        """The front matter's `when_to_use` as one line (Claude Code shows it beside the
-        description in the skill listing); None when there is none."""
-        value = self.front_matter.get("when_to_use")
-        return " ".join(value.split()) or None if isinstance(value, str) else None
 
     @property
     def model_invocable(self) -> bool:
@@ -175,6 +174,9 @@ class SkillFolder:
         Checked before the first model call, so no budget is spent on a change that cannot be
         staged."""
         document = self.document(parts)
+        raw_when = self.front_matter.get("when_to_use")
+        if WHEN_TO_USE in document.names and "\n" in str(raw_when).strip():
+            return "the `when_to_use` spans several lines as YAML reads it; make it one paragraph"
         if DESCRIPTION in document.names and "\n" in self.raw_description.strip():
             return (
                 "the description spans several lines as YAML reads it (a folded `>` block with "
@@ -186,7 +188,7 @@ class SkillFolder:
             return "SKILL.md mixes CRLF and LF line endings; use one kind throughout"
         probe = FolderDocument(
             tuple(
-                (name, text + " probe" if name == DESCRIPTION else text + "\nprobe")
+                (name, text + " probe" if name in _ONE_LINE else text + "\nprobe")
                 for name, text in document.parts
             )
         )
@@ -206,6 +208,8 @@ class SkillFolder:
         read."""
         skill_file = self.root / SKILL_FILE
         problem = self.name_problem() or self.write_back_problem(parts)
+        if problem is None and WHEN_TO_USE in parts and self.when_to_use is not None:
+            problem = description_problem(self.when_to_use, agent)
         if problem is None and DESCRIPTION in parts and not self.model_invocable:
             problem = (
                 "it sets `disable-model-invocation: true`, so the agent never offers this skill "
@@ -239,6 +243,10 @@ class SkillFolder:
                 chosen.append((DESCRIPTION, self.description))
             elif part == BODY:
                 chosen.append((BODY, self.body))
+            elif part == WHEN_TO_USE:
+                if self.when_to_use is None:
+                    raise UserInputError(f"{SKILL_FILE} has no `when_to_use` to train")
+                chosen.append((WHEN_TO_USE, self.when_to_use))
             elif part == "references":
                 chosen.extend(self.references)
             elif part in self.reference_paths:
@@ -264,7 +272,8 @@ class SkillFolder:
         unknown = [
             name
             for name in document.names
-            if name not in (DESCRIPTION, BODY, *self.reference_paths)
+            if name not in (DESCRIPTION, BODY, WHEN_TO_USE, *self.reference_paths)
+            or (name == WHEN_TO_USE and self.when_to_use is None)
         ]
         if unknown:
             raise UserInputError(f"the trained document names parts this folder lacks: {unknown}")
@@ -272,6 +281,9 @@ class SkillFolder:
         description = parts.get(DESCRIPTION, self.description)
         if DESCRIPTION in parts and (problem := description_problem(description)) is not None:
             raise UserInputError(f"the trained description cannot be written: {problem}")
+        when = parts.get(WHEN_TO_USE, self.when_to_use)
+        if WHEN_TO_USE in parts and (problem := description_problem(str(when))) is not None:
+            raise UserInputError(f"the trained when_to_use cannot be written: {problem}")
         references = tuple((path, parts.get(path, text)) for path, text in self.references)
         return SkillFolder(
             root=self.root,
@@ -281,6 +293,7 @@ class SkillFolder:
             references=references,
             skill_file_text=self.skill_file_text,
             skipped=self.skipped,
+            when_to_use=when,
         )
 
     def changes(self, skill: Skill | str) -> tuple[FolderChange, ...]:
@@ -288,8 +301,12 @@ class SkillFolder:
         did not change rewrites nothing (its file stays byte-identical)."""
         new = self.trained(skill)
         found: list[FolderChange] = []
-        if (new.description, new.body) != (self.description, self.body):
-            text = _skill_file_text(self, new.description, new.body)
+        if (new.description, new.body, new.when_to_use) != (
+            self.description,
+            self.body,
+            self.when_to_use,
+        ):
+            text = _skill_file_text(self, new)
             found.append(FolderChange(SKILL_FILE, self.skill_file_text, text))
         for (path, old), (_, text) in zip(self.references, new.references, strict=True):
             if text != old:
@@ -299,6 +316,10 @@ class SkillFolder:
     def description_problem(self, agent: DescriptionAgent = "claude") -> str | None:
         """Why this folder's description is not one `agent` reads (None: it is)."""
         return description_problem(self.description, agent)
+
+
+def _one_line(value: object) -> str | None:
+    return " ".join(value.split()) or None if isinstance(value, str) else None
 
 
 def _read_text(path: Path) -> str:
@@ -337,31 +358,36 @@ def _plain(text: str) -> str:
     return rest.replace("\r\n", "\n") if rest.startswith("---\r\n") else rest
 
 
-def _skill_file_text(folder: SkillFolder, description: str, body: str) -> str:
-    """SKILL.md with a new description and body: the front matter keeps every other line as it
-    was (only the `description` entry is rewritten), the body follows it verbatim, and the
-    file keeps its byte-order mark and line endings."""
+def _skill_file_text(folder: SkillFolder, new: SkillFolder) -> str:
+    """SKILL.md with `new`'s description, `when_to_use` and body: the front matter keeps every
+    other line as it was (only a changed entry is rewritten), the body follows it verbatim,
+    and the file keeps its byte-order mark and line endings."""
     text = _plain(folder.skill_file_text)
     end = text.find(_SEPARATOR, len(_FRONT) - 1)
     front = text[len(_FRONT) : end + 1]
-    if description != folder.description:
-        front = _with_description(front, description)
-    plain = _FRONT + front + text[end + 1 : end + len(_SEPARATOR)] + body
+    if new.description != folder.description:
+        front = _with_entry(front, "description", new.description)
+    if new.when_to_use != folder.when_to_use and new.when_to_use is not None:
+        front = _with_entry(front, "when_to_use", new.when_to_use)
+    plain = _FRONT + front + text[end + 1 : end + len(_SEPARATOR)] + new.body
     return _layout(folder.skill_file_text).render(plain)
 
 
-def _with_description(front: str, description: str) -> str:
+def _with_entry(front: str, key: str, value: str) -> str:
+    """`front` with its `key:` entry (and the entry's continuation lines) rewritten as one
+    line holding `value`; an error when there is no plain `key:` line, or when the rewrite
+    would change any other entry."""
     lines = front.splitlines(keepends=True)
-    found = [i for i, line in enumerate(lines) if line.startswith("description:")]
+    found = [i for i, line in enumerate(lines) if line.startswith(f"{key}:")]
     if not found:
-        raise UserInputError("the front matter has no plain `description:` line to rewrite")
+        raise UserInputError(f"the front matter has no plain `{key}:` line to rewrite")
     start = found[0]
     stop = start + 1
     while stop < len(lines) and lines[stop][:1] in (" ", "\t"):
         stop += 1
-    entry = yaml.safe_dump({"description": description}, allow_unicode=True, width=1 << 20)
+    entry = yaml.safe_dump({key: value}, allow_unicode=True, width=1 << 20)
     rewritten = "".join([*lines[:start], entry, *lines[stop:]])
     before, after = yaml.safe_load(front), yaml.safe_load(rewritten)
-    if after != {**before, "description": description}:
-        raise UserInputError("the front matter could not be rewritten with the new description")
+    if after != {**before, key: value}:
+        raise UserInputError(f"the front matter could not be rewritten with the new {key}")
     return rewritten

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.file_transaction import atomic_write, sha256_of
-from skillopt_dsl.skill_folder.document import BODY, DESCRIPTION, FolderDocument
+from skillopt_dsl.skill_folder.document import BODY, DESCRIPTION, WHEN_TO_USE, FolderDocument
 from skillopt_dsl.skill_folder.folder import SKILL_FILE, FolderChange, SkillFolder
 from skillopt_dsl.staged_change import stage_proposals
 
@@ -186,7 +186,7 @@ def _compiled_parts(result: CompileResult, folder: SkillFolder) -> tuple[str, ..
 def _live_hashes(folder: SkillFolder, names: tuple[str, ...]) -> dict[str, str]:
     """sha256 of every file the run read, as read (compile time, not now)."""
     read: dict[str, str] = {}
-    if DESCRIPTION in names or BODY in names:
+    if DESCRIPTION in names or BODY in names or WHEN_TO_USE in names:
         read[SKILL_FILE] = folder.skill_file_text
     for name in names:
         if name in folder.reference_paths:

@@ -55,6 +55,7 @@ from skillopt_dsl.skill import Skill
 from skillopt_dsl.skill_folder.cards import SkillCard, check_cards
 from skillopt_dsl.skill_folder.document import (
     DESCRIPTION,
+    WHEN_TO_USE,
     DescriptionAgent,
     FolderDocument,
     description_problem,
@@ -79,6 +80,7 @@ __all__ = [
     "pick_skill",
     "skill_called",
     "trigger_match",
+    "trigger_parts",
 ]
 
 ROUTER_INSTRUCTION: Final[str] = (
@@ -257,9 +259,9 @@ class TriggerModule(SkillModule):
         self.samples = chosen.samples
         self.temperature = chosen.temperature
         self.listing_budget = listing_budget
-        if (problem := self.listing_problem(folder.description)) is not None:
+        if (problem := self.listing_problem(folder.description, folder.when_to_use)) is not None:
             raise UserInputError(f"{folder.root}: {problem}; nothing was run")
-        super().__init__(skill=folder.seed_skill((DESCRIPTION,)), metric=trigger_match)
+        super().__init__(skill=folder.seed_skill(trigger_parts(folder)), metric=trigger_match)
 
     # -- what the router sees ---------------------------------------------------------------
     def description_of(self, skill: Skill) -> str:
@@ -269,16 +271,25 @@ class TriggerModule(SkillModule):
             return ""
         return FolderDocument.from_skill(skill).text_of(DESCRIPTION).strip()
 
-    def own_card(self, description: str) -> SkillCard:
-        """This skill's card with `description` (and the folder's `when_to_use`)."""
-        return SkillCard(self.folder.name, description or "-", self.folder.when_to_use)
+    def when_of(self, skill: Skill) -> str | None:
+        """The `when_to_use` a trained document carries (the folder's when it trains none)."""
+        if not skill.text:
+            return self.folder.when_to_use
+        document = FolderDocument.from_skill(skill)
+        if WHEN_TO_USE not in document.names:
+            return self.folder.when_to_use
+        return document.text_of(WHEN_TO_USE).strip()
 
-    def listing_problem(self, description: str) -> str | None:
-        """Why the listing of every available skill, this one with `description`, would not
-        fit `listing_budget` (None: it fits, or there is no budget)."""
+    def own_card(self, description: str, when: str | None = None) -> SkillCard:
+        """This skill's card with `description` and `when` (its `when_to_use`)."""
+        return SkillCard(self.folder.name, description or "-", when)
+
+    def listing_problem(self, description: str, when: str | None = None) -> str | None:
+        """Why the listing of every available skill, this one with `description` and `when`,
+        would not fit `listing_budget` (None: it fits, or there is no budget)."""
         if self.listing_budget is None:
             return None
-        cards = (*self.others, self.own_card(description))
+        cards = (*self.others, self.own_card(description, when))
         size = sum(len(card.line()) + 1 for card in cards)
         if size <= self.listing_budget:
             return None
@@ -307,7 +318,7 @@ class TriggerModule(SkillModule):
         if not isinstance(request, str):
             raise UserInputError(f"a trigger example needs a string `request`, got {request!r}")
         cards = {card.name: card for card in self.others}
-        cards[self.folder.name] = self.own_card(self.description_of(skill))
+        cards[self.folder.name] = self.own_card(self.description_of(skill), self.when_of(skill))
         listing = "\n".join(cards[name].line() for name in self.card_order(request))
         return [
             {"role": "system", "content": agent_prompt(listing)},
@@ -381,12 +392,31 @@ class TriggerModule(SkillModule):
             document = FolderDocument.from_skill(skill)
         except UserInputError as exc:
             return str(exc)
-        if document.names != (DESCRIPTION,):
-            return f"a trigger task trains the description alone; this document has {list(document.names)}"
+        expected = trigger_parts(self.folder)
+        if document.names != expected:
+            return (
+                "a trigger task trains the description alone (beside the folder's "
+                f"when_to_use where it has one: {list(expected)}); this document has "
+                f"{list(document.names)}"
+            )
         description = document.text_of(DESCRIPTION)
-        return description_problem(description, self.agent) or self.listing_problem(
-            description.strip()
+        when = document.text_of(WHEN_TO_USE) if WHEN_TO_USE in expected else None
+        return (
+            description_problem(description, self.agent)
+            or (None if when is None else _when_problem(when, self.agent))
+            or self.listing_problem(description.strip(), None if when is None else when.strip())
         )
+
+
+def trigger_parts(folder: SkillFolder) -> tuple[str, ...]:
+    """The parts a trigger task trains on `folder`: its description, and its `when_to_use`
+    beside it where it has one (the listing shows both; the same limits and gate apply)."""
+    return (DESCRIPTION,) if folder.when_to_use is None else (DESCRIPTION, WHEN_TO_USE)
+
+
+def _when_problem(text: str, agent: DescriptionAgent) -> str | None:
+    problem = description_problem(text, agent)
+    return None if problem is None else f"when_to_use: {problem}"
 
 
 def _cleaned(line: str) -> str:
