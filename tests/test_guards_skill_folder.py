@@ -7,12 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from skillopt_dsl.cli.sleep_describe import ROWS_FILE, _fresh_run_dir
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import Rollout
+from skillopt_dsl.skill_folder import SkillFolder
 from skillopt_dsl.skill_folder.adopt import adopt_folder, folder_receipts, rollback_folder
 from skillopt_dsl.skill_folder.document import BODY, DESCRIPTION, FolderDocument, part_marker
 from skillopt_dsl.skill_folder.stage import stage_folder
 from skillopt_dsl.skill_folder.trigger_data import TriggerSummary
+from skillopt_dsl.sleep.describe_stage import _unique
 from skillopt_dsl.types import Example, Prediction
 from tests.test_skill_folder_adopt import (
     DESCRIPTION_EDIT,
@@ -77,3 +80,24 @@ def test_failed_router_calls_on_negative_requests_stay_in_the_denominator() -> N
     assert (summary.true_negatives, summary.failed_negatives) == (0, 2)
     assert summary.n == 4 and summary.accuracy == 0.5
     assert summary.precision == 1.0 and summary.recall == 1.0
+
+
+def test_sleep_describe_never_reuses_a_run_dir_that_holds_trigger_rows(tmp_path: Path) -> None:
+    """Kills: `sleep describe` checking only for an earlier run's config (`or (directory /
+    ROWS_FILE).exists()` dropped): a run dir where an earlier describe wrote its rows but
+    crashed before compiling would have them overwritten and mixed with a new run's."""
+    folder = SkillFolder.read(make_folder(tmp_path))
+    fresh = tmp_path / "fresh"
+    assert _fresh_run_dir(folder, fresh) == fresh
+    held = tmp_path / "held"
+    held.mkdir()
+    (held / ROWS_FILE).write_text('{"request": "notes", "should_trigger": true}\n')
+    with pytest.raises(UserInputError, match="already holds a run"):
+        _fresh_run_dir(folder, held)
+
+
+def test_a_night_gives_two_folders_of_one_name_two_run_dirs() -> None:
+    """Kills: the night's describe stage not recording a name it used (`used.add` dropped from
+    `_unique`): two folders named alike would write their trigger rows into one run dir."""
+    used: set[str] = set()
+    assert [_unique("notes", used) for _ in range(3)] == ["notes", "notes-2", "notes-3"]
