@@ -195,3 +195,28 @@ def test_a_live_file_deleted_after_staging_makes_adopt_refuse(
     assert not (project.path / "CLAUDE.md").exists()
     assert (project.path / "SKILL.md").read_bytes() == old["SKILL.md"]
     assert not journal_pending(project)
+
+
+def test_adopt_keeps_a_symlinked_memory_file_and_its_mode(
+    staged: tuple[SleepProject, dict[str, bytes], str], tmp_path: Path
+) -> None:
+    """Kills: Sleep's adopt replacing a symlinked CLAUDE.md (a dotfiles setup) with a regular
+    file and resetting its mode; its rollback likewise (issue 53: one writer for both)."""
+    import os
+    import stat
+
+    project, old, night = staged
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    target = dotfiles / "CLAUDE.md"
+    target.write_bytes(old["CLAUDE.md"])
+    os.chmod(target, 0o640)
+    live = project.path / "CLAUDE.md"
+    live.unlink()
+    live.symlink_to(target)
+    adopt(project, night)
+    assert live.is_symlink() and target.read_bytes() != old["CLAUDE.md"]
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o640
+    rollback(project)
+    assert live.is_symlink() and target.read_bytes() == old["CLAUDE.md"]
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o640
