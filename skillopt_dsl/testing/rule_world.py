@@ -19,6 +19,24 @@ seed, so two runs with the same seed see the same items, the same luck and the s
 `RuleWorld.target()` is the fake target model, `RuleWorld.reflector()` the fake optimizer model,
 `RuleWorld.accuracy(text, items)` the true accuracy of a skill text (no call). The null world
 (`p_right=0`) is one where no proposal helps: a search that keeps anything there is fooled.
+
+The mechanics are named axes (typed fields; the defaults are the published world's mechanics,
+so its rows reproduce bit for bit; `skillopt_dsl.testing.world_family` draws worlds across them):
+
+- `addresses`, which failing items a proposal says it is for: "exact" (the one failing item the
+  rule was drawn for), "group" (as `ReflectiveProposer`: the reflection reads the failures in
+  groups of up to 4, at most 2 groups, and a rule names every id of the group it was written
+  from), "none" (says nothing), "partly_wrong" (one id; half the time another failing item).
+- `noise_key`, what a change of the skill is keyed on: "text" (the exact text: a whitespace
+  change redraws every flipped answer), "content" (the set of rules and notes stated; wording
+  and whitespace ignored), "difficulty" (a `2 * noise` share of items are hard; a hard item's
+  answer is redrawn, flipped half the time, by any change of the text; easy items never move).
+- `draw`, what the reflection writes a rule for: "classed" (a classed failing item whenever the
+  batch holds one) or "any_failing" (any failing item, also those failing from noise or a
+  harmful rule; a "right" rule for an easy item is a neutral note).
+- `alternatives` (rules per reflection call) and `repeats` (the chance an alternative repeats an
+  earlier proposal of the run verbatim; the reflector then remembers what it offered).
+- `answers`: "letters" (four letters; a constant answer exists) or "codes" (a code per item).
 """
 
 from __future__ import annotations
@@ -38,10 +56,19 @@ from skillopt_dsl.skill import Add
 from skillopt_dsl.testing.scripted import ScriptedLM
 from skillopt_dsl.types import Example
 
-__all__ = ["RuleWorld", "RuleWorldProposer", "RuleWorldTask", "rules_in"]
+__all__ = ["RuleWorld", "RuleWorldCodeTask", "RuleWorldProposer", "RuleWorldTask", "rules_in"]
 
 LABELS = ("A", "B", "C", "D")
 SEED_SKILL = "Answer with one letter: A, B, C or D."
+CODE_SEED_SKILL = "Answer with the item's code."
+GROUP_SIZE = 4
+"""`ReflectiveProposer`'s defaults: failures are read in groups of 4, at most 2 groups."""
+MAX_GROUPS = 2
+
+Addresses = Literal["exact", "group", "none", "partly_wrong"]
+NoiseKey = Literal["text", "content", "difficulty"]
+Draw = Literal["classed", "any_failing"]
+Answers = Literal["letters", "codes"]
 _RULE = re.compile(r"\b(Rule R|Rule H|Note N)(\d+)\b")
 
 
@@ -52,6 +79,16 @@ class RuleWorldTask(SkillModule):
     answer: Literal["A", "B", "C", "D"] = OutputField()
 
     skill = SEED_SKILL
+    metric = exact_match("answer")
+
+
+class RuleWorldCodeTask(SkillModule):
+    """Answer the item with its code."""
+
+    item: str = InputField()
+    answer: str = OutputField()
+
+    skill = CODE_SEED_SKILL
     metric = exact_match("answer")
 
 
@@ -71,7 +108,8 @@ def _unit(*parts: object) -> float:
 
 @dataclass(frozen=True)
 class RuleWorld:
-    """The world's parameters (module docstring); `seed` fixes items, luck and proposals."""
+    """The world's parameters and mechanics (module docstring); `seed` fixes items, luck and
+    proposals."""
 
     seed: int = 0
     classes: int = 4
@@ -82,6 +120,20 @@ class RuleWorld:
     p_right: float = 0.3
     p_harm: float = 0.45
     alternatives: int = 3
+    addresses: Addresses = "exact"
+    noise_key: NoiseKey = "text"
+    draw: Draw = "classed"
+    repeats: float = 0.0
+    answers: Answers = "letters"
+
+    @property
+    def seed_skill(self) -> str:
+        """The seed skill text of the world's task."""
+        return SEED_SKILL if self.answers == "letters" else CODE_SEED_SKILL
+
+    def task(self) -> SkillModule:
+        """The world's task: a letter per item, or a code per item."""
+        return RuleWorldTask() if self.answers == "letters" else RuleWorldCodeTask()
 
     def items(self, split: str, count: int) -> list[Example]:
         """`count` items of `split` ("train", "val", "test"), each with a latent class."""
@@ -98,21 +150,33 @@ class RuleWorld:
 
     def right(self, text: str, item_id: str) -> bool:
         """Whether the target answers `item_id` right under skill `text`."""
-        rights, harms, _ = rules_in(text)
+        rights, harms, notes = rules_in(text)
         cls = self.item_class(item_id)
         ok = cls is None or cls in rights or _unit(self.seed, "luck", item_id) < self.luck
         if any(_unit(self.seed, "harm", item_id, h) < self.harm for h in harms):
             ok = False
-        if text.strip() != SEED_SKILL and _unit(self.seed, "noise", item_id, text) < self.noise:
+        if self._flipped(text, (rights, harms, notes), item_id):
             ok = not ok
         return ok
+
+    def _flipped(self, text: str, stated: tuple[set[int], ...], item_id: str) -> bool:
+        """Whether a change of the skill flips `item_id`'s answer (the `noise_key` axis)."""
+        if self.noise_key == "content":
+            content = repr(tuple(sorted(s) for s in stated))
+            return any(stated) and _unit(self.seed, "noise", item_id, content) < self.noise
+        if text.strip() == self.seed_skill:
+            return False
+        if self.noise_key == "difficulty":
+            hard = _unit(self.seed, "hard", item_id) < min(1.0, 2 * self.noise)
+            return hard and _unit(self.seed, "noise", item_id, text) < 0.5
+        return _unit(self.seed, "noise", item_id, text) < self.noise
 
     def accuracy(self, text: str, items: Sequence[Example]) -> float:
         """True accuracy of `text` on `items` (no model call)."""
         return sum(self.right(text, e.id) for e in items) / len(items)
 
     def target(self) -> ScriptedLM:
-        """The fake target model: the gold letter when right, another letter otherwise."""
+        """The fake target model: the gold answer when right, another answer otherwise."""
 
         def respond(messages: list[dict[str, str]]) -> str:
             system = next((m["content"] for m in messages if m["role"] == "system"), "")
@@ -120,21 +184,49 @@ class RuleWorld:
             gold = self._gold(item_id)
             if self.right(system, item_id):
                 return gold
+            if self.answers == "codes":
+                return f"K{(int(gold[1:]) + 1) % 10**6:06d}"
             return LABELS[(LABELS.index(gold) + 1) % len(LABELS)]
 
         return ScriptedLM(respond, model="scripted/rule-world-target")
 
     def reflector(self) -> ScriptedLM:
-        """The fake optimizer model: reads failing item ids, answers `alternatives` rules."""
+        """The fake optimizer model: reads failing item ids, answers `alternatives` rules, each
+        with the item it was written for and the ids it names (the `addresses` axis). With
+        `repeats`, it remembers its offers and repeats one verbatim with that chance."""
+        earlier: list[dict[str, object]] = []
 
         def respond(messages: list[dict[str, str]]) -> str:
             prompt = messages[-1]["content"]
             failing = re.findall(r"failing: (\S+)", prompt)
+            if self.addresses == "group":
+                failing = failing[: GROUP_SIZE * MAX_GROUPS]
             rng = random.Random(f"{self.seed}:{prompt}")
-            drawn = [self.draw_proposal(rng, failing) for _ in range(self.alternatives)]
-            return json.dumps([{"rule": rule, "for": target} for rule, target in drawn])
+            side = random.Random(f"{self.seed}:side:{prompt}")
+            offers: list[dict[str, object]] = []
+            for _ in range(self.alternatives):
+                if self.repeats and earlier and side.random() < self.repeats:
+                    offers.append(side.choice(earlier))
+                    continue
+                rule, target = self.draw_proposal(rng, failing)
+                named = self._named(side, target, failing)
+                offers.append({"rule": rule, "for": target, "addresses": named})
+            earlier.extend(offers)
+            return json.dumps(offers)
 
         return ScriptedLM(respond, model="scripted/rule-world-reflector")
+
+    def _named(self, side: random.Random, target: str, failing: Sequence[str]) -> list[str]:
+        """The ids a proposal written for `target` names (the `addresses` axis)."""
+        if self.addresses == "none":
+            return []
+        if self.addresses == "group":
+            start = failing.index(target) // GROUP_SIZE * GROUP_SIZE
+            return list(failing[start : start + GROUP_SIZE])
+        others = [i for i in failing if i != target]
+        if self.addresses == "partly_wrong" and others and side.random() < 0.5:
+            return [side.choice(others)]
+        return [target]
 
     def draw_rule(self, rng: random.Random, failing: Sequence[str]) -> str:
         """One proposed rule with the world's odds, for the failing item ids `failing` (a
@@ -143,21 +235,43 @@ class RuleWorld:
 
     def draw_proposal(self, rng: random.Random, failing: Sequence[str]) -> tuple[str, str]:
         """One proposed rule with the world's odds and the failing item it is written for (the
-        fake reflector's draw): the right rule of that item's class with `p_right` (when one
-        of `failing` has a class), a harmful rule with `p_harm`, a neutral note otherwise; a
-        harmful rule or a note is "for" a failing item drawn at random."""
+        fake reflector's draw). "classed": the right rule of a classed failing item's class
+        with `p_right` (when one of `failing` has a class), a harmful rule with `p_harm`, a
+        neutral note otherwise (a draw for the right rule with no classed failure gives a
+        harmful rule when `p_harm > 0`); a harmful rule or a note is "for" a failing item
+        drawn at random. "any_failing": the item is drawn first from all of `failing`; the right rule of
+        its class with `p_right` (a note when it has none), harmful or neutral as above."""
+        if self.draw == "any_failing":
+            u = rng.random()
+            target = rng.choice(list(failing)) if failing else ""
+            cls = self.item_class(target) if target else None
+            if u < self.p_right and cls is not None:
+                return _right_rule(cls), target
+            harmful = self.p_right <= u < self.p_right + self.p_harm
+            return _other_rule(rng, harmful), target
         u = rng.random()
         classed = [(i, c) for i in failing if (c := self.item_class(i)) is not None]
         if u < self.p_right and classed:
             target, cls = rng.choice(classed)
-            return f"Rule R{cls}: items of kind {cls} follow rule {cls}.", target
+            return _right_rule(cls), target
         target = rng.choice(list(failing)) if failing else ""
-        if u < self.p_right + self.p_harm:
-            return f"Rule H{rng.randrange(10**6)}: always prefer the first option.", target
-        return f"Note N{rng.randrange(10**6)}: read the item carefully.", target
+        return _other_rule(rng, u < self.p_right + self.p_harm), target
 
     def _gold(self, item_id: str) -> str:
+        if self.answers == "codes":
+            return f"K{int(_unit(self.seed, 'gold', item_id) * 10**6):06d}"
         return LABELS[int(_unit(self.seed, "gold", item_id) * len(LABELS))]
+
+
+def _right_rule(cls: int) -> str:
+    return f"Rule R{cls}: items of kind {cls} follow rule {cls}."
+
+
+def _other_rule(rng: random.Random, harmful: bool) -> str:
+    """A harmful rule or a neutral note, numbered by `rng`."""
+    if harmful:
+        return f"Rule H{rng.randrange(10**6)}: always prefer the first option."
+    return f"Note N{rng.randrange(10**6)}: read the item carefully."
 
 
 @dataclass(kw_only=True)
@@ -182,7 +296,7 @@ class RuleWorldProposer(Proposer):
                 self.name,
                 failure_driven=True,
                 rationale=offer["rule"],
-                addresses=(offer["for"],) if self.use_addresses else (),
+                addresses=tuple(offer["addresses"]) if self.use_addresses else (),
             )
             for offer in json.loads(reply)
         ]
