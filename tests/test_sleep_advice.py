@@ -21,6 +21,7 @@ import skillopt_dsl.sleep
 from skillopt_dsl.cli import app
 from skillopt_dsl.evidence import preflight
 from skillopt_dsl.gate import Gate
+from skillopt_dsl.optimizers import HandOff
 from skillopt_dsl.sleep import SleepConfig, run_night
 from skillopt_dsl.sleep.advice import cli_advice
 from skillopt_dsl.sleep.cli import sleep_app
@@ -210,7 +211,8 @@ def test_gate_and_batch_size_flags_reach_the_night(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Kills: `--gate mean-only` or `--batch-size` accepted but not used (advice naming a flag
-    that does nothing), or an unknown `--gate` value silently taken as the default."""
+    that does nothing), an unknown `--gate` value silently taken as the default, or a night
+    that runs another search than compile's default (`HandOff`)."""
     seen: list[Any] = []
 
     def capture(config: SleepConfig, **_: object) -> None:
@@ -220,9 +222,10 @@ def test_gate_and_batch_size_flags_reach_the_night(
     monkeypatch.setattr("skillopt_dsl.sleep.cli.run_night", capture)
     project = make_project(tmp_path)
     _printed("run", "--project", str(project), "--gate", "mean-only", "--batch-size", "3")
-    assert seen[0].gate.test is None and seen[0].optimizer.batch_size == 3
+    assert seen[0].gate.test is None and seen[0].optimizer.first.batch_size == 3
+    assert isinstance(seen[0].optimizer, HandOff)  # compile's default search, its first part set
     _printed("run", "--project", str(project))
-    assert seen[1].gate is None and seen[1].optimizer.batch_size == 8
+    assert seen[1].gate is None and seen[1].optimizer.first.batch_size == 8
     code, out = _printed("run", "--project", str(project), "--gate", "bonferroni")
     assert code == 1 and "--gate must be paired or mean-only" in out
 
