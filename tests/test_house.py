@@ -114,9 +114,7 @@ MAX_GATE_LINES = 500
 
 # Functions still over `MAX_FUNCTION_LINES`, each with the line count it may not exceed: the list
 # only shrinks (a function that no longer needs its place must leave it).
-LONG_FUNCTIONS: dict[str, int] = {
-    "dspy/optimizer.py:SkillOptimizer._train": 70,
-}
+LONG_FUNCTIONS: dict[str, int] = {}
 
 
 def _function_lengths(node: ast.AST, prefix: str) -> Iterator[tuple[str, int]]:

@@ -34,8 +34,7 @@ from typing import Any, Unpack
 import dspy
 from dspy.teleprompt import Teleprompter
 
-from skillopt_dsl.compile import CompileResult
-from skillopt_dsl.compile import compile as compile_module
+from skillopt_dsl.compile import CompileResult, compile_with
 from skillopt_dsl.dspy.bridge import from_dspy_lm
 from skillopt_dsl.dspy.budget_check import budget_warning, one_decision
 from skillopt_dsl.dspy.program import DSPyProgram, normalize_instructions
@@ -56,6 +55,7 @@ from skillopt_dsl.gate import Gate
 from skillopt_dsl.lm import LM, Backend, Budget, ResponseCache, UsageSnapshot
 from skillopt_dsl.options import settings_from, takes_options
 from skillopt_dsl.runs import RunDirectory
+from skillopt_dsl.settings import CompileSettings
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
@@ -301,27 +301,13 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
                 continue
             before = program.sent()
             try:
-                result = compile_module(
-                    program.module(name),
-                    train,
-                    val,
-                    optimizer=self.optimizer,
-                    lm=target,
-                    optimizer_lm=reflector,
-                    gate=self.gate,
-                    significance=significance,
-                    shared_cache=replies,
-                    budget=self._share(
-                        [probe, *(p.result.usage for p in done.values())],
-                        sum(not unreached(program, n, train) for n in names[index:]),
-                        least,
-                    ),
-                    run_dir=self.run_dir / name if self.run_dir is not None else None,
-                    resume=self.resume,
-                    seed=self.seed,
-                    threads=self.threads,
-                    max_errors=self.max_errors,
+                share = self._share(
+                    [probe, *(p.result.usage for p in done.values())],
+                    sum(not unreached(program, n, train) for n in names[index:]),
+                    least,
                 )
+                settings = self._settings(name, (target, reflector), significance, replies, share)
+                result = compile_with(program.module(name), train, val, settings, self.optimizer)
             except BudgetExceeded as exc:
                 # The budget ran out while the seed program was scored (the only place compile
                 # lets it escape): only target calls were made, all counted by the bridge.
@@ -333,6 +319,30 @@ class SkillOptimizer(Teleprompter):  # type: ignore[misc]
                 stop_reason = "budget"  # its share is spent; the next predictor has its own
         spent = [probe, aborted]
         return _summary(done, names, stop_reason, spent, self.run_dir, warnings, tuple(skipped))
+
+    def _settings(
+        self,
+        name: str,
+        models: tuple[ModelSpec, ModelSpec],
+        significance: SignificanceBudget | None,
+        replies: ResponseCache,
+        budget: Budget | None,
+    ) -> CompileSettings:
+        """The compile settings of predictor `name`'s run: the target and reflection `models`,
+        the program's shared significance and replies, and its share of the budget."""
+        return CompileSettings(
+            lm=models[0],
+            optimizer_lm=models[1],
+            gate=self.gate,
+            significance=significance,
+            shared_cache=replies,
+            budget=budget,
+            run_dir=self.run_dir / name if self.run_dir is not None else None,
+            resume=self.resume,
+            seed=self.seed,
+            threads=self.threads,
+            max_errors=self.max_errors,
+        )
 
     def _share(self, spent: Sequence[UsageSnapshot], parts: int, least: int) -> Budget | None:
         """What the earlier runs left of the program's budget (`Budget.left_after`) and the
