@@ -26,7 +26,9 @@ from skillopt_dsl.optimizers.screening import ScreenResult
 from skillopt_dsl.skill import Add
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
+from skillopt_dsl.testing.rule_world import RuleWorldTask
 from skillopt_dsl.testing.search_contract import PARITY_FIX, OfferedEdits
+from tests.test_bundle import CLEAN, items, scripted_target
 
 VAL30 = contract_examples(100, 30)
 FIXES = [f"{PARITY_FIX} ({k})" for k in range(6)]
@@ -337,3 +339,34 @@ def test_the_run_is_never_handed_to_bundle_after_gradient_text_had_a_candidate_a
     events = (tmp_path / "events.jsonl").read_text(encoding="utf-8")
     assert '"hand_off"' not in events, "handed off after an acceptance"
     assert "hand_off" not in {h.kind for h in result.history}
+
+
+@dataclass(kw_only=True)
+class _EveryOtherStep(Proposer):
+    """A clean fix (a new text each time) at steps 1 and 3, nothing at the others."""
+
+    name: str = "every-other"
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        if request.step not in (1, 3):
+            return []
+        text = f"{CLEAN} ({request.step})"
+        names = tuple(e.id for e, _ in request.failures())
+        return [EditGroup((Add(after=None, text=text),), self.name, True, text, addresses=names)]
+
+
+def test_bundles_patience_counts_idle_steps_in_a_row(tmp_path: Path) -> None:
+    """Kills: an idle count that a collecting step does not reset (`idle_steps` only ever
+    grows): with `patience=2`, steps that collect nothing and steps that collect in turn would
+    send the bundle to the gate at the third step instead of after two idle steps in a row."""
+    optimizer = Bundle(proposers=[_EveryOtherStep()], failures_per_step=1, patience=2)
+    result = sd.compile(
+        RuleWorldTask(), items("train", 24), items("val", 40), optimizer=optimizer,
+        lm=ScriptedLM(scripted_target), optimizer_lm=ScriptedLM(lambda _: "{}"),
+        run_dir=tmp_path, threads=1,
+    )  # fmt: skip
+    lines = (tmp_path / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    kinds = [e for e in map(json.loads, lines) if e["event"] in ("bundle_step", "compose")]
+    first = [e.get("collected", "compose") for e in kinds][:7]
+    assert first == [0, 1, 0, 1, 0, 0, "compose"], first
+    assert result.gate_log and result.gate_log[0].accepted
