@@ -16,7 +16,7 @@ from skillopt_dsl.driver import RunView
 from skillopt_dsl.driver.looks import SequentialJudge
 from skillopt_dsl.driver.state_parts import PARTS, PHASE, nest_part, phase_state, read_part
 from skillopt_dsl.evidence import SignificanceBudget
-from skillopt_dsl.optimizers import Beam, Bundle, GradientText, HandOff
+from skillopt_dsl.optimizers import Beam, Bundle, GradientText, HandOff, ReflectiveProposer
 from skillopt_dsl.optimizers import bundle as bundle_module
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.bundle import BundleMember, BundleState, quotes
@@ -25,7 +25,13 @@ from skillopt_dsl.optimizers.screened_steps import _clean_sweep
 from skillopt_dsl.optimizers.screening import ScreenResult
 from skillopt_dsl.skill import Add
 from skillopt_dsl.testing import ScriptedLM
-from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
+from skillopt_dsl.testing.contract import (
+    BAD_EDIT,
+    ContractParity,
+    contract_examples,
+    contract_reflector,
+    contract_target,
+)
 from skillopt_dsl.testing.rule_world import RuleWorldTask
 from skillopt_dsl.testing.search_contract import PARITY_FIX, OfferedEdits
 from tests.test_bundle import CLEAN, items, scripted_target
@@ -370,3 +376,19 @@ def test_bundles_patience_counts_idle_steps_in_a_row(tmp_path: Path) -> None:
     first = [e.get("collected", "compose") for e in kinds][:7]
     assert first == [0, 1, 0, 1, 0, 0, "compose"], first
     assert result.gate_log and result.gate_log[0].accepted
+
+
+def test_the_report_reads_the_rejections_of_a_part_inside_a_composite_search() -> None:
+    """Kills: a report that reads only the top-level search's rejected memory (the rejections
+    made inside HandOff's parts left out of `CompileResult.rejected`): the hedge, struck once
+    by GradientText and blocked by Bundle after the hand-off, is in the run's report."""
+    reflective = [ReflectiveProposer(read_successes=False)]
+    optimizer = HandOff(first=GradientText(proposers=reflective), then=Bundle(proposers=reflective))
+    result = sd.compile(
+        ContractParity(), contract_examples(0, 24), VAL30, optimizer=optimizer,
+        lm=ScriptedLM(contract_target), optimizer_lm=contract_reflector([BAD_EDIT]),
+        budget=sd.Budget(max_calls=150), threads=1,
+    )  # fmt: skip
+    assert "hand_off" in {h.kind for h in result.history}
+    rejected = [e.text for c in result.rejected for e in c.edits]
+    assert rejected == [BAD_EDIT["text"]], rejected
