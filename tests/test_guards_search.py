@@ -34,7 +34,7 @@ from skillopt_dsl.testing.contract import (
 )
 from skillopt_dsl.testing.rule_world import RuleWorldTask
 from skillopt_dsl.testing.search_contract import PARITY_FIX, OfferedEdits
-from tests.test_bundle import CLEAN, items, scripted_target
+from tests.test_bundle import CLEAN, Offers, items, scripted_target
 
 VAL30 = contract_examples(100, 30)
 FIXES = [f"{PARITY_FIX} ({k})" for k in range(6)]
@@ -392,3 +392,22 @@ def test_the_report_reads_the_rejections_of_a_part_inside_a_composite_search() -
     assert "hand_off" in {h.kind for h in result.history}
     rejected = [e.text for c in result.rejected for e in c.edits]
     assert rejected == [BAD_EDIT["text"]], rejected
+
+
+@pytest.mark.parametrize("calls", [112, 124])
+def test_a_bundle_that_holds_edits_stops_collecting_in_time_to_afford_its_decision(
+    calls: int,
+) -> None:
+    """Kills: a bundle holding edits that goes on into the budget's tail when a whole decision
+    no longer fits after a step (`if state.members or state.tail` reduced to `if state.tail`
+    in `_collect`): its clean fixes of a quarter of the inputs, not decisive on the gate's
+    first look, were stopped there for lack of calls (112-130 calls) instead of accepted."""
+    texts = [f"{CLEAN} ({k})" for k in range(4)]
+    result = sd.compile(
+        RuleWorldTask(), items("train", 24), items("val", 40),
+        optimizer=Bundle(proposers=[Offers(texts=texts)], failures_per_step=2),
+        lm=ScriptedLM(scripted_target), optimizer_lm=ScriptedLM(lambda _: "{}"),
+        budget=sd.Budget(max_calls=calls), threads=1,
+    )  # fmt: skip
+    assert [d.accepted for d in result.gate_log] == [True], result.gate_log
+    assert result.usage.calls <= calls
