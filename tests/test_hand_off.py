@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,37 @@ def test_a_run_whose_screens_confirm_nothing_is_handed_to_bundle(tmp_path: Path)
     useful, harmful, _ = rules_in(result.best_skill.text)
     assert len(useful) >= 4 and not harmful, result.best_skill.text
     assert result.usage.calls <= 400
+
+
+@dataclass(kw_only=True)
+class TellingRules(RuleWorldProposer):
+    """The world's reflection, noting what each step's request tells it was rejected."""
+
+    told: dict[int, list[str]] = field(default_factory=dict)
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        self.told[request.step] = [
+            e.text for c in request.rejected for e in c.edits if isinstance(e, Add)
+        ]
+        return super().propose(request)
+
+
+def test_both_searches_of_a_hand_off_search_in_the_runs_one_memory(tmp_path: Path) -> None:
+    """Kills: Bundle starting from a memory of its own (what GradientText struck in its probe
+    step not told to Bundle's proposers, or screened again), and a part's screens missing from
+    the run's memory (checkpoint.json's `memory` counts every screen of both parts)."""
+    proposer = TellingRules()
+    run_rare(HandOff.with_proposers([proposer]), tmp_path)
+    events = _events(tmp_path)
+    (hand_off,) = [e for e in events if e["event"] == "hand_off"]
+    probe = [e for e in events if e["event"] == "screen" and e["step"] < hand_off["step"]]
+    struck = {e["rationale"] for e in probe if not e["passed"]}
+    assert struck, probe  # GradientText's probe step struck something
+    assert struck <= set(proposer.told[hand_off["step"]]), proposer.told  # Bundle's first step
+    checkpoint = json.loads((tmp_path / "checkpoint.json").read_text(encoding="utf-8"))
+    batch = [e for e in events if e["event"] == "screen" and e["stage"] == "batch"]
+    assert checkpoint["memory"]["screen_stats"]["batch_screened"] == len(batch)
+    assert checkpoint["memory"]["step"] > hand_off["step"]
 
 
 def test_a_run_resumed_after_the_hand_off_resumes_bundle(tmp_path: Path) -> None:
