@@ -411,3 +411,32 @@ def test_a_bundle_that_holds_edits_stops_collecting_in_time_to_afford_its_decisi
     )  # fmt: skip
     assert [d.accepted for d in result.gate_log] == [True], result.gate_log
     assert result.usage.calls <= calls
+
+
+@pytest.mark.parametrize("calls", [120, 160])
+def test_after_an_accepted_bundle_the_new_incumbent_is_scored_only_within_the_reserve(
+    calls: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills: an accepted bundle that keeps the old incumbent's pool count (`state.scored = 0`
+    dropped from `_submit`'s `state_after`): the new incumbent is then scored on the whole
+    pool scored so far, past the gate's reserve, until the budget stops it mid-way (its calls
+    spent to the last, no search step after). Every training score of the new incumbent
+    must complete and leave the next decision's first look."""
+    real, slack = RunView.evaluate, []
+
+    def evaluate(view: RunView, skill: sd.Skill, examples: Any, **kwargs: Any) -> Any:
+        report = real(view, skill, examples, **kwargs)
+        left = view.calls_left()
+        if kwargs.get("label") == "train" and view.version > 1 and left is not None:
+            slack.append(left - view.decision_calls(first_look=True))
+        return report
+
+    monkeypatch.setattr(RunView, "evaluate", evaluate)
+    result = sd.compile(
+        ContractParity(), contract_examples(0, 48), VAL30,
+        optimizer=Bundle(proposers=[OfferedEdits(texts=FIXES)], failures_per_step=4),
+        lm=ScriptedLM(_wrong_on_sevens), optimizer_lm=ScriptedLM(lambda _: "{}"),
+        budget=sd.Budget(max_calls=calls), threads=1,
+    )  # fmt: skip
+    assert [d.accepted for d in result.gate_log] == [True]
+    assert slack and min(slack) >= 0, slack
