@@ -20,9 +20,11 @@ from skillopt_dsl.optimizers import Beam, Bundle, GradientText, HandOff, Reflect
 from skillopt_dsl.optimizers import bundle as bundle_module
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.bundle import BundleMember, BundleState, quotes
+from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, ScreenedProposal
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.optimizers.screened_steps import _clean_sweep
 from skillopt_dsl.optimizers.screening import ScreenResult
+from skillopt_dsl.search_memory import group_key
 from skillopt_dsl.skill import Add
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.testing.contract import (
@@ -440,3 +442,48 @@ def test_after_an_accepted_bundle_the_new_incumbent_is_scored_only_within_the_re
     )  # fmt: skip
     assert [d.accepted for d in result.gate_log] == [True]
     assert slack and min(slack) >= 0, slack
+
+
+def _breaks_seven(messages: list[dict[str, str]]) -> str:
+    """The contract's target, and a skill saying BREAK7 gets the number 7 wrong."""
+    system = messages[0]["content"] if messages[0]["role"] == "system" else ""
+    if "BREAK7" in system and messages[-1]["content"].split()[-1] == "7":
+        return "even"
+    return contract_target(messages)
+
+
+@dataclass(kw_only=True)
+class _ConfirmOnce(GradientText):
+    """Puts one proposal back on trial from a rejected bundle (its earlier screens summed to
+    +10 over 16 examples) and confirms it once on a batch where it breaks one example."""
+
+    outcome: dict[str, list[str]] = field(default_factory=dict)
+
+    def optimize(self, view: RunView) -> None:
+        text = "BREAK7 rarely."
+        group = EditGroup((Add(after=None, text=text),), "test", True, text)
+        key = group_key(group.edits)
+        view.memory.add_evidence(key, ScreenResult("screen", 16, 10, 0, 10.0, 16, True))
+        trial = ScreenedProposal.of(group, group.edits, key=key, net=10.0, scored=16)
+        trial = replace(trial, screens=0, gated=1)
+        state = GradientTextState(trials=[trial])
+        batch = [e for e in view.trainset if e.id in {f"n{k}" for k in range(8)}]
+        rollouts = view.evaluate(view.incumbent, batch).records
+        self._confirm(view, state, view.incumbent, batch, rollouts, trial, 1000)
+        self.outcome["pending"] = [g.key for g in state.pending]
+        self.outcome["trials"] = [g.key for g in state.trials]
+
+
+def test_with_confirm_steps_0_a_proposal_rejected_in_a_bundle_does_not_rejoin_unconfirmed() -> None:
+    """Kills: a confirmation that ignores the gate strikes a proposal came back with (`done =
+    screens > self.confirm_steps`, without `trial.gated`): with `confirm_steps=0` a proposal
+    back from a rejected bundle would rejoin the working candidate on its first confirmation
+    even when that confirmation lost (it broke 7, fixed nothing), so the gate would judge it
+    again on no new evidence. It must pass a confirmation first; until then it stays on trial."""
+    optimizer = _ConfirmOnce(proposers=[], confirm_steps=0)
+    sd.compile(
+        ContractParity(), contract_examples(0, 24), VAL30, optimizer=optimizer,
+        lm=ScriptedLM(_breaks_seven), optimizer_lm=ScriptedLM(lambda _: "{}"), threads=1,
+    )  # fmt: skip
+    assert optimizer.outcome["pending"] == [], "it rejoined on a confirmation it lost"
+    assert len(optimizer.outcome["trials"]) == 1, optimizer.outcome
