@@ -191,6 +191,21 @@ def test_best_of_n_attempts_are_distinct_samples_cached_as_such() -> None:
         assert again.mean == 1.0 and server.requests == sent
 
 
+def test_refine_attempts_are_distinct_samples() -> None:
+    """Kills: `dspy.Refine`'s second attempt (a new `rollout_id` at temperature 1.0) answered
+    from the cache with the first reply (scored 0 where `dspy.Evaluate` measures 1.0)."""
+    program = dspy.Refine(
+        dspy.Predict("question -> answer"),
+        N=3,
+        reward_fn=lambda args, pred: float(pred.answer != "wrong"),
+        threshold=1.0,
+    )
+    with serve(second_try_right()) as server:
+        lm = LM("openai/fake-target", api_base=server.url, max_retries=0, cache=ResponseCache())
+        report = evaluate_program(program, sums(1, 4), exact, lm=lm, threads=1)
+        assert report.mean == 1.0
+
+
 def test_n_candidates_are_distinct_samples() -> None:
     """Kills: an `n=3` call's three requests collapsed into one cached reply (the candidate
     index left out of the sample seed)."""

@@ -163,7 +163,6 @@ class DSPyProgram:
         _refuse_own_lms(predictors)
         refuse_unroutable(self.program_name, self._base)
         refuse_unroutable("the adapter", adapter)
-        refuse_unroutable("dspy.settings.lm", self.context.run(_configured_lm))
         refuse_unroutable("dspy.settings.adapter", self.context.run(_configured_adapter))
         self.last_lm: LM | None = None
         self.traced: set[str] = set()  # predictors with a call in a run scored a success
@@ -301,10 +300,6 @@ class DSPyProgram:
 
 def _configured_adapter() -> Any:
     return dspy.settings.adapter
-
-
-def _configured_lm() -> Any:
-    return dspy.settings.lm
 
 
 def _refuse_own_lms(predictors: Mapping[str, Any]) -> None:
