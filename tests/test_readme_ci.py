@@ -1,0 +1,148 @@
+"""README.md's two commands and `.ci/run` agree: CI installs and tests exactly as a new user would.
+
+The README's "The first two commands" section holds two fenced `bash` blocks, each one line of
+steps joined by `&&`: command 1 installs and runs the demo, command 2 installs with the test
+extras and runs the tests. `.ci/run` must run command 2's steps in the same order, with the same
+environment (a `VAR="..."` prefix in the README is an `export VAR="..."` in `.ci/run`), the same
+extras and the same test command; command 1 must install the same way with a subset of those
+extras, so the runtime CI tests is the one the demo runs on. No subprocess runs here: the files are
+read as text.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SECTION = "## The first two commands"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One `&&`-separated step: its `VAR=value` prefixes and its command words."""
+
+    env: tuple[tuple[str, str], ...]
+    words: tuple[str, ...]
+
+
+def parse_step(text: str) -> Step:
+    words = shlex.split(text)
+    env: list[tuple[str, str]] = []
+    while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
+        name, _, value = words.pop(0).partition("=")
+        env.append((name, value))
+    return Step(tuple(env), tuple(words))
+
+
+def readme_commands(readme: str) -> list[list[Step]]:
+    """The `bash` blocks of the README's first-commands section, each split into its steps."""
+    start = readme.index(SECTION)
+    end = readme.find("\n## ", start + len(SECTION))
+    section = readme[start : end if end != -1 else len(readme)]
+    blocks = re.findall(r"```bash\n(.*?)\n```", section, flags=re.DOTALL)
+    return [[parse_step(part) for part in block.strip().split(" && ")] for block in blocks]
+
+
+@dataclass(frozen=True)
+class CiScript:
+    exports: tuple[tuple[str, str], ...]
+    steps: tuple[Step, ...]
+    """The install steps and the test command, in order (lint and docs lines are CI's own)."""
+
+
+def ci_script(text: str) -> CiScript:
+    exports: list[tuple[str, str]] = []
+    steps: list[Step] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("export "):
+            for word in shlex.split(line.removeprefix("export ")):
+                name, _, value = word.partition("=")
+                exports.append((name, value))
+        elif line.startswith(
+            ("python3 -m venv", ". .venv/bin/activate", "pip ", "python -m pytest")
+        ):
+            steps.append(parse_step(line))
+    return CiScript(tuple(exports), tuple(steps))
+
+
+def extras(step: Step) -> set[str]:
+    """The extras of a `pip install -e ".[a,b]"` step (empty for any other step)."""
+    for word in step.words:
+        match = re.fullmatch(r"\.\[([a-z0-9_,-]+)\]", word)
+        if match:
+            return set(match.group(1).split(","))
+    return set()
+
+
+def without_extras(step: Step) -> Step:
+    words = tuple(re.sub(r"^\.\[[a-z0-9_,-]+\]$", ".[...]", w) for w in step.words)
+    return Step(step.env, words)
+
+
+@pytest.fixture(scope="module")
+def commands() -> list[list[Step]]:
+    found = readme_commands((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert len(found) == 2, f"README's {SECTION!r} must hold exactly two bash blocks"
+    return found
+
+
+@pytest.fixture(scope="module")
+def ci() -> CiScript:
+    return ci_script((ROOT / ".ci" / "run").read_text(encoding="utf-8"))
+
+
+def test_ci_runs_command_two_step_for_step(commands: list[list[Step]], ci: CiScript) -> None:
+    """Same pip steps in the same order, same extras, same test command (flags included)."""
+    readme_words = [step.words for step in commands[1]]
+    ci_words = [step.words for step in ci.steps]
+    assert ci_words == readme_words, (
+        "README.md's command 2 and .ci/run differ; change both together:\n"
+        f"README: {readme_words}\n.ci/run: {ci_words}"
+    )
+    assert commands[1][-1].words[:3] == ("python", "-m", "pytest")
+
+
+def test_ci_exports_the_readme_environment(commands: list[list[Step]], ci: CiScript) -> None:
+    """A `VAR="..."` prefix in either README command is exported by `.ci/run` with that value."""
+    exported = dict(ci.exports)
+    for command in commands:
+        for step in command:
+            for name, value in step.env:
+                assert exported.get(name) == value, f"{name} differs between README and .ci/run"
+
+
+def test_command_one_installs_as_command_two(commands: list[list[Step]]) -> None:
+    """Command 1 is command 2's install with fewer extras, then the demo: CI's runtime is the demo's."""
+    demo, tests = commands
+    assert [without_extras(s) for s in demo[:-1]] == [without_extras(s) for s in tests[:-1]]
+    assert extras(demo[-2]), "command 1 installs no extra"
+    assert extras(demo[-2]) <= extras(tests[-2])
+    assert demo[-1].words[:2] == ("skillopt-dsl", "compile")
+    assert (ROOT / demo[-1].words[-1]).is_file(), "command 1's recipe does not exist"
+
+
+def test_every_named_extra_exists(commands: list[list[Step]]) -> None:
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"
+    ]
+    for command in commands:
+        for step in command:
+            assert extras(step) <= set(declared), f"unknown extra in {step.words}"
+
+
+def test_the_parsers_see_a_disagreement() -> None:
+    """The check is not vacuous: a CI script with another extra or another pytest flag differs."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    readme_steps = [s.words for s in readme_commands(readme)[1]]
+    for before, after in ((",postgres]", "]"), ("python -m pytest", "python -m pytest -x")):
+        assert before in script
+        changed = ci_script(script.replace(before, after, 1))
+        assert [s.words for s in changed.steps] != readme_steps
