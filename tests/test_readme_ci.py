@@ -146,3 +146,16 @@ def test_the_parsers_see_a_disagreement() -> None:
         assert before in script
         changed = ci_script(script.replace(before, after, 1))
         assert [s.words for s in changed.steps] != readme_steps
+
+
+def test_a_parallel_test_command_has_its_plugin_in_the_dev_extra(
+    commands: list[list[Step]],
+) -> None:
+    """`-n` needs pytest-xdist: a fresh clone that installs the dev extra must have it."""
+    test_command = commands[1][-1].words
+    if "-n" not in test_command:
+        return
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"
+    ]["dev"]
+    assert any(re.match(r"pytest-xdist\b", requirement) for requirement in dev)
