@@ -6,6 +6,7 @@ pre-flight advice, tasks that only check `no_refusal`)."""
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -46,9 +47,12 @@ def _options() -> dict[str, set[str]]:
     }
 
 
-def _compile_options() -> set[str]:
+@functools.cache
+def _compile_options() -> frozenset[str]:
+    """`skillopt-dsl compile`'s flags, built once: typer builds the whole CLI to list them, and
+    `_wrong_flags` asks for every string of the package (120 s of the suite before the cache)."""
     compile_command = typer.main.get_command(app).commands["compile"]  # type: ignore[attr-defined]
-    return {o for p in compile_command.params for o in (*p.opts, *p.secondary_opts)}
+    return frozenset(o for p in compile_command.params for o in (*p.opts, *p.secondary_opts))
 
 
 def _wrong_flags(text: str, options: dict[str, set[str]]) -> list[str]:
