@@ -278,13 +278,14 @@ def worktree(revision: str) -> str:
 
 
 def realistic(member: dict[str, Any], calibration: dict[str, Any] | None) -> bool:
-    """Whether a member's mechanics match the product's and the real model's figures: the
-    proposer's group addresses, a draw from any failing item, not null, and a noise no larger
-    than the calibration allows (bench/results/world_calibration.json, bench_world_calibration.py:
-    answers moved by whitespace-only and neutral-sentence changes on Qwen2.5-0.5B; the bound is
-    twice the larger share, at least 0.03, since a few hundred answers cannot tell 0 from 0.01)."""
+    """Whether a member's mechanics match the product's and the real model's figures (bench
+    README §14, bench/bench_world_calibration.py on Qwen2.5-0.5B): addresses the product gives
+    (the group read, or none), a draw from any failing item, not null, and a noise no larger than
+    the calibration allows (twice the larger share of answers moved by whitespace-only and
+    neutral-sentence changes, at least 0.02: a few hundred answers cannot tell 0 from 0.01).
+    The reflection's p_right (at most about 0.18 there) is not required: few members would stay."""
     w = member["world"]
-    if w["addresses"] != "group" or w["draw"] != "any_failing" or member["null"]:
+    if w["addresses"] not in ("group", "none") or w["draw"] != "any_failing" or member["null"]:
         return False
     return w["noise"] <= noise_bound(calibration)
 
@@ -295,7 +296,7 @@ def noise_bound(calibration: dict[str, Any] | None) -> float:
         return 1.0
     kinds = calibration["answers"]["by_kind"]
     moved = max(kinds[k]["moved_share"] for k in ("whitespace", "neutral") if k in kinds)
-    return max(0.03, 2 * moved)
+    return max(0.02, 2 * moved)
 
 
 def render(figures: dict[str, Any], calibration: dict[str, Any] | None) -> None:
