@@ -159,3 +159,17 @@ def test_a_parallel_test_command_has_its_plugin_in_the_dev_extra(
         "optional-dependencies"
     ]["dev"]
     assert any(re.match(r"pytest-xdist\b", requirement) for requirement in dev)
+
+
+@pytest.mark.parametrize(
+    ("heading", "index"),
+    [("## 1. Compile a skill on the embedded model", 0), ("## 2. Run the tests", 1)],
+)
+def test_getting_started_runs_the_readme_commands(
+    commands: list[list[Step]], heading: str, index: int
+) -> None:
+    """docs/getting-started.md's two commands are the README's, word for word."""
+    page = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    section = page.split(heading, 1)[1]
+    block = re.findall(r"```bash\n(.*?)\n```", section, flags=re.DOTALL)[0]
+    assert [parse_step(part) for part in block.strip().split(" && ")] == commands[index]
