@@ -51,7 +51,7 @@ def test_an_unknown_agent_is_refused_with_the_choices() -> None:
     """Kills: an unknown name mapped to a default agent (a typo writing Claude's layout)."""
     with pytest.raises(UserInputError, match="choose one of claude, codex, agents-md"):
         agent_kind("claud")
-    with pytest.raises(UserInputError, match="choose one of claude, codex$"):
+    with pytest.raises(UserInputError, match=r"choose one of claude, codex$"):
         description_limit("agents-md")
     with pytest.raises(UserInputError, match="unknown agent 'claud'"):
         export_agent_skill(Skill("x"), Path("unused"), name="n", description="d", agent="claud")
