@@ -27,6 +27,11 @@ per draw and budget the issue's summary lines. Usage::
 
     python bench/bench_search_family.py --runs 20 --calls 100 200 400 --workers 2
     python bench/bench_search_family.py --draws dev --optimizers default gepa --runs 5
+    python bench/bench_search_family.py --runs 2 --first-seed 3 --fresh-seed N  # more seeds
+    python bench/bench_search_family.py --table bench/results/search_family_5seeds.json
+
+`FAMILY_RUN_TIMEOUT` (seconds, default 180) cuts a run; it is counted as timed out and left
+out of the means.
 """
 
 from __future__ import annotations
@@ -402,6 +407,7 @@ def main() -> None:
     parser.add_argument("--members", type=int, default=24)
     parser.add_argument("--only", nargs="*", default=[], help="member names to run (m03 ...)")
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first..first+runs-1")
     parser.add_argument("--calls", type=int, nargs="+", default=[100, 200, 400])
     parser.add_argument("--optimizers", nargs="+", default=list(OPTIMIZERS), choices=OPTIMIZERS)
     parser.add_argument("--revision", default="0bef2b7")
@@ -446,7 +452,8 @@ def main() -> None:
     draws = {d: family.draw(seeds[d], args.members) for d in args.draws}
     jobs = [
         Job(d, m.name, _world_fields(m.world), (m.train, m.val, m.test), opt,
-            tuple(args.calls), tuple(range(args.runs)), revision_path)
+            tuple(args.calls), tuple(range(args.first_seed, args.first_seed + args.runs)),
+            revision_path)
         for d, members in draws.items()
         for m in members
         if not args.only or m.name in args.only
