@@ -266,3 +266,21 @@ def test_the_tool_rule_and_a_worked_example_fit_a_small_learning_rate_together()
     assert token_distance(module.seed_skill.text, after.text) <= 128
     assert "reply with the answer only" in after.text
     assert '"tool": "lookup"' in after.text and "Result of lookup: {" in after.text
+
+
+@pytest.mark.parametrize("overrides", [{}, {"lr": 0.5}])
+def test_cli_hand_off_keeps_the_agents_own_proposers(overrides: dict[str, object]) -> None:
+    """`--optimizer hand-off` (and setting flags on compile's default) on an agent recipe runs
+    the agent's default search, worked examples with the tool call among its proposers.
+    Kills: the CLI building a plain `HandOff()` that knows nothing of the module."""
+    from skillopt_dsl.cli.overrides import optimizer_from_flags
+    from skillopt_dsl.flags import OptimizerChoice
+    from skillopt_dsl.optimizers.hand_off import HandOff
+
+    default = default_optimizer(TableLookup(max_turns=3))
+    chosen = optimizer_from_flags(None, OptimizerChoice.hand_off, overrides, default)
+    assert isinstance(chosen, HandOff)
+    assert any(isinstance(p, ToolDemonstrationsProposer) for p in chosen.first.proposers or ())
+    only_flags = optimizer_from_flags(None, None, {"lr": 0.5}, default)
+    assert isinstance(only_flags, HandOff)
+    assert any(isinstance(p, ToolDemonstrationsProposer) for p in only_flags.first.proposers or ())

@@ -56,7 +56,7 @@ from skillopt_dsl.cli.skill_folder import (
 from skillopt_dsl.cli.sleep_describe import describe_command
 from skillopt_dsl.cli.tables import fmt_score, print_compile, print_eval, print_sweep
 from skillopt_dsl.cli_harness import EXIT_INTERRUPTED, handled
-from skillopt_dsl.compile import CompileResult
+from skillopt_dsl.compile import CompileResult, default_optimizer
 from skillopt_dsl.compile import compile as compile_skill
 from skillopt_dsl.errors import ModelError, UserInputError
 from skillopt_dsl.evaluate import DEFAULT_THREADS, EvaluationReport, evaluate
@@ -190,7 +190,9 @@ def _run_compile(
     target, reflector = _models(
         recipe, flags.model, flags.optimizer_model, flags.api_base, flags.optimizer_api_base
     )
-    chosen = optimizer_from_flags(recipe.optimizer, flags.optimizer, flags.overrides())
+    chosen = optimizer_from_flags(
+        recipe.optimizer, flags.optimizer, flags.overrides(), default_optimizer(recipe.module)
+    )
     directory = _checked_run_dir(recipe, run_dir, resume)
     started = time.perf_counter()
     epochs = getattr(chosen, "epochs", None)

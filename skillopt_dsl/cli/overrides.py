@@ -26,10 +26,14 @@ def lazy(module: str, name: str, what: str) -> Any:
 
 
 def optimizer_from_flags(
-    base: Optimizer | None, choice: OptimizerChoice | None, overrides: Mapping[str, object]
+    base: Optimizer | None,
+    choice: OptimizerChoice | None,
+    overrides: Mapping[str, object],
+    default: Optimizer | None = None,
 ) -> Optimizer | None:
     """The recipe's optimizer, or the one `--optimizer` names, with flag overrides applied
-    (to `compile`'s default, `HandOff`, where neither names one)."""
+    (to `compile`'s default where neither names one: `default`, the module's own default
+    search from `compile.default_optimizer(module)`, else a plain `HandOff`)."""
     from skillopt_dsl.optimizers.gradient_text import GradientText
     from skillopt_dsl.optimizers.hand_off import HandOff
 
@@ -41,7 +45,10 @@ def optimizer_from_flags(
         chosen = beam(**_carried(base, beam))
     elif choice is OptimizerChoice.hand_off and not isinstance(base, HandOff):
         proposers = _carried(base, GradientText).get("proposers")
-        chosen = HandOff() if proposers is None else HandOff.with_proposers(proposers)
+        if proposers is not None:
+            chosen = HandOff.with_proposers(proposers)
+        else:
+            chosen = default if isinstance(default, HandOff) else HandOff()
     elif choice is OptimizerChoice.bundle:
         bundle = lazy("skillopt_dsl.optimizers.bundle", "Bundle", "the bundle optimizer")
         chosen = bundle(**_carried(base, bundle))
@@ -51,7 +58,7 @@ def optimizer_from_flags(
         chosen = optuna_lr(inner=inner)
     if not overrides:
         return chosen
-    result: Optimizer = chosen if chosen is not None else HandOff()
+    result: Optimizer = chosen if chosen is not None else (default or HandOff())
     for name, value in overrides.items():
         result = _override(result, name, value)
     return result
