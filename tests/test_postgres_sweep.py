@@ -159,10 +159,13 @@ def _worker(url: str, study: str, role: str, tmp: Path) -> subprocess.Popen[str]
 
 
 def _wait_for(path: Path, workers: list[subprocess.Popen[str]], timeout_s: float = 60) -> None:
+    """Wait for `path`, failing at once when a worker dies. A worker that has finished its
+    work and exited cleanly is no failure (a fast racer ends its last round before a slow one
+    writes its flag); what it failed to write, the deadline reports."""
     deadline = time.monotonic() + timeout_s
     while not path.exists():
         for worker in workers:
-            if worker.poll() is not None:
+            if worker.poll() not in (None, 0):
                 raise AssertionError(f"a worker exited early:\n{worker.communicate()[1][-3000:]}")
         assert time.monotonic() < deadline, f"{path.name} did not appear in {timeout_s} s"
         time.sleep(0.05)
