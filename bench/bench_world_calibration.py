@@ -56,8 +56,8 @@ import skillopt_dsl as sd
 from skillopt_dsl.benchmarks import load_benchmark
 from skillopt_dsl.benchmarks.tasks import module_for
 from skillopt_dsl.lm import LM, SamplingParams
-from skillopt_dsl.optimizers.clipping import clip_to_budget
 from skillopt_dsl.optimizers.proposers import ProposalRequest, ReflectiveProposer
+from skillopt_dsl.optimizers.search.clipping import clip_to_budget
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 

@@ -11,8 +11,9 @@ import pytest
 
 from skillopt_dsl.errors import RunDirError
 from skillopt_dsl.optimizers.beam import BeamMember, BeamState
-from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, ScreenedProposal
+from skillopt_dsl.optimizers.gradient_text_state import GradientTextState
 from skillopt_dsl.optimizers.proposers import RejectedCandidate
+from skillopt_dsl.optimizers.search import ScreenedProposal
 from skillopt_dsl.search_memory import MEMORY_VERSION, EditEvidence, SearchMemory
 from skillopt_dsl.skill import Add, EditOutcome, Replace
 

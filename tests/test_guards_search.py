@@ -20,10 +20,11 @@ from skillopt_dsl.optimizers import Beam, Bundle, GradientText, HandOff, Reflect
 from skillopt_dsl.optimizers import bundle as bundle_module
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.bundle import BundleMember, BundleState, quotes
-from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, ScreenedProposal
+from skillopt_dsl.optimizers.gradient_text_state import GradientTextState
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
-from skillopt_dsl.optimizers.screened_steps import _clean_sweep
-from skillopt_dsl.optimizers.screening import ScreenResult
+from skillopt_dsl.optimizers.search import ScreenedProposal
+from skillopt_dsl.optimizers.search.screened import _clean_sweep
+from skillopt_dsl.optimizers.search.screening import ScreenResult
 from skillopt_dsl.search_memory import group_key
 from skillopt_dsl.skill import Add
 from skillopt_dsl.testing import ScriptedLM
@@ -469,7 +470,7 @@ class _ConfirmOnce(GradientText):
         state = GradientTextState(trials=[trial])
         batch = [e for e in view.trainset if e.id in {f"n{k}" for k in range(8)}]
         rollouts = view.evaluate(view.incumbent, batch).records
-        self._confirm(view, state, view.incumbent, batch, rollouts, trial, 1000)
+        self.screened.confirm(view, state, view.incumbent, batch, rollouts, trial, 1000)
         self.outcome["pending"] = [g.key for g in state.pending]
         self.outcome["trials"] = [g.key for g in state.trials]
 

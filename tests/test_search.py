@@ -18,10 +18,12 @@ import pytest
 import skillopt_dsl as sd
 from skillopt_dsl.evaluate import EvaluationReport
 from skillopt_dsl.lm import LM
-from skillopt_dsl.optimizers import Beam, GradientText, Optimizer, search_step
-from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, ScreenedProposal
+from skillopt_dsl.optimizers import Beam, GradientText, Optimizer
+from skillopt_dsl.optimizers.gradient_text_state import GradientTextState
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
-from skillopt_dsl.optimizers.screening import EditEvidence, ScreenResult, merge_duplicates
+from skillopt_dsl.optimizers.search import ScreenedProposal
+from skillopt_dsl.optimizers.search import step as search_step
+from skillopt_dsl.optimizers.search.screening import EditEvidence, ScreenResult, merge_duplicates
 from skillopt_dsl.search_memory import SearchMemory, group_key
 from skillopt_dsl.skill import Add, token_distance
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
@@ -490,7 +492,7 @@ def standing_after(
     for _ in confirms:
         if not state.trials:
             break
-        optimizer._confirm(view, state, working, [], [], state.trials[0], room=1000)
+        optimizer.screened.confirm(view, state, working, [], [], state.trials[0], room=1000)
     if key in memory.screen_strikes:
         return "struck"
     return "joined" if [g.key for g in state.pending] == [key] else "trial"

@@ -25,9 +25,10 @@ from skillopt_dsl.driver.val_book import CallRate, ValidationBook
 from skillopt_dsl.errors import BudgetExceeded
 from skillopt_dsl.lm import UsageLedger
 from skillopt_dsl.optimizers import GradientText
-from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, ScreenedProposal
+from skillopt_dsl.optimizers.gradient_text_state import GradientTextState
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
-from skillopt_dsl.optimizers.screening import EditEvidence, ScreenResult
+from skillopt_dsl.optimizers.search import ScreenedProposal
+from skillopt_dsl.optimizers.search.screening import EditEvidence, ScreenResult
 from skillopt_dsl.search_memory import SearchMemory
 from skillopt_dsl.skill import Add, Skill
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
@@ -263,16 +264,16 @@ def test_small_effects_on_trial_are_composed_once_their_sum_can_be_certified() -
     optimizer = GradientText(proposers=[])
     view = GainView(needed=0.1)  # the submit gain is twice it: 0.2 per example
     state = GradientTextState(trials=[trial("R1", 2, 12), trial("R2", 1, 12)])
-    optimizer._compose_small_effects(view, state)  # type: ignore[arg-type]
+    optimizer.screened.compose_small_effects(view, state)  # type: ignore[arg-type]
     assert [t.key for t in state.pending] == ["R1", "R2"] and not state.trials
     assert view.emitted[0][0] == "compose_small"
 
     alone = GradientTextState(trials=[trial("R1", 6, 12)])
-    optimizer._compose_small_effects(GainView(0.1), alone)  # type: ignore[arg-type]
+    optimizer.screened.compose_small_effects(GainView(0.1), alone)  # type: ignore[arg-type]
     assert not alone.pending, "one proposal alone waits for its confirmation"
 
     chosen = GradientTextState(trials=[trial("R1", 2, 12, rivals=3), trial("R2", 1, 12, 3)])
-    optimizer._compose_small_effects(GainView(0.1), chosen)  # type: ignore[arg-type]
+    optimizer.screened.compose_small_effects(GainView(0.1), chosen)  # type: ignore[arg-type]
     assert not chosen.pending, "(2 - 1 + 1 - 1) / 12 is below 0.2: the luck of being chosen"
 
 
@@ -338,12 +339,12 @@ def test_a_screen_is_priced_at_the_calls_its_rollouts_cost() -> None:
     group = EditGroup((Add(after=None, text=GOOD),), "offers", True, GOOD, addresses=())
     optimizer = GradientText(proposers=[Offers(texts=[GOOD])])
     view: Any = PricedView(rate=3.0, left=60)
-    passed = optimizer._screen_all(
+    passed = optimizer.screened.screen_all(
         view, state, Skill("Answer."), batch, rollouts.records, [group], room=100
     )
     assert passed == 0 and not view.memory.evidence
     view.left = 62  # 12 calls above the reserve: the screen is paid, and runs
     with pytest.raises(AssertionError, match="real price"):
-        optimizer._screen_all(
+        optimizer.screened.screen_all(
             view, state, Skill("Answer."), batch, rollouts.records, [group], room=100
         )

@@ -17,9 +17,11 @@ import skillopt_dsl as sd
 from skillopt_dsl.driver.looks import SequentialJudge, look_cost
 from skillopt_dsl.errors import BudgetExceeded
 from skillopt_dsl.evidence import SignificanceBudget
-from skillopt_dsl.optimizers import GradientText, search_step
+from skillopt_dsl.optimizers import GradientText
 from skillopt_dsl.optimizers.gradient_text_state import GradientTextState
-from skillopt_dsl.optimizers.screening import ScreenResult
+from skillopt_dsl.optimizers.search import ScreenedSteps
+from skillopt_dsl.optimizers.search import step as search_step
+from skillopt_dsl.optimizers.search.screening import ScreenResult
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.testing.contract import contract_target
 from skillopt_dsl.types import Example
@@ -225,9 +227,9 @@ def test_the_search_takes_a_first_look_the_calls_left_pay_exactly_as_paid() -> N
     """Kills: a search that wants a call to spare before it sends its working candidate (at
     the budget's tail, and after the search, a decision the calls pay exactly is not made),
     and a screen that may not spend the calls down to the reserve exactly."""
-    paid = GradientText._first_look_paid
+    paid = ScreenedSteps.first_look_paid
     assert paid(cast(Any, CallsView(15, 15))) and not paid(cast(Any, CallsView(14, 15)))
-    keeps = GradientText._keeps_reserve
+    keeps = ScreenedSteps.keeps_reserve
     state = GradientTextState(reserve=15)
     assert keeps(cast(Any, CallsView(23, 15)), state, 8)
     assert not keeps(cast(Any, CallsView(22, 15)), state, 8)

@@ -16,7 +16,8 @@ import skillopt_dsl as sd
 from skillopt_dsl.driver import RunView, Verdict
 from skillopt_dsl.evidence import SignificanceBudget
 from skillopt_dsl.optimizers import Beam, GradientText, Optimizer
-from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, ScreenedProposal
+from skillopt_dsl.optimizers.gradient_text_state import GradientTextState
+from skillopt_dsl.optimizers.search import ScreenedProposal
 from skillopt_dsl.skill import Add, Skill
 from skillopt_dsl.testing.contract import ContractParity, contract_target
 from skillopt_dsl.testing.scripted import ScriptedLM

@@ -8,8 +8,8 @@ The survivors are chosen by mean selection score (`selection="top-k"`) or, GEPA 
 the candidates that are best on at least one selection example (`selection="pareto"`, parents
 sampled with `view.rng`). The gate's validation examples are never used to choose.
 
-Each expansion runs the screened search step GradientText runs (`search_step`: the proposers
-through `ProposerRuns`, each proposal fitted, tried alone on the expansion's mini-batch, its
+Each expansion runs the screened search step GradientText runs (`search.SearchStep`, which it
+holds: the proposers through `ProposerRuns`, each proposal fitted, tried alone on the expansion's mini-batch, its
 evidence summed across re-proposals, struck at `screen_strikes`; one memory, `SearchMemory`),
 and a survivor is scored on the selection split while the round's reserve for the gate allows.
 
@@ -36,10 +36,15 @@ from skillopt_dsl.driver import RunView, SelectionSplit, Verdict
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.optimizers.base import Optimizer, Stop, check_step_settings
-from skillopt_dsl.optimizers.proposer_runs import ProposerRuns, proposal_request
 from skillopt_dsl.optimizers.proposers import Proposer, default_proposers
-from skillopt_dsl.optimizers.screening import draw_examples, merge_duplicates
-from skillopt_dsl.optimizers.search_step import Fitted, fit_proposal, keeps_reserve, try_alone
+from skillopt_dsl.optimizers.search import (
+    Fitted,
+    ProposerRuns,
+    SearchStep,
+    draw_examples,
+    keeps_reserve,
+    proposal_request,
+)
 from skillopt_dsl.optimizers.state import CheckpointedState, as_json, stored
 from skillopt_dsl.skill import Edit, Skill, parse_edits, token_distance
 
@@ -189,6 +194,8 @@ class Beam(Optimizer):
     plateau: int | None = None
     screen_strikes: int = 2
     name: str = "beam"
+    search_step: SearchStep = field(init=False, repr=False, compare=False)
+    """The search step it holds, built from `max_edits` and `screen_strikes`."""
 
     def __post_init__(self) -> None:
         check_step_settings(
@@ -207,6 +214,7 @@ class Beam(Optimizer):
             raise UserInputError(
                 f"selection_fraction must be in (0, 1), got {self.selection_fraction}"
             )
+        self.search_step = SearchStep(max_edits=self.max_edits, screen_strikes=self.screen_strikes)
 
     def planned_decisions(
         self, n_train: int, *, max_calls: int | None = None, validation_size: int | None = None
@@ -358,7 +366,7 @@ class Beam(Optimizer):
         room: int,
     ) -> list[BeamMember]:
         """Propose children of `parent`, one per proposal (edit group), each changing at most
-        `room` tokens, through the screened search step GradientText runs (`search_step`):
+        `room` tokens, through the screened search step GradientText runs (`search.SearchStep`):
         each is tried alone on the expansion's mini-batch (failing examples first; it must fix
         more than it breaks), struck when its evidence rules it out (blocked at its
         `screen_strikes`-th failure), and while the round's reserve for the gate allows, a
@@ -367,29 +375,23 @@ class Beam(Optimizer):
         batch = draw_examples(view, split.fit, self.batch_size)
         skill = parent.skill
         memory = view.memory
-        step = memory.step
         memory.step += 1
         rollouts = view.evaluate(skill, batch, label="train").records
         request = proposal_request(view, memory, skill, batch, rollouts, room, epoch=state.round)
         runs = ProposerRuns(bench_after=None, retry_every=1)
-        groups = merge_duplicates(
-            [g for p in self.proposers for g in runs.run(view, memory, p, request)]
-        )
-        for kind, fields in request.note_events():
-            view.emit(kind, step=step, **fields)
+        search = self.search_step
+        groups = search.propose(view, runs, self.proposers, request)
         price = math.ceil((len(batch) + len(split.select)) * view.calls_per_rollout())
         blocked = memory.blocked_keys()
         children: list[BeamMember] = []
         for group in groups:
-            fitted, _ = fit_proposal(view, memory, skill, group, room, self.max_edits)
+            fitted, _ = search.fit(view, skill, group, room)
             if fitted is None or fitted.key in blocked:
                 continue
             if not keeps_reserve(view, price, state.reserve):
                 break  # the calls left are the gate's: proposed again, it is tried again
             blocked.add(fitted.key)
-            tried = try_alone(
-                view, memory, fitted, batch, rollouts, self.screen_strikes, epoch=state.round
-            )
+            tried = search.try_alone(view, fitted, batch, rollouts, epoch=state.round)
             if tried.struck or not tried.result.passed:
                 continue  # struck, or the evidence cannot tell yet: proposed again, tried again
             child = self._score_child(view, state, split, parent, fitted)

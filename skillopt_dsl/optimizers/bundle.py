@@ -10,9 +10,9 @@ Bundle asks exactly that of each proposal, and lets the gate judge their sum onc
    the incumbent as the search needs it (an agent's episodes are costly); the pool's failures
    no collected edit has fixed are *open*. A step that collects nothing widens the pool
    scored.
-2. Each step shows the proposers `failures_per_step` open failures (`search_step`'s
-   `proposal_request`, `ProposerRuns`), fits each proposal to the learning rate's room
-   (`fit_proposal`) and tries it alone on those failures (`try_alone`: the failures it names
+2. Each step shows the proposers `failures_per_step` open failures (`search.proposal_request`,
+   `ProposerRuns`), and the search step it holds (`search.SearchStep`) fits each proposal to the
+   learning rate's room (`fit`) and tries it alone on those failures (`try_alone`: the failures it names
    first, then the others; it must fix more than it breaks; its evidence is summed across
    re-proposals and it is struck at `screen_strikes`).
 3. Any text change moves a few answers at random (rewording noise), so a useless or harmful
@@ -50,10 +50,15 @@ from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.optimizers.base import Optimizer, StopReason, check_step_settings
-from skillopt_dsl.optimizers.proposer_runs import ProposerRuns, proposal_request
 from skillopt_dsl.optimizers.proposers import Proposer, default_proposers
-from skillopt_dsl.optimizers.screening import draw_examples, merge_duplicates
-from skillopt_dsl.optimizers.search_step import Fitted, fit_proposal, keeps_reserve, try_alone
+from skillopt_dsl.optimizers.search import (
+    Fitted,
+    ProposerRuns,
+    SearchStep,
+    draw_examples,
+    keeps_reserve,
+    proposal_request,
+)
 from skillopt_dsl.optimizers.state import CheckpointedState, as_json, stored
 from skillopt_dsl.search_memory import group_key
 from skillopt_dsl.skill import Edit, Skill, parse_edits
@@ -178,6 +183,8 @@ class Bundle(Optimizer):
     max_steps: int = 16
     patience: int = 12
     name: str = "bundle"
+    search_step: SearchStep = field(init=False, repr=False, compare=False)
+    """The search step it holds, built from `max_edits` and `screen_strikes`."""
 
     def __post_init__(self) -> None:
         check_step_settings(
@@ -194,6 +201,7 @@ class Bundle(Optimizer):
                 f"audit_strikes ({self.audit_strikes}) must not exceed audit_size "
                 f"({self.audit_size}): no survivor could ever be struck"
             )
+        self.search_step = SearchStep(max_edits=self.max_edits, screen_strikes=self.screen_strikes)
 
     def planned_decisions(
         self, n_train: int, *, max_calls: int | None = None, validation_size: int | None = None
@@ -321,20 +329,17 @@ class Bundle(Optimizer):
         incumbent = view.incumbent
         request = proposal_request(view, memory, incumbent, batch, rollouts, room, epoch=0)
         runs = ProposerRuns(bench_after=None, retry_every=1)
-        groups = merge_duplicates(
-            [g for p in self.proposers for g in runs.run(view, memory, p, request)]
-        )
-        for kind, fields in request.note_events():
-            view.emit(kind, step=step, **fields)
+        search = self.search_step
+        groups = search.propose(view, runs, self.proposers, request)
         collected = 0
         for group in groups:
-            fitted, _ = fit_proposal(view, memory, incumbent, group, room, self.max_edits)
+            fitted, _ = search.fit(view, incumbent, group, room)
             if fitted is None or fitted.key in memory.blocked_keys() | self._keys(state):
                 continue
             price = math.ceil(len(batch) * view.calls_per_rollout())
             if not keeps_reserve(view, price, self._reserve(view, first_look=state.tail)):
                 break
-            tried = try_alone(view, memory, fitted, batch, rollouts, self.screen_strikes, epoch=0)
+            tried = search.try_alone(view, fitted, batch, rollouts, epoch=0)
             if tried.struck or not tried.result.passed:
                 continue
             fixes = self._lasting_fixes(view, state, fitted, batch, rollouts)

@@ -7,9 +7,9 @@ failures it says it was written for, then the other failing examples, then the r
 screen shows is summed per proposal across the steps that propose it again (`EditEvidence`); a
 proposal is dropped only when that evidence rules out the gain the gate can certify, stays on
 trial (confirmed on fresh batches) while it cannot tell, and joins the working candidate on a
-clear gain (`screened_steps.ScreenedSteps`). The working candidate goes to the door
+clear gain (`search.ScreenedSteps`, the search step it holds). The working candidate goes to the door
 (`RunView.submit`), which measures the change itself and asks the gate, once its training gain
-reaches what the gate certifies (`screened_steps.submit_gain`), once it solves a whole batch, when
+reaches what the gate certifies (`search.submit_gain`), once it solves a whole batch, when
 it holds `compose` proposals, or when the budget is about to run out: one decision, one share of
 significance, for several screened proposals; small effects on trial are composed into it when
 their sum can be certified. A batch the working candidate solves is not screened on. Screening
@@ -58,18 +58,23 @@ from skillopt_dsl.optimizers.base import (
     StopReason,
     check_step_settings,
 )
-from skillopt_dsl.optimizers.clipping import clip_to_budget
 from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, group_json
-from skillopt_dsl.optimizers.proposer_runs import ProposerRuns, new_stats, proposal_request
 from skillopt_dsl.optimizers.proposers import (
     ConsolidationProposer,
-    ProposalRequest,
     Proposer,
     default_proposers,
 )
 from skillopt_dsl.optimizers.schedules import SCHEDULES, ScheduleName, lr_at
-from skillopt_dsl.optimizers.screened_steps import ScreenedSteps, luck_free_rate, submit_gain
-from skillopt_dsl.optimizers.screening import draw_examples, merge_duplicates
+from skillopt_dsl.optimizers.search import (
+    ProposerRuns,
+    ScreenedSteps,
+    clip_to_budget,
+    draw_examples,
+    luck_free_rate,
+    new_stats,
+    proposal_request,
+    submit_gain,
+)
 from skillopt_dsl.search_memory import group_key
 from skillopt_dsl.skill import (
     ApplyReport,
@@ -82,12 +87,13 @@ __all__ = ["GradientText", "GradientTextState", "clip_to_budget"]
 
 logger = logging.getLogger(__name__)
 
-_NOT_PLAIN = frozenset({"name", "proposers", "consolidation"})
-"""Settings `config` writes by name (proposers) or not at all (the optimizer's name is its own key)."""
+_NOT_PLAIN = frozenset({"name", "proposers", "consolidation", "screened"})
+"""Settings `config` writes by name (proposers) or not at all (the optimizer's name is its own
+key; the search step it holds is built from the others)."""
 
 
 @dataclass(kw_only=True)
-class GradientText(ScreenedSteps, Optimizer):
+class GradientText(Optimizer):
     """Reflective edits, screened on training data, composed, gated on validation.
 
     Args:
@@ -178,6 +184,8 @@ class GradientText(ScreenedSteps, Optimizer):
     budget_steps: int | None = 3
     hand_off_after: int | None = None
     name: str = "gradient-text"
+    screened: ScreenedSteps = field(init=False, repr=False, compare=False)
+    """The search step it holds, built from the settings above (`search.ScreenedSteps`)."""
 
     def __post_init__(self) -> None:
         check_step_settings(
@@ -203,6 +211,7 @@ class GradientText(ScreenedSteps, Optimizer):
             raise UserInputError(
                 f"unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}"
             )
+        self.screened = ScreenedSteps.of(self)
 
     def planned_decisions(
         self, n_train: int, *, max_calls: int | None = None, validation_size: int | None = None
@@ -230,8 +239,8 @@ class GradientText(ScreenedSteps, Optimizer):
         saved = view.optimizer_state
         state = GradientTextState.from_dict(saved) if saved else GradientTextState()
         stop: StopReason = "perfect" if view.incumbent_is_perfect() else self._search(view, state)
-        self._last_chance(state)
-        if state.pending and stop != "perfect" and self._first_look_paid(view):
+        self.screened.last_chance(state)
+        if state.pending and stop != "perfect" and self.screened.first_look_paid(view):
             self._submit_working(view, state, kind="final")
             stop = state.stop_reason or stop
         return Stop(stop, epoch=state.epoch)
@@ -329,8 +338,8 @@ class GradientText(ScreenedSteps, Optimizer):
         size = self._batch_within(state, left - state.reserve, rate)
         if size:
             return size
-        if self._first_look_paid(view):
-            self._last_chance(state)
+        if self.screened.first_look_paid(view):
+            self.screened.last_chance(state)
             if state.pending:
                 self._submit_working(view, state, kind="step")
                 left = view.calls_left() or 0
@@ -407,12 +416,13 @@ class GradientText(ScreenedSteps, Optimizer):
         spend = self.until_budget and view.calls_left() is not None
         runs = ProposerRuns(self.bench_after, self.retry_every, spend_budget=spend)
         asked = proposers if failing or kind == "slow_update" else []  # solved: nothing to fix
-        groups = merge_duplicates([g for p in asked for g in runs.run(view, memory, p, request)])
-        self._emit_notes(view, request, step)
+        groups = self.screened.step.propose(view, runs, asked, request)
         view.emit("proposal", step=step, kind=kind, groups=[group_json(g) for g in groups])
         pending = len(state.pending)
         lean = kind == "lean"
-        passed = self._screen_all(view, state, working, batch, rollouts, groups, room, untried=lean)
+        passed = self.screened.screen_all(
+            view, state, working, batch, rollouts, groups, room, untried=lean
+        )
         added = len(state.pending) - pending
         if added:
             state.pending_lrs.append(lr_t)
@@ -423,7 +433,7 @@ class GradientText(ScreenedSteps, Optimizer):
             state.step_calls += spent
             state.steps_measured += 1
             state.max_step_rate = max(state.max_step_rate, spent / max(len(batch), 1))
-            self._compose_small_effects(view, state)
+            self.screened.compose_small_effects(view, state)
         if (lean and state.pending) or self._ready(
             view, state, solved=not failing and kind == "step"
         ):
@@ -433,14 +443,9 @@ class GradientText(ScreenedSteps, Optimizer):
             note = f"screen: {len(groups)} proposed, {passed} passed, {added} confirmed"
             report = ApplyReport(tuple(state.step_outcomes))
             view.record_empty_step(
-                step=step,
-                epoch=epoch,
-                kind=kind,
-                lr=lr_t,
-                note=note,
-                report=report,
+                step=step, epoch=epoch, kind=kind, lr=lr_t, note=note, report=report,
                 state=state.to_dict(),
-            )
+            )  # fmt: skip
 
     def _room(self, view: RunView, state: GradientTextState, working: Skill, lr_t: float) -> int:
         """Tokens a proposal may move from the working candidate: the path budget of the
@@ -581,13 +586,8 @@ class GradientText(ScreenedSteps, Optimizer):
         pending, lrs = list(state.pending), list(state.pending_lrs)
         state.pending, state.pending_lrs = [], []
         for group in pending:
-            if not self._first_look_paid(view):
+            if not self.screened.first_look_paid(view):
                 state.trials.append(replace(group, screens=0))
                 continue
             state.pending, state.pending_lrs = [group], lrs
             self._submit_working(view, state, kind=kind)  # a judged text: the door refuses it
-
-    @staticmethod
-    def _emit_notes(view: RunView, request: ProposalRequest, step: int) -> None:
-        for kind, payload in request.note_events():
-            view.emit(kind, step=step, **payload)

@@ -30,10 +30,10 @@ from skillopt_dsl.compile import compile
 from skillopt_dsl.driver import RunView
 from skillopt_dsl.json_types import json_float
 from skillopt_dsl.lm import Budget
-from skillopt_dsl.optimizers import search_step
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
-from skillopt_dsl.optimizers.screening import ScreenResult
+from skillopt_dsl.optimizers.search import step as search_step
+from skillopt_dsl.optimizers.search.screening import ScreenResult
 from skillopt_dsl.skill import Add
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
 from skillopt_dsl.testing.scripted import ScriptedLM

@@ -1,12 +1,13 @@
 """GradientText's screened step: screen, confirm, compose (docs/concepts.md, "Search").
 
-`ScreenedSteps` is GradientText's use of the shared search step (`search_step`), so that the
-loop in `gradient_text.py` reads as the loop: a proposal with a clear gain joins the working
-candidate at once (`join_at_net`) or after a confirmation on a fresh mini-batch (`min_net`);
-confirmations are never run on a batch the working candidate solves (there they could only show
-breaks); small effects add up (`_compose_small_effects`: proposals on trial whose summed training
-gain reaches what the gate can certify join the working candidate together); the working
-candidate goes to the gate once its training gain reaches `submit_gain`.
+`ScreenedSteps` is GradientText's use of the shared search step (`step.SearchStep`), held by
+the optimizer, so that the loop in `gradient_text.py` reads as the loop: a proposal with a clear
+gain joins the working candidate at once (`join_at_net`) or after a confirmation on a fresh
+mini-batch (`min_net`); confirmations are never run on a batch the working candidate solves
+(there they could only show breaks); small effects add up (`compose_small_effects`: proposals on
+trial whose summed training gain reaches what the gate can certify join the working candidate
+together); the working candidate goes to the gate once its training gain reaches `submit_gain`.
+It reads and writes only the part of a search's state a `TrialState` names.
 """
 
 from __future__ import annotations
@@ -14,23 +15,27 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 from skillopt_dsl.driver import RunView
 from skillopt_dsl.evaluate import Rollout
-from skillopt_dsl.optimizers.clipping import clip_to_budget
-from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, ScreenedProposal
 from skillopt_dsl.optimizers.proposers import EditGroup
-from skillopt_dsl.optimizers.screening import ScreenResult
-from skillopt_dsl.optimizers.search_step import (
-    confirm_once,
-    fit_proposal,
-    keeps_reserve,
-    try_alone,
-)
-from skillopt_dsl.skill import Skill
+from skillopt_dsl.optimizers.search.clipping import clip_to_budget
+from skillopt_dsl.optimizers.search.proposal import ScreenedProposal
+from skillopt_dsl.optimizers.search.screening import ScreenResult
+from skillopt_dsl.optimizers.search.step import SearchStep, keeps_reserve
+from skillopt_dsl.skill import EditOutcome, Skill
 from skillopt_dsl.types import Example
 
-__all__ = ["SUBMIT_MARGIN", "ScreenedSteps", "luck_free_rate", "submit_gain"]
+__all__ = [
+    "SUBMIT_MARGIN",
+    "ScreenSettings",
+    "ScreenedSteps",
+    "TrialState",
+    "luck_free_rate",
+    "submit_gain",
+]
 
 SUBMIT_MARGIN = 2.0
 """How much more training gain than the gate's even-chance gain a working candidate shows before
@@ -47,22 +52,66 @@ def submit_gain(view: RunView) -> float | None:
     return None if needed is None else SUBMIT_MARGIN * needed
 
 
-class ScreenedSteps:
-    """Mixin of `GradientText`: screening, confirmation and composition of one step's
-    proposals (module docstring). Reads the optimizer's settings below."""
+class TrialState(Protocol):
+    """What `ScreenedSteps` reads and writes of a search's checkpointed state: the proposals
+    on `trials` and those `pending` (joined to the working candidate), what became of the
+    step's edits, the epoch, and the calls the step leaves for the gate (`reserve`)."""
 
+    epoch: int
+    reserve: int
+    trials: list[ScreenedProposal]
+    pending: list[ScreenedProposal]
+    step_outcomes: list[EditOutcome]
+
+
+class ScreenSettings(Protocol):
+    """The settings `ScreenedSteps.of` reads (`GradientText`'s of the same names)."""
+
+    @property
+    def screen(self) -> bool: ...
+    @property
+    def max_edits(self) -> int | None: ...
+    @property
+    def min_net(self) -> float: ...
+    @property
+    def confirm_steps(self) -> int: ...
+    @property
+    def join_at_net(self) -> float | None: ...
+    @property
+    def submit_at_net(self) -> float | None: ...
+    @property
+    def screen_strikes(self) -> int: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScreenedSteps:
+    """Screening, confirmation and composition of one step's proposals (module docstring):
+    the `SearchStep` they run (its `max_edits` and `screen_strikes`) and the settings they
+    read (`GradientText`'s of the same names)."""
+
+    step: SearchStep
     screen: bool
-    max_edits: int | None
     min_net: float
     confirm_steps: int
     join_at_net: float | None
     submit_at_net: float | None
-    screen_strikes: int
 
-    def _screen_all(
+    @classmethod
+    def of(cls, settings: ScreenSettings) -> ScreenedSteps:
+        """The screened steps a search with these `settings` runs."""
+        return cls(
+            step=SearchStep(max_edits=settings.max_edits, screen_strikes=settings.screen_strikes),
+            screen=settings.screen,
+            min_net=settings.min_net,
+            confirm_steps=settings.confirm_steps,
+            join_at_net=settings.join_at_net,
+            submit_at_net=settings.submit_at_net,
+        )
+
+    def screen_all(
         self,
         view: RunView,
-        state: GradientTextState,
+        state: TrialState,
         working: Skill,
         batch: list[Example],
         rollouts: Sequence[Rollout],
@@ -80,26 +129,24 @@ class ScreenedSteps:
         failures = sum(r.score < 1.0 for r in rollouts)
         failing, untried = failures > 0, untried or not self.screen
         for trial in list(state.trials) if failing and not untried else []:
-            if self._keeps_reserve(view, state, price):
-                self._confirm(view, state, working, batch, rollouts, trial, room)
+            if self.keeps_reserve(view, state, price):
+                self.confirm(view, state, working, batch, rollouts, trial, room)
         blocked = view.memory.blocked_keys() | {g.key for g in (*state.trials, *state.pending)}
         passed, screened = 0, 0
         survivors: list[tuple[ScreenedProposal, bool]] = []  # and whether it joins at once
         for group in groups:
-            fitted, report = fit_proposal(view, view.memory, working, group, room, self.max_edits)
+            fitted, report = self.step.fit(view, working, group, room)
             state.step_outcomes += report.outcomes
             if fitted is None or fitted.key in blocked:
                 continue
-            if not untried and not self._keeps_reserve(view, state, price):
+            if not untried and not self.keeps_reserve(view, state, price):
                 break  # the calls left are the gate's: a proposal proposed again is tried again
             blocked.add(fitted.key)
             kept, key = fitted.kept, fitted.key
             if untried:  # every proposal goes to the gate
                 state.pending.append(ScreenedProposal.of(group, kept, key=key, net=0.0, scored=0))
                 continue
-            tried = try_alone(
-                view, view.memory, fitted, batch, rollouts, self.screen_strikes, epoch=state.epoch
-            )
+            tried = self.step.try_alone(view, fitted, batch, rollouts, epoch=state.epoch)
             screened += 1
             if tried.struck:
                 continue
@@ -110,20 +157,20 @@ class ScreenedSteps:
             )
             clean = _clean_sweep(tried.result, failures, self.min_net)
             sweep = self.join_at_net is not None and clean
-            survivors.append((trial, evidence.net >= self._join_at() or sweep))
+            survivors.append((trial, evidence.net >= self.join_at() or sweep))
         for trial, joins in survivors:  # with how many it was chosen among (`luck_free_rate`)
             survivor = dataclasses.replace(trial, screens=1, rivals=screened)
             (state.pending if joins else state.trials).append(survivor)
         return passed
 
-    def _join_at(self) -> float:
+    def join_at(self) -> float:
         """The net gain on its own mini-batch with which a proposal joins unconfirmed."""
         if self.confirm_steps == 0:
             return self.min_net
         return math.inf if self.join_at_net is None else max(self.join_at_net, self.min_net)
 
     @staticmethod
-    def _first_look_paid(view: RunView) -> bool:
+    def first_look_paid(view: RunView) -> bool:
         """Whether the calls left (if limited) pay for the next decision's first look, and
         that decision could accept anything (`RunView.can_accept`)."""
         left = view.calls_left()
@@ -131,15 +178,15 @@ class ScreenedSteps:
         return paid and view.can_accept()
 
     @staticmethod
-    def _keeps_reserve(view: RunView, state: GradientTextState, calls: int) -> bool:
+    def keeps_reserve(view: RunView, state: TrialState, calls: int) -> bool:
         """Whether `calls` more screening calls still leave the step's reserve for the gate
-        (`GradientTextState.reserve`) in the call budget (always, without one)."""
+        (`TrialState.reserve`) in the call budget (always, without one)."""
         return keeps_reserve(view, calls, state.reserve)
 
-    def _confirm(
+    def confirm(
         self,
         view: RunView,
-        state: GradientTextState,
+        state: TrialState,
         working: Skill,
         batch: list[Example],
         rollouts: Sequence[Rollout],
@@ -151,11 +198,11 @@ class ScreenedSteps:
         as rejected when it stops gaining or runs out of `confirm_steps`."""
         state.trials.remove(trial)
         edits = trial.edits
-        candidate, kept, _ = clip_to_budget(working, edits, room, self.max_edits)
+        candidate, kept, _ = clip_to_budget(working, edits, room, self.step.max_edits)
         if len(kept) != len(edits) or candidate.text == working.text:
             return  # no longer fits the working candidate: proposed again, it is tried again
-        result, evidence = confirm_once(
-            view, view.memory, trial.group, trial.key, candidate, batch, rollouts
+        result, evidence = self.step.confirm(
+            view, trial.group, trial.key, candidate, batch, rollouts
         )
         screens = (trial.screens or 0) + 1
         joined = dataclasses.replace(
@@ -164,13 +211,14 @@ class ScreenedSteps:
         # back from a rejected bundle (`gated`: its gate strikes), it is confirmed at least once
         done = screens > max(self.confirm_steps, trial.gated or 0)
         if evidence.rules_out(view.certifiable_gain()) or (done and evidence.net <= 0):
-            view.memory.strike(edits, evidence.rate, epoch=state.epoch, limit=self.screen_strikes)
+            limit = self.step.screen_strikes
+            view.memory.strike(edits, evidence.rate, epoch=state.epoch, limit=limit)
         elif (result.passed and evidence.net >= self.min_net) or done:
             state.pending.append(joined)  # clear enough, or the evidence cannot tell: the gate
         else:
             state.trials.append(joined)
 
-    def _last_chance(self, state: GradientTextState) -> None:
+    def last_chance(self, state: TrialState) -> None:
         """No step is left to confirm them: proposals on trial that gained on training data
         join the working candidate, so that the last gate decision the budget pays for is not
         left unused."""
@@ -178,7 +226,7 @@ class ScreenedSteps:
             state.trials.remove(trial)
             state.pending.append(trial)
 
-    def _compose_small_effects(self, view: RunView, state: GradientTextState) -> None:
+    def compose_small_effects(self, view: RunView, state: TrialState) -> None:
         """Small effects add up: when the proposals on trial that have gained on training data
         (best first) and the working candidate's together show the gain the gate certifies
         about half the time (`RunView.certifiable_gain`), they join the working candidate now,
