@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 import skillopt_dsl as sd
-from skillopt_dsl.driver import LearningRateBound, RunView, Verdict
+from skillopt_dsl.driver import LearningRateBound, RunView, UncommittedVerdict
 from skillopt_dsl.evaluate import EvaluationReport
 from skillopt_dsl.optimizers import Beam, GradientText, Optimizer, OptunaLR, ReflectiveProposer
 from skillopt_dsl.optimizers.schedules import lr_at
+from skillopt_dsl.runs import RunDirectory
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.testing.contract import TEST, TRAIN, VAL, contract_reflector, contract_target
 from tests.helpers import Parity
@@ -104,17 +105,12 @@ class Rogue(Optimizer):
     def optimize(self, view: RunView) -> None:
         for step, (text, lr) in enumerate(zip(self.texts, self.lrs, strict=True)):
             self.verdicts.append(
-                view.submit(
-                    sd.Skill(text), lr=lr, step=step, epoch=0, kind="rogue", state_after=_no_state
-                )
+                view.submit(sd.Skill(text), lr=lr, step=step, epoch=0, kind="rogue")
             )
+            view.commit({})
 
     def config(self) -> dict[str, object]:
         return {"optimizer": self.name}
-
-
-def _no_state(_verdict: Verdict) -> dict[str, object]:
-    return {}
 
 
 class LongParity(Parity):
@@ -221,3 +217,35 @@ def test_gradient_text_declares_the_scheduled_lr(tmp_path: Path) -> None:
         and any("learning-rate budget" in o["reason"] for o in h.edit_report)
     ]
     assert sent and clipped, "early steps fit their budget, late (halved) ones clip the edit"
+
+
+class Forgetful(Rogue):
+    """A fake optimizer that submits each text and commits its state only when told to."""
+
+    def __init__(self, texts: list[str], *, commit: bool) -> None:
+        super().__init__(texts, [0.1] * len(texts))
+        self.commit = commit
+
+    def optimize(self, view: RunView) -> None:
+        for step, text in enumerate(self.texts):
+            self.verdicts.append(view.submit(sd.Skill(text), lr=0.1, step=step, epoch=0, kind="f"))
+            if self.commit:
+                view.commit({"submitted": step + 1})
+
+
+def test_the_door_takes_nothing_more_until_the_state_after_a_verdict_is_committed(
+    tmp_path: Path,
+) -> None:
+    """Kills: a door that checkpoints a verdict without the optimizer's state after it (the
+    state handed over by `RunView.commit` is what a resumed run reads), one that takes a second
+    candidate while the first verdict's state is uncommitted, and a search allowed to end with
+    its last verdict's state never handed over."""
+    fix = LONG_SEED + " A number divisible by 2 is even."
+    committed = Forgetful([fix, fix + " Be brief."], commit=True)
+    rogue_run(committed, tmp_path / "committed")
+    checkpoint = RunDirectory(tmp_path / "committed").load_checkpoint()
+    assert checkpoint is not None and checkpoint["optimizer"] == {"submitted": 2}
+    with pytest.raises(UncommittedVerdict, match="cannot submit a candidate"):
+        rogue_run(Forgetful([fix, fix + " Be brief."], commit=False), tmp_path / "twice")
+    with pytest.raises(UncommittedVerdict, match="cannot end the search"):
+        rogue_run(Forgetful([fix], commit=False), tmp_path / "once")

@@ -51,17 +51,12 @@ class Submitter(Optimizer):
 
     def optimize(self, view: RunView) -> None:
         for step, (text, lr) in enumerate(self.steps):
-            verdict = view.submit(
-                sd.Skill(text), lr=lr, step=step, epoch=0, kind="fake", state_after=_no_state
-            )
+            verdict = view.submit(sd.Skill(text), lr=lr, step=step, epoch=0, kind="fake")
+            view.commit({})
             self.verdicts.append(verdict)
 
     def config(self) -> dict[str, object]:
         return {"optimizer": self.name}
-
-
-def _no_state(_verdict: Verdict) -> dict[str, object]:
-    return {}
 
 
 def run(

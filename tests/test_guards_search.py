@@ -421,7 +421,7 @@ def test_after_an_accepted_bundle_the_new_incumbent_is_scored_only_within_the_re
     calls: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Kills: an accepted bundle that keeps the old incumbent's pool count (`state.scored = 0`
-    dropped from `_submit`'s `state_after`): the new incumbent is then scored on the whole
+    dropped from what `Bundle._submit` commits after the verdict): the new incumbent is then scored on the whole
     pool scored so far, past the gate's reserve, until the budget stops it mid-way (its calls
     spent to the last, no search step after). Every training score of the new incumbent
     must complete and leave the next decision's first look."""

@@ -601,3 +601,163 @@ def test_every_import_points_down_the_layers() -> None:
         if (layer_of(target) or 0) > (layer_of(source) or 0)
     )
     assert not upward, "imports up the layers:\n" + "\n".join(upward)
+
+
+# -- mixins and the door's commit (issue 51) -----------------------------------------------------
+def _decorated_dataclass(cls: ast.ClassDef) -> bool:
+    for decorator in cls.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if name == "dataclass":
+            return True
+    return False
+
+
+def _private_names(cls: ast.ClassDef) -> tuple[set[str], set[str]]:
+    """The private names a class defines (methods, class attributes with a value or dataclass
+    fields, `self._x = ...`) and those it reads on `self`. A bare annotation outside a
+    dataclass (`_state: RunState`) defines nothing: it declares a subclass's field."""
+    defined: set[str] = set()
+    read: set[str] = set()
+    for item in cls.body:
+        if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+            defined.add(item.name)
+        elif isinstance(item, ast.Assign):
+            defined |= {t.id for t in item.targets if isinstance(t, ast.Name)}
+        elif (
+            isinstance(item, ast.AnnAssign)
+            and isinstance(item.target, ast.Name)
+            and (item.value is not None or _decorated_dataclass(cls))
+        ):
+            defined.add(item.target.id)
+    for node in ast.walk(cls):
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
+            continue
+        name = node.attr
+        if node.value.id != "self" or not name.startswith("_") or name.endswith("__"):
+            continue
+        (read if isinstance(node.ctx, ast.Load) else defined).add(name)
+    return defined, read
+
+
+def foreign_private_reads(sources: Iterator[tuple[str, str]]) -> dict[str, list[str]]:
+    """`file:Class` -> the private attributes it reads on `self` that neither it nor any of
+    its bases (by name, within the package) defines: a mixin reading its subclass's fields."""
+    classes: dict[str, list[tuple[str, ast.ClassDef]]] = {}
+    for relative, text in sources:
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef):
+                classes.setdefault(node.name, []).append((relative, node))
+
+    def lineage(cls: ast.ClassDef, seen: set[str]) -> set[str]:
+        defined = _private_names(cls)[0]
+        for base in cls.bases:
+            name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+            if name and name not in seen:
+                seen.add(name)
+                for _, parent in classes.get(name, []):
+                    defined |= lineage(parent, seen)
+        return defined
+
+    found: dict[str, list[str]] = {}
+    for name, entries in classes.items():
+        for relative, cls in entries:
+            missing = _private_names(cls)[1] - lineage(cls, {name})
+            if missing:
+                found[f"{relative}:{name}"] = sorted(missing)
+    return found
+
+
+def test_the_mixin_reader_sees_a_subclass_field_read_by_its_mixin() -> None:
+    """Kills: a reader that counts a bare annotation as a definition (the old
+    `ValidationBook` declared `_state: RunState` and read it), or that misses an attribute
+    a base class defines (inheritance is not a mixin)."""
+    source = (
+        "class Book:\n    _state: int\n    def report(self):\n        return self._state\n"
+        "class Driver(Book):\n    def __init__(self):\n        self._state = 1\n"
+        "class Child(Driver):\n    def again(self):\n        return self._state + self._own()\n"
+        "    def _own(self):\n        return 0\n"
+        "@dataclass\nclass Record:\n    _x: int\n    def get(self):\n        return self._x\n"
+    )
+    assert foreign_private_reads(iter([("x.py", source)])) == {"x.py:Book": ["_state"]}
+
+
+def test_no_mixin_reads_private_attributes_it_does_not_define() -> None:
+    """Kills: a mixin that reads the private fields of the class it is mixed into (the driver's
+    `CompileContext(ValidationBook)`, whose book read `_state` and `_judging`): give the fields
+    a typed owner or hold the part (composition)."""
+    found = foreign_private_reads(_sources())
+    assert not found, f"classes reading private fields they do not define: {found}"
+
+
+DOOR_COMMIT_PATH = {
+    "driver/view.py": ("RunView.submit", "RunView.commit"),
+    "driver/run.py": (
+        "CompileContext._submit",
+        "CompileContext._close",
+        "CompileContext._commit",
+        "CompileContext._append_step",
+        "CompileContext.checkpoint",
+    ),
+}
+"""The door's commit path: from `RunView.submit` to the checkpoint written with a verdict."""
+
+
+def _methods(tree: ast.AST) -> Iterator[tuple[str, ast.FunctionDef]]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef):
+                    yield f"{node.name}.{item.name}", item
+
+
+def callables_on_commit_path(relative: str, text: str, names: tuple[str, ...]) -> list[str]:
+    """The parameters of the commit path's functions that are callables: annotated with
+    `Callable` (or a name for one ending in `After`, `Fn`, `Callback`), or called in the body."""
+    found = []
+    for name, function in _methods(ast.parse(text)):
+        if name not in names:
+            continue
+        arguments = function.args
+        parameters = {a.arg: a for a in [*arguments.args, *arguments.kwonlyargs]}
+        called = {
+            node.func.id
+            for node in ast.walk(function)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        }
+        for parameter, argument in parameters.items():
+            annotation = ast.unparse(argument.annotation) if argument.annotation else ""
+            typed = re.search(r"Callable|After\b|Fn\b|Callback\b", annotation)
+            if typed or parameter in called:
+                found.append(f"{relative}:{name}({parameter})")
+    return found
+
+
+def test_the_commit_path_reader_sees_a_callback() -> None:
+    """Kills: a reader blind to the old hand-over (`_close(step, verdict, state_after)` calling
+    `state_after(verdict)`), to a callable annotation, or to a function it must read."""
+    source = (
+        "class CompileContext:\n"
+        "    def _close(self, step, verdict, state_after):\n"
+        "        return state_after(verdict)\n"
+        "    def _commit(self, state: Callable[[], dict]):\n        return state\n"
+        "    def other(self, fn):\n        return fn()\n"
+    )
+    names = ("CompileContext._close", "CompileContext._commit")
+    assert callables_on_commit_path("run.py", source, names) == [
+        "run.py:CompileContext._close(state_after)",
+        "run.py:CompileContext._commit(state)",
+    ]
+
+
+def test_no_optimizer_callable_runs_inside_the_doors_commit() -> None:
+    """Kills: a door that calls back into the optimizer while it records a verdict (the old
+    `state_after` closure, called from inside `CompileContext._close` before the checkpoint):
+    the optimizer hands its state over with `RunView.commit` after the verdict returns."""
+    sources = dict(_sources())
+    found = []
+    for relative, names in DOOR_COMMIT_PATH.items():
+        present = {name for name, _ in _methods(ast.parse(sources[relative]))}
+        assert set(names) <= present, f"the commit path moved: {set(names) - present}"
+        found += callables_on_commit_path(relative, sources[relative], names)
+    assert not found, f"callables on the door's commit path: {found}"

@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -108,25 +108,32 @@ def test_a_multi_turn_agent_run_is_priced_per_episode_and_returns_its_stop_reaso
     assert check["decision_calls"] >= 3 * len(TABLE.val)
 
 
-class OutOfCallsBook(ValidationBook):
-    """A validation book whose every evaluation runs out of calls (a rollout that cost more
-    than its price), with an incumbent accepted early on the first 15 examples."""
+def out_of_calls(skill: Any, examples: Any, *, label: str = "train") -> Any:
+    """A fake scorer whose every evaluation runs out of calls (a rollout that cost more than
+    its price)."""
+    raise BudgetExceeded("max_calls=1000 reached")
 
-    def __init__(self) -> None:
-        first = sd.evaluate(ContractParity(), VAL[:15], lm=ScriptedLM(contract_target), threads=1)
-        self.module, self.valset = ContractParity(), tuple(VAL)
-        self.ledger, self.call_rate = UsageLedger(sd.Budget(max_calls=1000)), CallRate()
-        self.seed_report = first
-        self._state = RunState(incumbent=Skill(GOOD), incumbent_report=first, version=2)
 
-    def evaluate(self, skill: Any, examples: Any, *, label: str = "train") -> Any:
-        raise BudgetExceeded("max_calls=1000 reached")
+def out_of_calls_book() -> ValidationBook:
+    """A validation book scoring with `out_of_calls`, with an incumbent accepted early on the
+    first 15 examples (the gate's looks are never asked)."""
+    first = sd.evaluate(ContractParity(), VAL[:15], lm=ScriptedLM(contract_target), threads=1)
+    book = ValidationBook(
+        module=ContractParity(),
+        valset=VAL,
+        ledger=UsageLedger(sd.Budget(max_calls=1000)),
+        judging=cast(Any, None),
+        state=RunState(incumbent=Skill(GOOD), incumbent_report=first, version=2),
+        score=out_of_calls,
+    )
+    book.seed_report = first
+    return book
 
 
 def test_a_validation_completion_that_runs_out_of_calls_keeps_the_reports_it_has() -> None:
     """Kills: `complete_incumbent` letting a budget stop escape `compile` when the calls left
     were judged enough and were not: the user got a traceback instead of the result."""
-    book = OutOfCallsBook()
+    book = out_of_calls_book()
     report = book.complete_incumbent()
     assert len(report.records) == 15 and book.seed_report is not None
 

@@ -20,8 +20,8 @@ from skillopt_dsl.driver.run import (
     CompileContext,
     LearningRateBound,
     SelectionSplit,
-    StateAfter,
     StepRecord,
+    UncommittedVerdict,
     Verdict,
 )
 from skillopt_dsl.driver.run_state import CheckpointRecord, DriverRecord, as_checkpoint
@@ -34,9 +34,9 @@ __all__ = [
     "LearningRateBound",
     "RunView",
     "SelectionSplit",
-    "StateAfter",
     "StepRecord",
     "StepRow",
+    "UncommittedVerdict",
     "Verdict",
     "as_checkpoint",
     "look_order",

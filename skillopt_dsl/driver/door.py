@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal, TypedDict, cast
 
 from skillopt_dsl.events import OutcomeRecord
 from skillopt_dsl.gate import GateDecision
-from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.skill import ApplyReport, Skill
 from skillopt_dsl.types import Example
 
@@ -129,10 +128,6 @@ class Verdict:
     def delta(self) -> float:
         """The gate's score difference (candidate - incumbent); 0.0 when the gate did not run."""
         return self.decision.delta if self.decision is not None else 0.0
-
-
-StateAfter = Callable[[Verdict], JSONObject]
-"""`state_after(verdict)` returns the optimizer's JSON state after the verdict (checkpointed)."""
 
 
 @dataclass(frozen=True)

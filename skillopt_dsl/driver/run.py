@@ -12,7 +12,11 @@ a read-only view of the run with one `submit`. The door (`RunView.submit`):
 4. otherwise scores the candidate on validation in the gate's looks (`looks.SequentialJudge`:
    it stops when not ahead at an interim look, or when the calls left do not pay the next look),
    asks the `Gate` at the level the run's `SignificanceBudget` gives, charges the budget, and
-   records the decision, the new version and the checkpoint.
+   records the decision and the new version.
+
+The optimizer then hands the door its state after the verdict (`RunView.commit`), and the
+driver checkpoints the two together: no optimizer code runs inside the door, and the door takes
+no other candidate (nor an empty step) until the state after the last verdict is committed.
 
 Only the door writes the incumbent, the history, the gate log and the scored set; they live in
 a private state object of the driver. `RunView.evaluate` refuses the gate's validation examples,
@@ -32,7 +36,6 @@ from typing import Any, Literal, cast
 from skillopt_dsl.driver.door import (
     LearningRateBound,
     SelectionSplit,
-    StateAfter,
     Step,
     StepRecord,
     Verdict,
@@ -43,6 +46,7 @@ from skillopt_dsl.driver.looks import SIGNIFICANCE_SPENT, SequentialJudge
 from skillopt_dsl.driver.run_state import CheckpointRecord, RunState
 from skillopt_dsl.driver.state_parts import phase_state
 from skillopt_dsl.driver.val_book import CallRate, ValidationBook
+from skillopt_dsl.errors import SkillOptError
 from skillopt_dsl.evaluate import EvaluationCache, EvaluationReport, evaluate
 from skillopt_dsl.gate import Gate, GateDecision
 from skillopt_dsl.json_types import JSONObject
@@ -57,18 +61,24 @@ __all__ = [
     "CompileContext",
     "LearningRateBound",
     "SelectionSplit",
-    "StateAfter",
     "StepRecord",
+    "UncommittedVerdict",
     "Verdict",
 ]
 
 logger = logging.getLogger(__name__)
 
 
-class CompileContext(ValidationBook):
+class UncommittedVerdict(SkillOptError):
+    """An optimizer went on without handing the door its state after a verdict: call
+    `view.commit(state)` after each `view.submit(...)` (the two are checkpointed together)."""
+
+
+class CompileContext:
     """The driver: models, gate, run directory, and the run's private state (see module doc).
 
     `compile()` and `OptunaLR` (for its trial runs) use it; optimizers get a `RunView` of it.
+    What validation has been paid for is its `book` (`ValidationBook`).
     """
 
     def __init__(
@@ -102,14 +112,24 @@ class CompileContext(ValidationBook):
         self.max_errors = settings.max_errors
         self.rng = random.Random(settings.seed)
         self.eval_cache = EvaluationCache()
-        self.call_rate = CallRate()
         self._on_event = settings.on_event
         self._response_cache = models.cache
         self._state = RunState(incumbent=module.seed_skill)
+        self.book = ValidationBook(
+            module=module,
+            valset=self.valset,
+            ledger=models.ledger,
+            judging=self._judging,
+            state=self._state,
+            score=self.evaluate,
+        )
+        """What validation has been paid for: the incumbent's and the seed's reports, the
+        measured call rate, what the next decision costs."""
         self.memory = SearchMemory(remembered=list(settings.remembered))
         """The run's search memory: every optimizer of the run (each part of a composite)
         searches in it through `RunView.memory`; checkpointed with every verdict."""
-        self.seed_report: EvaluationReport | None = None
+        self._open_verdict: Verdict | None = None
+        """The last verdict, until the optimizer commits its state after it (`_commit`)."""
 
     def child(
         self,
@@ -163,6 +183,38 @@ class CompileContext(ValidationBook):
         """A copy of the optimizer's last checkpointed state ({} on a fresh run)."""
         return copy.deepcopy(self._state.optimizer_state)
 
+    # -- what validation has been paid for (the book's) ----------------------------------------
+    @property
+    def call_rate(self) -> CallRate:
+        """The calls a rollout costs, as measured on this run (`ValidationBook.call_rate`)."""
+        return self.book.call_rate
+
+    @property
+    def seed_report(self) -> EvaluationReport | None:
+        """The seed's validation report (`ValidationBook.seed_report`)."""
+        return self.book.seed_report
+
+    @property
+    def incumbent_report(self) -> EvaluationReport:
+        """The incumbent's validation report (`ValidationBook.incumbent_report`)."""
+        return self.book.incumbent_report
+
+    def calls_left(self) -> int | None:
+        """Model calls the run's `Budget.max_calls` still allows (None: no call limit)."""
+        return self.book.calls_left()
+
+    def decision_calls(self, *, first_look: bool = False) -> int:
+        """The most calls the next gate decision spends (`ValidationBook.decision_calls`)."""
+        return self.book.decision_calls(first_look=first_look)
+
+    def score_seed(self, *, fresh: bool) -> EvaluationReport:
+        """Score the seed on the gate's first look (`ValidationBook.score_seed`)."""
+        return self.book.score_seed(fresh=fresh)
+
+    def complete_incumbent(self) -> EvaluationReport:
+        """Score the rest of validation when affordable (`ValidationBook.complete_incumbent`)."""
+        return self.book.complete_incumbent()
+
     # -- evaluation --------------------------------------------------------------------------
     def evaluate(
         self, skill: Skill, examples: Sequence[Example], *, label: str = "train"
@@ -191,8 +243,10 @@ class CompileContext(ValidationBook):
         return report
 
     # -- the door ----------------------------------------------------------------------------
-    def _submit(self, step: Step, bound: LearningRateBound, state_after: StateAfter) -> Verdict:
-        """The door (see the module docstring); `RunView.submit` is its only caller."""
+    def _submit(self, step: Step, bound: LearningRateBound) -> Verdict:
+        """The door (see the module docstring); `RunView.submit` is its only caller. The
+        verdict stays open until `_commit` hands over the optimizer's state after it."""
+        self._refuse_while_open("submit a candidate")
         candidate, incumbent = step.skill, self._state.incumbent
         budget = bound.budget(step.lrs, incumbent.token_count)
         change = token_distance(incumbent.text, candidate.text)
@@ -204,12 +258,12 @@ class CompileContext(ValidationBook):
         if refusal is not None:
             self.emit("refused", candidate_hash=candidate.hash, step=step.step, reason=refusal)
             verdict = Verdict("refused", candidate.hash, change, budget, refusal)
-            return self._close(step, verdict, state_after, score=None, note=f"refused: {refusal}")
+            return self._close(step, verdict, score=None, note=f"refused: {refusal}")
         if candidate.hash == incumbent.hash or candidate.hash in self._state.scored:
             reason = "duplicate: this text was already judged (or is the incumbent)"
             self.emit("duplicate", candidate_hash=candidate.hash, step=step.step)
             verdict = Verdict("duplicate", candidate.hash, change, budget, reason)
-            return self._close(step, verdict, state_after, score=None, note="duplicate")
+            return self._close(step, verdict, score=None, note="duplicate")
         report, decision = self._judge(candidate)
         self._state.scored[candidate.hash] = decision
         self._state.gate_log.append(decision)
@@ -218,16 +272,16 @@ class CompileContext(ValidationBook):
             self._accept(candidate, report, decision)
         status: Literal["accepted", "rejected"] = "accepted" if decision.accepted else "rejected"
         verdict = Verdict(status, candidate.hash, change, budget, decision.reason, decision)
-        return self._close(step, verdict, state_after, score=decision.candidate_score, note="")
+        return self._close(step, verdict, score=decision.candidate_score, note="")
 
     def _judge(self, candidate: Skill) -> tuple[EvaluationReport, GateDecision]:
         """Score `candidate` look by look and let the gate decide (skillopt_dsl.driver.looks)."""
         return self._judging.judge(
             candidate,
             score=lambda skill, examples: self.evaluate(skill, examples, label="val"),
-            incumbent_on=self._incumbent_on,
+            incumbent_on=self.book.incumbent_on,
             index=len(self.gate_log),
-            can_pay=self._can_pay,
+            can_pay=self.book.can_pay,
         )
 
     def whole_set_level(self) -> float | None:
@@ -248,15 +302,8 @@ class CompileContext(ValidationBook):
         records = self.incumbent_report.records
         return bool(records) and all(r.score >= 1.0 for r in records)
 
-    def _close(
-        self,
-        step: Step,
-        verdict: Verdict,
-        state_after: StateAfter,
-        *,
-        score: float | None,
-        note: str,
-    ) -> Verdict:
+    def _close(self, step: Step, verdict: Verdict, *, score: float | None, note: str) -> Verdict:
+        """Record the step a verdict closes and leave the verdict open for `_commit`."""
         longer = max(self._state.incumbent.token_count, step.skill.token_count, 1)
         self._append_step(
             step=step.step,
@@ -272,9 +319,35 @@ class CompileContext(ValidationBook):
             edit_report=[o.to_dict() for o in step.report.outcomes] if step.report else [],
             note=note,
         )
-        self._state.optimizer_state = copy.deepcopy(dict(state_after(verdict)))
-        self.checkpoint()
+        self._open_verdict = verdict
         return verdict
+
+    def _commit(self, state: JSONObject) -> None:
+        """Save the optimizer's `state` after the open verdict and checkpoint the two together;
+        `RunView.commit` is its only caller.
+
+        Raises:
+            UncommittedVerdict: no verdict is open (a state is committed once per verdict).
+        """
+        if self._open_verdict is None:
+            raise UncommittedVerdict("commit() follows a submit(): no verdict is open")
+        self._state.optimizer_state = copy.deepcopy(dict(state))
+        self._open_verdict = None
+        self.checkpoint()
+
+    def _refuse_while_open(self, action: str) -> None:
+        """Raise `UncommittedVerdict` while the last verdict's state is not committed."""
+        verdict = self._open_verdict
+        if verdict is not None:
+            raise UncommittedVerdict(
+                f"cannot {action}: the state after the verdict on {verdict.candidate_hash} "
+                "was never committed; call view.commit(state) after each view.submit(...)"
+            )
+
+    def verdict_committed(self) -> None:
+        """Raise `UncommittedVerdict` when the search ended without committing its state
+        after its last verdict (`Optimizer.compile` asks once `optimize` returns)."""
+        self._refuse_while_open("end the search")
 
     def _accept(self, candidate: Skill, report: EvaluationReport, decision: GateDecision) -> None:
         self._state.incumbent, self._state.incumbent_report = candidate, report
@@ -297,6 +370,7 @@ class CompileContext(ValidationBook):
         report: ApplyReport | None = None,
         state: JSONObject | None = None,
     ) -> None:
+        self._refuse_while_open("record an empty step")
         self._append_step(
             edit_report=[o.to_dict() for o in report.outcomes] if report else [],
             step=step, epoch=epoch, kind=kind, lr_budget=lr, budget_tokens=budget_tokens,
@@ -369,7 +443,7 @@ class CompileContext(ValidationBook):
         """Load the state written by `checkpoint` (the incumbent is re-scored from the cache)."""
         driver = checkpoint["driver"]
         optimizer = checkpoint.get("optimizer", {})
-        self._state = RunState.from_checkpoint(driver, optimizer)
+        self._state = self.book.state = RunState.from_checkpoint(driver, optimizer)
         saved = checkpoint.get("memory")
         self.memory = (
             SearchMemory.from_dict(cast(JSONObject, saved))
@@ -380,4 +454,4 @@ class CompileContext(ValidationBook):
         if "significance" in checkpoint:
             self.significance.restore(checkpoint["significance"])
         if "call_rate" in checkpoint:
-            self.call_rate = CallRate.from_dict(checkpoint["call_rate"])
+            self.book.call_rate = CallRate.from_dict(checkpoint["call_rate"])

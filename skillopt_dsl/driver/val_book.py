@@ -1,13 +1,14 @@
 """What a run knows of its validation scores, and what scoring more would cost.
 
-`ValidationBook` is the part of the driver (`CompileContext`) that keeps the incumbent's and
-the seed's validation reports. Both may cover a prefix of the validation set in the gate's look
+`ValidationBook` is the part of the driver that keeps the incumbent's and the seed's validation
+reports; the driver (`CompileContext`) holds one, built from what it reads: the module, the
+validation set, the ledger, the gate's looks, the run's state and the driver's scoring. Both may cover a prefix of the validation set in the gate's look
 order: the seed is scored at the start on the gate's first look only, an early acceptance
 leaves the new incumbent scored on the accepting look's examples, and a decision's looks score
 the incumbent on more examples only when they reach them (cached rollouts cost nothing). At the
 end, `complete_incumbent` scores what is left when a call budget can pay for it. Under a call
 limit it also says what the next gate decision costs (`decision_calls`) and whether a look can
-be paid (`_can_pay`, the door's check before each look). Every price counts the calls a rollout
+be paid (`can_pay`, the door's check before each look). Every price counts the calls a rollout
 really costs (`CallRate`, measured on the run's own evaluations: an agent episode or a DSPy
 program makes several), never one call per example.
 """
@@ -18,7 +19,7 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from skillopt_dsl.driver.looks import SequentialJudge, look_cost
 from skillopt_dsl.driver.run_state import RunState
@@ -31,7 +32,7 @@ from skillopt_dsl.types import Example
 if TYPE_CHECKING:
     from skillopt_dsl.lm import UsageLedger
 
-__all__ = ["CallRate", "ValidationBook"]
+__all__ = ["CallRate", "Scorer", "ValidationBook"]
 
 logger = logging.getLogger(__name__)
 
@@ -95,35 +96,48 @@ class CallRate:
         )
 
 
-class ValidationBook:
-    """Mixin of `CompileContext`: the validation reports of the incumbent and the seed."""
+class Scorer(Protocol):
+    """The driver's cached evaluation (`CompileContext.evaluate`)."""
 
-    module: SkillModule
-    valset: tuple[Example, ...]
-    ledger: UsageLedger
-    seed_report: EvaluationReport | None
-    call_rate: CallRate
-    _state: RunState
-    _judging: SequentialJudge
-
-    def evaluate(
+    def __call__(
         self, skill: Skill, examples: Sequence[Example], *, label: str = "train"
-    ) -> EvaluationReport:
-        """Score `skill` on `examples` (the driver's cached evaluation)."""
-        raise NotImplementedError
+    ) -> EvaluationReport: ...
+
+
+class ValidationBook:
+    """The validation reports of the incumbent and the seed (module docstring). The driver
+    holds one and gives it what it reads: `state` is the run's (the driver sets a restored one
+    here too), `score` the driver's cached evaluation, `judging` the gate's looks."""
+
+    def __init__(
+        self,
+        *,
+        module: SkillModule,
+        valset: Sequence[Example],
+        ledger: UsageLedger,
+        judging: SequentialJudge,
+        state: RunState,
+        score: Scorer,
+    ) -> None:
+        self.module, self.valset, self.ledger = module, tuple(valset), ledger
+        self.judging, self.state, self.score = judging, state, score
+        self.call_rate = CallRate()
+        """The calls a rollout costs, as measured on the run's own evaluations."""
+        self.seed_report: EvaluationReport | None = None
+        """The seed's validation report (None until scored)."""
 
     @property
     def incumbent_report(self) -> EvaluationReport:
         """The incumbent's validation report (after an early acceptance, on the examples it
         was scored on; `complete_incumbent` scores the rest)."""
-        if self._state.incumbent_report is None:
-            report = self.evaluate(self._state.incumbent, self._restored_examples(), label="val")
-            self._state.incumbent_report = report
+        if self.state.incumbent_report is None:
+            report = self.score(self.state.incumbent, self._restored_examples(), label="val")
+            self.state.incumbent_report = report
             if self.seed_report is None:
                 self.seed_report = report
-        return self._state.incumbent_report
+        return self.state.incumbent_report
 
-    def _can_pay(self, examples: Sequence[Example]) -> bool:
+    def can_pay(self, examples: Sequence[Example]) -> bool:
         """Whether the call limit (if any) pays for a look on `examples` (`looks.look_cost`)."""
         left = self.calls_left()
         if left is None:
@@ -138,16 +152,16 @@ class ValidationBook:
         the measured calls per rollout."""
         scored = self.incumbent_report.example_ids
         rate = self.call_rate.per_rollout
-        return self._judging.calls_needed(scored, first_look=first_look, calls_per_rollout=rate)
+        return self.judging.calls_needed(scored, first_look=first_look, calls_per_rollout=rate)
 
     def score_seed(self, *, fresh: bool) -> EvaluationReport:
         """Score the seed on the gate's first look only (its looks score the rest as decisions
         reach it; `complete_incumbent` what is left at the end); a `fresh` run's incumbent."""
-        first = {e.id for e in self._judging.first_look()}
+        first = {e.id for e in self.judging.first_look()}
         examples = [e for e in self.valset if e.id in first]  # in the user's order
-        self.seed_report = self.evaluate(self.module.seed_skill, examples, label="val")
+        self.seed_report = self.score(self.module.seed_skill, examples, label="val")
         if fresh:  # the seed is the incumbent
-            self._state.incumbent_report = self.seed_report
+            self.state.incumbent_report = self.seed_report
         return self.seed_report
 
     def complete_incumbent(self) -> EvaluationReport:
@@ -157,12 +171,12 @@ class ValidationBook:
         where both were scored (`CompileResult.val_examples`)."""
         seed = self.seed_report or self.incumbent_report
         missing = len(self.valset) - len(self.incumbent_report.records)
-        if self._state.version > 1:  # the seed is not the incumbent: its rest is scored too
+        if self.state.version > 1:  # the seed is not the incumbent: its rest is scored too
             missing += len(self.valset) - len(seed.records)
         if self._affordable(self.call_rate.price(missing)):
             try:
-                self._incumbent_on(self.valset)
-                self.seed_report = self.evaluate(self.module.seed_skill, self.valset, label="val")
+                self.incumbent_on(self.valset)
+                self.seed_report = self.score(self.module.seed_skill, self.valset, label="val")
             except BudgetExceeded as exc:  # priced too low: the reports it has are compared
                 logger.warning("validation was not completed: %s", exc)
         return self.incumbent_report
@@ -182,17 +196,17 @@ class ValidationBook:
     def _restored_examples(self) -> tuple[Example, ...]:
         """The validation examples the incumbent was scored on when the run was checkpointed
         (all of them unless it was accepted early), so a resumed run scores the same ones."""
-        kept = self._state.restored_ids
+        kept = self.state.restored_ids
         return self.valset if kept is None else tuple(e for e in self.valset if e.id in kept)
 
-    def _incumbent_on(self, examples: Sequence[Example]) -> EvaluationReport:
+    def incumbent_on(self, examples: Sequence[Example]) -> EvaluationReport:
         """The incumbent's report, scored on `examples` too when it does not cover them yet
         (after an early acceptance it covers the accepting look's examples only)."""
         report = self.incumbent_report
         if {e.id for e in examples} <= set(report.example_ids):
             return report
-        report = self.evaluate(self._state.incumbent, examples, label="val")
-        self._state.incumbent_report = report
-        if self._state.version == 1:  # the seed: its report grows with it
+        report = self.score(self.state.incumbent, examples, label="val")
+        self.state.incumbent_report = report
+        if self.state.version == 1:  # the seed: its report grows with it
             self.seed_report = report
         return report

@@ -16,7 +16,6 @@ from skillopt_dsl.driver.door import (
     RESERVED_EVENTS,
     LearningRateBound,
     SelectionSplit,
-    StateAfter,
     Step,
     Verdict,
 )
@@ -41,9 +40,9 @@ class RunView:
 
     Read: `module`, `trainset`, `seed`, `threads`, `target_lm`, `optimizer_lm`, `rng` (the only
     source of randomness), `incumbent`, `version`, `bound`, `run_path`, `optimizer_state` (a copy of the
-    state saved with the last verdict; {} on a fresh run), `usage()`. Search in: `memory` (the
+    state committed with the last verdict; {} on a fresh run), `usage()`. Search in: `memory` (the
     run's search memory, the same object for every part of a composite optimizer). Use: `evaluate` (never on
-    the gate's validation examples), `selection_split`, `submit`, `record_empty_step`, `emit`,
+    the gate's validation examples), `selection_split`, `submit` and `commit`, `record_empty_step`, `emit`,
     and for sweeps `trial_driver`. The gate's validation examples, the gate log, the history
     and the scored set are not reachable from here.
     """
@@ -65,7 +64,7 @@ class RunView:
     def within(self, name: str) -> RunView:
         """The same run as seen by the part `name` of a composite optimizer (`HandOff`): its
         `optimizer_state` is that part's ({} until it saves one), and the states it saves
-        (`submit`'s `state_after`, `record_empty_step`'s `state`) are saved as that part's,
+        (`commit`'s, `record_empty_step`'s `state`) are saved as that part's,
         the other parts' kept beside it (`state_parts`)."""
         return RunView(self.__driver, self._bound, (*self._part, name))
 
@@ -127,8 +126,8 @@ class RunView:
 
     @property
     def optimizer_state(self) -> JSONObject:
-        """A copy of the state saved with the last verdict ({} on a fresh run); this part's
-        state in a view `within` a part."""
+        """A copy of the state committed with the last verdict ({} on a fresh run); this
+        part's state in a view `within` a part."""
         return read_part(self.__driver.optimizer_state, self._part)
 
     @property
@@ -237,21 +236,30 @@ class RunView:
         step: int,
         epoch: int,
         kind: str,
-        state_after: StateAfter,
         report: ApplyReport | None = None,
     ) -> Verdict:
         """Hand a candidate to the door; see the module docstring.
 
         `lr` is the step's learning rate (its schedule's value), or, for a candidate reached by
         several consecutive steps (a sweep trial's result), the learning rate of each step. The
-        door measures the change from the incumbent itself. `state_after(verdict)` returns the
-        optimizer's JSON state after the verdict; it is checkpointed with it.
+        door measures the change from the incumbent itself. Hand it the optimizer's state after
+        the verdict with `commit` before anything else reaches the door.
+
+        Raises:
+            UncommittedVerdict: the state after the last verdict was not committed.
         """
         lrs = (float(lr),) if isinstance(lr, int | float) else tuple(float(x) for x in lr)
-        entry = Step(candidate, lrs, step, epoch, kind, report)
-        return self.__driver._submit(
-            entry, self._bound, lambda verdict: self._saved(state_after(verdict))
-        )
+        return self.__driver._submit(Step(candidate, lrs, step, epoch, kind, report), self._bound)
+
+    def commit(self, state: JSONObject) -> None:
+        """Hand the door the optimizer's JSON `state` after the last verdict (this part's, in a
+        view `within` a part): it is checkpointed with the verdict, and `optimizer_state`
+        holds it on resume. Once per `submit`.
+
+        Raises:
+            UncommittedVerdict: no verdict is open.
+        """
+        self.__driver._commit(self._saved(state))
 
     def record_empty_step(
         self,

@@ -10,8 +10,9 @@ To write an optimizer, subclass `Optimizer` and implement two methods:
   the gate; treat every verdict but `accepted` as no progress. To choose among candidates,
   score them with `view.evaluate` on training examples (a mini-batch or
   `view.selection_split(fraction)`); the gate's validation examples are refused there. Keep
-  run state in a JSON-serialisable object returned from `submit`'s `state_after` callback (it
-  is checkpointed), not on `self`; on resume `view.optimizer_state` holds the last one.
+  run state in a JSON-serialisable object, not on `self`: after each verdict hand it to the
+  door with `view.commit(state)` (it is checkpointed with the verdict; nothing else reaches the
+  door until it is); on resume `view.optimizer_state` holds the last one.
 - `config()`: the optimizer's settings as a JSON-ready dict (written to config.json).
 
 Optionally `study_plots(context)`, asked once the search has ended (OptunaLR names its study;
@@ -134,6 +135,7 @@ class Optimizer(ABC):
         view = RunView(context, self.lr_bound())
         try:
             returned = self.optimize(view)
+            context.verdict_committed()  # the state after its last verdict was handed over
             stop = returned if isinstance(returned, Stop) else Stop(returned or "finished")
         except BudgetExceeded as exc:
             logger.info("budget reached, keeping the best skill so far: %s", exc)

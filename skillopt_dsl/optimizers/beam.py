@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, NotRequired, Self, TypedDict
 
-from skillopt_dsl.driver import RunView, SelectionSplit, Verdict
+from skillopt_dsl.driver import RunView, SelectionSplit
 from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.optimizers.base import Optimizer, Stop, check_step_settings
@@ -442,20 +442,12 @@ class Beam(Optimizer):
         state.empty_rounds = 0
         best = _top(fresh, 1)[0]
         state.judged.append(best.skill.hash)
-
-        def state_after(verdict: Verdict) -> JSONObject:
-            if not verdict.accepted and best.edits:  # rejected, duplicate or refused
-                view.memory.remember(best.edits, verdict.delta, epoch=round_index)
-            return state.to_dict()
-
-        view.submit(
-            best.skill,
-            lr=self.lr,
-            step=view.memory.step,
-            epoch=round_index,
-            kind="beam",
-            state_after=state_after,
+        verdict = view.submit(
+            best.skill, lr=self.lr, step=view.memory.step, epoch=round_index, kind="beam"
         )
+        if not verdict.accepted and best.edits:  # rejected, duplicate or refused
+            view.memory.remember(best.edits, verdict.delta, epoch=round_index)
+        view.commit(state.to_dict())
 
 
 def _top(members: Sequence[BeamMember], k: int) -> list[BeamMember]:

@@ -45,7 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Self, TypedDict
 
-from skillopt_dsl.driver import RunView, Verdict
+from skillopt_dsl.driver import RunView
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.json_types import JSONObject
@@ -458,15 +458,6 @@ class Bundle(Optimizer):
         memory.step += 1
         state.members, state.steps_this_bundle, state.idle_steps = [], 0, 0
         view.emit("compose", step=step, groups=len(members), candidate_hash=candidate.hash)
-
-        def state_after(verdict: Verdict) -> JSONObject:
-            if verdict.accepted:
-                state.scored = 0  # a new incumbent: its pool scores are new
-            else:
-                for member in members:
-                    memory.remember(member.edits, verdict.delta, epoch=0, block=False)
-            return state.to_dict()
-
         verdict = view.submit(
             candidate,
             lr=[self.lr] * len(members),
@@ -474,6 +465,11 @@ class Bundle(Optimizer):
             epoch=0,
             kind="bundle",
             report=report,
-            state_after=state_after,
         )
+        if verdict.accepted:
+            state.scored = 0  # a new incumbent: its pool scores are new
+        else:
+            for member in members:
+                memory.remember(member.edits, verdict.delta, epoch=0, block=False)
+        view.commit(state.to_dict())
         return verdict.accepted

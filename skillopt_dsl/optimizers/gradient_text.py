@@ -67,6 +67,7 @@ from skillopt_dsl.optimizers.proposers import (
 from skillopt_dsl.optimizers.schedules import SCHEDULES, ScheduleName, lr_at
 from skillopt_dsl.optimizers.search import (
     ProposerRuns,
+    ScreenedProposal,
     ScreenedSteps,
     clip_to_budget,
     draw_examples,
@@ -531,42 +532,48 @@ class GradientText(Optimizer):
         memory = view.memory
         if step is None:
             step, memory.step = memory.step, memory.step + 1
-        epoch = state.epoch
-        sources = list(dict.fromkeys(g.source for g in pending))
         view.emit("compose", step=step, groups=len(pending), candidate_hash=candidate.hash)
-
-        def state_after(verdict: Verdict) -> JSONObject:
-            for name in sources:
-                stats = memory.proposer_stats.setdefault(name, new_stats())
-                stats["submitted"] += 1
-                stats["accepted"] += int(verdict.accepted)
-            view.emit("candidate_sources", step=step, sources=sources, status=verdict.status)
-            if verdict.accepted:
-                state.steps_since_accept, state.accepted_this_epoch = 0, True
-                memory.forget({group_key(g.edits) for g in pending})
-                if view.incumbent_is_perfect():
-                    state.stop_reason = "perfect"  # no candidate can beat it on validation
-                return state.to_dict()
-            state.steps_since_accept += 1
-            state.rejected_hashes.append(candidate.hash)
-            for group in pending:
-                key = group_key(group.edits)
-                strikes = state.gate_strikes[key] = state.gate_strikes.get(key, 0) + 1
-                if len(pending) == 1 or not self.screen or strikes >= self.gate_strikes:
-                    memory.remember(group.edits, verdict.delta, epoch=epoch)
-                else:
-                    state.trials.append(replace(group, screens=0, gated=strikes))
-            return state.to_dict()
-
-        view.submit(
-            candidate,
-            lr=lrs or [self.lr],
-            step=step,
-            epoch=epoch,
-            kind=kind,
-            report=report,
-            state_after=state_after,
+        verdict = view.submit(
+            candidate, lr=lrs or [self.lr], step=step, epoch=state.epoch, kind=kind, report=report
         )
+        self._take_verdict(view, state, verdict, pending, step=step)
+        view.commit(state.to_dict())
+
+    def _take_verdict(
+        self,
+        view: RunView,
+        state: GradientTextState,
+        verdict: Verdict,
+        pending: Sequence[ScreenedProposal],
+        *,
+        step: int,
+    ) -> None:
+        """What the verdict on the working candidate of `pending` proposals changes in the
+        state and the memory (committed with it by the caller): each proposer's counts; on an
+        acceptance its proposals are forgotten; on a rejection each goes back on trial until
+        its `gate_strikes`-th, then is remembered as rejected."""
+        memory, epoch = view.memory, state.epoch
+        sources = list(dict.fromkeys(g.source for g in pending))
+        for name in sources:
+            stats = memory.proposer_stats.setdefault(name, new_stats())
+            stats["submitted"] += 1
+            stats["accepted"] += int(verdict.accepted)
+        view.emit("candidate_sources", step=step, sources=sources, status=verdict.status)
+        if verdict.accepted:
+            state.steps_since_accept, state.accepted_this_epoch = 0, True
+            memory.forget({group_key(g.edits) for g in pending})
+            if view.incumbent_is_perfect():
+                state.stop_reason = "perfect"  # no candidate can beat it on validation
+            return
+        state.steps_since_accept += 1
+        state.rejected_hashes.append(verdict.candidate_hash)
+        for group in pending:
+            key = group_key(group.edits)
+            strikes = state.gate_strikes[key] = state.gate_strikes.get(key, 0) + 1
+            if len(pending) == 1 or not self.screen or strikes >= self.gate_strikes:
+                memory.remember(group.edits, verdict.delta, epoch=epoch)
+            else:
+                state.trials.append(replace(group, screens=0, gated=strikes))
 
     def _fit_path(self, view: RunView, state: GradientTextState) -> None:
         """Proposals that joined in one step were each fitted to that step's room alone; the

@@ -282,7 +282,8 @@ class OptunaLR(Optimizer):
                 note=f"the best trial ({best.number}) did not change the skill",
             )
             return
-        view.submit(candidate, lr=lrs, step=0, epoch=0, kind="sweep", state_after=lambda _v: state)
+        view.submit(candidate, lr=lrs, step=0, epoch=0, kind="sweep")
+        view.commit(state)
 
 
 def _owner(view: RunView) -> str | None:
@@ -357,9 +358,9 @@ class _Sweep:
 def _start(child: CompileContext) -> None:
     """What compile() does before an optimizer runs: score the seed, save version 1."""
     seed = child.module.seed_skill
-    child.seed_report = child.evaluate(seed, child.valset, label="selection")
+    report = child.book.seed_report = child.evaluate(seed, child.valset, label="selection")
     child.run.save_version(1, seed)
-    child.emit("seed", skill_hash=seed.hash, val_score=child.seed_report.mean)
+    child.emit("seed", skill_hash=seed.hash, val_score=report.mean)
 
 
 def _store(trial: optuna.trial.Trial, child: CompileContext, before: Any, stop_reason: str) -> None:
