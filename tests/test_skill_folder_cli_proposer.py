@@ -1,12 +1,15 @@
 """`compile --skill-folder` on the command line (issue 40, done-when): `--proposer` chooses where
 description edits come from and the CLI prints which proposers run (no silent reflection on a
-model too small for it); `--shown-others` and `--reply-tokens` reach the router; the held-out
-table is replayed from the run's cache (no new router call); folder-only flags without
-`--skill-folder` are refused. The router and the optimizer model are scripted fakes."""
+model too small for it); `--shown-others`, `--reply-tokens`, `--trigger-samples` and
+`--trigger-temperature` reach the router (a sampling no run could honour refused before any
+call); the held-out table is replayed from the run's cache (no new router call); folder-only
+flags without `--skill-folder` are refused. The router and the optimizer model are scripted
+fakes."""
 
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,7 @@ from typer.testing import CliRunner
 from skillopt_dsl.cli import app
 from skillopt_dsl.cli import skill_folder as folder_cli
 from skillopt_dsl.cli.options import CompileFlags
+from skillopt_dsl.cli.sleep_describe import DescribeFlags
 from skillopt_dsl.lm import LM
 from skillopt_dsl.skill_folder import describe as describe_module
 from skillopt_dsl.testing import ScriptedLM
@@ -163,3 +167,103 @@ def test_the_resume_command_repeats_the_folder_flags() -> None:
     )  # fmt: skip
     words = " ".join(task.words())
     assert "--proposer reflect --shown-others 4 --reply-tokens 9" in words
+
+
+# -- --trigger-samples and --trigger-temperature (issue 53) -----------------------------------
+
+
+def _run(task: list[str], run: Path, *extra: str) -> tuple[int, str]:
+    """`compile` with `extra` flags at 60 calls: its exit code and output."""
+    result = runner.invoke(
+        app,
+        ["compile", *task, "--run-dir", str(run), "--threads", "1", "--max-calls", "60", *extra],
+    )
+    return result.exit_code, result.output
+
+
+def _seeds_by_request(router: ScriptedLM) -> dict[str, list[int]]:
+    """Each routed prompt's sample seeds, sorted."""
+    seeds: dict[str, list[int]] = defaultdict(list)
+    for messages, params in zip(router.calls, router.params, strict=True):
+        seeds[json.dumps(messages)].append(params.seed)
+    return {prompt: sorted(found) for prompt, found in seeds.items()}
+
+
+def _grouped_by(seeds: dict[str, list[int]], k: int) -> bool:
+    """Whether every prompt's seeds are whole runs of k samples (`seed * k + i`, i < k)."""
+    return all(
+        found[i : i + k] == list(range(found[i], found[i] + k))
+        and found[i] % k == 0
+        and len(found) % k == 0
+        for found in seeds.values()
+        for i in range(0, len(found), k)
+    )
+
+
+def test_each_request_is_routed_k_times_at_the_given_temperature(
+    fakes: FakeModels, task: list[str], tmp_path: Path
+) -> None:
+    """Kills: `--trigger-samples` or `--trigger-temperature` ignored (the module's default 3
+    samples at 0.7 routed instead), and the pre-flight counting the default samples."""
+    code, out = _run(task, tmp_path / "run", "--trigger-samples", "2",
+                     "--trigger-temperature", "0.4")  # fmt: skip
+    assert code == 0, out
+    assert {p.temperature for p in fakes.router.params} == {0.4}
+    seeds = _seeds_by_request(fakes.router)
+    assert _grouped_by(seeds, 2) and not _grouped_by(seeds, 3)
+    assert "validation requests x 2 sample(s)" in out
+
+
+def test_the_defaults_are_three_samples_at_0_7(
+    fakes: FakeModels, task: list[str], tmp_path: Path
+) -> None:
+    """Kills: the flags' absence changing the documented default sampling."""
+    code, out = _run(task, tmp_path / "run")
+    assert code == 0, out
+    assert {p.temperature for p in fakes.router.params} == {folder_cli.DEFAULT_TEMPERATURE}
+    assert _grouped_by(_seeds_by_request(fakes.router), folder_cli.DEFAULT_SAMPLES)
+    assert f"x {folder_cli.DEFAULT_SAMPLES} sample(s)" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "code", "message"),
+    [
+        (["--trigger-samples", "0"], 2, "--trigger-samples"),
+        (["--trigger-temperature", "-0.1"], 2, "--trigger-temperature"),
+        (["--trigger-samples", "x"], 2, "--trigger-samples"),
+        (["--trigger-samples", "3", "--trigger-temperature", "0"], 1, "would all agree"),
+        (["--trigger-temperature", "0"], 1, "would all agree"),
+        (["--trigger-samples", "1", "--trigger-temperature", "0.5"], 1,
+         "--trigger-temperature goes with --trigger-samples above 1"),
+    ],
+)  # fmt: skip
+def test_a_sampling_no_run_could_honour_is_refused_before_any_call(
+    fakes: FakeModels, task: list[str], tmp_path: Path, flags: list[str], code: int, message: str
+) -> None:
+    """Kills: a typed flag accepting nonsense, several samples at temperature 0 spending calls
+    on identical answers, and a temperature silently dropped for one sample."""
+    got, out = _run(task, tmp_path / "run", *flags)
+    assert got == code and message in out, out
+    assert fakes.router.calls == []
+
+
+def test_one_sample_runs_at_the_models_own_temperature(
+    fakes: FakeModels, task: list[str], tmp_path: Path
+) -> None:
+    """Kills: `--trigger-samples 1` still routing three samples."""
+    code, out = _run(task, tmp_path / "run", "--trigger-samples", "1")
+    assert code == 0, out
+    assert {p.temperature for p in fakes.router.params} == {0.0}
+    assert "x 1 sample(s)" in out
+
+
+def test_the_sampling_flags_go_with_a_skill_folder_and_are_resumed() -> None:
+    """Kills: the flags silently ignored on a recipe compile, a resumed run routing with
+    another sampling than it started, and `sleep describe` dropping them."""
+    result = runner.invoke(app, ["compile", "r.py", "--trigger-samples", "5"])
+    assert result.exit_code == 1 and "--trigger-samples goes with --skill-folder" in result.output
+    flags = DescribeFlags(trigger_samples=5, trigger_temperature=0.3).folder_flags(Path("d.jsonl"))
+    chosen = folder_cli.folder_task(Path("f"), flags)
+    assert (chosen.samples, chosen.temperature) == (5, 0.3)
+    assert (chosen.description_task.samples, chosen.description_task.temperature) == (5, 0.3)
+    assert "--trigger-samples 5 --trigger-temperature 0.3" in " ".join(chosen.words())

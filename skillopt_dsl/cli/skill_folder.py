@@ -53,6 +53,11 @@ from skillopt_dsl.skill_folder.describe import (
 from skillopt_dsl.skill_folder.document import DescriptionAgent
 from skillopt_dsl.skill_folder.folder import SkillFolder
 from skillopt_dsl.skill_folder.stage import StagedFolder, read_folder_manifest, stage_dir
+from skillopt_dsl.skill_folder.trigger import (
+    DEFAULT_SAMPLES,
+    DEFAULT_TEMPERATURE,
+    TriggerSampling,
+)
 
 if TYPE_CHECKING:  # the trigger task loads only when --skill-folder is used
     from skillopt_dsl.skill_folder.trigger_data import TriggerSummary
@@ -158,6 +163,28 @@ ReplyTokensOpt = Annotated[
     ),
 ]
 
+TriggerSamplesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--trigger-samples",
+        min=1,
+        help=f"With --skill-folder: how many times each request is routed (default "
+        f"{DEFAULT_SAMPLES}); its score is its trigger rate over them. More samples make each "
+        "request's score less noisy, so fewer requests certify a gain, at that many calls a "
+        "request.",
+    ),
+]
+TriggerTemperatureOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--trigger-temperature",
+        min=0.0,
+        help=f"With --skill-folder: the temperature of those samples (default "
+        f"{DEFAULT_TEMPERATURE}; above 0 when there are several, or they would all agree). "
+        "With --trigger-samples 1 the model's own temperature is used: giving both is refused.",
+    ),
+]
+
 
 @dataclass(frozen=True)
 class FolderFlags(FlagRecord):
@@ -170,6 +197,8 @@ class FolderFlags(FlagRecord):
     proposer: ProposerOpt = None
     shown_others: ShownOthersOpt = None
     reply_tokens: ReplyTokensOpt = None
+    trigger_samples: TriggerSamplesOpt = None
+    trigger_temperature: TriggerTemperatureOpt = None
 
     def given(self) -> list[str]:
         """The folder-only flags given on the command line (the agent has a default)."""
@@ -179,6 +208,8 @@ class FolderFlags(FlagRecord):
             ("--proposer", self.proposer),
             ("--shown-others", self.shown_others),
             ("--reply-tokens", self.reply_tokens),
+            ("--trigger-samples", self.trigger_samples),
+            ("--trigger-temperature", self.trigger_temperature),
         )
         return [flag for flag, value in named if value is not None]
 
@@ -187,8 +218,9 @@ class FolderFlags(FlagRecord):
 class FolderTask:
     """What `compile --skill-folder` trains: the folder, its trigger data, the other skills
     the router sees (None: the folders beside it), whose description limits apply, where edits
-    come from, how many other skills a request's list shows (None: all) and the router's reply
-    cap in tokens."""
+    come from, how many other skills a request's list shows (None: all), the router's reply
+    cap in tokens, and how each request is sampled (its trigger rate over `samples` runs at
+    `temperature`)."""
 
     skill_folder: Path
     trigger_data: Path
@@ -197,6 +229,8 @@ class FolderTask:
     proposer: ProposerChoice = ProposerChoice.words
     shown_others: int | None = None
     reply_tokens: int = DEFAULT_REPLY_TOKENS
+    samples: int = DEFAULT_SAMPLES
+    temperature: float = DEFAULT_TEMPERATURE
 
     def words(self) -> list[str]:
         """The flags that name this task on the command line."""
@@ -206,7 +240,8 @@ class FolderTask:
         words += ["--agent", self.agent, "--proposer", self.proposer.value]
         if self.shown_others is not None:
             words += ["--shown-others", str(self.shown_others)]
-        return [*words, "--reply-tokens", str(self.reply_tokens)]
+        words += ["--reply-tokens", str(self.reply_tokens), "--trigger-samples", str(self.samples)]
+        return [*words, "--trigger-temperature", str(self.temperature)]
 
     @property
     def description_task(self) -> DescriptionTask:
@@ -218,6 +253,8 @@ class FolderTask:
             agent=self.agent,
             shown_others=self.shown_others,
             reply_tokens=self.reply_tokens,
+            samples=self.samples,
+            temperature=self.temperature,
         )
 
 
@@ -243,12 +280,13 @@ def compile_target(
 
 def folder_task(skill_folder: Path, flags: FolderFlags) -> FolderTask:
     """The skill folder's task from its flags (the defaults where not given); an error when
-    `flags` has no trigger data."""
+    `flags` has no trigger data or a sampling no run could use."""
     if flags.trigger_data is None:
         raise UserInputError(
             "--skill-folder needs --trigger-data FILE.jsonl: rows "
             '{"request": "...", "should_trigger": true|false}'
         )
+    sampling = trigger_sampling(flags)
     return FolderTask(
         skill_folder,
         flags.trigger_data,
@@ -257,7 +295,24 @@ def folder_task(skill_folder: Path, flags: FolderFlags) -> FolderTask:
         proposer=flags.proposer or ProposerChoice.words,
         shown_others=flags.shown_others,
         reply_tokens=flags.reply_tokens or DEFAULT_REPLY_TOKENS,
+        samples=sampling.samples,
+        temperature=sampling.temperature,
     )
+
+
+def trigger_sampling(flags: FolderFlags) -> TriggerSampling:
+    """`--trigger-samples` and `--trigger-temperature` (the defaults where not given), refused
+    before any call when no run could honour them: several samples at temperature 0 (they would
+    all agree), or a temperature for one sample (which runs at the model's own temperature)."""
+    samples = DEFAULT_SAMPLES if flags.trigger_samples is None else flags.trigger_samples
+    if samples == 1 and flags.trigger_temperature is not None:
+        raise UserInputError(
+            "--trigger-temperature goes with --trigger-samples above 1: one sample runs at the "
+            "model's own temperature (set it on the model, or give several samples)"
+        )
+    if flags.trigger_temperature is None:
+        return TriggerSampling(samples)
+    return TriggerSampling(samples, flags.trigger_temperature)
 
 
 def folder_models(flags: CompileFlags) -> tuple[Model, Model]:

@@ -40,6 +40,8 @@ from skillopt_dsl.cli.skill_folder import (
     ProposerOpt,
     ReplyTokensOpt,
     ShownOthersOpt,
+    TriggerSamplesOpt,
+    TriggerTemperatureOpt,
     compile_folder,
     folder_run_dir,
     folder_task,
@@ -114,12 +116,15 @@ class DescribeFlags(FlagRecord):
     proposer: ProposerOpt = None
     shown_others: ShownOthersOpt = None
     reply_tokens: ReplyTokensOpt = None
+    trigger_samples: TriggerSamplesOpt = None
+    trigger_temperature: TriggerTemperatureOpt = None
 
     def folder_flags(self, data: Path) -> FolderFlags:
         """These flags with the trigger rows at `data`."""
         return FolderFlags(
-            data, self.distractors, self.agent, self.proposer, self.shown_others, self.reply_tokens
-        )
+            data, self.distractors, self.agent, self.proposer, self.shown_others,
+            self.reply_tokens, self.trigger_samples, self.trigger_temperature,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
