@@ -4,9 +4,9 @@ takes the four records and builds one `SleepConfig` from them (`night_config`)."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -33,6 +33,9 @@ from skillopt_dsl.sleep.cli_options import (
 from skillopt_dsl.sleep.errors import SleepError
 from skillopt_dsl.sleep.night import SleepConfig
 from skillopt_dsl.sleep.sources import check_agent, check_replay_agent
+
+if TYPE_CHECKING:
+    from skillopt_dsl.optimizers import Optimizer
 
 __all__ = [
     "NightLimits",
@@ -201,6 +204,20 @@ class NightSearch(FlagRecord):
             return Gate.mean_only()
         raise SleepError(f"--gate must be paired or mean-only, got {self.gate_kind!r}")
 
+    def optimizer(self) -> Optimizer:
+        """The night's search: compile's default (`compile.default_optimizer()`, the module's
+        own default: the night's replay modules declare no proposers of their own) with
+        `--epochs` and `--batch-size` set on its GradientText."""
+        from skillopt_dsl.compile import default_optimizer
+        from skillopt_dsl.optimizers import GradientText, HandOff
+
+        chosen = default_optimizer()
+        first = chosen.first if isinstance(chosen, HandOff) else chosen
+        if not isinstance(first, GradientText):
+            raise SleepError(f"--epochs and --batch-size do not apply to {type(chosen).__name__}")
+        first = replace(first, epochs=self.epochs, batch_size=self.batch_size)
+        return replace(chosen, first=first) if isinstance(chosen, HandOff) else first
+
     def judge_mode(self) -> Literal["soft", "hard"]:
         """`--judge`: soft or hard (anything else is refused)."""
         if self.judge == "soft":
@@ -220,8 +237,6 @@ def night_config(
     describe: tuple[Path, ...],
 ) -> SleepConfig:
     """The night `sleep run` asked for, from its flag records."""
-    from skillopt_dsl.optimizers import GradientText, HandOff
-
     return SleepConfig(
         project=reads.project,
         source=reads.source,
@@ -232,7 +247,7 @@ def night_config(
         replay_agent=replay.agent_settings(),
         optimizer_lm=optimizer_lm(limits.optimizer_model, limits.optimizer_api_base),
         budget=limits.budget(),
-        optimizer=HandOff(first=GradientText(epochs=search.epochs, batch_size=search.batch_size)),
+        optimizer=search.optimizer(),
         gate=search.gate(),
         no_regression=search.no_regression,
         auto_adopt=auto_adopt,
