@@ -1,9 +1,12 @@
-"""Skill trigger accuracy on Qwen2.5-Coder-0.5B: a skill folder's description, seed -> trained.
+"""Skill trigger rates on Qwen2.5-Coder-0.5B: a skill folder's description, seed -> trained.
 
-Issue 40's bench rows. The router is Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, the benchmark
+Issue 40's and 53's bench rows. The router is Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, the benchmark
 instrument `bench/qwen_model.sh`, never a dependency) behind an OpenAI-compatible server; it sees
-`TriggerModule`'s prompt (the fixed router instruction, this skill's description among 4 of the 10
-shipped distractor cards, sampled per request, and the request) and answers with a skill name.
+`TriggerModule`'s agent prompt (ordinary tools beside a `Skill` tool whose listing holds this
+skill's description among 4 of the 10 shipped distractor cards, sampled per request, and the
+request as the user message) and either calls a tool or answers. Each request runs `--samples`
+times (default 3) at `--temperature` (default 0.7); its score is its trigger rate against the
+label, and a test row's picks are each request's majority.
 The data is `examples/skill_folders/release-notes.trigger.jsonl` (74 requests), split
 train/val/test with a fixed seed by `load_trigger_splits`; the test split is never seen by either
 method and is scored afterwards, outside the budget.
@@ -11,6 +14,10 @@ method and is scored afterwards, outside the budget.
 Rows, all on the test split:
 
 - seed: the shipped description ("Writes text about software changes.");
+- preflight: `trigger_preflight(val, samples)`, the validation requests (and rows) a +0.10 gain
+  in mean trigger rate needs for an even chance at the gate's first decision, printed before any
+  call; where a method's description differs from the seed, the same figure from the measured
+  standard deviation of the paired per-request rate difference on test;
 - always trigger / never trigger: the constant answers (no model call);
 - ours: `compile(TriggerModule, ...)` with the CLI's description search (`trigger_optimizer()`:
   `TriggerWordsProposer` and `ReflectiveProposer`, GradientText; `--proposer words` drops the
@@ -18,9 +25,9 @@ Rows, all on the test split:
   and reflection calls, the same Qwen server as router and reflection model;
 - gepa: `gepa.optimize` training the description alone (seed candidate `{"description": seed}`)
   through `TriggerAdapter`, which routes with `TriggerModule.run` and scores with
-  `TriggerModule.score` (the same prompt, parse and metric as ours; its feedback is gepa's
-  reflective dataset), the same server as reflection model, `max_metric_calls=N` and a stop
-  callback once router+reflection calls reach N (checked between iterations, so the last one may
+  `TriggerModule.score` (the same prompt, samples, parse and metric as ours; its feedback is
+  gepa's reflective dataset), the same server as reflection model, `max_metric_calls=N` and a stop
+  callback once router calls (k a request) + reflection calls reach N (checked between iterations, so the last one may
   run over: its total is reported). gepa has no description door: a multi-line proposal is joined
   into one line (counted in `joined_lines`), which only helps it.
 
@@ -31,6 +38,8 @@ each method's own count. Usage (two servers, one thread each, run the two method
     python bench/bench_skill_trigger.py --api-base http://127.0.0.1:8831/v1 \\
         --gepa-api-base http://127.0.0.1:8832/v1 --calls 200 --sizes 14 30 30
     bench/qwen_model.sh stop 8831 && bench/qwen_model.sh stop 8832
+
+With one server, leave out `--gepa-api-base`: the methods then run one after the other on it.
 """
 
 from __future__ import annotations
@@ -49,16 +58,19 @@ from qwen_proxy import CountingProxy
 
 import skillopt_dsl as sd
 from skillopt_dsl.cli.skill_folder import ProposerChoice, trigger_optimizer
+from skillopt_dsl.evaluate import evaluate
 from skillopt_dsl.lm import LM, Budget, SamplingParams
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.skill_folder import (
     SkillFolder,
     TriggerModule,
+    TriggerPreflight,
+    TriggerSampling,
     TriggerSummary,
     constant_trigger_summary,
     load_skill_cards,
     load_trigger_splits,
-    measure_trigger,
+    trigger_preflight,
 )
 from skillopt_dsl.skill_folder.document import DESCRIPTION, FolderDocument
 from skillopt_dsl.types import Example
@@ -171,7 +183,7 @@ class TriggerAdapter:
     """gepa's adapter for the description: route with `TriggerModule.run`, score with
     `TriggerModule.score`, and hand its feedback to gepa's reflection (component `description`)."""
 
-    def __init__(self, module: TriggerModule, router: LM, on_call: Callable[[], None]) -> None:
+    def __init__(self, module: TriggerModule, router: LM, on_call: Callable[[int], None]) -> None:
         self.module = module
         self.router = router
         self.on_call = on_call
@@ -194,7 +206,7 @@ class TriggerAdapter:
         skill = description_skill(self.one_line(candidate[DESCRIPTION]))
         outputs, scores, traces = [], [], []
         for example in batch:
-            self.on_call()
+            self.on_call(self.module.samples)
             outcome = self.module.run(skill, example, self.router, seed=0)
             score = self.module.score(example, outcome)
             outputs.append(outcome.output)
@@ -227,8 +239,8 @@ def run_gepa(setup: Setup, proxy: CountingProxy) -> MethodRow:
     router, reflector = models(setup, proxy)
     counts = {"router": 0, "reflection": 0}
 
-    def count_router() -> None:
-        counts["router"] += 1
+    def count_router(calls: int) -> None:
+        counts["router"] += calls
 
     adapter = TriggerAdapter(setup.module, router, count_router)
 
@@ -271,11 +283,27 @@ class _Silent:
 
 
 def score_test(setup: Setup, proxy: CountingProxy, row: MethodRow) -> MethodRow:
-    """Route the test split under `row.description` (outside the budget)."""
+    """Route the test split under `row.description` (outside the budget); each request's score
+    (its trigger rate against the label) is kept for the paired noise."""
     router, _ = models(setup, proxy)
     skill = description_skill(row.description)
-    row.summary = measure_trigger(setup.module, setup.test, skill=skill, lm=router, threads=1)
+    report = evaluate(setup.module, setup.test, skill=skill, lm=router, threads=1, progress=False)
+    row.summary = TriggerSummary.from_rollouts(setup.test, report.records)
+    row.extra = {**(row.extra or {}), "test_scores": report.scores}
     return row
+
+
+def paired_preflight(setup: Setup, seed: MethodRow, row: MethodRow) -> dict[str, Any] | None:
+    """The pre-flight from the measured noise: the standard deviation of the per-request
+    difference of `row`'s and the seed's test scores (None when the descriptions agree)."""
+    if row.description == seed.description or not (seed.extra and row.extra):
+        return None
+    ours, base = row.extra["test_scores"], seed.extra["test_scores"]
+    diffs = [ours[key] - base[key] for key in base]
+    mean = sum(diffs) / len(diffs)
+    sd = (sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)) ** 0.5
+    check = trigger_preflight(len(setup.val), setup.module.samples, rate_sd=max(sd, 1e-9))
+    return {"rate_sd": sd, "needed_val": check.needed_val, "needed_rows": check.needed_rows}
 
 
 def lane_ours(setup: Setup, proxy: CountingProxy, run_dir: Path) -> list[MethodRow]:
@@ -286,7 +314,7 @@ def lane_ours(setup: Setup, proxy: CountingProxy, run_dir: Path) -> list[MethodR
     ours = run_ours(setup, proxy, run_dir)
     LOG.info("ours done: %s calls, description %r", ours.calls, ours.description)
     if ours.description == seed:
-        ours.summary = seed_row.summary  # the same description routes the same at temperature 0
+        ours.summary = seed_row.summary  # the same description, the same seeded samples
     else:
         score_test(setup, proxy, ours)
     return [seed_row, ours]
@@ -306,7 +334,7 @@ def table_rows(rows: Sequence[MethodRow]) -> list[list[Any]]:
         s = row.summary
         if s is None:
             raise RuntimeError(f"{row.method}: the test split was not scored")
-        lines.append([row.method, s.accuracy, s.precision, s.recall,
+        lines.append([row.method, s.accuracy, s.rate_score, s.precision, s.recall,
                       f"{s.true_positives}/{s.false_positives}/{s.true_negatives}/{s.false_negatives}",
                       row.seed_val, row.val, row.calls, row.server_calls,
                       "" if row.decisions is None else f"{row.accepted}/{row.decisions}"])  # fmt: skip
@@ -323,7 +351,9 @@ def parse_args() -> argparse.Namespace:
     add("--sizes", type=int, nargs=3, default=[14, 30, 30], metavar=("TRAIN", "VAL", "TEST"))
     add("--seed", type=int, default=0, help="the split's seed")
     add("--shown-others", type=int, default=4, help="distractor cards shown per request")
-    add("--router-max-tokens", type=int, default=16)
+    add("--samples", type=int, default=3, help="samples per request (its trigger rate)")
+    add("--temperature", type=float, default=0.7, help="the samples' temperature")
+    add("--router-max-tokens", type=int, default=32)
     add("--reflection-max-tokens", type=int, default=200)
     add("--timeout-s", type=float, default=900.0, help="per request (a 1-thread server is slow)")
     add(
@@ -344,6 +374,7 @@ def build_setup(args: argparse.Namespace) -> Setup:
         SkillFolder.read(EXAMPLE / "release-notes"),
         load_skill_cards(EXAMPLE / "distractors.jsonl"),
         shown_others=args.shown_others,
+        sampling=TriggerSampling(args.samples, args.temperature),
     )
     path = EXAMPLE / "release-notes.trigger.jsonl"
     splits = load_trigger_splits(path, seed=args.seed, sizes=tuple(args.sizes))
@@ -370,6 +401,11 @@ def run_lanes(setup: Setup, args: argparse.Namespace) -> list[MethodRow]:
     return [seed_row, always, never, ours_row, gepa_row]
 
 
+def preflight_of(setup: Setup) -> TriggerPreflight:
+    """What the run's validation split can certify, before any call (default `Gate()`)."""
+    return trigger_preflight(len(setup.val), setup.module.samples)
+
+
 def positives(split: Sequence[Example]) -> int:
     """How many requests of `split` should trigger the skill."""
     return sum(bool(example.labels["should_trigger"]) for example in split)
@@ -388,17 +424,24 @@ def report(
                   for name, split in splits.items()},
         "router_max_tokens": args.router_max_tokens,
         "reflection_max_tokens": args.reflection_max_tokens,
+        "samples": setup.module.samples, "temperature": setup.module.temperature,
+        "preflight": asdict(preflight_of(setup)),
+        "measured_preflight": {row.method: paired_preflight(setup, rows[0], row) for row in rows[3:]},
         "git_commit": commit, "wall_s": wall_s, "rows": [row.to_dict() for row in rows],
     }  # fmt: skip
     print_table(
-        f"trigger accuracy on {len(setup.test)} held-out requests ({positives(setup.test)} should "
-        f"trigger), router Qwen2.5-Coder-0.5B, {args.calls} calls",
-        ["method", "test acc", "precision", "recall", "tp/fp/tn/fn", "seed val", "val", "calls",
-         "server calls", "accepted/decisions"],
+        f"trigger on {len(setup.test)} held-out requests ({positives(setup.test)} should "
+        f"trigger), router Qwen2.5-Coder-0.5B, k={setup.module.samples} at "
+        f"{setup.module.temperature}, {args.calls} calls",
+        ["method", "test acc", "rate", "precision", "recall", "tp/fp/tn/fn", "seed val", "val",
+         "calls", "server calls", "accepted/decisions"],
         table_rows(rows),
     )  # fmt: skip
     for row in rows:
         print(f"{row.method}: {row.description!r}")
+    print(preflight_of(setup).line())
+    for method, measured in figures["measured_preflight"].items():
+        print(f"measured pre-flight, {method}: {measured}")
     write_results(args.out, figures)
 
 
@@ -406,6 +449,7 @@ def main() -> None:
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     setup = build_setup(args)
+    LOG.info("%s", preflight_of(setup).line())
     commit, started = git_commit(), time.perf_counter()
     rows = run_lanes(setup, args)
     report(setup, args, rows, time.perf_counter() - started, commit)
