@@ -42,12 +42,15 @@ def judge_with() -> tuple[SequentialJudge, SignificanceBudget]:
 def test_a_decision_the_calls_cannot_finish_stops_at_the_last_look_they_paid() -> None:
     """Kills: a decision that starts the next look without the calls for it (the ledger then
     ends the run mid-look and the decision is lost), and a cost that counts the candidate's
-    earlier looks again (they are cached: only the examples the next look adds cost calls)."""
+    earlier looks again (they are cached: only the examples the next look adds cost calls).
+    The calls end mid-decision although they paid for the whole set when it began (a rollout
+    costs more than measured): the first two asks (the whole set, the deciding look) are paid,
+    nothing after them."""
     asked: list[int] = []
 
     def can_pay(examples: Sequence[Example]) -> bool:
         asked.append(len(examples))
-        return len(asked) == 1  # the first look is paid, nothing after it
+        return len(asked) <= 2
 
     score, scored = synthetic({"seed": SEED, "cand": AHEAD})
     judge, budget = judge_with()
@@ -59,10 +62,61 @@ def test_a_decision_the_calls_cannot_finish_stops_at_the_last_look_they_paid() -
     assert not decision.accepted and decision.stopped_at_look == 1, decision.reason
     assert "calls left do not pay for the next look" in decision.reason
     assert decision.examples_scored == sizes[0]
-    assert asked == [sizes[0], sizes[1] - sizes[0]]
+    assert asked == [len(EXAMPLES), sizes[0], sizes[1] - sizes[0]]
     assert scored[1:] == [("cand", sizes[0])], "the candidate was scored past the paid look"
     spendable = (decision.alpha or 0.0) + (decision.early_alpha or 0.0)
     assert budget.spent == pytest.approx(spendable)  # charged like a futility stop
+
+
+def paying(calls: int, scored: list[tuple[str, int]]):
+    """A FAKE call ledger: `calls` left for the rollouts `scored` records from now on."""
+    start = len(scored)
+
+    def can_pay(examples: Sequence[Example]) -> bool:
+        return sum(n for _, n in scored[start:]) + len(examples) <= calls
+
+    return can_pay
+
+
+# Wins on 5 of the first 10 examples, nothing else changed: p = 1/32 on those 10 (a test at
+# the decision's whole level, 0.05, passes; one at a look's early share, 0.0125 over 3 looks,
+# could not), a tie on the rest.
+FIVE_WINS = {**SEED, **{f"e{i}": 1.0 for i in range(0, 10, 2)}}
+
+
+def test_a_decision_the_calls_cannot_finish_is_one_test_on_the_examples_they_pay_for() -> None:
+    """Kills: a decision started in looks the calls cannot finish (it was stopped at the last
+    paid look, the found gain thrown away: issue 55's +0.4 agent fix, family member m13's
+    +0.5 bundles at 100 calls), and a truncated test at a look's early share of the level."""
+    score, scored = synthetic({"seed": SEED, "cand": FIVE_WINS})
+    judge, budget = judge_with()
+    seed_report = score(Skill("seed"), EXAMPLES)
+    _, decision = judge.judge(
+        Skill("cand"), score=score, incumbent_on=lambda _: seed_report, index=0,
+        can_pay=paying(10, scored),
+    )  # fmt: skip
+    assert decision.accepted, decision.reason
+    assert decision.examples_scored == 10 and "10 of 40 examples" in decision.reason
+    assert decision.alpha == pytest.approx(0.05) and decision.p_value == pytest.approx(1 / 32)
+    assert scored[1:] == [("cand", 10)]
+    assert budget.spent == 0.0
+
+
+def test_a_truncated_decision_still_stops_a_candidate_that_is_not_ahead() -> None:
+    """Kills: a truncated decision that scores every paid example of a candidate behind at its
+    first look (the calls a futility stop saves go to the search; stopping only rejects)."""
+    behind = {**SEED, "e1": 0.0, "e3": 0.0}
+    score, scored = synthetic({"seed": SEED, "cand": behind})
+    judge, budget = judge_with()
+    seed_report = score(Skill("seed"), EXAMPLES)
+    first = sd.Gate().look_sizes(len(EXAMPLES))[0]
+    _, decision = judge.judge(
+        Skill("cand"), score=score, incumbent_on=lambda _: seed_report, index=0,
+        can_pay=paying(30, scored),
+    )  # fmt: skip
+    assert not decision.accepted and decision.stopped_at_look == 1, decision.reason
+    assert scored[1:] == [("cand", first)]
+    assert budget.spent == pytest.approx(0.05)
 
 
 def test_a_decision_without_calls_for_its_first_look_is_not_started() -> None:
@@ -99,16 +153,20 @@ def test_a_fix_reaches_the_gate_when_the_budget_pays_only_its_first_looks(tmp_pa
     assert GOOD in result.best_skill.text
 
 
-def test_a_run_whose_calls_end_mid_decision_keeps_the_decision(tmp_path: Path) -> None:
+def test_a_run_whose_calls_end_mid_decision_decides_on_what_they_pay_for(tmp_path: Path) -> None:
     """Kills: a door that does not check the calls left before a look (the ledger then stops
-    the run inside the second look, and the decision the first look paid for is lost)."""
+    the run inside the second look, and the decision is lost), and a decision that starts
+    looks it cannot finish: the real, small fix MILD (ahead at the first look, not yet
+    significant there) was stopped at look 1 for lack of calls and the seed kept; it is now
+    tested on the 26 of 30 examples the calls pay for, at the decision's whole-set level."""
     optimizer = GradientText(proposers=[FixedProposer(texts=[MILD])], epochs=1)
     result = compile_with(tmp_path, optimizer, target=mild_target, budget=sd.Budget(max_calls=56))
     assert result.usage.calls <= 56
     [decision] = result.gate_log
-    assert decision.stopped_at_look is not None and not decision.accepted, decision.reason
-    assert "calls left do not pay" in decision.reason
-    assert result.best_skill.text == result.seed_skill.text
+    assert decision.accepted and decision.stopped_at_look is None, decision.reason
+    assert decision.examples_scored == 26 and "26 of 30 examples" in decision.reason
+    assert decision.alpha == pytest.approx(0.05 * 0.75)  # the whole-set level, not a look's
+    assert MILD in result.best_skill.text
 
 
 def test_a_clear_fix_joins_without_confirmation(tmp_path: Path) -> None:
@@ -186,22 +244,20 @@ def test_a_tight_budgets_batch_never_costs_more_than_the_calls_it_may_use(
         assert bigger > optimizer.batch_size or bigger * per_example > calls, (calls, size)
 
 
-@pytest.mark.parametrize(
-    ("fix", "max_calls", "accepted_at_look"), [(GOOD, 42, 1), (MILD, 70, None)]
-)
+@pytest.mark.parametrize(("fix", "max_calls", "examples_scored"), [(GOOD, 42, 15), (MILD, 70, 30)])
 def test_a_look_the_calls_left_pay_exactly_is_paid(
-    tmp_path: Path, fix: str, max_calls: int, accepted_at_look: int | None
+    tmp_path: Path, fix: str, max_calls: int, examples_scored: int
 ) -> None:
     """Kills: a door (or a search) that asks for a call to spare before a look: here the calls
-    left pay the first look (the fix, accepted there) or the whole set (the mild fix) exactly,
-    and the decision is made with the last of them (`budget_steps=None`: the batch asked for,
-    whose step leaves the calls exactly)."""
+    left pay the first look's 15 examples (the fix, accepted on them) or the whole set (the
+    mild fix) exactly, and the decision is made with the last of them (`budget_steps=None`: the
+    batch asked for, whose step leaves the calls exactly)."""
     texts = [MILD] if fix == MILD else [f"{GOOD} ({k})" for k in range(3)]
     optimizer = GradientText(proposers=[FixedProposer(texts=texts)], epochs=1, budget_steps=None)
     target = mild_target if fix == MILD else contract_target
     result = compile_with(tmp_path, optimizer, target=target, budget=sd.Budget(max_calls=max_calls))
-    assert [(d.accepted, d.accepted_at_look) for d in result.gate_log] == [
-        (True, accepted_at_look)
+    assert [(d.accepted, d.examples_scored) for d in result.gate_log] == [
+        (True, examples_scored)
     ], result.gate_log
     assert result.usage.calls == max_calls
 

@@ -117,9 +117,10 @@ class SequentialJudge:
     ) -> tuple[EvaluationReport, GateDecision]:
         """Score `candidate` look by look and decide; charge the budget with what it spent.
         Returns the candidate's report (a prefix when it stopped or was accepted early)."""
-        sizes = self.gate.look_sizes(len(self.order))
+        sizes = self._look_sizes(can_pay)
+        whole_set = sizes[-1] == len(self.order)
         deciding = self.deciding_look()
-        if not can_pay(self.order[: len(deciding)]):
+        if whole_set and not can_pay(self.order[: len(deciding)]):
             raise BudgetExceeded(
                 f"the calls left cannot pay for the gate decision up to its first look at which "
                 f"it could accept ({len(deciding)} validation examples): the run ends with the "
@@ -142,12 +143,37 @@ class SequentialJudge:
                     n_val=len(self.order), why=None if futile else _UNPAID,
                 )  # fmt: skip
                 return partial, self._charged(levels, stopped)
-        report = score(candidate, self.valset)
-        held = incumbent_on(self.valset)
+        final = self.valset if whole_set else self.order[: sizes[-1]]
+        report = score(candidate, final)
+        held = incumbent_on(final).restricted_to(report.example_ids)
         decision = self.gate.decide(report, held, decision_index=index, alpha=levels.whole)
+        if not whole_set:
+            paid = f"on the {len(final)} of {len(self.order)} examples the calls left pay for: "
+            decision = replace(decision, n_examples=len(self.order), reason=paid + decision.reason)
         if not decision.accepted and decision.charged is not None:
             decision = replace(decision, charged=decision.charged + spent_early)
         return report, self._charged(levels, decision)
+
+    def _look_sizes(self, can_pay: CanPay) -> list[int]:
+        """The decision's looks: the gate's (`Gate.look_sizes`), or, when the calls left do not
+        pay for the whole set, those before the prefix they pay for and that prefix as the last
+        look, tested at the whole-set level (fixed from the calls left before any score is
+        seen; looks the calls could not finish would stop it before any whole-set test). The
+        gate's looks where that prefix is too small for any result to pass."""
+        sizes = self.gate.look_sizes(len(self.order))
+        paid = self._paid_prefix(can_pay)
+        if paid == len(self.order) or paid == 0:
+            return sizes
+        truncated = [s for s in sizes[:-1] if s < paid] + [paid]
+        whole = self._levels(interim_looks=len(truncated) - 1).whole
+        return truncated if whole is None or any_result_passes(paid, whole) else sizes
+
+    def _paid_prefix(self, can_pay: CanPay) -> int:
+        """How many validation examples, in look order, the calls left pay for (all of them
+        when they pay for the whole set)."""
+        if can_pay(self.order):
+            return len(self.order)
+        return next((k for k in range(len(self.order) - 1, 0, -1) if can_pay(self.order[:k])), 0)
 
     def first_look(self) -> tuple[Example, ...]:
         """The examples of a decision's first look (all of them when the gate has none)."""
