@@ -41,6 +41,7 @@ import functools
 import importlib.util
 import json
 import logging
+import math
 import os
 import random
 import re
@@ -59,7 +60,14 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 WORLD_FILE = HERE.parent / "skillopt_dsl" / "testing" / "rule_world.py"
 FAMILY_FILE = HERE.parent / "skillopt_dsl" / "testing" / "world_family.py"
-OPTIMIZERS = ("default", "gradient-text", "bundle", "beam", "gepa", "rev")
+OPTIMIZERS = ("default", "gradient-text", "bundle", "beam", "gepa", "gepa-gated", "rev")
+GATED_ALPHA = 0.05
+"""gepa-gated: gepa's pick kept only where a one-sided sign test on validation against the
+seed passes at this level (the run's whole significance spent on one decision)."""
+sys.path.insert(0, str(HERE))
+from family_ablation import ABLATIONS, render_ablation  # noqa: E402
+from family_ablation import build as build_ablation  # noqa: E402
+
 RUN_TIMEOUT_S = int(os.environ.get("FAMILY_RUN_TIMEOUT", "180"))
 
 
@@ -141,8 +149,10 @@ def run_one(
     train, val, test = (
         world.items(s, n) for s, n in zip(("train", "val", "test"), sizes, strict=True)
     )
-    if optimizer == "gepa":
+    if optimizer in ("gepa", "gepa-gated"):
         text, spent = _gepa(world, train, val, calls)
+        if optimizer == "gepa-gated" and not _sign_test_passes(world, text, val):
+            text = world.seed_skill
     else:
         text, spent = _ours(optimizer, world, train, val, calls, rw)
     rights, harms, _ = rw.rules_in(text)
@@ -163,7 +173,9 @@ def _ours(
     from skillopt_dsl.lm import LM
 
     proposers = [rw.RuleWorldProposer()]
-    if optimizer == "default":
+    if optimizer in ABLATIONS:
+        search = build_ablation(optimizer, opt, proposers)
+    elif optimizer == "default":
         search = opt.HandOff(
             first=opt.GradientText(proposers=proposers), then=opt.Bundle(proposers=proposers)
         )
@@ -185,6 +197,18 @@ def _ours(
         threads=1,
     )
     return result.best_skill.text, result.usage.calls
+
+
+def _sign_test_passes(world: Any, text: str, val: Sequence[Any]) -> bool:
+    """Whether `text` beats the seed on `val` by a one-sided exact sign test at `GATED_ALPHA`
+    (the discordant pairs: items one gets right and the other wrong)."""
+    wins = losses = 0
+    for example in val:
+        new, old = world.right(text, example.id), world.right(world.seed_skill, example.id)
+        wins, losses = wins + (new and not old), losses + (old and not new)
+    n = wins + losses
+    p_value = sum(math.comb(n, k) for k in range(wins, n + 1)) / 2**n if n else 1.0
+    return p_value <= GATED_ALPHA
 
 
 def _gepa(world: Any, train: list[Any], val: list[Any], calls: int) -> tuple[str, int]:
@@ -409,7 +433,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--first-seed", type=int, default=0, help="seeds first..first+runs-1")
     parser.add_argument("--calls", type=int, nargs="+", default=[100, 200, 400])
-    parser.add_argument("--optimizers", nargs="+", default=list(OPTIMIZERS), choices=OPTIMIZERS)
+    parser.add_argument("--optimizers", nargs="+", default=None, choices=[*OPTIMIZERS, *ABLATIONS])
+    parser.add_argument(
+        "--ablation",
+        action="store_true",
+        help="the default and each rule of the search off (family_ablation.py), not the peers",
+    )
     parser.add_argument("--revision", default="0bef2b7")
     parser.add_argument(
         "--base",
@@ -425,8 +454,10 @@ def main() -> None:
     if args.one:
         one(args.one)
         return
+    if args.optimizers is None:
+        args.optimizers = ["default", *ABLATIONS] if args.ablation else list(OPTIMIZERS)
     if args.table:
-        render(json.loads(Path(args.table).read_text()), _calibration(args.calibration))
+        _render_all(json.loads(Path(args.table).read_text()), _calibration(args.calibration))
         return
     if args.base != "working-tree" and "FAMILY_BASE" not in os.environ:
         base = _short(args.base)
@@ -502,11 +533,21 @@ def main() -> None:
                 for (name, opt, calls), rs in sorted(rows[d].items())
             ],
         }  # fmt: skip
-    render(figures, calibration)
+    _render_all(figures, calibration)
     for d, members in draws.items():
         for m in members:
             print(f"  {d} {m.name}: {m.describe()}")
     write_results(args.name, figures)
+
+
+def _render_all(figures: dict[str, Any], calibration: dict[str, Any] | None) -> None:
+    """The family tables, and the ablation table where the run holds variants."""
+    if any(o in ABLATIONS for o in figures["args"]["optimizers"]):
+        from _common import print_table
+
+        render_ablation(figures, print_table)
+    else:
+        render(figures, calibration)
 
 
 def _calibration(path: str) -> dict[str, Any] | None:

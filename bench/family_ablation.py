@@ -1,0 +1,156 @@
+"""The search's rules, each switched off one at a time: the ablation over the family of worlds.
+
+Each variant is compile's default (`HandOff`: GradientText, then Bundle) with one rule of the
+search off, built from the searches of the revision under measurement (`--base`). A rule with
+a setting is switched off by that setting; a rule without one by a bench-only subclass that
+skips it (`_without`: the instrument's, never the product's). `bench_search_family.py
+--ablation` runs the default and every variant on the same members and seeds and prints, per
+draw and budget, each variant's mean gain beside the default's, the difference, and how many
+members it moves by more than 0.02 either way. A rule earns its place where switching it off
+costs across the family (both draws, every budget), not in one member.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ABLATIONS", "Ablation", "build", "render_ablation"]
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """One rule switched off: `rule` says which, `make` builds the search from the module
+    `opt` (skillopt_dsl.optimizers) and the world's proposers."""
+
+    name: str
+    rule: str
+    make: Callable[[Any, Sequence[Any]], Any]
+
+
+def _without(cls: type, **methods: Callable[..., Any]) -> type:
+    """A bench-only subclass of `cls` whose `methods` skip a rule that has no setting."""
+    return type(f"{cls.__name__}Without", (cls,), dict(methods))
+
+
+def _default(opt: Any, proposers: Sequence[Any], *, first: Any = None, then: Any = None) -> Any:
+    first = first or opt.GradientText(proposers=proposers)
+    then = then or opt.Bundle(proposers=proposers)
+    return opt.HandOff(first=first, then=then)
+
+
+def _first(**settings: Any) -> Callable[[Any, Sequence[Any]], Any]:
+    def make(opt: Any, proposers: Sequence[Any]) -> Any:
+        return _default(opt, proposers, first=opt.GradientText(proposers=proposers, **settings))
+
+    return make
+
+
+def _first_without(**methods: Callable[..., Any]) -> Callable[[Any, Sequence[Any]], Any]:
+    def make(opt: Any, proposers: Sequence[Any]) -> Any:
+        first = _without(opt.GradientText, **methods)(proposers=proposers)
+        return _default(opt, proposers, first=first)
+
+    return make
+
+
+def _then_without(**methods: Callable[..., Any]) -> Callable[[Any, Sequence[Any]], Any]:
+    def make(opt: Any, proposers: Sequence[Any]) -> Any:
+        then = _without(opt.Bundle, **methods)(proposers=proposers)
+        return _default(opt, proposers, then=then)
+
+    return make
+
+
+def _one_strike(opt: Any, proposers: Sequence[Any]) -> Any:
+    first = opt.GradientText(proposers=proposers, screen_strikes=1)
+    return _default(
+        opt, proposers, first=first, then=opt.Bundle(proposers=proposers, screen_strikes=1)
+    )
+
+
+def _fixes_unchecked(
+    self: Any, view: Any, state: Any, fitted: Any, batch: Any, rollouts: Any
+) -> tuple[str, ...]:
+    """Bundle's fixes without the changed-wording check: every failure the survivor fixed."""
+    before = {r.example_id: r.score for r in rollouts}
+    records = view.evaluate(fitted.candidate, batch, label="screen").records
+    return tuple(e.id for e, r in zip(batch, records, strict=True) if r.score > before[e.id])
+
+
+def _breaks_counted(self: Any, view: Any, candidate: Any, broken: Sequence[Any]) -> int:
+    """Bundle's audit without the repeat test: every break counts as the edit's."""
+    return len(broken)
+
+
+ABLATIONS: dict[str, Ablation] = {
+    a.name: a
+    for a in (
+        Ablation("no-hand-off", "the hand-off to Bundle (GradientText alone)",
+                 lambda opt, p: opt.GradientText(proposers=p)),
+        Ablation("no-screen", "the screen on training data (every proposal untried)", _first(screen=False)),
+        Ablation("no-confirm", "confirmation on later batches (confirm_steps=0)", _first(confirm_steps=0)),
+        Ablation("no-early-join", "a clear fix joins unconfirmed (join_at_net=None)", _first(join_at_net=None)),
+        Ablation("no-submit-gain", "submit once the training gain is certifiable (compose only)",
+                 _first(submit_at_net=float("inf"))),
+        Ablation("no-wait-company", "small effects wait for company (_too_small)",
+                 _first_without(_too_small=lambda self, view, state: False)),
+        Ablation("no-last-wait", "the budget's last decision waits for a step",
+                 _first_without(_last_decision_waits=lambda self, view, state: False)),
+        Ablation("no-lean-step", "the lean step in the budget's tail",
+                 _first_without(_lean_batch=lambda self, view, state: 0)),
+        Ablation("no-budget-steps", "smaller batches for a small budget (budget_steps=None)",
+                 _first(budget_steps=None)),
+        Ablation("no-slow-update", "the end-of-epoch consolidation", _first(slow_update=False)),
+        Ablation("no-benching", "benching proposers that never pass (bench_after=None)",
+                 _first(bench_after=None)),
+        Ablation("one-screen-strike", "a second screen for a re-proposal (screen_strikes=1)", _one_strike),
+        Ablation("one-gate-strike", "a rejected bundle's proposals back on trial (gate_strikes=1)",
+                 _first(gate_strikes=1)),
+        Ablation("no-fix-check", "Bundle: a fix must persist under a changed wording",
+                 _then_without(_lasting_fixes=_fixes_unchecked)),
+        Ablation("no-audit-repeat", "Bundle: an audit's break must repeat under a changed wording",
+                 _then_without(_repeats=_breaks_counted)),
+    )
+}  # fmt: skip
+
+
+def build(name: str, opt: Any, proposers: Sequence[Any]) -> Any:
+    """The search for variant `name` (a key of `ABLATIONS`)."""
+    return ABLATIONS[name].make(opt, proposers)
+
+
+def render_ablation(
+    figures: dict[str, Any], print_table: Callable[[str, list[str], list[list[Any]]], None]
+) -> None:
+    """Per draw: each variant's mean gain over members beside the default's, at each budget,
+    with the difference and the members it moves by more than 0.02 (better / worse)."""
+    calls_list = figures["args"]["calls"]
+    variants = [o for o in figures["args"]["optimizers"] if o in ABLATIONS]
+    for d, draw in figures["draws"].items():
+        rows = {(r["member"], r["optimizer"], r["calls"]): r["gain"] for r in draw["rows"]}
+        names = [m["name"] for m in draw["members"]]
+        table = []
+        for variant in ["default", *variants]:
+            cells: list[Any] = [variant, ABLATIONS[variant].rule if variant in ABLATIONS else "-"]
+            for calls in calls_list:
+                pairs = [
+                    (g, b)
+                    for n in names
+                    if (g := rows.get((n, variant, calls))) is not None
+                    and (b := rows.get((n, "default", calls))) is not None
+                ]
+                mean = statistics.mean(g for g, _ in pairs) if pairs else float("nan")
+                delta = statistics.mean(g - b for g, b in pairs) if pairs else float("nan")
+                up = sum(g > b + 0.02 for g, b in pairs)
+                down = sum(g < b - 0.02 for g, b in pairs)
+                cells.append(f"{mean:+.3f} ({delta:+.3f}; {up}/{down})")
+            table.append(cells)
+        print_table(
+            f"ablation, {d} draw (seed {draw['seed']}): mean gain over members (difference from"
+            f" the default; members better/worse by > 0.02), {figures['args']['runs']} seeds",
+            ["variant", "rule off", *[f"{c} calls" for c in calls_list]],
+            table,
+        )
