@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal, TypedDict, cast
 
 from skillopt_dsl.events import OutcomeRecord
 from skillopt_dsl.gate import GateDecision
+from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.skill import ApplyReport, Skill
 from skillopt_dsl.types import Example
 
@@ -128,6 +129,11 @@ class Verdict:
     def delta(self) -> float:
         """The gate's score difference (candidate - incumbent); 0.0 when the gate did not run."""
         return self.decision.delta if self.decision is not None else 0.0
+
+
+StateAfter = Callable[[Verdict], JSONObject]
+"""Kept for old imports only: the door no longer takes a `state_after(verdict)` callback. An
+optimizer hands its state after a verdict over with `RunView.commit(state)`."""
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from typing import Any, Literal, cast
 from skillopt_dsl.driver.door import (
     LearningRateBound,
     SelectionSplit,
+    StateAfter,
     Step,
     StepRecord,
     Verdict,
@@ -61,6 +62,7 @@ __all__ = [
     "CompileContext",
     "LearningRateBound",
     "SelectionSplit",
+    "StateAfter",
     "StepRecord",
     "UncommittedVerdict",
     "Verdict",
@@ -236,8 +238,12 @@ class CompileContext:
         )
         after = self.ledger.snapshot()
         requests = after.calls + after.cache_hits - before.calls - before.cache_hits
+        known = (self._state.incumbent.hash, self.module.seed_skill.hash)
         self.call_rate.observe(
-            after.calls - before.calls, len(self.eval_cache) - cached, requests=requests
+            after.calls - before.calls,
+            len(self.eval_cache) - cached,
+            requests=requests,
+            candidate=skill.hash not in known,
         )
         self.emit("evaluation", split=label, **report.summary())
         return report
