@@ -5,9 +5,12 @@ scored on validation in the gate's looks (`Gate.look_sizes`, in the seeded look 
 interim look it is first tested for early acceptance at the look's share of the decision's early
 level (`Gate.accept_early`), then stopped if it is not ahead (`Gate.is_futile`, `Gate.stopped`);
 a candidate that reaches the last look is decided on the whole set (`Gate.decide`) at the
-whole-set level. Under a call limit a look is scored only when the calls left pay for it (`CanPay`):
-a decision whose next look the budget cannot pay stops at the last look it reached, rejected and
-charged like a futility stop, and a decision that cannot pay for its looks up to the first at
+whole-set level. Under a call limit a look is scored only when the calls left pay for it (`CanPay`).
+A decision the calls left cannot pay to the whole set is planned on the prefix they pay for (its
+looks before it, then one test on it at the whole-set level; the size fixed from the calls left
+before any score is seen, so the level holds); a decision whose next look the budget no longer
+pays (a rollout cost more than measured) stops at the last look it reached, rejected and
+charged like a futility stop; and a decision that cannot pay for its looks up to the first at
 which it could accept (`SequentialJudge.deciding_look`: its first look where that look can
 accept early, else the whole set) is not started (`BudgetExceeded`, nothing sent). The
 incumbent is scored lazily, only on the examples a look needs: after an early acceptance the

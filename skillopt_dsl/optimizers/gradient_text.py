@@ -16,7 +16,8 @@ their sum can be certified. A batch the working candidate solves is not screened
 never touches validation, and the calls it may spend leave a whole gate decision's worth in the
 budget, priced at the calls a rollout was measured to cost (`RunView.decision_calls`,
 `RunView.calls_per_rollout`); in the budget's tail, where a whole decision no longer fits after a
-step, only the gate's first look, and a decision there stops where the calls end. A small budget
+step, only the gate's first look, and a decision there is tested on the validation examples the
+calls left pay for (`driver.looks`). A small budget
 plans smaller batches (`budget_steps`); a ready candidate whose decision would be the budget's
 last waits while a step still fits before it; where no screened step fits before the gate's first
 look, a lean step (a small batch, its proposers, no screen) sends its proposals to the gate
@@ -327,8 +328,8 @@ class GradientText(Optimizer):
         smaller batch when the budget is tight; 0: no step is affordable). When a whole
         decision no longer fits after a step, the working candidate (if any) goes to the gate
         while its first look can be paid, and the budget's tail is searched keeping only a
-        first look's calls: a decision there is accepted at a look the calls pay for, or
-        stopped at the last one (`RunView.decision_calls`)."""
+        first look's calls: a decision there is tested on the examples the calls left pay
+        for (`RunView.decision_calls`, `driver.looks`)."""
         left = view.calls_left()
         if left is None:
             return self.batch_size
