@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -19,15 +21,17 @@ from skillopt_dsl.agents import AgentModule, ToolDemonstrationsProposer
 from skillopt_dsl.benchmarks import load_benchmark
 from skillopt_dsl.benchmarks.table_lookup import TableLookup
 from skillopt_dsl.compile import default_optimizer
+from skillopt_dsl.driver import RunView
 from skillopt_dsl.evaluate import evaluate
 from skillopt_dsl.lm import LM
+from skillopt_dsl.optimizers import Optimizer
 from skillopt_dsl.optimizers.proposers import (
     DemonstrationsProposer,
     ProposalRequest,
     ReflectiveProposer,
     default_proposers,
 )
-from skillopt_dsl.skill import token_distance
+from skillopt_dsl.skill import Skill, token_distance
 from skillopt_dsl.testing import ScriptedLM
 
 pytestmark = pytest.mark.timeout(120)
@@ -44,8 +48,19 @@ def _asked(question: str) -> str:
 
 
 def copies_the_call(messages: list[dict[str, str]]) -> str:
-    """Calls `lookup` only when the skill shows a worked example of the call and its result;
-    answers the asked field from the result; else answers from memory (wrong)."""
+    """Calls `lookup` only when the skill shows a worked example of the call and its result
+    (on about half of the questions, `_follows`); answers the asked field from the result;
+    else answers from memory (wrong)."""
+    return _copies(messages, follows=_follows)
+
+
+def always_copies(messages: list[dict[str, str]]) -> str:
+    """`copies_the_call` on every question: taught, a rollout costs 2 calls (the call, then
+    the answer); untaught, 1."""
+    return _copies(messages, follows=lambda city: True)
+
+
+def _copies(messages: list[dict[str, str]], *, follows: Callable[[str], bool]) -> str:
     system = messages[0]["content"] if messages[0]["role"] == "system" else ""
     taught = '{"tool": "lookup", "arguments": {"city":' in system and "Result of lookup:" in system
     question = next(m["content"] for m in messages if m["role"] == "user")
@@ -54,7 +69,7 @@ def copies_the_call(messages: list[dict[str, str]]) -> str:
         record = json.loads(last.removeprefix("Result of lookup:").strip())
         return str(record[_asked(question)])
     match = _CITY.search(question)
-    if taught and match and _follows(match.group(1)):
+    if taught and match and follows(match.group(1)):
         call = {"tool": "lookup", "arguments": {"city": match.group(1)}}
         return "```json\n" + json.dumps(call) + "\n```"
     return "1234"
@@ -101,6 +116,51 @@ def test_default_compile_on_table_lookup_certifies_the_tool_gain_at_150_calls() 
     assert result.test_score is not None and result.test_score > 0.5
     assert '"tool": "lookup"' in result.best_skill.text
     assert result.usage.calls <= 150
+
+
+TAUGHT = 'Example: {"tool": "lookup", "arguments": {"city": "X"}}\nResult of lookup: {...}'
+
+
+class PricesTheGate(Optimizer):
+    """Fake optimizer: screens a candidate that teaches the tool call on four training
+    examples (2 calls a rollout; the seed's cost 1), and records what the view prices the next
+    gate decision at before and after."""
+
+    name = "prices-the-gate"
+    lr, lr_floor_tokens = 1.0, 50
+
+    def __init__(self) -> None:
+        self.priced: list[int] = []
+
+    def optimize(self, view: RunView) -> str | None:
+        self.priced.append(view.decision_calls())
+        batch = list(view.trainset[:4])
+        view.evaluate(view.incumbent, batch)
+        view.evaluate(Skill(f"{view.incumbent.text}\n{TAUGHT}\n"), batch)
+        self.priced.append(view.decision_calls())
+        return None
+
+    def config(self) -> dict[str, Any]:
+        return {}
+
+
+def test_the_gate_reserve_prices_a_candidate_at_its_own_measured_rate() -> None:
+    """A decision scores the candidate on all 20 validation examples and the incumbent where it
+    was not scored yet: once a candidate that calls the tool was measured at 2 calls a rollout,
+    its 20 rollouts cost 40, the incumbent's 1 each (20 more than at the seed's rate). Kills:
+    the reserve priced at the seed's (or the run's mixed) rate, which let the search spend
+    what a found gain's decision needed (stopped at look 1 for lack of calls); the candidates'
+    calls not told apart from the incumbent's; and the incumbent's own rollouts priced at the
+    candidate's rate (a decision stopped at look 1 that the calls left would pay for)."""
+    splits = _splits()
+    optimizer = PricesTheGate()
+    sd.compile(
+        TableLookup(max_turns=3), splits.train, splits.val, optimizer=optimizer,
+        lm=ScriptedLM(always_copies), optimizer_lm=ScriptedLM(lambda m: "{}"),
+        budget=sd.Budget(max_calls=150), threads=1,
+    )  # fmt: skip
+    at_seed_rate, priced = optimizer.priced
+    assert priced == at_seed_rate + len(splits.val)
 
 
 def test_an_agent_declares_its_proposers_and_compile_default_uses_them() -> None:

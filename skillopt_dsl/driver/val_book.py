@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from skillopt_dsl.driver.looks import SequentialJudge, look_cost
+from skillopt_dsl.driver.looks import SequentialJudge
 from skillopt_dsl.driver.run_state import RunState
 from skillopt_dsl.errors import BudgetExceeded
 from skillopt_dsl.evaluate import EvaluationReport
@@ -44,12 +44,17 @@ class CallRate:
     itself is paid once, as it will be again). Until something was paid, an evaluation served
     whole from a cache (a seed pass whose replies an earlier run of the same program paid)
     prices a rollout at the requests it made (`cached_requests` over `cached_rollouts`). One
-    call per rollout until anything was seen; never less than one (a price, not a discount)."""
+    call per rollout until anything was seen; never less than one (a price, not a discount).
+    Of the paid ones, `candidate_calls` over `candidate_rollouts` were a candidate's (any skill
+    but the incumbent and the seed): a gate decision prices a candidate's rollouts at the
+    higher of theirs and the incumbent's rate (`per_candidate_rollout`)."""
 
     calls: int = 0
     rollouts: int = 0
     cached_requests: int = 0
     cached_rollouts: int = 0
+    candidate_calls: int = 0
+    candidate_rollouts: int = 0
 
     @property
     def per_rollout(self) -> float:
@@ -60,14 +65,39 @@ class CallRate:
             return max(1.0, self.cached_requests / self.cached_rollouts)
         return 1.0
 
-    def observe(self, calls: int, rollouts: int, *, requests: int = 0) -> None:
+    @property
+    def per_incumbent_rollout(self) -> float:
+        """Calls per rollout of the incumbent and the seed, as measured (`per_rollout` until
+        one of theirs was paid)."""
+        own = self.rollouts - self.candidate_rollouts
+        if own <= 0:
+            return self.per_rollout
+        return max(1.0, (self.calls - self.candidate_calls) / own)
+
+    @property
+    def per_candidate_rollout(self) -> float:
+        """Calls per rollout of a candidate, to price a gate decision at: the higher of the
+        candidates' measured rate and the incumbent's (a candidate that teaches an agent to
+        call its tool costs more a rollout than a seed that never called it; priced at the
+        seed's rate, a reserve pays for a decision stopped at its first look)."""
+        if not self.candidate_rollouts:
+            return self.per_rollout
+        return max(self.per_incumbent_rollout, self.candidate_calls / self.candidate_rollouts)
+
+    def observe(
+        self, calls: int, rollouts: int, *, requests: int = 0, candidate: bool = False
+    ) -> None:
         """Add an evaluation that ran `rollouts` new rollouts for `calls` paid calls and
-        `requests` model requests in all (replies from the response cache included)."""
+        `requests` model requests in all (replies from the response cache included); a
+        `candidate`'s (not the incumbent's or the seed's) also to the candidates' rate."""
         if rollouts <= 0:
             return
         if calls > 0:
             self.calls += calls
             self.rollouts += rollouts
+            if candidate:
+                self.candidate_calls += calls
+                self.candidate_rollouts += rollouts
         elif requests > 0:
             self.cached_requests += requests
             self.cached_rollouts += rollouts
@@ -83,6 +113,8 @@ class CallRate:
             "rollouts": self.rollouts,
             "cached_requests": self.cached_requests,
             "cached_rollouts": self.cached_rollouts,
+            "candidate_calls": self.candidate_calls,
+            "candidate_rollouts": self.candidate_rollouts,
         }
 
     @classmethod
@@ -93,6 +125,8 @@ class CallRate:
             int(data.get("rollouts", 0)),
             int(data.get("cached_requests", 0)),
             int(data.get("cached_rollouts", 0)),
+            int(data.get("candidate_calls", 0)),
+            int(data.get("candidate_rollouts", 0)),
         )
 
 
@@ -138,21 +172,25 @@ class ValidationBook:
         return self.state.incumbent_report
 
     def can_pay(self, examples: Sequence[Example]) -> bool:
-        """Whether the call limit (if any) pays for a look on `examples` (`looks.look_cost`)."""
+        """Whether the call limit (if any) pays for a look on `examples` (`look_price`)."""
         left = self.calls_left()
-        if left is None:
-            return True
-        rate = self.call_rate.per_rollout
-        return left >= look_cost(
-            examples, self.incumbent_report.example_ids, calls_per_rollout=rate
-        )
+        return left is None or left >= self.look_price(examples)
 
     def decision_calls(self, *, first_look: bool = False) -> int:
-        """The most calls the next gate decision spends (`SequentialJudge.calls_needed`), at
-        the measured calls per rollout."""
-        scored = self.incumbent_report.example_ids
-        rate = self.call_rate.per_rollout
-        return self.judging.calls_needed(scored, first_look=first_look, calls_per_rollout=rate)
+        """The most calls the next gate decision on a new candidate spends to reach its
+        whole-set look (`first_look`: the first look at which it could accept,
+        `SequentialJudge.deciding_look`), at `look_price`."""
+        judging = self.judging
+        return self.look_price(judging.deciding_look() if first_look else judging.order)
+
+    def look_price(self, examples: Sequence[Example]) -> int:
+        """The most calls a look on `examples` spends (`looks.look_cost`): a new candidate on
+        each at a candidate's measured rate, and the incumbent where it was not scored yet at
+        its own (`CallRate.per_candidate_rollout`, `CallRate.per_incumbent_rollout`)."""
+        rate, scored = self.call_rate, set(self.incumbent_report.example_ids)
+        held = sum(e.id not in scored for e in examples)
+        calls = len(examples) * rate.per_candidate_rollout + held * rate.per_incumbent_rollout
+        return math.ceil(calls - 1e-9)
 
     def score_seed(self, *, fresh: bool) -> EvaluationReport:
         """Score the seed on the gate's first look only (its looks score the rest as decisions
@@ -173,7 +211,8 @@ class ValidationBook:
         missing = len(self.valset) - len(self.incumbent_report.records)
         if self.state.version > 1:  # the seed is not the incumbent: its rest is scored too
             missing += len(self.valset) - len(seed.records)
-        if self._affordable(self.call_rate.price(missing)):
+        price = math.ceil(missing * self.call_rate.per_candidate_rollout - 1e-9)
+        if self._affordable(price):  # the incumbent was a candidate: at the higher rate
             try:
                 self.incumbent_on(self.valset)
                 self.seed_report = self.score(self.module.seed_skill, self.valset, label="val")
