@@ -17,8 +17,7 @@ never touches validation, and the calls it may spend leave a whole gate decision
 budget, priced at the calls a rollout was measured to cost (`RunView.decision_calls`,
 `RunView.calls_per_rollout`); in the budget's tail, where a whole decision no longer fits after a
 step, only the gate's first look, and a decision there is tested on the validation examples the
-calls left pay for (`driver.looks`). A small budget
-plans smaller batches (`budget_steps`); a ready candidate whose decision would be the budget's
+calls left pay for (`driver.looks`). A small budget plans smaller batches (`budget_steps`); a ready candidate whose decision would be the budget's
 last waits while a step still fits before it; where no screened step fits before the gate's first
 look, a lean step (a small batch, its proposers, no screen) sends its proposals to the gate
 (docs/concepts.md, "Small budgets"). A search ends early when the incumbent is perfect on
