@@ -33,7 +33,7 @@ from skillopt_dsl.lm import (
 )
 from skillopt_dsl.module import SkillModule
 from skillopt_dsl.optimizers.base import Optimizer, StopReason, StudyPlots
-from skillopt_dsl.optimizers.proposers import RejectedCandidate
+from skillopt_dsl.optimizers.proposers import Proposer, RejectedCandidate
 from skillopt_dsl.reachability import require_an_answer
 from skillopt_dsl.runs import RunDirectory
 from skillopt_dsl.settings import (
@@ -54,6 +54,7 @@ __all__ = [
     "compile",
     "compile_with",
     "default_optimizer",
+    "default_optimizer_on",
 ]
 
 logger = logging.getLogger(__name__)
@@ -242,12 +243,12 @@ def compile_with(
     baseline = constant_baseline(module, valset, testset)  # no model call
     if resume:
         run.load_events()  # cut a torn last line before this run appends its first event
+    if baseline is not None:  # first, so a progress display shows it before any model call
+        context.emit("baseline", **baseline.to_dict())
     check = _plan(context, chosen, own_budget=settings.significance is None)
     try:
         _start(context, models.cache, resume)
         _check_budget(context)
-        if baseline is not None:
-            context.emit("baseline", **baseline.to_dict())
         stop_reason = chosen.compile(module, trainset, valset, context=context)
         context.complete_incumbent()  # the rest of validation, if accepted early and affordable
         plots = chosen.study_plots(context)  # drawn by the caller (the CLI), never here
@@ -319,6 +320,35 @@ def default_optimizer(module: SkillModule | None = None) -> Optimizer:
     if isinstance(module, ChoosesProposers):
         return HandOff.with_proposers(default_proposers(module))
     return HandOff()
+
+
+def default_optimizer_on(
+    proposers: Sequence[Proposer], *, consolidation: Proposer | None = None
+) -> Optimizer:
+    """Compile's default search (`default_optimizer()`, every other setting as it has them)
+    on `proposers` chosen by the caller (a skill folder's description: the missed requests'
+    words), and `consolidation` as GradientText's end-of-epoch proposer where given.
+
+    Raises:
+        UserInputError: the default is a search this cannot set proposers on.
+    """
+    from dataclasses import replace
+
+    from skillopt_dsl.optimizers.gradient_text import GradientText
+    from skillopt_dsl.optimizers.hand_off import HandOff
+
+    def on(search: GradientText) -> GradientText:
+        chosen = search.consolidation if consolidation is None else consolidation
+        return replace(search, proposers=list(proposers), consolidation=chosen)
+
+    default = default_optimizer()
+    if isinstance(default, HandOff):
+        return replace(
+            default, first=on(default.first), then=replace(default.then, proposers=list(proposers))
+        )
+    if isinstance(default, GradientText):
+        return on(default)
+    raise UserInputError(f"cannot set the proposers of compile's default {type(default).__name__}")
 
 
 def _checked_splits(

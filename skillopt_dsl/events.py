@@ -34,6 +34,7 @@ from skillopt_dsl.skill import MatchKind, Status
 
 __all__ = [
     "BaselineEvent",
+    "BaselineRecord",
     "CandidateSourcesEvent",
     "ComposeEvent",
     "DecisionRecord",
@@ -250,6 +251,15 @@ class BaselineEvent(TypedDict):
     test_score: NotRequired[float | None]
 
 
+class BaselineRecord(TypedDict):
+    """The constant answer as the `finish` event carries it (`Baseline.to_dict()`): its
+    validation score is on the examples the run compared on."""
+
+    label: str
+    val_score: float
+    test_score: float | None
+
+
 class PreflightEvent(TypedDict):
     """What the first gate decision can certify (`Preflight.to_dict()`)."""
 
@@ -285,8 +295,11 @@ class FinishEvent(TypedDict):
     stop_reason: NotRequired[str]
     seed_val_score: NotRequired[float]
     val_score: float
+    val_examples: NotRequired[int]
+    val_size: NotRequired[int]
     seed_test_score: NotRequired[float | None]
     test_score: NotRequired[float | None]
+    baseline: NotRequired[BaselineRecord | None]
     usage: NotRequired[UsageRecord]
     steps: NotRequired[int]
     best_skill_hash: NotRequired[str]

@@ -93,7 +93,7 @@ class ProgressState:
             ("calls", str(self.calls)),
             ("cost", _money(self.cost_usd)),
             ("best val", _score(self.best_val) + f"  (seed {_score(self.seed_val)})"),
-            ("constant", self.constant or "none (the output has no fixed label set)"),
+            ("constant", self.constant or "-"),
             ("screen", self.screen_line()),
             ("gate", f"{self.accepted} accepted / {self.gate_decisions} decided"),
             ("last gate", self.last_gate),
@@ -117,9 +117,25 @@ def _money(value: float | None) -> str:
     return "unknown (unpriced model)" if value is None else f"${value:.4f}"
 
 
+NO_CONSTANT = "none (the output has no fixed label set)"
+"""The constant row once the run has started without a `baseline` event (compile emits one,
+for a label output, before its preflight)."""
+
+
+def _constant_line(baseline: Mapping[str, Any], scored: str = "") -> str:
+    """The constant answer as the result table prints it: its label, its validation score
+    (on `scored`, e.g. " (12 of 50)", when the run compared on part of validation) and its
+    test score."""
+    line = f"{baseline['label']!r}: val {_score(baseline.get('val_score'))}{scored}"
+    test = baseline.get("test_score")
+    return line if test is None else f"{line}, test {_score(test)}"
+
+
 def _on_preflight(state: ProgressState, payload: PreflightEvent) -> str:
     from skillopt_dsl.evidence import Preflight
 
+    state.constant = state.constant or NO_CONSTANT
+    state.phase = "scoring the seed skill on validation (the gate's first look)"
     fields = {k: v for k, v in payload.items() if k != "event"}
     return Preflight.from_dict(fields).statement()
 
@@ -132,9 +148,7 @@ def _on_seed(state: ProgressState, payload: SeedEvent) -> str:
 
 
 def _on_baseline(state: ProgressState, payload: BaselineEvent) -> str:
-    state.constant = f"{payload['label']!r}: val {_score(payload.get('val_score'))}"
-    if payload.get("test_score") is not None:
-        state.constant += f", test {_score(payload['test_score'])}"
+    state.constant = _constant_line(payload)
     return f"constant answer {state.constant} (to beat; no model call)"
 
 
@@ -144,7 +158,7 @@ def _on_resume(state: ProgressState, payload: ResumeEvent) -> str:
 
 
 def _on_evaluation(state: ProgressState, payload: EvaluationEvent) -> None:
-    state.phase = f"evaluating on {payload.get('split', '?')} ({payload.get('n', '?')} examples)"
+    state.phase = f"scored {payload.get('split', '?')} ({payload.get('n', '?')} examples)"
     return None
 
 
@@ -191,7 +205,10 @@ def _on_screen(state: ProgressState, payload: ScreenEvent) -> None:
 
 
 def _on_stop(state: ProgressState, payload: StopEvent) -> str:
-    state.phase = f"stopping: {payload.get('reason')}"
+    state.phase = (
+        f"search stopped ({payload.get('reason')}): scoring the best skill and the seed for "
+        "the result table"
+    )
     left = payload.get("calls_left")
     calls_left = "" if left is None else f" ({left} calls left)"
     line = f"search stopped: {payload.get('reason')}{calls_left} {payload.get('detail', '')}"
@@ -206,6 +223,11 @@ def _on_finish(state: ProgressState, payload: FinishEvent) -> str:
     state.cost_usd = float(cost) if isinstance(cost, int | float) else None
     state.best_val = float(payload["val_score"])
     state.phase = f"finished ({payload.get('stop_reason')})"
+    baseline = payload.get("baseline")
+    if baseline is not None:  # rescored where the run compared on part of validation
+        scored, size = payload.get("val_examples", 0), payload.get("val_size", 0)
+        part = f" ({scored} of {size})" if 0 < scored < size else ""
+        state.constant = _constant_line(baseline, part)
     test = payload.get("test_score")
     tested = "" if test is None else f", test {test:.4f}"
     return f"finished: val {state.best_val:.4f}{tested}, {state.calls} search calls"
