@@ -198,9 +198,9 @@ def test_a_night_with_the_default_search_keeps_earlier_nights_rejections(tmp_pat
     assert load_rejected(SleepProject.open(project))
     prompts: list[str] = []
     default = replace(config, optimizer=None, optimizer_lm=_bad_optimizer(prompts))
-    assert isinstance(
-        night_module._Night(SleepProject.open(project), default, None)._optimizer(), HandOff
-    )
+    replay = Replay(skill=Skill("s"), judge=TaskJudge(), book=ScoreBook())
+    night = night_module._Night(SleepProject.open(project), default, None)
+    assert isinstance(night._optimizer(replay), HandOff)
     second = run_night(replace(default, tasks=first.path / "tasks.jsonl"))
     assert second.report.tasks["remembered_rejected"] == 1
     assert prompts and all(

@@ -35,7 +35,8 @@ from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.flags import FlagRecord
 from skillopt_dsl.lm import LM, Budget
 from skillopt_dsl.lm.endpoint import OPTIMIZER_API_BASE_ENV, at_api_base
-from skillopt_dsl.optimizers import ConsolidationProposer, HandOff, ReflectiveProposer
+from skillopt_dsl.compile import default_optimizer_on
+from skillopt_dsl.optimizers import ConsolidationProposer, ReflectiveProposer
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.proposers import Proposer
 from skillopt_dsl.progress import CompileProgress
@@ -335,8 +336,9 @@ def _model(spec: object) -> Model:
     raise UserInputError(f"a command-line model must be a model string, got {spec!r}")
 
 
-def trigger_optimizer(proposer: ProposerChoice = ProposerChoice.both) -> HandOff:
-    """The search for a description, compile's default (`HandOff`) on the chosen proposers:
+def trigger_optimizer(proposer: ProposerChoice = ProposerChoice.both) -> Optimizer:
+    """The search for a description, compile's default (`compile.default_optimizer_on`: its
+    `HandOff`) on the chosen proposers:
     `words`, the missed requests' words (one-line edits, no model call, for routers too small
     to reflect; the end-of-epoch consolidation then calls no model either); `reflect`,
     reflection by the optimizer model; `both` (the default here; the CLI's default is
@@ -346,8 +348,8 @@ def trigger_optimizer(proposer: ProposerChoice = ProposerChoice.both) -> HandOff
     if proposer is ProposerChoice.words:
         return words_optimizer()
     if proposer is ProposerChoice.reflect:
-        return HandOff.with_proposers([ReflectiveProposer()])
-    return HandOff.with_proposers([TriggerWordsProposer(), ReflectiveProposer()])
+        return default_optimizer_on([ReflectiveProposer()])
+    return default_optimizer_on([TriggerWordsProposer(), ReflectiveProposer()])
 
 
 def proposers_line(optimizer: Optimizer | None, reflector: Model) -> str:

@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from skillopt_dsl.compile import CompileResult, compile_with
+from skillopt_dsl.compile import CompileResult, compile_with, default_optimizer_on
 from skillopt_dsl.data import Splits
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.lm import LM, ResponseCache, resolve_lm
-from skillopt_dsl.optimizers import Bundle, ConsolidationProposer, GradientText, HandOff
+from skillopt_dsl.optimizers import ConsolidationProposer
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.runs import RunFiles
 from skillopt_dsl.settings import CompileSettings
@@ -202,13 +202,14 @@ def _staged_record(staged: StagedFolder) -> JSONObject:
     }
 
 
-def words_optimizer() -> HandOff:
-    """Compile's default search (`HandOff`: GradientText, then Bundle where its screens show
-    only small effects) on the proposer that needs no optimizer model: one-line edits from the
-    missed requests' words (`TriggerWordsProposer`), consolidated without a model call."""
-    words = [TriggerWordsProposer()]
-    first = GradientText(proposers=words, consolidation=ConsolidationProposer(use_model=False))
-    return HandOff(first=first, then=Bundle(proposers=words))
+def words_optimizer() -> Optimizer:
+    """Compile's default search (`compile.default_optimizer()`: `HandOff`, GradientText then
+    Bundle where its screens show only small effects) on the proposer that needs no optimizer
+    model: one-line edits from the missed requests' words (`TriggerWordsProposer`),
+    consolidated without a model call (`compile.default_optimizer_on`)."""
+    return default_optimizer_on(
+        [TriggerWordsProposer()], consolidation=ConsolidationProposer(use_model=False)
+    )
 
 
 def distractor_cards(task: DescriptionTask, folder: SkillFolder) -> tuple[SkillCard, ...]:

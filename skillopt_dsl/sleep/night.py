@@ -379,7 +379,8 @@ class _Night:
             on_event=self.on_event,
             remembered=tuple(remembered),
         )
-        consolidation = consolidate(module, splits, optimizer=self._optimizer(), settings=settings)
+        optimizer = self._optimizer(module)
+        consolidation = consolidate(module, splits, optimizer=optimizer, settings=settings)
         result = consolidation.result
         proposals = gathered.live.proposals(result.best_skill) if result and result.improved else {}
         dreamed = len(splits.train) - len(mined.train)
@@ -466,12 +467,13 @@ class _Night:
         logger.info("%d dream variant(s) join the training tasks", len(variants))
         return Splits([*splits.train, *variants], splits.val, splits.test)
 
-    def _optimizer(self) -> Optimizer:
-        """The night's search: the configured one, else compile's default (it searches in the
-        run's memory, seeded with earlier nights' rejections: `CompileSettings.remembered`)."""
+    def _optimizer(self, module: Replay) -> Optimizer:
+        """The night's search: the configured one, else compile's default for the night's
+        replay `module` (`compile.default_optimizer(module)`; it searches in the run's memory,
+        seeded with earlier nights' rejections: `CompileSettings.remembered`)."""
         if self.config.optimizer is not None:
             return self.config.optimizer
-        return default_optimizer()
+        return default_optimizer(module)
 
     def _gate(self, seed_hash: str) -> Gate:
         """The night's one gate. GATE WIRING POINT: the gate every candidate of the night is
