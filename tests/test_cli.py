@@ -315,7 +315,9 @@ def test_recipe_that_raises_is_one_message_unless_debug(tmp_path: Path) -> None:
     result = invoke("compile", broken)
     assert result.exit_code == 1
     assert "failed to load: ZeroDivisionError" in result.output
-    assert len(result.output.strip().splitlines()) == 1
+    # one line for the error, after the one that said the recipe was loading
+    assert result.output.strip().splitlines()[0].startswith(f"loading {broken} ")
+    assert len(result.output.strip().splitlines()) == 2
     debug = invoke("compile", broken, "--debug")
     assert debug.exit_code != 0
     assert debug.exception is not None and not isinstance(debug.exception, SystemExit)

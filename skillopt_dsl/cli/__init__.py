@@ -73,6 +73,8 @@ from skillopt_dsl.types import Example
 __all__ = ["app", "main"]
 
 logger = logging.getLogger(__name__)
+progress_log = logging.getLogger("skillopt_dsl.progress")
+"""The compile command's own progress lines (the logger `handled` shows at INFO)."""
 
 app = typer.Typer(
     name="skillopt-dsl",
@@ -186,10 +188,13 @@ def compile_command(
 def _run_compile(
     recipe_path: Path, flags: CompileFlags, run_dir: Path | None, resume: bool
 ) -> None:
+    if recipe_path.is_file():  # else load_recipe's error is the first line
+        progress_log.info("loading %s (the recipe and the model layer: a few seconds)", recipe_path)
     recipe = load_recipe(recipe_path)
     target, reflector = _models(
         recipe, flags.model, flags.optimizer_model, flags.api_base, flags.optimizer_api_base
     )
+    load_in_process(target)
     chosen = optimizer_from_flags(
         recipe.optimizer, flags.optimizer, flags.overrides(), default_optimizer(recipe.module)
     )
@@ -220,6 +225,18 @@ def _run_compile(
     print_compile(result, time.perf_counter() - started)
     if plots:
         typer.echo(f"sweep plots: {plots[0].parent} ({len(plots)} files)")
+
+
+def load_in_process(target: object) -> None:
+    """Load an in-process target model (`local/...`) before the progress panel starts, saying
+    so (it would load silently on the seed's first call); any other target is left alone."""
+    if not isinstance(target, LM) or not getattr(target.backend, "is_local", False):
+        return
+    from skillopt_dsl.lm import local
+
+    progress_log.info("loading the model %s into this process (llama.cpp)", target.model)
+    seconds = local.preload(target.model)
+    progress_log.info("model loaded in %.1f s; scoring the seed skill next", seconds)
 
 
 def _draw_study_plots(result: CompileResult) -> list[Path]:

@@ -26,6 +26,7 @@ import importlib.util
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,6 +161,18 @@ def check_local_model(model: str) -> LocalModelSpec:
         hint = 'pip install "skillopt-dsl[local]"' if spec.path is not None else INSTALL_HINT
         raise UserInputError(f"local/{spec.name} needs llama-cpp-python. Install it with: {hint}")
     return spec
+
+
+def preload(model: str) -> float:
+    """Load a `local/...` model now instead of on its first call (so a caller can say so);
+    returns the seconds it took, 0.0 when it was already loaded.
+
+    Raises:
+        UserInputError: the model string, its weights or llama-cpp-python are missing.
+    """
+    started = time.perf_counter()
+    _load(check_local_model(model))
+    return time.perf_counter() - started
 
 
 def generate(
