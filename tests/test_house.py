@@ -1,8 +1,9 @@
 """The shape of the house (issues 28 and 39), measured on the package's own source: no function
 takes more than 8 parameters outside the public keyword front doors, no module grows past 600
 lines, untyped `dict[str, Any]` / `Mapping[str, Any]` annotations stay at most 5 per 1,000
-lines, `compile` reaches nothing of `cli/` or `report/`, the model layer (`lm/`) reaches
-neither `types.py` nor `module.py`, and no module imports another module's underscore name."""
+lines, `compile` reaches nothing of `cli/` or `report/`, optimizers print nothing, the gate calls
+no model, the model layer (`lm/`) reaches neither `types.py` nor `module.py`, and no module
+imports another module's underscore name."""
 
 from __future__ import annotations
 
@@ -761,3 +762,99 @@ def test_no_optimizer_callable_runs_inside_the_doors_commit() -> None:
         assert set(names) <= present, f"the commit path moved: {set(names) - present}"
         found += callables_on_commit_path(relative, sources[relative], names)
     assert not found, f"callables on the door's commit path: {found}"
+
+
+# -- the whiteboard's nevers: optimizers print nothing; the gate calls no model ----------------
+
+SAYING_CALLS = frozenset({"print", "echo", "secho", "pprint"})
+"""Calls that print (`print`, `typer.echo`/`secho`, `pprint`)."""
+SAYING_MODULES = ("rich", "typer", "matplotlib", "tqdm")
+GATE_FILES = ("gate.py", "guards.py", "signed_rank.py", "evidence.py")
+"""The gate and the statistics it decides with."""
+GATE_MAY_TAKE = {"skillopt_dsl.evaluate": {"EvaluationReport", "Rollout"}}
+"""What the gate's files may import from a module that runs models: its report types alone."""
+MODEL_CALLS = frozenset({"complete", "acomplete", "generate", "evaluate", "run", "forward"})
+
+
+def sayings(source: str) -> list[str]:
+    """Where `source` prints: a call named in `SAYING_CALLS`, `sys.stdout`/`sys.stderr`, or an
+    import of a module that draws or prints (`SAYING_MODULES`)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            if name in SAYING_CALLS:
+                found.append(f"{name}() at line {node.lineno}")
+        elif isinstance(node, ast.Attribute) and node.attr in ("stdout", "stderr"):
+            found.append(f"sys.{node.attr} at line {node.lineno}")
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            found += [f"import {n}" for n in names if n and n.split(".")[0] in SAYING_MODULES]
+    return found
+
+
+def model_calls(source: str) -> list[str]:
+    """Where `source` could call a model: an import from `skillopt_dsl.lm`, the module or the
+    driver, a name from a model-running module beyond `GATE_MAY_TAKE`, or a call named in
+    `MODEL_CALLS`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            taken = {a.name for a in node.names}
+            if _in_folder(node.module, "lm", "module", "driver", "optimizers", "agents"):
+                found.append(f"from {node.module} import {sorted(taken)}")
+            extra = taken - GATE_MAY_TAKE.get(node.module, taken)
+            if extra:
+                found.append(f"from {node.module} import {sorted(extra)}")
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) in MODEL_CALLS:
+            found.append(f".{getattr(node.func, 'attr', '')}() at line {node.lineno}")
+    return found
+
+
+def test_the_never_readers_see_a_print_and_a_model_call() -> None:
+    """Kills: a reader blind to `print`, `typer.echo`, `sys.stdout`, a lazy drawing import, a
+    model import or the `evaluate` function taken beside the report type."""
+    said = "import sys\ndef f():\n    from rich.console import Console\n    print(1)\n"
+    said += "    typer.echo(2)\n    sys.stdout.write('x')\n"
+    assert sayings(said) == [
+        "import rich.console",
+        "print() at line 4",
+        "echo() at line 5",
+        "sys.stdout at line 6",
+    ]
+    called = "from skillopt_dsl.evaluate import EvaluationReport, evaluate\n"
+    called += "from skillopt_dsl.lm import LM\nx = lm.complete([])\n"
+    assert model_calls(called) == [
+        "from skillopt_dsl.evaluate import ['evaluate']",
+        "from skillopt_dsl.lm import ['LM']",
+        ".complete() at line 3",
+    ]
+    assert model_calls("from skillopt_dsl.evaluate import EvaluationReport\n") == []
+
+
+def test_optimizers_print_nothing() -> None:
+    """Kills: an optimizer (or its search step, proposers, schedules) printing or drawing
+    itself (the old lazy import of the report's `draw_study_plots` in `sweeps.py`): it returns
+    what its caller shows, and reaches nothing of `cli/`, `report/` or the progress display."""
+    sources = [(r, s) for r, s in _sources() if r.startswith(("optimizers/", "sweeps.py"))]
+    said = {r: sayings(s) for r, s in sources if sayings(s)}
+    assert not said, f"optimizers print nothing themselves: {said}"
+    graph = _graph()
+    shown = {
+        (name, reached)
+        for name in graph
+        if _in_folder(name, "optimizers") or name == "skillopt_dsl.sweeps"
+        for reached in reached_from(name, graph)
+        if _in_folder(reached, "cli", "report") or reached == "skillopt_dsl.progress"
+    }
+    assert not shown, f"optimizers reach the display: {sorted(shown)}"
+
+
+def test_the_gate_calls_no_model() -> None:
+    """Kills: the gate (or the statistics it decides with) importing a model, the module, the
+    driver or an optimizer, or taking `evaluate` itself beside its report types: it decides on
+    two reports it is handed and never scores a candidate."""
+    sources = dict(_sources())
+    called = {name: model_calls(sources[name]) for name in GATE_FILES if model_calls(sources[name])}
+    assert not called, f"the gate calls no model: {called}"
