@@ -55,6 +55,8 @@ class ProgressState:
     step: int | None = None
     calls: int = 0
     cost_usd: float | None = None
+    cost_told: bool = False
+    """Whether an event has reported the cost yet (None after one means an unpriced model)."""
     best_val: float | None = None
     seed_val: float | None = None
     constant: str | None = None
@@ -91,7 +93,7 @@ class ProgressState:
             ("epoch", epochs),
             ("step", "-" if self.step is None else str(self.step)),
             ("calls", str(self.calls)),
-            ("cost", _money(self.cost_usd)),
+            ("cost", _money(self.cost_usd) if self.cost_told else "-"),
             ("best val", _score(self.best_val) + f"  (seed {_score(self.seed_val)})"),
             ("constant", self.constant or "-"),
             ("screen", self.screen_line()),
@@ -188,7 +190,7 @@ def _on_gate(state: ProgressState, payload: GateEvent) -> str:
 def _on_step(state: ProgressState, payload: StepEvent) -> str | None:
     state.step, state.epoch = int(payload["step"]), int(payload["epoch"])
     state.calls = int(payload.get("calls", state.calls))
-    state.cost_usd = payload.get("cost_usd")
+    state.cost_usd, state.cost_told = payload.get("cost_usd"), True
     incumbent = payload.get("incumbent_score")
     if incumbent is not None:
         state.best_val = float(incumbent)
@@ -221,6 +223,7 @@ def _on_finish(state: ProgressState, payload: FinishEvent) -> str:
     cost = state.cost_usd if usage is None else usage.get("cost_usd", state.cost_usd)
     state.calls = calls if isinstance(calls, int) else state.calls
     state.cost_usd = float(cost) if isinstance(cost, int | float) else None
+    state.cost_told = True
     state.best_val = float(payload["val_score"])
     state.phase = f"finished ({payload.get('stop_reason')})"
     baseline = payload.get("baseline")

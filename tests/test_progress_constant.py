@@ -4,7 +4,8 @@ The README's demo (customer feedback, sizes 24/50/80) has a best constant answer
 the panel said "none (the output has no fixed label set)" while the seed was scored, because
 compile emitted its `baseline` event only after the seed's first look, and the row's default
 claimed there was no label set. After a run that compared on part of validation, the panel kept
-the whole set's constant score while the table printed the rescored one.
+the whole set's constant score and the result table printed the test split's in its validation
+row.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 import skillopt_dsl as sd
 from skillopt_dsl.benchmarks import load_benchmark
 from skillopt_dsl.benchmarks.customer_feedback import CustomerFeedback
+from skillopt_dsl.cli.tables import print_compile
 from skillopt_dsl.lm import LM
 from skillopt_dsl.lm.base import Message
 from skillopt_dsl.optimizers import FormatRuleProposer, GradientText
@@ -56,20 +59,26 @@ def test_the_panel_shows_the_constant_answer_before_the_first_model_call(tmp_pat
     assert at_calls and set(at_calls) == {"'negative': val 0.5800, test 0.4500"}
 
 
-def test_the_panel_ends_with_the_result_tables_constant(tmp_path: Path) -> None:
-    """Kills: the panel keeping the whole validation set's constant score (0.58) when the table
-    compares on the 12 examples the seed was scored on (0.45, "12 of 50")."""
+def test_the_panel_ends_with_the_result_tables_constant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kills: the panel keeping the whole validation set's constant score (0.5800) when the run
+    compared on the 12 examples the seed was scored on (0.5833, "12 of 50"), and the result
+    table printing the test split's constant (0.4500) in its "validation (12 of 50)" row."""
     progress = CompileProgress(Console(file=io.StringIO()), live=False)
     with progress:
         result = _compile(tmp_path / "run", progress, LM(ScriptedLM(lambda m: "positive")), 12)
     assert result.stop_reason == "budget" and result.val_examples < result.val_size
     assert result.baseline is not None and result.baseline.test_score is not None
+    val, test = f"{result.baseline.val_score:.4f}", f"{result.baseline.test_score:.4f}"
+    assert (val, test) == ("0.5833", "0.4500")
     part = f"({result.val_examples} of {result.val_size})"
-    assert dict(progress.state.rows())["constant"] == (
-        f"'negative': val {result.baseline.val_score:.4f} {part}, "
-        f"test {result.baseline.test_score:.4f}"
-    )
-    assert result.baseline.val_score != 0.58  # the whole set's score, which the table does not show
+    assert dict(progress.state.rows())["constant"] == f"'negative': val {val} {part}, test {test}"
+    capsys.readouterr()
+    print_compile(result, 1.0)
+    table = capsys.readouterr().out.splitlines()
+    row = next(line for line in table if line.startswith("│ validation"))
+    assert row.split("│")[3].strip() == val, row
 
 
 def test_a_free_text_output_says_there_is_no_constant_once_the_run_starts(tmp_path: Path) -> None:
@@ -101,3 +110,16 @@ def test_a_free_text_output_says_there_is_no_constant_once_the_run_starts(tmp_pa
             on_event=progress,
         )
     assert dict(progress.state.rows())["constant"] == "none (the output has no fixed label set)"
+
+
+def test_the_cost_row_waits_for_a_reported_cost() -> None:
+    """Kills: "unknown (unpriced model)" shown for the free embedded model while its seed was
+    scored, before any event had reported a cost."""
+    from skillopt_dsl.progress import ProgressState
+
+    state = ProgressState()
+    assert dict(state.rows())["cost"] == "-"
+    state.update("step", {"step": 0, "epoch": 0, "calls": 12, "cost_usd": 0.0})
+    assert dict(state.rows())["cost"] == "$0.0000"
+    state.update("step", {"step": 1, "epoch": 0, "calls": 20, "cost_usd": None})
+    assert dict(state.rows())["cost"] == "unknown (unpriced model)"

@@ -52,11 +52,13 @@ def _scores_table(
 
 
 def _constant_on(baseline: Baseline | None, split: str) -> float | None:
-    """The constant answer's score on `split` (validation: where it was chosen; any other
-    split: the held-out score)."""
+    """The constant answer's score on `split` (validation, or "validation (12 of 50)" where the
+    run compared on part of it: where it was chosen, rescored there; any other split: the
+    held-out score)."""
     if baseline is None:
         return None
-    return baseline.val_score if split == "validation" else baseline.test_score
+    on_validation = split == "validation" or split.startswith("validation (")
+    return baseline.val_score if on_validation else baseline.test_score
 
 
 def _usage_line(usage: Any) -> str:
