@@ -21,12 +21,14 @@ from pathlib import Path
 
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.file_transaction import (
+    AfterReplace,
     FileChange,
     FilePlace,
     atomic_write,
     backup,
     backup_bytes,
     sha256_of,
+    transact,
 )
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "pinned_hashes",
     "rollback_plan",
     "stage_proposals",
+    "swap_with_receipt",
     "unified_diff",
     "verified_proposals",
 ]
@@ -153,3 +156,21 @@ def rollback_plan(
         for c in adopted
     ]
     return files, old_bytes
+
+
+def swap_with_receipt(
+    place: FilePlace,
+    receipt: Path,
+    record: str,
+    files: Sequence[FileChange],
+    new_bytes: Mapping[str, bytes | None],
+    after_replace: AfterReplace | None,
+) -> None:
+    """Swap `new_bytes` in for `files` as one transaction (`file_transaction.transact`, with
+    `record` as its journal) and write `record` to `receipt` once the last file is in: how an
+    adoption and a rollback, Sleep's and a skill folder's alike, end."""
+
+    def write_receipt() -> None:
+        atomic_write(receipt, record.encode("utf-8"))
+
+    transact(place, record, files, new_bytes, write_receipt, after_replace)

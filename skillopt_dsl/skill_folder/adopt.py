@@ -26,9 +26,7 @@ from skillopt_dsl.file_transaction import (
     AfterReplace,
     FileChange,
     FilePlace,
-    atomic_write,
     recover,
-    transact,
 )
 from skillopt_dsl.skill_folder.stage import read_folder_manifest, stage_dir
 from skillopt_dsl.staged_change import (
@@ -36,6 +34,7 @@ from skillopt_dsl.staged_change import (
     adopted_files,
     check_adopted,
     rollback_plan,
+    swap_with_receipt,
     verified_proposals,
 )
 
@@ -203,8 +202,4 @@ def _transact(
 ) -> None:
     record = receipt.model_dump_json(indent=2)
     target = stage_dir(run_dir) / "receipts" / receipt.name
-
-    def write_receipt() -> None:
-        atomic_write(target, record.encode("utf-8"))
-
-    transact(place, record, receipt.files, new_bytes, write_receipt, after_replace)
+    swap_with_receipt(place, target, record, receipt.files, new_bytes, after_replace)

@@ -22,8 +22,6 @@ from skillopt_dsl.file_transaction import (
     AfterReplace,
     FileChange,
     FilePlace,
-    atomic_write,
-    transact,
 )
 from skillopt_dsl.file_transaction import recover as recover_files
 from skillopt_dsl.sleep.advice import nothing_to_adopt
@@ -36,6 +34,7 @@ from skillopt_dsl.staged_change import (
     adopted_files,
     check_adopted,
     rollback_plan,
+    swap_with_receipt,
     verified_proposals,
 )
 
@@ -98,11 +97,8 @@ def _transact(
 ) -> Receipt:
     project.receipts.mkdir(parents=True, exist_ok=True)
     record = receipt.model_dump_json(indent=2)
-
-    def write_receipt() -> None:
-        atomic_write(project.receipts / receipt.name, record.encode())
-
-    transact(_place(project), record, receipt.files, new_bytes, write_receipt, after_replace)
+    target = project.receipts / receipt.name
+    swap_with_receipt(_place(project), target, record, receipt.files, new_bytes, after_replace)
     return receipt
 
 
