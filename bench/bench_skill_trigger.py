@@ -341,8 +341,8 @@ def table_rows(rows: Sequence[MethodRow]) -> list[list[Any]]:
     return lines
 
 
-def parse_args() -> argparse.Namespace:
-    """The command line (see the module docstring)."""
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line (see the module docstring); `argv` instead of `sys.argv` when given."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add = parser.add_argument
     add("--api-base", required=True, help="the Qwen server (seed, ours)")
@@ -365,7 +365,7 @@ def parse_args() -> argparse.Namespace:
     )
     add("--runs-dir", type=Path, default=Path("runs/bench_skill_trigger"))
     add("--out", default="skill_trigger_qwen", help="bench/results/<out>.json")
-    return parser.parse_args()
+    return parser.parse_args(argv)
 
 
 def build_setup(args: argparse.Namespace) -> Setup:
