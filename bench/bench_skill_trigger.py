@@ -7,7 +7,7 @@ skill's description among 4 of the 10 shipped distractor cards, sampled per requ
 request as the user message) and either calls a tool or answers. Each request runs `--samples`
 times (default 3) at `--temperature` (default 0.7); its score is its trigger rate against the
 label, and a test row's picks are each request's majority.
-The data is `examples/skill_folders/release-notes.trigger.jsonl` (74 requests), split
+The data is `examples/skill_folders/release-notes.trigger.jsonl` (200 requests), split
 train/val/test with a fixed seed by `load_trigger_splits`; the test split is never seen by either
 method and is scored afterwards, outside the budget.
 
