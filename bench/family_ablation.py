@@ -95,8 +95,6 @@ ABLATIONS: dict[str, Ablation] = {
         Ablation("no-early-join", "a clear fix joins unconfirmed (join_at_net=None)", _first(join_at_net=None)),
         Ablation("no-submit-gain", "submit once the training gain is certifiable (compose only)",
                  _first(submit_at_net=float("inf"))),
-        Ablation("no-wait-company", "small effects wait for company (_too_small)",
-                 _first_without(_too_small=lambda self, view, state: False)),
         Ablation("no-last-wait", "the budget's last decision waits for a step",
                  _first_without(_last_decision_waits=lambda self, view, state: False)),
         Ablation("no-lean-step", "the lean step in the budget's tail",

@@ -1,5 +1,5 @@
 """Decisions that cannot pay: a spent significance budget (the door refuses candidates unscored,
-the searches stop) and bundles too small to be certified (they wait for company).
+the searches stop).
 
 Early futility stops are charged their whole level (docs/concepts.md, "Evidence"), so a run can
 spend all of its alpha; every later decision is then certain to reject. Each test names the
@@ -10,15 +10,13 @@ answer right) and a scripted proposer of fixed edit groups.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import skillopt_dsl as sd
 from skillopt_dsl.driver import RunView, Verdict
 from skillopt_dsl.evidence import SignificanceBudget
 from skillopt_dsl.optimizers import Beam, GradientText, Optimizer
-from skillopt_dsl.optimizers.gradient_text_state import GradientTextState
-from skillopt_dsl.optimizers.search import ScreenedProposal
-from skillopt_dsl.skill import Add, Skill
+from skillopt_dsl.skill import Skill
 from skillopt_dsl.testing.contract import ContractParity, contract_target
 from skillopt_dsl.testing.scripted import ScriptedLM
 from tests.test_search import GOOD, TRAIN, VAL, FixedProposer, compile_with, events
@@ -115,39 +113,3 @@ def test_a_set_too_small_for_any_acceptance_is_not_a_spent_budget(tmp_path: Path
     )
     assert result.stop_reason != "significance"
     assert events(tmp_path, "screen"), "the search took no step"
-
-
-class ReadyView:
-    """The part of a run view `GradientText._ready` reads: no call limit, the seed as the
-    incumbent, and the gain the gate certifies about half the time."""
-
-    incumbent = Skill("Answer with the parity.")
-    validation_size = 30
-
-    def calls_left(self) -> int | None:
-        return None
-
-    def certifiable_gain(self) -> float | None:
-        return 0.23
-
-
-def _pending(net: float, rivals: int) -> list[ScreenedProposal]:
-    return [
-        ScreenedProposal(f"k{i}", (Add(after=None, text=f"Rule {i}."),), "fixed", True,
-                         f"Rule {i}.", net, 8, screens=1, rivals=rivals)
-        for i in range(3)
-    ]  # fmt: skip
-
-
-def test_compose_proposals_of_small_effect_wait_for_company() -> None:
-    """Kills: a working candidate sent to the gate because it holds `compose` proposals,
-    whatever they showed (three survivors of one-in-three screens with one fix each show no
-    gain once the luck of being chosen is taken off: a decision they would likely lose, and a
-    futility stop there costs the run its whole level). Three clear fixes still go at once."""
-    view = cast(Any, ReadyView())
-    small, clear = GradientTextState(), GradientTextState()
-    small.pending, clear.pending = _pending(net=1.0, rivals=3), _pending(net=4.0, rivals=1)
-    optimizer = GradientText(proposers=[FixedProposer(texts=[GOOD])])
-    assert not optimizer._ready(view, small)
-    assert optimizer._ready(view, clear)
-    assert GradientText(proposers=[], screen=False)._ready(view, small), "screen=False: all go"

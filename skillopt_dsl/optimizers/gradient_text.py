@@ -71,7 +71,6 @@ from skillopt_dsl.optimizers.search import (
     ScreenedSteps,
     clip_to_budget,
     draw_examples,
-    luck_free_rate,
     new_stats,
     proposal_request,
     submit_gain,
@@ -123,9 +122,7 @@ class GradientText(Optimizer):
         screen: False sends every proposal to the working candidate untried (with
             `compose=1`, every proposal to the gate: SkillOpt's loop, for measuring the gate
             alone); the default screens.
-        compose: submit the working candidate once it holds this many confirmed proposals
-            (and, by default, once they show together the gain the gate certifies about half
-            the time, less the luck of being chosen: small effects wait for company).
+        compose: submit the working candidate once it holds this many confirmed proposals.
         submit_at_net: ... or once the net gain its proposals showed on training data,
             scaled to the validation set, reaches this many examples. None (the default):
             once that gain reaches what the gate certifies about half the time at this
@@ -459,14 +456,11 @@ class GradientText(Optimizer):
         """Whether the working candidate goes to the gate now: enough confirmed proposals, or
         enough net gain shown on training data to expect the gate to see it (`submit_gain`;
         once it has `solved` a whole batch, training data can show no more, and the gain the
-        gate certifies about half the time is enough). Never while its proposals together
-        show less than that gain (`_too_small`): small effects wait for company."""
+        gate certifies about half the time is enough)."""
         if not state.pending or self._last_decision_waits(view, state):
             return False
         if len(state.pending) > 1 and self._working(view, state)[0].hash in state.rejected_hashes:
             return False  # a bundle the gate has judged: it waits for a new proposal
-        if self._too_small(view, state):
-            return False
         if len(state.pending) >= self.compose:
             return True
         rate = sum(g.net / max(g.scored, 1) for g in state.pending)
@@ -474,19 +468,6 @@ class GradientText(Optimizer):
             return rate * view.validation_size >= self.submit_at_net
         needed = view.certifiable_gain() if solved else submit_gain(view)
         return needed is None or rate >= needed  # None: a gate without a test takes any gain
-
-    def _too_small(self, view: RunView, state: GradientTextState) -> bool:
-        """Whether the working candidate's screened proposals together show, less the luck of
-        being chosen (`luck_free_rate`), less than the gain the gate certifies about half the
-        time (`RunView.certifiable_gain`). Then it waits for more proposals (or the budget's
-        tail) instead of spending a decision it would likely lose: `compose` proposals of small
-        effect are not yet a bundle worth judging, and a futility stop costs the run its whole
-        level. Only by default (`submit_at_net=None`) and with the screen on (`screen=False`
-        sends every proposal untried)."""
-        needed = view.certifiable_gain()
-        if self.submit_at_net is not None or not self.screen or needed is None:
-            return False
-        return sum(luck_free_rate(g) for g in state.pending) < needed
 
     def _last_decision_waits(self, view: RunView, state: GradientTextState) -> bool:
         """Whether a ready working candidate waits: the decision it would get is the last the
