@@ -31,11 +31,11 @@ from skillopt_dsl.cli.options import CompileFlags, DebugOpt
 from skillopt_dsl.cli.overrides import optimizer_from_flags
 from skillopt_dsl.cli.tables import print_compile
 from skillopt_dsl.cli_harness import EXIT_INTERRUPTED, handled
+from skillopt_dsl.compile import default_optimizer_on
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.flags import FlagRecord
 from skillopt_dsl.lm import LM, Budget
 from skillopt_dsl.lm.endpoint import OPTIMIZER_API_BASE_ENV, at_api_base
-from skillopt_dsl.compile import default_optimizer_on
 from skillopt_dsl.optimizers import ConsolidationProposer, ReflectiveProposer
 from skillopt_dsl.optimizers.base import Optimizer
 from skillopt_dsl.optimizers.proposers import Proposer
