@@ -20,6 +20,8 @@ in front of the server, so the calls each method made are counted AT the server.
 - `student`: the untouched program (no search);
 - `SkillOptimizer`: `SkillOptimizer(metric, optimizer=GradientText(), budget=Budget(max_calls=B),
   threads=1)`, reflection by the same model, the program's own ChatAdapter;
+- `SkillOptimizer(default)`: the same without `optimizer=`: compile's default search for each
+  predictor's module kind (issue 55: a ReAct predictor gets the agent's proposers);
 - `SkillOptimizer+demos`: the same with `demos=True` (each predictor's demos trained and gated
   with its instructions, compiled into `predictor.demos`);
 - `dspy.GEPA`: `max_metric_calls` = share x B / (server calls per rollout, measured on the
@@ -47,12 +49,14 @@ import difflib
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import dspy
@@ -243,11 +247,11 @@ def run_student(ctx: Context) -> Row:
     return {"program": ctx.shape.make(), "ledger_calls": 0}
 
 
-def run_ours(ctx: Context, *, demos: bool = False) -> Row:
+def run_ours(ctx: Context, *, demos: bool = False, default: bool = False) -> Row:
     metric, _ = make_metric(ctx.shape.field_metric)
-    suffix = "-demos" if demos else ""
+    suffix = ("-demos" if demos else "") + ("-default" if default else "")
     run_dir = None if RUN_DIR is None else f"{RUN_DIR}/{ctx.shape.name}{suffix}"
-    tele = SkillOptimizer(metric, optimizer=GradientText(), lm=target_lm(),
+    tele = SkillOptimizer(metric, optimizer=None if default else GradientText(), lm=target_lm(),
                           optimizer_lm=reflection_lm(), budget=Budget(max_calls=ctx.budget),
                           threads=1, run_dir=run_dir, demos=demos)  # fmt: skip
     compiled = tele.compile(ctx.shape.make(), trainset=ctx.train, valset=ctx.val)
@@ -263,7 +267,8 @@ def run_ours(ctx: Context, *, demos: bool = False) -> Row:
             "ledger_calls": out.usage.calls, "tokens": out.usage.total_tokens,
             "stop": out.stop_reason, "untrained": list(out.untrained), "predictors": per,
             "accepted": accepted, "decisions": decisions,
-            "note": f"GradientText() defaults{'; demos=True' if demos else ''}; "
+            "note": f"{'default search' if default else 'GradientText() defaults'}"
+                    f"{'; demos=True' if demos else ''}; "
                     f"gate {accepted}/{decisions}; stop {out.stop_reason}"
                     + (f"; untrained {', '.join(out.untrained)}" if out.untrained else "")}  # fmt: skip
 
@@ -318,6 +323,7 @@ def run_mipro(ctx: Context) -> Row:
 METHODS: dict[str, Callable[[Context], Row]] = {
     "student": run_student,
     "SkillOptimizer": run_ours,
+    "SkillOptimizer(default)": lambda ctx: run_ours(ctx, default=True),
     "SkillOptimizer+demos": lambda ctx: run_ours(ctx, demos=True),
     "dspy.GEPA": run_gepa,
     "dspy.MIPROv2": run_mipro,
@@ -357,16 +363,31 @@ def score_on_test(program: dspy.Module, ctx: Context) -> dict[str, Any]:
             "test_errors": report.n_errors}  # fmt: skip
 
 
+class WallLimit(Exception):
+    """A method (or its test pass) ran past `--method-timeout-s`: stopped by us."""
+
+
+METHOD_TIMEOUT_S = 0
+
+
+def _cut(signum: int, frame: Any) -> None:
+    raise WallLimit(f"stopped by us after {METHOD_TIMEOUT_S} s (--method-timeout-s)")
+
+
 def run_method(name: str, ctx: Context, student_state: dict[str, Any] | None,
                student_score: dict[str, Any] | None) -> Row:  # fmt: skip
     row: Row = {"shape": ctx.shape.name, "task": ctx.shape.task, "method": name}
     before, errors_before = server_calls(), server_errors()
     started = time.perf_counter()
+    signal.signal(signal.SIGALRM, _cut)
+    signal.alarm(METHOD_TIMEOUT_S)  # 0: no limit
     try:
         row.update(METHODS[name](ctx))
     except Exception as exc:  # a method failing is a result to report, not a crash
         row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         row["traceback"] = traceback.format_exc()[-4000:]
+    finally:
+        signal.alarm(0)
     row["seconds"] = round(time.perf_counter() - started, 1)
     row["server_calls"] = server_calls() - before if name != "student" else 0
     row["server_errors"] = server_errors() - errors_before
@@ -408,8 +429,16 @@ def git_commit() -> str:
     return head + ("+dirty" if dirty else "")
 
 
+def _students(path: str | None) -> dict[str, Row]:
+    """The student rows of an earlier results file, by shape ({} without one)."""
+    if path is None:
+        return {}
+    runs = json.loads(Path(path).read_text())["runs"]
+    return {r["shape"]: r for r in runs if r["method"] == "student" and "test" in r}
+
+
 def main() -> None:
-    global SETUP, PROXY, GEPA_SHARE, RUN_DIR
+    global SETUP, PROXY, GEPA_SHARE, RUN_DIR, METHOD_TIMEOUT_S
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--api-base", required=True, help="e.g. http://127.0.0.1:8812/v1")
     parser.add_argument("--model", default="openai/qwen2.5-coder-0.5b-instruct")
@@ -428,9 +457,16 @@ def main() -> None:
                         help="GEPA max_metric_calls = share x budget / calls per rollout")  # fmt: skip
     parser.add_argument("--run-dir", default=None,
                         help="record SkillOptimizer's runs here (one folder per shape)")  # fmt: skip
+    parser.add_argument("--method-timeout-s", type=int, default=0,
+                        help="stop a method's search after this many seconds (0: never)")  # fmt: skip
+    parser.add_argument("--student-from", default=None,
+                        help="a results file whose student rows (state, test score) to reuse: "
+                        "same shapes, sizes, model and server settings")  # fmt: skip
     parser.add_argument("--out", default="dspy_shapes")
     args = parser.parse_args()
     GEPA_SHARE, RUN_DIR = args.gepa_share, args.run_dir
+    METHOD_TIMEOUT_S = args.method_timeout_s
+    reused = _students(args.student_from)
     PROXY = CountingProxy(args.api_base, timeout_s=args.timeout_s).start()
     SETUP = Setup(args.model, f"{PROXY.url}/v1", args.max_tokens, args.reflection_max_tokens,
                   args.timeout_s)  # fmt: skip
@@ -467,6 +503,12 @@ def main() -> None:
                           0, "", ""])  # fmt: skip
         student_state: dict[str, Any] | None = None
         student_score: dict[str, Any] | None = None
+        if shape_name in reused:
+            row = reused[shape_name]
+            student_state = row["state"]
+            student_score = {k: row[k] for k in ("test", "test_correct", "test_errors")}
+            ctx.calls_per_rollout = row["calls_per_rollout"]
+            figures["runs"].append({**row, "reused_from": args.student_from})
         for method in args.methods:
             print(f"[{time.strftime('%H:%M:%S')}] {shape_name} {method} ...", flush=True)
             row = run_method(method, ctx, student_state, student_score)
