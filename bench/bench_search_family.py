@@ -16,7 +16,10 @@ Each member runs `--runs` seeds (the world's seed: items, luck, proposals) at ea
   world's reflection as its only proposer, under `Budget(max_calls=N)`;
 - gradient-text, bundle, beam: each search alone, its defaults, the same proposer and budget;
 - gepa: `gepa.optimize` as in bench/bench_search_yield.py (a reflection adding one rule drawn
-  with the member's odds; it does not repeat proposals);
+  with the member's odds; it does not repeat proposals), `max_metric_calls=N` and a stop at N
+  calls; gepa checks both between iterations, so its last one runs past N;
+- gepa-cut: the same run held to N calls: its pick as it stood at its last check within N;
+- gepa-gated: gepa's pick kept only where one sign test on validation passes at 0.05;
 - rev: GradientText as it was at `--revision` (default 0bef2b7), run in a subprocess with a
   worktree of that revision on PYTHONPATH (`git worktree add --detach /tmp/rev-REV REV`, made
   when missing, never committed); this tree's world module is loaded by its file path there.
@@ -60,7 +63,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 WORLD_FILE = HERE.parent / "skillopt_dsl" / "testing" / "rule_world.py"
 FAMILY_FILE = HERE.parent / "skillopt_dsl" / "testing" / "world_family.py"
-OPTIMIZERS = ("default", "gradient-text", "bundle", "beam", "gepa", "gepa-gated", "rev")
+OPTIMIZERS = (
+    "default", "gradient-text", "bundle", "beam", "gepa", "gepa-cut", "gepa-gated", "rev"
+)  # fmt: skip
 GATED_ALPHA = 0.05
 """gepa-gated: gepa's pick kept only where a one-sided sign test on validation against the
 seed passes at this level (the run's whole significance spent on one decision)."""
@@ -149,8 +154,8 @@ def run_one(
     train, val, test = (
         world.items(s, n) for s, n in zip(("train", "val", "test"), sizes, strict=True)
     )
-    if optimizer in ("gepa", "gepa-gated"):
-        text, spent = _gepa(world, train, val, calls)
+    if optimizer in ("gepa", "gepa-gated", "gepa-cut"):
+        text, spent = _gepa(world, train, val, calls, cut=optimizer == "gepa-cut")
         if optimizer == "gepa-gated" and not _sign_test_passes(world, text, val):
             text = world.seed_skill
     else:
@@ -211,8 +216,14 @@ def _sign_test_passes(world: Any, text: str, val: Sequence[Any]) -> bool:
     return p_value <= GATED_ALPHA
 
 
-def _gepa(world: Any, train: list[Any], val: list[Any], calls: int) -> tuple[str, int]:
-    """bench_search_yield.py's gepa run, on the member's seed skill."""
+def _gepa(
+    world: Any, train: list[Any], val: list[Any], calls: int, *, cut: bool = False
+) -> tuple[str, int]:
+    """bench_search_yield.py's gepa run, on the member's seed skill: its pick and the calls it
+    spent. gepa checks its budget between iterations, so its last iteration runs past `calls`
+    (a whole validation pass of a new candidate: 1.06-1.25 of the budget, bench/README §9j).
+    `cut`: its pick as it stood at the last check within `calls` (the best validation mean
+    then), and the calls spent to that point: gepa held to the budget the others are held to."""
     import gepa
     from gepa.adapters.default_adapter.default_adapter import DefaultAdapter
 
@@ -240,6 +251,16 @@ def _gepa(world: Any, train: list[Any], val: list[Any], calls: int) -> tuple[str
             for e in items
         ]
 
+    within: list[tuple[str, int]] = []  # (its pick, calls spent) at each check within `calls`
+
+    def stop(state: Any) -> bool:
+        spent = counts["target"] + counts["reflection"]
+        if spent <= calls:
+            scores = state.program_full_scores_val_set
+            best = max(range(len(scores)), key=scores.__getitem__)  # gepa's own best_idx
+            within.append((state.program_candidates[best]["system_prompt"], spent))
+        return spent >= calls
+
     result = gepa.optimize(
         seed_candidate={"system_prompt": world.seed_skill},
         trainset=data(train),
@@ -247,12 +268,14 @@ def _gepa(world: Any, train: list[Any], val: list[Any], calls: int) -> tuple[str
         adapter=DefaultAdapter(model=task_lm),
         reflection_lm=reflection_lm,
         max_metric_calls=calls,
-        stop_callbacks=[lambda _state: counts["target"] + counts["reflection"] >= calls],
+        stop_callbacks=[stop],
         seed=world.seed,
         display_progress_bar=False,
         logger=_Silent(),
         raise_on_exception=True,
     )
+    if cut:
+        return within[-1] if within else (world.seed_skill, 0)
     return result.best_candidate["system_prompt"], counts["target"] + counts["reflection"]
 
 
@@ -388,8 +411,19 @@ def summary(
                 out[opt] = round(statistics.mean(values), 4)
         return out
 
-    pairs = [(mean(m["name"], "default"), mean(m["name"], "gepa")) for m in members]
-    pairs = [(d, g) for d, g in pairs if d is not None and g is not None]
+    def level_with(peer: str) -> tuple[str, list[str]]:
+        """Members where the default is at least `peer` - 0.02 ("k/n"), and those below it."""
+        pairs = [(m["name"], mean(m["name"], "default"), mean(m["name"], peer)) for m in members]
+        known = [(n, d, p) for n, d, p in pairs if d is not None and p is not None]
+        below = [n for n, d, p in known if d < p - 0.02]
+        return f"{len(known) - len(below)}/{len(known)}", below
+
+    def spent(opt: str) -> float | None:
+        shares = [r["calls_spent"] / c for (_, o, c), r in rows.items() if o == opt and c == calls]
+        return round(statistics.mean(shares), 3) if shares else None
+
+    level_gepa, below_gepa = level_with("gepa")
+    level_cut, below_cut = level_with("gepa-cut")
     below_rev = [
         m["name"]
         for m in members
@@ -397,18 +431,14 @@ def summary(
         and (r := mean(m["name"], "rev")) is not None
         and d < r - 0.02
     ]
-    below_gepa = [
-        m["name"]
-        for m in members
-        if (d := mean(m["name"], "default")) is not None
-        and (g := mean(m["name"], "gepa")) is not None
-        and d < g - 0.02
-    ]
     harmful = [r["harmful"] for (_, opt, c), r in rows.items() if opt == "default" and c == calls]
     return {
         "calls": calls,
-        "default_ge_gepa_minus_002": f"{sum(d >= g - 0.02 for d, g in pairs)}/{len(pairs)}",
+        "default_ge_gepa_minus_002": level_gepa,
         "below_gepa_by_002": below_gepa,
+        "default_ge_gepa_cut_minus_002": level_cut,
+        "below_gepa_cut_by_002": below_cut,
+        "budget_spent": {o: x for o in OPTIMIZERS if (x := spent(o)) is not None},
         "mean_over_members": means(members),
         "mean_over_realistic": means([m for m in members if realistic(m, calibration)]),
         "below_rev_by_002": below_rev,
