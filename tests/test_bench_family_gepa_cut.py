@@ -45,7 +45,7 @@ def test_gepa_cut_spends_no_more_than_the_budget_where_gepa_runs_past_it() -> No
     for seed in range(4):
         world, train, val = _member(seed)
         _, spent = bench._gepa(world, train, val, 100)
-        text, cut_spent = bench._gepa(world, train, val, 100, cut=True)
+        _, cut_spent = bench._gepa(world, train, val, 100, cut=True)
         overshoots += spent > 100
         assert cut_spent <= 100
         assert cut_spent <= spent
