@@ -74,6 +74,10 @@ from family_ablation import ABLATIONS, render_ablation  # noqa: E402
 from family_ablation import build as build_ablation  # noqa: E402
 
 RUN_TIMEOUT_S = int(os.environ.get("FAMILY_RUN_TIMEOUT", "180"))
+PROPOSER_READS = os.environ.get("FAMILY_PROPOSER_READS", "request")
+"""What our searches' fake reflection reads (`RuleWorldProposer.reads`): "request" (the failing
+ids, the skill and the rejected proposals, as `ReflectiveProposer`'s prompt holds them; the
+family's default since 2026-12-06) or "failures" (the ids alone, as before)."""
 
 
 @dataclass(frozen=True)
@@ -177,7 +181,7 @@ def _ours(
     from skillopt_dsl import optimizers as opt
     from skillopt_dsl.lm import LM
 
-    proposers = [rw.RuleWorldProposer()]
+    proposers = [rw.RuleWorldProposer(reads=PROPOSER_READS)]
     if optimizer in ABLATIONS:
         search = build_ablation(optimizer, opt, proposers)
     elif optimizer == "default":

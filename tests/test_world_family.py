@@ -6,11 +6,17 @@ import json
 import random
 from dataclasses import replace
 
+from skillopt_dsl.evaluate import evaluate
+from skillopt_dsl.lm import LM
+from skillopt_dsl.optimizers.proposers import ProposalRequest
+from skillopt_dsl.search_memory import RejectedCandidate
+from skillopt_dsl.skill import Add, Skill
 from skillopt_dsl.testing.rule_world import (
     CODE_SEED_SKILL,
     SEED_SKILL,
     RuleWorld,
     RuleWorldCodeTask,
+    RuleWorldProposer,
 )
 from skillopt_dsl.testing.world_family import WorldFamily
 
@@ -151,3 +157,47 @@ def test_a_family_draw_is_fixed_by_its_seed_and_covers_every_axis() -> None:
     assert {m.world.draw for m in members} == set(family.draws)
     assert {m.world.answers for m in members} == set(family.answers)
     assert members[0].seeded(5).seed == 5 and members[0].world.seed == 0
+
+
+def _proposals(reads: str, rejected: list[RejectedCandidate], skill: Skill) -> list[str]:
+    """What `RuleWorldProposer(reads=...)` proposes for the same failing batch, told `rejected`
+    and expanding `skill`."""
+    world = RuleWorld(seed=7, p_right=0.3, p_harm=0.3)
+    task = world.task()
+    batch = world.items("train", 12)
+    lm = LM(world.target())
+    report = evaluate(task, batch, skill=Skill(SEED_SKILL), lm=lm, threads=1, progress=False)
+    request = ProposalRequest(
+        module=task,
+        skill=skill,
+        batch=batch,
+        rollouts=report.records,
+        trainset=batch,
+        rejected=rejected,
+        optimizer_lm=LM(world.reflector()),
+        rng=random.Random(0),
+        budget_tokens=400,
+    )
+    proposer = RuleWorldProposer(reads=reads)  # type: ignore[arg-type]
+    return [g.rationale for g in proposer.propose(request)]
+
+
+def test_a_proposer_that_reads_the_request_draws_anew_when_told_of_a_rejection() -> None:
+    """`reads="request"` holds what `ReflectiveProposer`'s prompt holds (the skill, the last
+    rejected proposals): a real model told of a rejection is asked something new. Killed by a
+    prompt of the failing ids alone, where the same failures give the same rules forever."""
+    seed = Skill(SEED_SKILL)
+    tried = [
+        RejectedCandidate(
+            (Add(after=None, text=f"Note N{i}: read the item carefully."),), -0.1, i, 0
+        )
+        for i in range(8)
+    ]
+    draws = {tuple(_proposals("request", tried[:k], seed)) for k in range(8)}
+    assert len(draws) > 1
+    grown = {
+        tuple(_proposals("request", [], Skill(SEED_SKILL + f"\nRule R{k}."))) for k in range(8)
+    }
+    assert len(grown) > 1
+    blind = {tuple(_proposals("failures", tried[:k], seed)) for k in range(8)}
+    assert len(blind) == 1

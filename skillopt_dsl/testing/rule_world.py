@@ -64,6 +64,8 @@ CODE_SEED_SKILL = "Answer with the item's code."
 GROUP_SIZE = 4
 """`ReflectiveProposer`'s defaults: failures are read in groups of 4, at most 2 groups."""
 MAX_GROUPS = 2
+TOLD = 5
+"""`ReflectiveProposer`'s prompt lists the last 5 rejected or struck proposals (3 edits each)."""
 
 Addresses = Literal["exact", "group", "none", "partly_wrong"]
 NoiseKey = Literal["text", "content", "difficulty"]
@@ -277,16 +279,31 @@ def _other_rule(rng: random.Random, harmful: bool) -> str:
 @dataclass(kw_only=True)
 class RuleWorldProposer(Proposer):
     """The world's reflection as a `Proposer`: one optimizer-model call per `propose`, one
-    edit group of one `Add` per alternative the model offers."""
+    edit group of one `Add` per alternative the model offers.
+
+    `reads` is what its prompt holds, and so what a new draw needs (the fake reflector's draw
+    is a function of the prompt, as a model's answer at temperature 0 is): "failures" (the
+    failing ids alone: the same failures give the same rules, whatever the search was told or
+    accepted since; the published world) or "request" (the failing ids, the skill's text and
+    the last `TOLD` rejected or struck proposals, as `ReflectiveProposer`'s prompt holds them:
+    a rejection or an accepted edit changes the prompt, and the draw)."""
 
     name: str = "rule-world"
     use_addresses: bool = True
+    reads: Literal["failures", "request"] = "failures"
 
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
         failing = [e.id for e, _ in request.failures()]
         if not failing:
             return []
         prompt = "\n".join(f"failing: {i}" for i in failing)
+        if self.reads == "request":
+            told = [
+                f"tried: {e.model_dump_json(exclude={'rationale'})} (delta {c.delta:+.3f})"
+                for c in request.rejected[-TOLD:]
+                for e in c.edits[:3]
+            ]
+            prompt = "\n".join([prompt, f"skill: {request.skill.hash}", *told])
         reply = request.optimizer_lm.complete(
             [{"role": "system", "content": "Propose rules."}, {"role": "user", "content": prompt}]
         ).text
