@@ -7,6 +7,7 @@ Before, the first seconds printed nothing and the model loaded silently inside t
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -83,3 +84,44 @@ def test_an_in_process_model_is_loaded_before_the_panel_saying_so(
     assert messages[1].startswith("model loaded in ") and messages[1].endswith(
         " s; scoring the seed skill next"
     )
+
+
+class _Stop(Exception):
+    """Raised by the fake planner: the test needs only what compile said before the panel."""
+
+
+def test_a_skill_folder_compile_loads_the_default_model_saying_so(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    """Kills: `compile --skill-folder` on the embedded model (no `--model`) loading it silently
+    inside the panel, as command 1 did before."""
+    from skillopt_dsl.cli import skill_folder as folder_cli
+
+    loaded: list[str] = []
+
+    def fake_load(spec: Any) -> object:  # a FAKE loader: llama.cpp is never touched
+        loaded.append(spec.name)
+        return object()
+
+    def stop(*_args: object, **_kwargs: object) -> None:
+        raise _Stop
+
+    monkeypatch.setattr(local, "_load", fake_load)
+    monkeypatch.setattr(local, "check_local_model", lambda model: local.local_spec(model))
+    monkeypatch.setattr(folder_cli, "plan_description", stop)
+    root = tmp_path / "skills" / "notes"
+    root.mkdir(parents=True)
+    (root / "SKILL.md").write_text("---\nname: notes\ndescription: Writes text.\n---\nBe brief.\n")
+    rows = [{"request": f"request {n}", "should_trigger": bool(n % 2)} for n in range(20)]
+    data = tmp_path / "trigger.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with caplog.at_level(logging.INFO, logger="skillopt_dsl.progress"):
+        result = CliRunner().invoke(
+            cli.app,
+            ["compile", "--skill-folder", str(root), "--trigger-data", str(data),
+             "--run-dir", str(tmp_path / "run")],
+        )  # fmt: skip
+    assert "_Stop" in result.output  # the fake planner ended the run after the loading lines
+    assert loaded == ["smollm2-135m"]
+    messages = [r.getMessage() for r in caplog.records]
+    assert "loading the model local/smollm2-135m into this process (llama.cpp)" in messages

@@ -27,6 +27,8 @@ from rich.table import Table
 from skillopt_dsl.cli.lists import benchmarks_app, recipes_app
 from skillopt_dsl.cli.lists import benchmarks_list as benchmarks_list
 from skillopt_dsl.cli.lists import recipes_list as recipes_list
+from skillopt_dsl.cli.loading import load_in_process as load_in_process
+from skillopt_dsl.cli.loading import progress_log
 from skillopt_dsl.cli.options import (
     ApiBaseOpt,
     CompileFlags,
@@ -73,8 +75,6 @@ from skillopt_dsl.types import Example
 __all__ = ["app", "main"]
 
 logger = logging.getLogger(__name__)
-progress_log = logging.getLogger("skillopt_dsl.progress")
-"""The compile command's own progress lines (the logger `handled` shows at INFO)."""
 
 app = typer.Typer(
     name="skillopt-dsl",
@@ -225,18 +225,6 @@ def _run_compile(
     print_compile(result, time.perf_counter() - started)
     if plots:
         typer.echo(f"sweep plots: {plots[0].parent} ({len(plots)} files)")
-
-
-def load_in_process(target: object) -> None:
-    """Load an in-process target model (`local/...`) before the progress panel starts, saying
-    so (it would load silently on the seed's first call); any other target is left alone."""
-    if not isinstance(target, LM) or not getattr(target.backend, "is_local", False):
-        return
-    from skillopt_dsl.lm import local
-
-    progress_log.info("loading the model %s into this process (llama.cpp)", target.model)
-    seconds = local.preload(target.model)
-    progress_log.info("model loaded in %.1f s; scoring the seed skill next", seconds)
 
 
 def _draw_study_plots(result: CompileResult) -> list[Path]:

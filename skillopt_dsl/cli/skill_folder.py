@@ -27,6 +27,7 @@ import typer
 from rich.console import Console
 
 from skillopt_dsl.agent_kinds import agent_kind, agent_names, description_limit
+from skillopt_dsl.cli.loading import load_in_process
 from skillopt_dsl.cli.options import CompileFlags, DebugOpt
 from skillopt_dsl.cli.overrides import optimizer_from_flags
 from skillopt_dsl.cli.tables import print_compile
@@ -417,6 +418,7 @@ def compile_folder(
     )
     if echo:
         typer.echo(proposers_line(optimizer, reflector))
+    load_in_process(target)
     with CompileProgress(Console(stderr=True)) as progress:
         settings = CompileSettings(
             lm=target,
