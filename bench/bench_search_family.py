@@ -416,7 +416,8 @@ def summary(
         return out
 
     def level_with(peer: str) -> tuple[str, list[str]]:
-        """Members where the default is at least `peer` - 0.02 ("k/n"), and those below it."""
+        """Members where the default is at least `peer` - 0.02 ("k/n"), and those more than
+        0.02 below it."""
         pairs = [(m["name"], mean(m["name"], "default"), mean(m["name"], peer)) for m in members]
         known = [(n, d, p) for n, d, p in pairs if d is not None and p is not None]
         below = [n for n, d, p in known if d < p - 0.02]
@@ -428,13 +429,7 @@ def summary(
 
     level_gepa, below_gepa = level_with("gepa")
     level_cut, below_cut = level_with("gepa-cut")
-    below_rev = [
-        m["name"]
-        for m in members
-        if (d := mean(m["name"], "default")) is not None
-        and (r := mean(m["name"], "rev")) is not None
-        and d < r - 0.02
-    ]
+    below_rev = level_with("rev")[1]
     harmful = [r["harmful"] for (_, opt, c), r in rows.items() if opt == "default" and c == calls]
     return {
         "calls": calls,

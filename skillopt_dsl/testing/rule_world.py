@@ -52,6 +52,7 @@ from typing import Literal
 from skillopt_dsl.metrics import exact_match
 from skillopt_dsl.module import InputField, OutputField, SkillModule
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
+from skillopt_dsl.optimizers.proposers.reflective import TOLD_EDITS, TOLD_REJECTED
 from skillopt_dsl.skill import Add
 from skillopt_dsl.testing.scripted import ScriptedLM
 from skillopt_dsl.types import Example
@@ -64,8 +65,6 @@ CODE_SEED_SKILL = "Answer with the item's code."
 GROUP_SIZE = 4
 """`ReflectiveProposer`'s defaults: failures are read in groups of 4, at most 2 groups."""
 MAX_GROUPS = 2
-TOLD = 5
-"""`ReflectiveProposer`'s prompt lists the last 5 rejected or struck proposals (3 edits each)."""
 
 Addresses = Literal["exact", "group", "none", "partly_wrong"]
 NoiseKey = Literal["text", "content", "difficulty"]
@@ -284,8 +283,8 @@ class RuleWorldProposer(Proposer):
     `reads` is what its prompt holds, and so what a new draw needs (the fake reflector's draw
     is a function of the prompt, as a model's answer at temperature 0 is): "failures" (the
     failing ids alone: the same failures give the same rules, whatever the search was told or
-    accepted since; the published world) or "request" (the failing ids, the skill's text and
-    the last `TOLD` rejected or struck proposals, as `ReflectiveProposer`'s prompt holds them:
+    accepted since; the published world) or "request" (the failing ids, the skill (its hash)
+    and the last rejected or struck proposals, as many as `ReflectiveProposer`'s prompt lists:
     a rejection or an accepted edit changes the prompt, and the draw)."""
 
     name: str = "rule-world"
@@ -300,8 +299,8 @@ class RuleWorldProposer(Proposer):
         if self.reads == "request":
             told = [
                 f"tried: {e.model_dump_json(exclude={'rationale'})} (delta {c.delta:+.3f})"
-                for c in request.rejected[-TOLD:]
-                for e in c.edits[:3]
+                for c in request.rejected[-TOLD_REJECTED:]
+                for e in c.edits[:TOLD_EDITS]
             ]
             prompt = "\n".join([prompt, f"skill: {request.skill.hash}", *told])
         reply = request.optimizer_lm.complete(

@@ -121,6 +121,11 @@ class ReflectiveProposer(Proposer):
         return edits
 
 
+TOLD_REJECTED = 5
+"""How many of the last rejected or struck proposals the prompt lists (the first
+`TOLD_EDITS` edits of each): the proposer is told not to propose them again."""
+TOLD_EDITS = 3
+
 MIN_ANSWER_CHARS = 3
 """The shortest answer `state_answers=False` looks for in an edit (a one- or two-character
 answer, such as a digit, is a word of too many rules to tell)."""
@@ -257,8 +262,8 @@ def _reflection_prompt(
     if request.rejected:
         tried = [
             f"- {e.model_dump_json(exclude={'rationale'})} (delta {c.delta:+.3f})"
-            for c in request.rejected[-5:]
-            for e in c.edits[:3]
+            for c in request.rejected[-TOLD_REJECTED:]
+            for e in c.edits[:TOLD_EDITS]
         ]
         parts.append("# Already tried and rejected (do not propose again)\n" + "\n".join(tried))
     parts.append(f"# Limit\nYour edits together may change at most {request.budget_tokens} tokens.")
