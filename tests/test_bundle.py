@@ -332,3 +332,47 @@ def test_small_effects_add_up_in_a_rule_world_of_rare_kinds() -> None:
 def test_settings_that_cannot_work_are_refused(settings: dict[str, int], field_name: str) -> None:
     with pytest.raises(UserInputError, match=field_name):
         Bundle(**settings)  # type: ignore[arg-type]
+
+
+@dataclass(kw_only=True)
+class LateFix(Proposer):
+    """A new note each step, which fixes nothing (its screen is paid: the step asked something
+    new), then, from step `fix_from`, the clean fix."""
+
+    fix_from: int
+    name: str = "late-fix"
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        late = request.step >= self.fix_from
+        text = CLEAN if late else f"Note {request.step}: read the item twice."
+        names = tuple(e.id for e, _ in request.failures())
+        return [EditGroup((Add(after=None, text=text),), self.name, True, text, addresses=names)]
+
+
+def test_under_a_budget_steps_that_ask_and_collect_nothing_do_not_end_the_bundle(
+    tmp_path: Path,
+) -> None:
+    """Kills: `patience` counted under a call budget (the rare fix of a small-effects ground
+    comes after a dozen steps that collect nothing; with the old rule the run stopped on
+    `patience` at step 4, its budget mostly unspent, and never read the fix)."""
+    optimizer = Bundle(proposers=[LateFix(fix_from=6)], failures_per_step=2, patience=3)
+    result, events = run_scripted(tmp_path, optimizer, calls=400)
+    collected = [e["collected"] for e in events if e["event"] == "bundle_step"]
+    assert collected[:6] == [0] * 6 and 1 in collected[6:], collected
+    assert [d.accepted for d in result.gate_log][:1] == [True]
+    assert "FIX" in result.best_skill.text
+
+
+@pytest.mark.timeout(60)  # without the stale stop, free steps would run for ever
+def test_steps_that_ask_nothing_new_end_the_bundle_under_a_budget(tmp_path: Path) -> None:
+    """Kills: no stop for steps that spend no call under a budget (a proposer with nothing new
+    to say costs nothing, so the budget never ends the collecting): the run stops on
+    `plateau` after `STALE_STEPS_PER_PATIENCE * patience` such steps, with its budget left."""
+    from skillopt_dsl.optimizers.bundle import STALE_STEPS_PER_PATIENCE
+
+    barren = Barren()
+    result, events = run_scripted(tmp_path, Bundle(proposers=[barren], patience=3), calls=400)
+    assert result.stop_reason == "plateau"
+    steps = [e for e in events if e["event"] == "bundle_step"]
+    assert len(steps) == STALE_STEPS_PER_PATIENCE * 3, len(steps)
+    assert result.usage.calls < 400

@@ -27,7 +27,12 @@ Bundle asks exactly that of each proposal, and lets the gate judge their sum onc
 5. The bundle (the incumbent with every collected edit) goes to the gate once: when the call
    budget pays for no further step beside a whole gate decision (or, for a first bundle begun
    past that point, beside the decision's first look), when no open failure is left, after
-   `patience` steps that collect nothing, or (without a call budget) after `max_steps` steps.
+   `STALE_STEPS_PER_PATIENCE * patience` steps in a row that asked the proposers nothing new
+   (no model call: every answer came from the response cache, every proposal was tried), or,
+   without a call budget, after `patience` steps that collect nothing or `max_steps` steps.
+   Under a budget a step that collects nothing does not end the collecting while it asked
+   something new: where each fix is rare, most steps collect nothing, and a bundle sent to
+   the gate early holds too few fixes to pass it (bench/README.md §9k).
    The run plans that one decision, so it is tested at the run's whole significance. After an
    accepted bundle the search goes on from the new incumbent while the budget pays; a rejected
    bundle's edits are told to the proposers (not blocked: each may join a later bundle), and
@@ -64,7 +69,13 @@ from skillopt_dsl.search_memory import group_key
 from skillopt_dsl.skill import Edit, Skill, parse_edits
 from skillopt_dsl.types import Example
 
-__all__ = ["Bundle", "BundleMember", "BundleState", "quotes"]
+__all__ = ["STALE_STEPS_PER_PATIENCE", "Bundle", "BundleMember", "BundleState", "quotes"]
+
+STALE_STEPS_PER_PATIENCE = 4
+"""Steps in a row that ask nothing new, per step of `patience`, after which a bundle stops
+collecting. They cost no call (a step's draw of failures repeated an earlier one, so every
+answer is a cached one), so they are allowed more than steps that ask and collect nothing: the
+next draw may still show the proposers failures they have not read together."""
 
 _PERTURBATIONS = 2
 """Changed texts under which an audit's break must repeat to count as the edit's: a rewording
@@ -128,6 +139,9 @@ class BundleState(CheckpointedState):
     members: list[BundleMember] = field(default_factory=list)
     steps_this_bundle: int = 0
     idle_steps: int = 0
+    stale_steps: int = 0
+    """Steps in a row that asked nothing new: no model call (every proposer's answer came from
+    the response cache, every proposal was already tried or blocked)."""
     tail: bool = False
     """The bundle began in the budget's tail (a whole decision no longer fitted after a step):
     its steps reserve only the decision's first look."""
@@ -168,7 +182,10 @@ class Bundle(Optimizer):
         screen_strikes: screen failures after which a proposal proposed again is no longer
             screened.
         max_steps: steps per bundle without a call budget (with one, the budget ends them).
-        patience: steps in a row that collect nothing after which the bundle goes to the gate.
+        patience: without a call budget, steps in a row that collect nothing after which the
+            bundle goes to the gate (with one, it collects while the budget pays for a step
+            beside its decision); `STALE_STEPS_PER_PATIENCE` times as many steps in a row that
+            ask nothing new end its collecting either way.
     """
 
     proposers: Sequence[Proposer] = field(default_factory=default_proposers)
@@ -259,7 +276,9 @@ class Bundle(Optimizer):
                 continue
             if not open_:
                 return "train_solved" if state.scored == len(pool) else "budget"
-            if state.idle_steps >= self.patience:
+            if state.stale_steps >= STALE_STEPS_PER_PATIENCE * self.patience:
+                return "plateau"  # the proposers were asked nothing new for many steps
+            if view.calls_left() is None and state.idle_steps >= self.patience:
                 return "patience"
             if view.calls_left() is None and state.steps_this_bundle >= self.max_steps:
                 return "finished"
@@ -328,6 +347,7 @@ class Bundle(Optimizer):
         memory.step, state.steps_this_bundle = memory.step + 1, state.steps_this_bundle + 1
         incumbent = view.incumbent
         request = proposal_request(view, memory, incumbent, batch, rollouts, room, epoch=0)
+        calls_before = view.usage().calls
         runs = ProposerRuns(bench_after=None, retry_every=1)
         search = self.search_step
         groups = search.propose(view, runs, self.proposers, request)
@@ -348,6 +368,8 @@ class Bundle(Optimizer):
             state.members.append(BundleMember(fitted.kept, fixes))
             collected += 1
         state.idle_steps = 0 if collected else state.idle_steps + 1
+        asked = view.usage().calls > calls_before
+        state.stale_steps = 0 if collected or asked else state.stale_steps + 1
         view.emit("bundle_step", step=step, collected=collected, members=len(state.members))
         note = f"collected {collected}; the bundle holds {len(state.members)}"
         view.record_empty_step(
@@ -456,7 +478,8 @@ class Bundle(Optimizer):
         members, step = list(state.members), memory.step
         candidate, report = view.incumbent.apply([e for m in members for e in m.edits])
         memory.step += 1
-        state.members, state.steps_this_bundle, state.idle_steps = [], 0, 0
+        state.members, state.steps_this_bundle = [], 0
+        state.idle_steps = state.stale_steps = 0
         view.emit("compose", step=step, groups=len(members), candidate_hash=candidate.hash)
         verdict = view.submit(
             candidate,
