@@ -201,3 +201,42 @@ def test_a_proposer_that_reads_the_request_draws_anew_when_told_of_a_rejection()
     assert len(grown) > 1
     blind = {tuple(_proposals("failures", tried[:k], seed)) for k in range(8)}
     assert len(blind) == 1
+
+
+def test_the_fake_reflection_tells_as_many_rejections_as_the_product() -> None:
+    """Kills: the fake's copy of `ReflectiveProposer`'s told-rejection limits drifting from the
+    product's (the fake keeps its own copy so the family bench runs against older revisions)."""
+    from skillopt_dsl.optimizers.proposers import reflective
+    from skillopt_dsl.testing import rule_world
+
+    told = (rule_world.TOLD_REJECTED, rule_world.TOLD_EDITS)
+    assert told == (reflective.TOLD_REJECTED, reflective.TOLD_EDITS)
+
+
+REV_IMPORTS = {
+    "skillopt_dsl.metrics": {"exact_match"},
+    "skillopt_dsl.module": {"InputField", "OutputField", "SkillModule"},
+    "skillopt_dsl.optimizers.proposers": {"EditGroup", "ProposalRequest", "Proposer"},
+    "skillopt_dsl.skill": {"Add"},
+    "skillopt_dsl.testing.scripted": {"ScriptedLM"},
+    "skillopt_dsl.types": {"Example"},
+    "skillopt_dsl.testing.rule_world": {"Addresses", "Answers", "Draw", "NoiseKey", "RuleWorld"},
+}
+"""What the fake world may import from the package: names that commit 0bef2b7 (the family
+bench's `--revision`) has, so that the bench runs the fake against that revision's package."""
+
+
+def test_the_fake_world_imports_only_what_the_benchs_old_revision_has() -> None:
+    """Kills: the fake world importing a name newer than the bench's `--revision` (an
+    ImportError ended the 20-seed run at its first `rev` job when `rule_world` imported
+    `TOLD_EDITS` from the product)."""
+    import ast
+    from pathlib import Path
+
+    testing = Path(__file__).resolve().parent.parent / "skillopt_dsl" / "testing"
+    for name in ("rule_world.py", "world_family.py"):
+        tree = ast.parse((testing / name).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("skillopt_dsl"):
+                names = {a.name for a in node.names}
+                assert names <= REV_IMPORTS.get(node.module or "", set()), (name, node.module)

@@ -52,7 +52,6 @@ from typing import Literal
 from skillopt_dsl.metrics import exact_match
 from skillopt_dsl.module import InputField, OutputField, SkillModule
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
-from skillopt_dsl.optimizers.proposers.reflective import TOLD_EDITS, TOLD_REJECTED
 from skillopt_dsl.skill import Add
 from skillopt_dsl.testing.scripted import ScriptedLM
 from skillopt_dsl.types import Example
@@ -71,6 +70,14 @@ NoiseKey = Literal["text", "content", "difficulty"]
 Draw = Literal["classed", "any_failing"]
 Answers = Literal["letters", "codes"]
 _RULE = re.compile(r"\b(Rule R|Rule H|Note N)(\d+)\b")
+
+TOLD_REJECTED = 5
+"""Rejected proposals the `reads="request"` proposer's prompt lists, as `ReflectiveProposer`'s
+(`skillopt_dsl.optimizers.proposers.reflective.TOLD_REJECTED`; a test holds them equal). The
+fake keeps its own copy so that the family bench can run it against older revisions, whose
+reflective module has no such constant."""
+TOLD_EDITS = 3
+"""Edits of each rejected proposal the prompt lists, as `ReflectiveProposer`'s `TOLD_EDITS`."""
 
 
 class RuleWorldTask(SkillModule):
