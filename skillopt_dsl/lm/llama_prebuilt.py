@@ -277,6 +277,10 @@ def load_library() -> ctypes.CDLL:
             if ctypes.sizeof(struct) != size:  # pragma: no cover - another ABI than x86-64
                 raise RuntimeError(f"{struct.__doc__} is {ctypes.sizeof(struct)} bytes here")
         try:
+            # RTLD_LOCAL (ctypes' default): its ggml/llama names stay out of the global scope.
+            # Its own calls to them go through its PLT; checked with LD_DEBUG=bindings that all
+            # of them bind to itself with llama-cpp-python loaded in the same process (which
+            # loads its libggml/libllama RTLD_LOCAL on Linux too).
             library = ctypes.CDLL(str(path))
         except OSError as exc:
             raise RuntimeError(
