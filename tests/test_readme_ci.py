@@ -82,8 +82,20 @@ def extras(step: Step) -> set[str]:
 
 
 def without_extras(step: Step) -> Step:
-    words = tuple(re.sub(r"^\.\[[a-z0-9_,-]+\]$", ".[...]", w) for w in step.words)
+    """The step with its project install's extras (none, `.`, or `.[a,b]`) blanked."""
+    words = tuple(re.sub(r"^\.(\[[a-z0-9_,-]+\])?$", ".[...]", w) for w in step.words)
     return Step(step.env, words)
+
+
+def project_install(command: list[Step]) -> Step:
+    """The command's `pip install -e ...` step (the project itself)."""
+    found = [s for s in command if s.words[:3] == ("pip", "install", "-e")]
+    assert len(found) == 1, f"expected one project install in {command}"
+    return found[0]
+
+
+RUNTIME_STEP = re.compile(r"llama-cpp-cffi==[0-9.]+")
+"""The prebuilt llama.cpp runtime's requirement, pinned."""
 
 
 @pytest.fixture(scope="module")
@@ -119,11 +131,13 @@ def test_ci_exports_the_readme_environment(commands: list[list[Step]], ci: CiScr
 
 
 def test_command_one_installs_as_command_two(commands: list[list[Step]]) -> None:
-    """Command 1 is command 2's install with fewer extras, then the demo: CI's runtime is the demo's."""
+    """Command 1 is command 2's install with fewer extras, then the demo; both install the same
+    pinned llama.cpp runtime, so the runtime CI tests is the one the demo runs on."""
     demo, tests = commands
     assert [without_extras(s) for s in demo[:-1]] == [without_extras(s) for s in tests[:-1]]
-    assert extras(demo[-2]), "command 1 installs no extra"
-    assert extras(demo[-2]) <= extras(tests[-2])
+    assert extras(project_install(demo)) <= extras(project_install(tests))
+    runtime = [w for s in demo for w in s.words if RUNTIME_STEP.fullmatch(w)]
+    assert runtime, "command 1 installs no llama.cpp runtime for the embedded model"
     assert demo[-1].words[:2] == ("skillopt-dsl", "compile")
     assert (ROOT / demo[-1].words[-1]).is_file(), "command 1's recipe does not exist"
 
