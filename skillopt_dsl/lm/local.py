@@ -25,8 +25,8 @@ dict), chosen by `select_runtime()`:
 `local/<path>.gguf` (any model string under `local/` ending in `.gguf`; relative paths are taken
 from the working directory, `~` is expanded) runs the user's own GGUF file the same way: the
 chat template comes from the file's `tokenizer.chat_template` metadata (llama-cpp-python's
-default), and it shares the embedded model's generation lock, thread rule (`N_THREADS`) and
-token cap (`HARD_MAX_TOKENS`). A missing file, a folder, or a file that is not GGUF is a
+default), and it shares the embedded model's generation lock, thread rule (`N_THREADS`, or
+`THREAD_COUNTS` chosen by measured speed in the prebuilt runtime) and token cap (`HARD_MAX_TOKENS`). A missing file, a folder, or a file that is not GGUF is a
 `UserInputError` when the `LM` is built, before any call.
 """
 
@@ -49,6 +49,7 @@ from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.lm import llama_library, llama_prebuilt
 from skillopt_dsl.lm._litellm import litellm
 from skillopt_dsl.lm.base import Message
+from skillopt_dsl.lm.thread_choice import ThreadChooser
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +81,15 @@ GGUF_MAGIC = b"GGUF"
 """The first four bytes of every GGUF file."""
 N_THREADS = min(2, max(1, (os.cpu_count() or 2) - 1))
 """Threads for generation *and* prompt processing (llama-cpp-python's `n_threads_batch` default
-is every core). Two, but one on a two-core machine: llama.cpp threads spin on a shared barrier,
-and measured here a busy second core made a 2-thread call four times slower than 1 thread."""
+is every core) in llama-cpp-python: two, but one on a two-core machine, because llama.cpp's
+threads spin on a shared barrier and measured here a busy second core made a 2-thread call four
+times slower than 1 thread."""
+THREAD_COUNTS: tuple[int, ...] = tuple(
+    sorted({N_THREADS, min(2, os.cpu_count() or 2)}, reverse=True)
+)
+"""The counts the prebuilt runtime chooses among by measured speed (`ThreadChooser`): one and two
+on a two-core machine, where two are 1.7 times faster when the second core is idle and four
+times slower when it is busy; `N_THREADS` alone elsewhere."""
 
 
 @dataclass(frozen=True)
@@ -308,10 +316,16 @@ def _open_llama_cpp_python(path: Path) -> Any:
 
 
 def _open_prebuilt(path: Path) -> llama_prebuilt.PrebuiltLlama:
-    """`path` in the prebuilt library (the same thread rule and context size)."""
+    """`path` in the prebuilt library (the same context size; the thread count chosen call by
+    call among `THREAD_COUNTS` where there is a choice)."""
     try:
+        chooser = ThreadChooser(THREAD_COUNTS) if len(THREAD_COUNTS) > 1 else None
         return llama_prebuilt.PrebuiltLlama(
-            model_path=str(path), n_ctx=N_CTX, n_threads=N_THREADS, n_threads_batch=N_THREADS
+            model_path=str(path),
+            n_ctx=N_CTX,
+            n_threads=THREAD_COUNTS[0],
+            n_threads_batch=THREAD_COUNTS[0],
+            thread_chooser=chooser,
         )
     except RuntimeError as exc:  # the library cannot run here
         raise UserInputError(
