@@ -89,7 +89,7 @@ def without_extras(step: Step) -> Step:
 
 def project_install(command: list[Step]) -> Step:
     """The command's `pip install -e ...` step (the project itself)."""
-    found = [s for s in command if s.words[:3] == ("pip", "install", "-e")]
+    found = [s for s in command if s.words[:2] == ("pip", "install") and "-e" in s.words]
     assert len(found) == 1, f"expected one project install in {command}"
     return found[0]
 
