@@ -25,9 +25,13 @@ dict), chosen by `select_runtime()`:
 `local/<path>.gguf` (any model string under `local/` ending in `.gguf`; relative paths are taken
 from the working directory, `~` is expanded) runs the user's own GGUF file the same way: the
 chat template comes from the file's `tokenizer.chat_template` metadata (llama-cpp-python's
-default), and it shares the embedded model's generation lock, thread rule (`N_THREADS`, or
-`THREAD_COUNTS` chosen by measured speed in the prebuilt runtime) and token cap (`HARD_MAX_TOKENS`). A missing file, a folder, or a file that is not GGUF is a
+default), and it shares the embedded model's generation lock, thread rule (`thread_counts()`)
+and token cap (`HARD_MAX_TOKENS`). A missing file, a folder, or a file that is not GGUF is a
 `UserInputError` when the `LM` is built, before any call.
+
+Threads: llama-cpp-python runs `N_THREADS`; the prebuilt runtime chooses among `THREAD_COUNTS`
+call by call by measured speed (`skillopt_dsl.lm.thread_choice`). `SKILLOPT_LOCAL_THREADS=N`
+fixes the count at N in both.
 """
 
 from __future__ import annotations
@@ -90,6 +94,8 @@ THREAD_COUNTS: tuple[int, ...] = tuple(
 """The counts the prebuilt runtime chooses among by measured speed (`ThreadChooser`): one and two
 on a two-core machine, where two are 1.7 times faster when the second core is idle and four
 times slower when it is busy; `N_THREADS` alone elsewhere."""
+THREADS_ENV = "SKILLOPT_LOCAL_THREADS"
+"""A positive whole number here fixes the thread count of both runtimes (no measuring)."""
 
 
 @dataclass(frozen=True)
@@ -240,6 +246,25 @@ def runtime_label(runtime: Runtime) -> str:
     return RUNTIME_LABELS[runtime]
 
 
+def thread_counts() -> tuple[int, ...]:
+    """The thread counts a model loaded now runs with: the one `SKILLOPT_LOCAL_THREADS` names,
+    else `THREAD_COUNTS` (the prebuilt runtime chooses among them; llama-cpp-python runs the
+    last, `N_THREADS`).
+
+    Raises:
+        UserInputError: `SKILLOPT_LOCAL_THREADS` is set but not a positive whole number.
+    """
+    fixed = os.environ.get(THREADS_ENV, "").strip()
+    if not fixed:
+        return THREAD_COUNTS
+    if not fixed.isdigit() or int(fixed) < 1:
+        raise UserInputError(
+            f"{THREADS_ENV}={fixed!r}: give a positive whole number of threads, or unset it to "
+            "let the prebuilt runtime choose by measured speed."
+        )
+    return (int(fixed),)
+
+
 def check_local_model(model: str) -> LocalModelSpec:
     """Validate a `local/...` model string, its weights and a runtime, without loading it."""
     spec = local_spec(model)
@@ -300,12 +325,13 @@ def _open_llama_cpp_python(path: Path) -> Any:
     """`path` in a `llama_cpp.Llama` (the thread rule, `N_CTX`, quiet)."""
     import llama_cpp
 
+    threads = thread_counts()[-1]
     try:
         return llama_cpp.Llama(
             model_path=str(path),
             n_ctx=N_CTX,
-            n_threads=N_THREADS,
-            n_threads_batch=N_THREADS,
+            n_threads=threads,
+            n_threads_batch=threads,
             verbose=False,
         )
     except ValueError as exc:  # llama.cpp could not load the weights
@@ -317,14 +343,15 @@ def _open_llama_cpp_python(path: Path) -> Any:
 
 def _open_prebuilt(path: Path) -> llama_prebuilt.PrebuiltLlama:
     """`path` in the prebuilt library (the same context size; the thread count chosen call by
-    call among `THREAD_COUNTS` where there is a choice)."""
+    call among `thread_counts()` where there is a choice)."""
+    counts = thread_counts()
+    chooser = ThreadChooser(counts) if len(counts) > 1 else None
     try:
-        chooser = ThreadChooser(THREAD_COUNTS) if len(THREAD_COUNTS) > 1 else None
         return llama_prebuilt.PrebuiltLlama(
             model_path=str(path),
             n_ctx=N_CTX,
-            n_threads=THREAD_COUNTS[0],
-            n_threads_batch=THREAD_COUNTS[0],
+            n_threads=counts[0],
+            n_threads_batch=counts[0],
             thread_chooser=chooser,
         )
     except RuntimeError as exc:  # the library cannot run here
