@@ -82,8 +82,11 @@ def extras(step: Step) -> set[str]:
 
 
 def without_extras(step: Step) -> Step:
-    """The step with its project install's extras (none, `.`, or `.[a,b]`) blanked."""
-    words = tuple(re.sub(r"^\.(\[[a-z0-9_,-]+\])?$", ".[...]", w) for w in step.words)
+    """The step with its project install's extras (none, `.`, or `.[a,b]`) blanked and pip's
+    `--no-compile` dropped (it changes when bytecode is compiled, not what is installed)."""
+    words = tuple(
+        re.sub(r"^\.(\[[a-z0-9_,-]+\])?$", ".[...]", w) for w in step.words if w != "--no-compile"
+    )
     return Step(step.env, words)
 
 
