@@ -1,7 +1,8 @@
 """Embedded-default demo: learn the answer format of customer-feedback tags with SmolLM2-135M.
 
-Run it with `skillopt-dsl compile recipes/feedback_local.py` (offline; a few minutes on 2 idle
-cores). Any litellm model string works in place of the embedded model:
+Run it with `skillopt-dsl compile recipes/feedback_local.py` (offline; about 85 s on an idle
+2-core machine with the prebuilt runtime, which chooses one or two threads by measured speed).
+Any litellm model string works in place of the embedded model:
 `skillopt-dsl compile recipes/feedback_local.py --model openai/gpt-4o-mini`.
 
 The task (`skillopt_dsl.benchmarks.customer_feedback`): tag a short product review `positive` or
