@@ -217,6 +217,7 @@ def recording_llama(monkeypatch: pytest.MonkeyPatch) -> type[_RecordingLlama]:
     from skillopt_dsl.lm import local
 
     monkeypatch.setenv(local.RUNTIME_ENV, LLAMA_CPP_PYTHON)
+    monkeypatch.setattr(local, "THREAD_COUNTS", (1,))  # one count: the Llama itself is loaded
     _RecordingLlama.created = []
     monkeypatch.setattr(llama_cpp, "Llama", _RecordingLlama)
     monkeypatch.setattr(local, "_loaded", {})
@@ -236,7 +237,7 @@ def test_gguf_path_loads_that_file_with_the_thread_rule_cap_and_lock(
     local.generate(model, list(QUESTION), temperature=0.0, max_tokens=None, seed=3)
     (created,) = recording_llama.created  # loaded once, reused
     assert created["model_path"] == str(path)
-    assert created["n_threads"] == created["n_threads_batch"] == local.N_THREADS
+    assert created["n_threads"] == created["n_threads_batch"] == 1
     assert created["n_ctx"] == local.N_CTX
     (llama,) = local._loaded.values()
     assert [r["max_tokens"] for r in llama.requests] == [local.HARD_MAX_TOKENS] * 2
@@ -343,6 +344,7 @@ def test_missing_chat_template_is_logged(
     from skillopt_dsl.lm import local
 
     monkeypatch.setattr(llama_cpp, "Llama", lambda **kw: _RecordingLlama(**kw, _metadata={}))
+    monkeypatch.setattr(local, "THREAD_COUNTS", (1,))
     monkeypatch.setattr(local, "_loaded", {})
     path = _fake_gguf(tmp_path)
     with caplog.at_level("WARNING", logger="skillopt_dsl.lm.local"):

@@ -272,3 +272,59 @@ def test_the_thread_count_changes_the_speed_not_the_answers() -> None:
             llama.close()
         assert used == set(counts)
     assert answers[(1,)] == answers[(2, 1)]
+
+
+# Kills: llama-cpp-python's pick not reaching llama.cpp, or its speed credited to the wrong count
+# or read from the wrong counters (prompt time instead of one-token decodes).
+def test_llama_cpp_python_runs_the_chosen_count_and_reports_its_decode_speed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    llama_cpp = pytest.importorskip("llama_cpp")
+    counters = iter([(100.0, 10, 50.0, 7), (160.0, 14, 90.0, 30)])  # t_eval, n_eval, prompt
+    switched: list[tuple[object, int, int]] = []
+
+    class _Perf:
+        def __init__(self) -> None:
+            self.t_eval_ms, self.n_eval, self.t_p_eval_ms, self.n_p_eval = next(counters)
+
+    class _Llama:
+        ctx, metadata = "ctx", {"tokenizer.chat_template": "x"}
+
+        def create_chat_completion(self, **kwargs: Any) -> dict[str, Any]:
+            return {"choices": [{"message": {"content": "ok"}}]}
+
+    monkeypatch.setattr(llama_cpp, "llama_set_n_threads", lambda *a: switched.append(a))
+    monkeypatch.setattr(llama_cpp, "llama_perf_context", lambda context: _Perf())
+    chooser = ThreadChooser((2, 1))
+    chooser.estimates[2] = 0.5  # measured slow: the next call measures one thread
+    wrapped = local._ThreadChoosingLlama(_Llama(), chooser, 2)
+    wrapped.create_chat_completion(messages=[])
+    assert switched == [("ctx", 1, 1)]
+    assert chooser.estimates[1] == pytest.approx(0.060 / 4)
+
+
+# Kills: a thread count that changes llama-cpp-python's answers (the same check as the prebuilt
+# runtime's, through `local._open_llama_cpp_python`, switching count on every call).
+@pytest.mark.integration
+@pytest.mark.skipif(not _HAVE_BOTH, reason="needs llama-cpp-python and the embedded weights")
+def test_llama_cpp_python_gives_the_same_answers_on_any_thread_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = local.gguf_path(local.check_local_model(MODEL))
+    monkeypatch.setattr(local, "ThreadChooser", _Alternating)
+    answers: dict[tuple[int, ...], list[tuple[object, ...]]] = {}
+    for counts in ((1,), (2, 1)):
+        monkeypatch.setattr(local, "THREAD_COUNTS", counts)
+        llama = local._open_llama_cpp_python(path)
+        try:
+            for messages in PROMPTS:
+                result = llama.create_chat_completion(
+                    messages=messages, temperature=0.0, max_tokens=40, seed=0
+                )
+                choice = result["choices"][0]
+                answers.setdefault(counts, []).append(
+                    (choice["message"]["content"], choice["finish_reason"], result["usage"])
+                )
+        finally:
+            llama.close()
+    assert answers[(1,)] == answers[(2, 1)]

@@ -29,8 +29,8 @@ default), and it shares the embedded model's generation lock, thread rule (`thre
 and token cap (`HARD_MAX_TOKENS`). A missing file, a folder, or a file that is not GGUF is a
 `UserInputError` when the `LM` is built, before any call.
 
-Threads: llama-cpp-python runs `N_THREADS`; the prebuilt runtime chooses among `THREAD_COUNTS`
-call by call by measured speed (`skillopt_dsl.lm.thread_choice`). `SKILLOPT_LOCAL_THREADS=N`
+Threads: both runtimes choose among `THREAD_COUNTS` call by call by measured speed
+(`skillopt_dsl.lm.thread_choice`). `SKILLOPT_LOCAL_THREADS=N`
 fixes the count at N in both.
 """
 
@@ -85,15 +85,14 @@ GGUF_MAGIC = b"GGUF"
 """The first four bytes of every GGUF file."""
 N_THREADS = min(2, max(1, (os.cpu_count() or 2) - 1))
 """Threads for generation *and* prompt processing (llama-cpp-python's `n_threads_batch` default
-is every core) in llama-cpp-python: two, but one on a two-core machine, because llama.cpp's
-threads spin on a shared barrier and measured here a busy second core made a 2-thread call four
-times slower than 1 thread."""
+is every core) where a machine has no choice to make: two, but one on a one- or two-core machine
+(on two cores, `THREAD_COUNTS` adds two)."""
 THREAD_COUNTS: tuple[int, ...] = tuple(
     sorted({N_THREADS, min(2, os.cpu_count() or 2)}, reverse=True)
 )
-"""The counts the prebuilt runtime chooses among by measured speed (`ThreadChooser`): one and two
-on a two-core machine, where two are 1.7 times faster when the second core is idle and four
-times slower when it is busy; `N_THREADS` alone elsewhere."""
+"""The counts both runtimes choose among by measured speed (`ThreadChooser`): two and one on a
+two-core machine, where llama.cpp's spinning threads make two 1.7 times faster when the second
+core is idle and four times slower when it is busy; `N_THREADS` alone elsewhere."""
 THREADS_ENV = "SKILLOPT_LOCAL_THREADS"
 """A positive whole number here fixes the thread count of both runtimes (no measuring)."""
 
@@ -248,8 +247,7 @@ def runtime_label(runtime: Runtime) -> str:
 
 def thread_counts() -> tuple[int, ...]:
     """The thread counts a model loaded now runs with: the one `SKILLOPT_LOCAL_THREADS` names,
-    else `THREAD_COUNTS` (the prebuilt runtime chooses among them; llama-cpp-python runs the
-    last, `N_THREADS`).
+    else `THREAD_COUNTS` (both runtimes choose among them by measured speed).
 
     Raises:
         UserInputError: `SKILLOPT_LOCAL_THREADS` is set but not a positive whole number.
@@ -322,16 +320,17 @@ def _load(spec: LocalModelSpec) -> Any:
 
 
 def _open_llama_cpp_python(path: Path) -> Any:
-    """`path` in a `llama_cpp.Llama` (the thread rule, `N_CTX`, quiet)."""
+    """`path` in a `llama_cpp.Llama` (`N_CTX`, quiet; the thread count chosen call by call
+    among `thread_counts()` where there is a choice)."""
     import llama_cpp
 
-    threads = thread_counts()[-1]
+    counts = thread_counts()
     try:
-        return llama_cpp.Llama(
+        llama = llama_cpp.Llama(
             model_path=str(path),
             n_ctx=N_CTX,
-            n_threads=threads,
-            n_threads_batch=threads,
+            n_threads=counts[0],
+            n_threads_batch=counts[0],
             verbose=False,
         )
     except ValueError as exc:  # llama.cpp could not load the weights
@@ -339,6 +338,38 @@ def _open_llama_cpp_python(path: Path) -> Any:
             f"llama.cpp could not load {path} ({exc}); is it a complete GGUF file of a "
             "model architecture llama-cpp-python supports?"
         ) from None
+    if len(counts) == 1:
+        return llama
+    return _ThreadChoosingLlama(llama, ThreadChooser(counts), counts[0])
+
+
+class _ThreadChoosingLlama:
+    """A `llama_cpp.Llama` run on the thread count a `ThreadChooser` picks for each call, as
+    the prebuilt runtime is; the speed comes from llama.cpp's own counters of one-token decodes
+    (`llama_perf_context`: `t_eval_ms`, `n_eval`), read before and after each call."""
+
+    def __init__(self, llama: Any, chooser: ThreadChooser, threads: int) -> None:
+        self.llama, self.chooser, self.threads = llama, chooser, threads
+        self.metadata: dict[str, str] = llama.metadata
+
+    def create_chat_completion(self, **kwargs: Any) -> Any:
+        import llama_cpp
+
+        context = self.llama.ctx
+        threads = self.chooser.choose()
+        if threads != self.threads:
+            llama_cpp.llama_set_n_threads(context, threads, threads)
+            self.threads = threads
+        before = llama_cpp.llama_perf_context(context)
+        result = self.llama.create_chat_completion(**kwargs)
+        after = llama_cpp.llama_perf_context(context)
+        seconds = (after.t_eval_ms - before.t_eval_ms) / 1000
+        self.chooser.record(threads, seconds, after.n_eval - before.n_eval)
+        return result
+
+    def close(self) -> None:
+        """Free the model (`llama_cpp.Llama.close`)."""
+        self.llama.close()
 
 
 def _open_prebuilt(path: Path) -> llama_prebuilt.PrebuiltLlama:
