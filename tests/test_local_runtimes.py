@@ -125,15 +125,27 @@ def test_the_thread_count_is_chosen_unless_fixed_by_the_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     opened: list[dict[str, Any]] = []
-    monkeypatch.setattr(llama_prebuilt, "PrebuiltLlama", lambda **kwargs: opened.append(kwargs))
+
+    class _Loaded:
+        metadata: dict[str, str] = {}  # noqa: RUF012 (a fake's attribute)
+
+        def __init__(self, **kwargs: Any) -> None:
+            opened.append(kwargs)
+
+        def set_threads(self, threads: int) -> None: ...
+
+        def decode_counters(self) -> tuple[float, int]:
+            return 0.0, 0
+
+    monkeypatch.setattr(llama_prebuilt, "PrebuiltLlama", _Loaded)
     monkeypatch.setattr(local, "THREAD_COUNTS", (2, 1))
     monkeypatch.delenv(local.THREADS_ENV, raising=False)
-    local._open_prebuilt(tmp_path / "x.gguf")
-    assert isinstance(opened[-1]["thread_chooser"], ThreadChooser)
-    assert opened[-1]["thread_chooser"].counts == (2, 1) and opened[-1]["n_threads"] == 2
+    chosen = local._open_prebuilt(tmp_path / "x.gguf")
+    assert isinstance(chosen, local._ThreadChoosingLlama)
+    assert chosen.chooser.counts == (2, 1) and opened[-1]["n_threads"] == 2
     monkeypatch.setenv(local.THREADS_ENV, "1")
-    local._open_prebuilt(tmp_path / "x.gguf")
-    assert opened[-1]["thread_chooser"] is None and opened[-1]["n_threads"] == 1
+    fixed = local._open_prebuilt(tmp_path / "x.gguf")
+    assert isinstance(fixed, _Loaded) and opened[-1]["n_threads"] == 1
     for bad in ("0", "two", "-1"):
         monkeypatch.setenv(local.THREADS_ENV, bad)
         with pytest.raises(UserInputError, match=r"SKILLOPT_LOCAL_THREADS=.*positive whole"):
@@ -239,7 +251,8 @@ class _Alternating(ThreadChooser):
 
 # Kills: a thread count that changes the answers (a run's results would then depend on how busy
 # the machine was), and the chooser's pick not reaching llama.cpp (the speed it measures would
-# be credited to the wrong count). One thread throughout, against two and one by turns.
+# be credited to the wrong count), and decode steps left uncounted (the chooser would never
+# measure). One thread throughout, against two and one by turns.
 @pytest.mark.integration
 @pytest.mark.skipif(not _HAVE_PREBUILT, reason="the prebuilt runtime (llama-cpp-cffi) is missing")
 def test_the_thread_count_changes_the_speed_not_the_answers() -> None:
@@ -248,26 +261,29 @@ def test_the_thread_count_changes_the_speed_not_the_answers() -> None:
     for counts in ((1,), (2, 1)):
         chooser = _Alternating(counts)
         llama = llama_prebuilt.PrebuiltLlama(
-            model_path=str(path),
-            n_ctx=local.N_CTX,
-            n_threads=counts[0],
-            n_threads_batch=counts[0],
-            thread_chooser=chooser,
+            model_path=str(path), n_ctx=local.N_CTX, n_threads=counts[0], n_threads_batch=counts[0]
         )
-        used = set()
+        chosen = local._ThreadChoosingLlama(
+            llama, chooser, llama.set_threads, llama.decode_counters
+        )
+        used, generated = set(), 0
         try:
             for messages in PROMPTS:
                 for max_tokens in (6, 40):
                     threads = chooser.choose()
-                    result = llama.create_chat_completion(
+                    result = chosen.create_chat_completion(
                         messages=messages, temperature=0.0, max_tokens=max_tokens, seed=0
                     )
                     assert llama._lib.llama_n_threads(llama._ctx) == threads
                     used.add(threads)
+                    generated += result["usage"]["completion_tokens"]
                     choice = result["choices"][0]
                     answers.setdefault(counts, []).append(
                         (choice["message"]["content"], choice["finish_reason"], result["usage"])
                     )
+            # what the chooser measures: every generated token is decoded but a call's last
+            seconds, steps = llama.decode_counters()
+            assert seconds > 0 and steps >= generated - len(answers[counts])
         finally:
             llama.close()
         assert used == set(counts)
@@ -290,14 +306,20 @@ def test_llama_cpp_python_runs_the_chosen_count_and_reports_its_decode_speed(
     class _Llama:
         ctx, metadata = "ctx", {"tokenizer.chat_template": "x"}
 
+        def __init__(self, **kwargs: Any) -> None:
+            assert kwargs["n_threads"] == kwargs["n_threads_batch"] == 2
+
         def create_chat_completion(self, **kwargs: Any) -> dict[str, Any]:
             return {"choices": [{"message": {"content": "ok"}}]}
 
+    monkeypatch.setattr(llama_cpp, "Llama", _Llama)
     monkeypatch.setattr(llama_cpp, "llama_set_n_threads", lambda *a: switched.append(a))
     monkeypatch.setattr(llama_cpp, "llama_perf_context", lambda context: _Perf())
-    chooser = ThreadChooser((2, 1))
+    monkeypatch.setattr(local, "THREAD_COUNTS", (2, 1))
+    monkeypatch.delenv(local.THREADS_ENV, raising=False)
+    wrapped = local._open_llama_cpp_python(Path("model.gguf"))
+    chooser = wrapped.chooser
     chooser.estimates[2] = 0.5  # measured slow: the next call measures one thread
-    wrapped = local._ThreadChoosingLlama(_Llama(), chooser, 2)
     wrapped.create_chat_completion(messages=[])
     assert switched == [("ctx", 1, 1)]
     assert chooser.estimates[1] == pytest.approx(0.060 / 4)

@@ -33,7 +33,6 @@ from datetime import datetime
 from typing import Any
 
 from skillopt_dsl.lm.llama_library import Batch, load_library
-from skillopt_dsl.lm.thread_choice import ThreadChooser
 
 __all__ = ["PrebuiltLlama"]
 
@@ -110,11 +109,8 @@ class PrebuiltLlama:
         n_ctx: int,
         n_threads: int,
         n_threads_batch: int,
-        thread_chooser: ThreadChooser | None = None,
     ):
         self._lib = lib = load_library()
-        self._chooser = thread_chooser
-        self._threads = n_threads
         self._model: int | None = None
         self._ctx: int | None = None
         self._batch: Batch | None = None
@@ -226,8 +222,6 @@ class PrebuiltLlama:
         llama-cpp-python's stopping rules (its `_create_completion` loop over `generate`)."""
         stop_sequences = [self._eos_text.encode("utf-8")]
         sampler = self._sampler(temperature, seed)
-        self._use_chosen_threads()
-        self._decode_seconds, self._decode_steps = 0.0, 0
         try:
             self._evaluate_prompt(prompt_tokens)
             completion: list[int] = []
@@ -262,22 +256,21 @@ class PrebuiltLlama:
                 text, finish_reason = self.detokenize(completion), "stop"
         finally:
             self._lib.llama_sampler_free(sampler)
-        if self._chooser is not None:
-            self._chooser.record(self._threads, self._decode_seconds, self._decode_steps)
         return text.decode("utf-8", errors="ignore"), finish_reason, completion
 
-    def _use_chosen_threads(self) -> None:
-        """Switch the context to the thread count the chooser picks for this call (the count
-        changes the speed, not the tokens: see `skillopt_dsl.lm.thread_choice`)."""
-        if self._chooser is None:
-            return
-        threads = self._chooser.choose()
-        if threads != self._threads:
-            self._lib.llama_set_n_threads(self._ctx, threads, threads)
-            self._threads = threads
+    # --- threads ---------------------------------------------------------------------------
+
+    def set_threads(self, threads: int) -> None:
+        """Run later calls on `threads` threads (prompt and generation alike)."""
+        self._lib.llama_set_n_threads(self._ctx, threads, threads)
+
+    def decode_counters(self) -> tuple[float, int]:
+        """Seconds spent decoding generated tokens one at a time, and how many, since loading
+        (what llama.cpp's `llama_perf_context` counts as `t_eval_ms` and `n_eval`)."""
+        return self._decode_seconds, self._decode_steps
 
     def _decode(self, token: int) -> None:
-        """Evaluate one generated token, timing it for the thread chooser."""
+        """Evaluate one generated token, counting its time (`decode_counters`)."""
         started = time.perf_counter()
         self._eval([token])
         self._decode_seconds += time.perf_counter() - started

@@ -338,52 +338,74 @@ def _open_llama_cpp_python(path: Path) -> Any:
             f"llama.cpp could not load {path} ({exc}); is it a complete GGUF file of a "
             "model architecture llama-cpp-python supports?"
         ) from None
+
+    def set_threads(threads: int) -> None:
+        llama_cpp.llama_set_n_threads(llama.ctx, threads, threads)
+
+    def decode_counters() -> tuple[float, int]:
+        perf = llama_cpp.llama_perf_context(llama.ctx)
+        return perf.t_eval_ms / 1000, perf.n_eval
+
+    return _choosing_threads(llama, counts, set_threads, decode_counters)
+
+
+def _choosing_threads(
+    llama: Any,
+    counts: tuple[int, ...],
+    set_threads: Callable[[int], None],
+    decode_counters: Callable[[], tuple[float, int]],
+) -> Any:
+    """`llama` itself when there is one count, else `llama` run on the count a
+    `ThreadChooser` picks for each call."""
     if len(counts) == 1:
         return llama
-    return _ThreadChoosingLlama(llama, ThreadChooser(counts), counts[0])
+    return _ThreadChoosingLlama(llama, ThreadChooser(counts), set_threads, decode_counters)
 
 
 class _ThreadChoosingLlama:
-    """A `llama_cpp.Llama` run on the thread count a `ThreadChooser` picks for each call, as
-    the prebuilt runtime is; the speed comes from llama.cpp's own counters of one-token decodes
-    (`llama_perf_context`: `t_eval_ms`, `n_eval`), read before and after each call."""
+    """A loaded model (either runtime) run on the thread count a `ThreadChooser` picks for each
+    call, its speed read from the runtime's counters of one-token decodes before and after.
 
-    def __init__(self, llama: Any, chooser: ThreadChooser, threads: int) -> None:
-        self.llama, self.chooser, self.threads = llama, chooser, threads
+    Args:
+        llama: the model; it starts on `chooser.counts[0]` threads.
+        set_threads: runs later calls on that many threads.
+        decode_counters: seconds spent decoding one token at a time, and how many, so far.
+    """
+
+    def __init__(
+        self,
+        llama: Any,
+        chooser: ThreadChooser,
+        set_threads: Callable[[int], None],
+        decode_counters: Callable[[], tuple[float, int]],
+    ) -> None:
+        self.llama, self.chooser, self.threads = llama, chooser, chooser.counts[0]
+        self._set_threads, self._decode_counters = set_threads, decode_counters
         self.metadata: dict[str, str] = llama.metadata
 
     def create_chat_completion(self, **kwargs: Any) -> Any:
-        import llama_cpp
-
-        context = self.llama.ctx
         threads = self.chooser.choose()
         if threads != self.threads:
-            llama_cpp.llama_set_n_threads(context, threads, threads)
+            self._set_threads(threads)
             self.threads = threads
-        before = llama_cpp.llama_perf_context(context)
+        seconds_before, steps_before = self._decode_counters()
         result = self.llama.create_chat_completion(**kwargs)
-        after = llama_cpp.llama_perf_context(context)
-        seconds = (after.t_eval_ms - before.t_eval_ms) / 1000
-        self.chooser.record(threads, seconds, after.n_eval - before.n_eval)
+        seconds_after, steps_after = self._decode_counters()
+        self.chooser.record(threads, seconds_after - seconds_before, steps_after - steps_before)
         return result
 
     def close(self) -> None:
-        """Free the model (`llama_cpp.Llama.close`)."""
+        """Free the model."""
         self.llama.close()
 
 
-def _open_prebuilt(path: Path) -> llama_prebuilt.PrebuiltLlama:
+def _open_prebuilt(path: Path) -> Any:
     """`path` in the prebuilt library (the same context size; the thread count chosen call by
     call among `thread_counts()` where there is a choice)."""
     counts = thread_counts()
-    chooser = ThreadChooser(counts) if len(counts) > 1 else None
     try:
-        return llama_prebuilt.PrebuiltLlama(
-            model_path=str(path),
-            n_ctx=N_CTX,
-            n_threads=counts[0],
-            n_threads_batch=counts[0],
-            thread_chooser=chooser,
+        llama = llama_prebuilt.PrebuiltLlama(
+            model_path=str(path), n_ctx=N_CTX, n_threads=counts[0], n_threads_batch=counts[0]
         )
     except RuntimeError as exc:  # the library cannot run here
         raise UserInputError(
@@ -395,6 +417,7 @@ def _open_prebuilt(path: Path) -> llama_prebuilt.PrebuiltLlama:
             f"llama.cpp (prebuilt) could not load {path} ({exc}); is it a complete GGUF file "
             "of a model architecture llama.cpp (January 2025) supports?"
         ) from None
+    return _choosing_threads(llama, counts, llama.set_threads, llama.decode_counters)
 
 
 def _close_all() -> None:
