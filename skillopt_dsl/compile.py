@@ -256,6 +256,7 @@ def compile_with(
         return _finish(context, stop_reason, test, baseline, check, plots)
     finally:
         models.cache.flush()
+        models.cache.close()  # now, not at garbage collection: no -wal/-shm file is left behind
 
 
 def _plan(context: CompileContext, optimizer: Optimizer, *, own_budget: bool) -> Preflight:

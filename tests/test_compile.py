@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import skillopt_dsl as sd
+from skillopt_dsl.lm import ResponseCache
 from skillopt_dsl.optimizers import GradientText, ReflectiveProposer
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.optimizers.schedules import SCHEDULES
@@ -454,3 +455,35 @@ def test_compile_preflight_states_the_level_its_first_decision_uses() -> None:
     first = per_decision.gate_log[0]
     assert per_decision.preflight.first_level == first.alpha == pytest.approx(0.05 * 0.75)
     assert first.early_alpha is not None and first.alpha + first.early_alpha == pytest.approx(0.05)
+
+
+def test_the_run_closes_its_response_cache_when_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills: the run's cache left open until garbage collection, which leaves SQLite's
+    `cache.sqlite-wal` and `-shm` beside the run's files for as long as a reference cycle
+    lives (a Sleep night's staged folder then lists them, or not, by chance). Checked after a
+    finished run and after one that was killed."""
+    from skillopt_dsl import settings as settings_module
+
+    opened: list[ResponseCache] = []
+
+    class Recorded(ResponseCache):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            opened.append(self)
+
+    monkeypatch.setattr(settings_module, "ResponseCache", Recorded)
+    run(tmp_path / "done")
+
+    def dying(_messages: list[dict[str, str]]) -> str:
+        raise Killed
+
+    with pytest.raises(Killed):
+        run(tmp_path / "stopped", lm=ScriptedLM(dying))
+    assert len(opened) == 2
+    for cache in opened:
+        with pytest.raises(Exception, match="closed"):
+            len(cache)
+    for directory in ("done", "stopped"):
+        assert not list((tmp_path / directory).glob("cache.sqlite-*"))

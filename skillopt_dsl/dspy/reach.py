@@ -107,6 +107,7 @@ def probe_reach(
             costliest = max(costliest, _run(module, example, client, seed))
     finally:
         cache.flush()
+        cache.close()
     return Probe(ledger.snapshot(), len(ids), costliest)
 
 

@@ -252,8 +252,13 @@ def train_description(
     wall_s = time.perf_counter() - started
     held_out = splits.test or splits.val
     directory = Path(settings.run_dir)
-    replay = resolve_lm(settings.lm).with_cache(ResponseCache(RunFiles(directory).cache))
-    rows = _trigger_rows(module, held_out, result, replay, settings)
+    replies = ResponseCache(RunFiles(directory).cache)
+    try:
+        rows = _trigger_rows(
+            module, held_out, result, resolve_lm(settings.lm).with_cache(replies), settings
+        )
+    finally:
+        replies.close()
     staged = stage_folder(result, folder, directory, flags=_copied_flags(module, result, splits))
     return DescriptionOutcome(result, tuple(rows), len(held_out), staged, wall_s, chosen.preflight)
 
