@@ -56,6 +56,22 @@ def _first_without(**methods: Callable[..., Any]) -> Callable[[Any, Sequence[Any
     return make
 
 
+def _first_lean(
+    settings: dict[str, Any], **methods: Callable[..., Any]
+) -> Callable[[Any, Sequence[Any]], Any]:
+    """Several rules off at once: GradientText with `settings`, without `methods`."""
+
+    def make(opt: Any, proposers: Sequence[Any]) -> Any:
+        first = _without(opt.GradientText, **methods)(proposers=proposers, **settings)
+        return _default(opt, proposers, first=first)
+
+    return make
+
+
+_NO_WAIT: dict[str, Callable[..., Any]] = {"_last_decision_waits": lambda self, view, state: False}
+_NO_TRIALS: dict[str, Any] = {"confirm_steps": 0, "join_at_net": None, "gate_strikes": 1}
+
+
 def _then_without(**methods: Callable[..., Any]) -> Callable[[Any, Sequence[Any]], Any]:
     def make(opt: Any, proposers: Sequence[Any]) -> Any:
         then = _without(opt.Bundle, **methods)(proposers=proposers)
@@ -107,6 +123,10 @@ ABLATIONS: dict[str, Ablation] = {
         Ablation("one-screen-strike", "a second screen for a re-proposal (screen_strikes=1)", _one_strike),
         Ablation("one-gate-strike", "a rejected bundle's proposals back on trial (gate_strikes=1)",
                  _first(gate_strikes=1)),
+        Ablation("lean-trials", "confirmation, early join, gate strikes and the last wait, together",
+                 _first_lean(_NO_TRIALS, **_NO_WAIT)),
+        Ablation("lean-all", "lean-trials and the submit at the certifiable gain, together",
+                 _first_lean({**_NO_TRIALS, "submit_at_net": float("inf")}, **_NO_WAIT)),
         Ablation("no-fix-check", "Bundle: a fix must persist under a changed wording",
                  _then_without(_lasting_fixes=_fixes_unchecked)),
         Ablation("no-audit-repeat", "Bundle: an audit's break must repeat under a changed wording",

@@ -27,7 +27,7 @@ TRAIN = contract_examples(0, 16)
 VAL = contract_examples(100, 40)
 ORDER = look_order(VAL, 0)  # the looks' order: 10, 20, 30, then all 40
 FIX = "A number divisible by 2 is even."
-DOOR: dict[str, Any] = dict(compose=1, confirm_steps=0, min_net=1.0, submit_at_net=0.0)
+DOOR: dict[str, Any] = dict(compose=1, min_net=1.0, submit_at_net=0.0)
 
 
 def even(example: Example) -> bool:
@@ -251,22 +251,13 @@ def test_the_rest_of_validation_is_scored_only_within_the_call_limit(keep: int) 
     assert result.val_examples == (20 if keep < 40 else 40)
 
 
-class SubmitAtOnce(GradientText):
-    """GradientText that never holds a ready candidate back for the budget's tail (the last
-    affordable decision waits there by default, `_last_decision_waits`): the test below needs
-    two decisions, one early and one late, whatever the budget planning does."""
-
-    def _last_decision_waits(self, view: RunView, state: Any) -> bool:
-        return False
-
-
 def test_a_best_skill_scored_past_the_seed_is_compared_where_both_were_scored() -> None:
     """Kills: a result (and best_skill.md's front matter) comparing the best skill's score on
     all 40 with the seed's on the 20 it was scored on. 'Rule A.' is accepted at look 2 (the
     seed scored on 20), 'Rule B.' on all 40 against it; the 4 calls left cannot pay for the
     seed's other 20, so both are compared on the 20 the seed was scored on."""
     a, b = two_rules()
-    optimizer = SubmitAtOnce(
+    optimizer = GradientText(
         epochs=1, batch_size=8, slow_update=False, proposers=[ReflectiveProposer()], **DOOR
     )
     result = sd.compile(

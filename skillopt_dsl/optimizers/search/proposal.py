@@ -57,7 +57,6 @@ class ProposalRecord(TypedDict):
     scored: int
     screens: NotRequired[int]
     rivals: NotRequired[int]
-    gated: NotRequired[int]
 
 
 @dataclass(frozen=True)
@@ -67,8 +66,7 @@ class ScreenedProposal:
     and why, and its summed training evidence (`net` gain over `scored` examples).
 
     `screens`: screens it has had since it went on trial (None: it joined unscreened);
-    `rivals`: proposals screened on its batch, it among them (None: not counted); `gated`:
-    the gate strikes it came back on trial with (None: never rejected in a bundle)."""
+    `rivals`: proposals screened on its batch, it among them (None: not counted)."""
 
     key: str
     edits: tuple[Edit, ...]
@@ -79,7 +77,6 @@ class ScreenedProposal:
     scored: int
     screens: int | None = None
     rivals: int | None = None
-    gated: int | None = None
 
     @classmethod
     def of(
@@ -110,8 +107,6 @@ class ScreenedProposal:
             record["screens"] = self.screens
         if self.rivals is not None:
             record["rivals"] = self.rivals
-        if self.gated is not None:
-            record["gated"] = self.gated
         return record
 
     @classmethod
@@ -127,5 +122,4 @@ class ScreenedProposal:
             data["scored"],
             data.get("screens"),
             data.get("rivals"),
-            data.get("gated"),
         )
