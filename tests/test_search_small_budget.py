@@ -26,6 +26,8 @@ from skillopt_dsl.optimizers.proposers import (
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
 from skillopt_dsl.testing.search_contract import BARE, OfferedEdits, table_agent
+from tests.helpers import Parity
+from tests.test_early_acceptance import DOOR, TRAIN, VAL, reflector, rule_target, two_rules
 
 
 def train_batches(run_dir: Path) -> list[int]:
@@ -66,6 +68,37 @@ def test_budget_steps_below_one_is_refused() -> None:
     """Kills: a `budget_steps=0` taken (a division by zero at the first budgeted step)."""
     with pytest.raises(UserInputError, match="budget_steps"):
         GradientText(budget_steps=0)
+
+
+class SubmitAtOnce(GradientText):
+    """GradientText whose ready candidate never waits for the budget's tail."""
+
+    def _last_decision_waits(self, view: object, state: object) -> bool:
+        return False
+
+
+def test_the_last_affordable_decision_waits_for_the_steps_that_fit_before_it() -> None:
+    """Kills: a ready candidate sent to the gate at once when its decision is the last the
+    budget pays for and a step still fits before it (`_last_decision_waits` dropped): the
+    calls after it would go to steps whose proposals no decision can judge. Here 'Rule A.'
+    is ready after the first step; the steps before the budget's tail add 'Rule B.', and one
+    decision judges both (submitted at once, each rule takes a decision of its own)."""
+    a, b = two_rules()
+
+    def run(optimizer: GradientText) -> sd.CompileResult:
+        return sd.compile(
+            Parity(), TRAIN, VAL, optimizer=optimizer, lm=ScriptedLM(rule_target(a, b)),
+            optimizer_lm=reflector("Rule A.", "Rule B."), threads=1, seed=5,
+            budget=sd.Budget(max_calls=140),
+        )  # fmt: skip
+
+    settings = dict(epochs=1, batch_size=8, slow_update=False, **DOOR)
+    waited = run(GradientText(proposers=[ReflectiveProposer()], **settings))  # type: ignore[arg-type]
+    at_once = run(SubmitAtOnce(proposers=[ReflectiveProposer()], **settings))  # type: ignore[arg-type]
+    assert len(waited.gate_log) == 1 and waited.gate_log[0].accepted
+    assert "Rule A." in waited.best_skill.text and "Rule B." in waited.best_skill.text
+    assert waited.usage.calls <= 140
+    assert len(at_once.gate_log) == 2  # the control: without the wait, two decisions
 
 
 def agent_run(max_calls: int, proposer: OfferedEdits) -> sd.CompileResult:

@@ -18,8 +18,9 @@ never touches validation, and the calls it may spend leave a whole gate decision
 budget, priced at the calls a rollout was measured to cost (`RunView.decision_calls`,
 `RunView.calls_per_rollout`); in the budget's tail, where a whole decision no longer fits after a
 step, only the gate's first look, and a decision there is tested on the validation examples the
-calls left pay for (`driver.looks`). A small budget plans smaller batches (`budget_steps`);
-where no screened step fits before the gate's first look, a lean step (a small batch, its proposers, no screen) sends its proposals to the gate
+calls left pay for (`driver.looks`). A small budget plans smaller batches (`budget_steps`); a
+ready candidate whose decision would be the budget's last waits while a step still fits before
+it; where no screened step fits before the gate's first look, a lean step (a small batch, its proposers, no screen) sends its proposals to the gate
 (docs/concepts.md, "Small budgets"). A search ends early when the incumbent is perfect on
 validation (`perfect`), an epoch had no training failure (`train_solved`), or the run's
 significance is spent so that no decision could accept (`significance`, `RunView.can_accept`).
@@ -440,7 +441,7 @@ class GradientText(Optimizer):
         enough net gain shown on training data to expect the gate to see it (`submit_gain`;
         once it has `solved` a whole batch, training data can show no more, and the gain the
         gate certifies about half the time is enough)."""
-        if not state.pending:
+        if not state.pending or self._last_decision_waits(view, state):
             return False
         if len(state.pending) > 1 and self._working(view, state)[0].hash in state.rejected_hashes:
             return False  # a bundle the gate has judged: it waits for a new proposal
@@ -451,6 +452,20 @@ class GradientText(Optimizer):
             return rate * view.validation_size >= self.submit_at_net
         needed = view.certifiable_gain() if solved else submit_gain(view)
         return needed is None or rate >= needed  # None: a gate without a test takes any gain
+
+    def _last_decision_waits(self, view: RunView, state: GradientTextState) -> bool:
+        """Whether a ready working candidate waits: the decision it would get is the last the
+        call budget pays for (after it, no step and decision would fit), and a step still fits
+        before it. Submitted now, the calls after it would go unused; spent on steps first,
+        they may add proposals to the one candidate the gate will judge (which goes to the
+        gate in the budget's tail, `_affordable`)."""
+        left = view.calls_left()
+        if left is None:
+            return False
+        decision, rate = view.decision_calls(), view.calls_per_rollout()
+        spare = left - decision
+        after = self._batch_within(state, spare - decision, rate)
+        return not after and bool(self._batch_within(state, spare, rate))
 
     def _working(self, view: RunView, state: GradientTextState) -> tuple[Skill, ApplyReport]:
         """The incumbent with every pending proposal applied, in the order they joined, then
