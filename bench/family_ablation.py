@@ -7,9 +7,7 @@ skips it (`_without`: the instrument's, never the product's). `bench_search_fami
 --ablation` runs the default and every variant on the same members and seeds and prints, per
 draw and budget, each variant's mean gain beside the default's, the difference, and how many
 members it moves by more than 0.02 either way. A rule earns its place where switching it off
-costs across the family (both draws, every budget), not in one member. Rules removed for not
-earning it (confirmation past one batch, the early join, gate strikes, the last decision's
-wait: bench/README §9l) have no variant here; results files of older revisions keep theirs.
+costs across the family (both draws, every budget), not in one member.
 """
 
 from __future__ import annotations
@@ -58,6 +56,22 @@ def _first_without(**methods: Callable[..., Any]) -> Callable[[Any, Sequence[Any
     return make
 
 
+def _first_lean(
+    settings: dict[str, Any], **methods: Callable[..., Any]
+) -> Callable[[Any, Sequence[Any]], Any]:
+    """Several rules off at once: GradientText with `settings`, without `methods`."""
+
+    def make(opt: Any, proposers: Sequence[Any]) -> Any:
+        first = _without(opt.GradientText, **methods)(proposers=proposers, **settings)
+        return _default(opt, proposers, first=first)
+
+    return make
+
+
+_NO_WAIT: dict[str, Callable[..., Any]] = {"_last_decision_waits": lambda self, view, state: False}
+_NO_TRIALS: dict[str, Any] = {"confirm_steps": 0, "join_at_net": None, "gate_strikes": 1}
+
+
 def _then_without(**methods: Callable[..., Any]) -> Callable[[Any, Sequence[Any]], Any]:
     def make(opt: Any, proposers: Sequence[Any]) -> Any:
         then = _without(opt.Bundle, **methods)(proposers=proposers)
@@ -93,8 +107,12 @@ ABLATIONS: dict[str, Ablation] = {
         Ablation("no-hand-off", "the hand-off to Bundle (GradientText alone)",
                  lambda opt, p: opt.GradientText(proposers=p)),
         Ablation("no-screen", "the screen on training data (every proposal untried)", _first(screen=False)),
+        Ablation("no-confirm", "confirmation on later batches (confirm_steps=0)", _first(confirm_steps=0)),
+        Ablation("no-early-join", "a clear fix joins unconfirmed (join_at_net=None)", _first(join_at_net=None)),
         Ablation("no-submit-gain", "submit once the training gain is certifiable (compose only)",
                  _first(submit_at_net=float("inf"))),
+        Ablation("no-last-wait", "the budget's last decision waits for a step",
+                 _first_without(_last_decision_waits=lambda self, view, state: False)),
         Ablation("no-lean-step", "the lean step in the budget's tail",
                  _first_without(_lean_batch=lambda self, view, state: 0)),
         Ablation("no-budget-steps", "smaller batches for a small budget (budget_steps=None)",
@@ -103,6 +121,19 @@ ABLATIONS: dict[str, Ablation] = {
         Ablation("no-benching", "benching proposers that never pass (bench_after=None)",
                  _first(bench_after=None)),
         Ablation("one-screen-strike", "a second screen for a re-proposal (screen_strikes=1)", _one_strike),
+        Ablation("one-gate-strike", "a rejected bundle's proposals back on trial (gate_strikes=1)",
+                 _first(gate_strikes=1)),
+        Ablation("lean-trials", "confirmation, early join, gate strikes and the last wait, together",
+                 _first_lean(_NO_TRIALS, **_NO_WAIT)),
+        Ablation("lean-all", "lean-trials and the submit at the certifiable gain, together",
+                 _first_lean({**_NO_TRIALS, "submit_at_net": float("inf")}, **_NO_WAIT)),
+        Ablation("gt", "GradientText alone, as it is", lambda opt, p: opt.GradientText(proposers=p)),
+        Ablation("gt-no-confirm", "GradientText alone, confirm_steps=0",
+                 lambda opt, p: opt.GradientText(proposers=p, confirm_steps=0)),
+        Ablation("gt-no-early-join", "GradientText alone, join_at_net=None",
+                 lambda opt, p: opt.GradientText(proposers=p, join_at_net=None)),
+        Ablation("gt-one-gate-strike", "GradientText alone, gate_strikes=1",
+                 lambda opt, p: opt.GradientText(proposers=p, gate_strikes=1)),
         Ablation("no-fix-check", "Bundle: a fix must persist under a changed wording",
                  _then_without(_lasting_fixes=_fixes_unchecked)),
         Ablation("no-audit-repeat", "Bundle: an audit's break must repeat under a changed wording",

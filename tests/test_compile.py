@@ -50,7 +50,7 @@ def reflector(
     return ScriptedLM(respond, model="scripted/reflector")
 
 
-DOOR: dict[str, Any] = dict(compose=1, min_net=1.0, submit_at_net=0.0)
+DOOR: dict[str, Any] = dict(compose=1, confirm_steps=0, min_net=1.0, submit_at_net=0.0)
 """Every proposal that passes its own mini-batch screen goes to the gate alone, in that step."""
 TRAIN_NUMBERS = frozenset(e.inputs["number"] for e in TRAIN)
 

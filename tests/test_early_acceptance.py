@@ -27,7 +27,7 @@ TRAIN = contract_examples(0, 16)
 VAL = contract_examples(100, 40)
 ORDER = look_order(VAL, 0)  # the looks' order: 10, 20, 30, then all 40
 FIX = "A number divisible by 2 is even."
-DOOR: dict[str, Any] = dict(compose=1, min_net=1.0, submit_at_net=0.0)
+DOOR: dict[str, Any] = dict(compose=1, confirm_steps=0, min_net=1.0, submit_at_net=0.0)
 
 
 def even(example: Example) -> bool:

@@ -46,7 +46,7 @@ def one_step(**kwargs: object) -> GradientText:
     )
 
 
-DOOR: dict[str, Any] = dict(compose=1, min_net=1.0, submit_at_net=0.0)
+DOOR: dict[str, Any] = dict(compose=1, confirm_steps=0, min_net=1.0, submit_at_net=0.0)
 """Every proposal that passes its own mini-batch screen goes to the gate in the same step, alone:
 the gate (not the screen's batching) decides, as often as the search lets it."""
 

@@ -65,7 +65,7 @@ def compiled_pipeline() -> Any:
     own mini-batch screen sent to the gate alone, at once."""
     optimizer = GradientText(
         lr=0.5, epochs=1, batch_size=6, proposers=[FormatRuleProposer()],
-        compose=1, min_net=1.0, submit_at_net=0.0,
+        compose=1, confirm_steps=0, min_net=1.0, submit_at_net=0.0,
     )  # fmt: skip
     tele = SkillOptimizer(
         format_feedback,

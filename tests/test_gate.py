@@ -25,7 +25,7 @@ TRAIN = contract_examples(0, 16)
 VAL = contract_examples(100, 40)
 FIX = "A number divisible by 2 is even."
 CAREFUL = "Careful mode."
-DOOR: dict[str, Any] = dict(compose=1, min_net=1.0, submit_at_net=0.0)
+DOOR: dict[str, Any] = dict(compose=1, confirm_steps=0, min_net=1.0, submit_at_net=0.0)
 """Every proposal that passes its own mini-batch screen goes to the gate alone, in that step."""
 
 

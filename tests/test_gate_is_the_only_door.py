@@ -180,6 +180,7 @@ def test_gradient_text_declares_the_scheduled_lr(tmp_path: Path) -> None:
         batch_size=8,
         slow_update=False,
         compose=1,
+        confirm_steps=0,
         min_net=1.0,
         submit_at_net=0.0,
     )

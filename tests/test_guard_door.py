@@ -130,6 +130,7 @@ def test_a_duplicate_counts_towards_patience(tmp_path: Path) -> None:
         patience_steps=2,
         slow_update=False,
         compose=1,
+        confirm_steps=0,
         min_net=1.0,
         submit_at_net=0.0,
     )

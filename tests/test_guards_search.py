@@ -12,7 +12,7 @@ from typing import Any, cast
 import pytest
 
 import skillopt_dsl as sd
-from skillopt_dsl.driver import RunView, Verdict
+from skillopt_dsl.driver import RunView
 from skillopt_dsl.driver.looks import SequentialJudge
 from skillopt_dsl.driver.state_parts import PARTS, PHASE, nest_part, phase_state, read_part
 from skillopt_dsl.evidence import SignificanceBudget
@@ -23,7 +23,9 @@ from skillopt_dsl.optimizers.bundle import BundleMember, BundleState, quotes
 from skillopt_dsl.optimizers.gradient_text_state import GradientTextState
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.optimizers.search import ScreenedProposal
-from skillopt_dsl.search_memory import SearchMemory, group_key
+from skillopt_dsl.optimizers.search.screened import _clean_sweep
+from skillopt_dsl.optimizers.search.screening import ScreenResult
+from skillopt_dsl.search_memory import group_key
 from skillopt_dsl.skill import Add
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.testing.contract import (
@@ -150,6 +152,20 @@ def test_a_part_inside_a_part_saves_its_state_under_its_whole_path() -> None:
 
 
 # -- the screened step (item 4) -------------------------------------------------------------
+
+
+def _screen(fixes: int, breaks: int) -> ScreenResult:
+    return ScreenResult("screen", 8, fixes, breaks, float(fixes - breaks), 8, True)
+
+
+def test_a_clean_sweep_fixes_every_failure_of_its_batch() -> None:
+    """Kills: `_clean_sweep` counting a proposal that fixed 2 of its batch's 3 failures (and
+    broke none) as a clean sweep (`fixes >= least` alone, or `min(failing, least)`): it
+    would join the working candidate unconfirmed."""
+    assert _clean_sweep(_screen(3, 0), 3, 2.0)
+    assert not _clean_sweep(_screen(2, 0), 3, 2.0), "2 of 3 failures fixed is no clean sweep"
+    assert not _clean_sweep(_screen(3, 1), 3, 2.0), "a sweep that breaks one is not clean"
+    assert not _clean_sweep(_screen(1, 0), 1, 2.0), "a sweep asks at least `least` fixes"
 
 
 # -- Bundle (item 5) -------------------------------------------------------------------------
@@ -437,33 +453,38 @@ def _breaks_seven(messages: list[dict[str, str]]) -> str:
     return contract_target(messages)
 
 
-class _RejectingView:
-    """A fake run view for `_take_verdict` alone: a memory, no events, never perfect."""
+@dataclass(kw_only=True)
+class _ConfirmOnce(GradientText):
+    """Puts one proposal back on trial from a rejected bundle (its earlier screens summed to
+    +10 over 16 examples) and confirms it once on a batch where it breaks one example."""
 
-    def __init__(self) -> None:
-        self.memory = SearchMemory(step=3)
+    outcome: dict[str, list[str]] = field(default_factory=dict)
 
-    def emit(self, event: str, /, **payload: Any) -> None:
-        pass
+    def optimize(self, view: RunView) -> None:
+        text = "BREAK7 rarely."
+        group = EditGroup((Add(after=None, text=text),), "test", True, text)
+        key = group_key(group.edits)
+        view.memory.add_evidence(key, ScreenResult("screen", 16, 10, 0, 10.0, 16, True))
+        trial = ScreenedProposal.of(group, group.edits, key=key, net=10.0, scored=16)
+        trial = replace(trial, screens=0, gated=1)
+        state = GradientTextState(trials=[trial])
+        batch = [e for e in view.trainset if e.id in {f"n{k}" for k in range(8)}]
+        rollouts = view.evaluate(view.incumbent, batch).records
+        self.screened.confirm(view, state, view.incumbent, batch, rollouts, trial, 1000)
+        self.outcome["pending"] = [g.key for g in state.pending]
+        self.outcome["trials"] = [g.key for g in state.trials]
 
-    def incumbent_is_perfect(self) -> bool:
-        return False
 
-
-def test_every_proposal_of_a_rejected_bundle_is_remembered_not_put_back_on_trial() -> None:
-    """Kills: a rejected bundle's proposals sent back on trial (the gate strikes the search
-    had: measured across the family of worlds, they paid nowhere, bench/README), or some of
-    them forgotten: each must be remembered as rejected, so no proposer offers it again."""
-    groups = [
-        EditGroup((Add(after=None, text=f"Rule {k} applies."),), "test", True, f"r{k}")
-        for k in range(2)
-    ]
-    pending = [
-        ScreenedProposal.of(g, g.edits, key=group_key(g.edits), net=3.0, scored=8) for g in groups
-    ]
-    state, view = GradientTextState(pending=[]), _RejectingView()
-    verdict = Verdict("rejected", "h1", 10, 100, "no gain")
-    GradientText(proposers=[])._take_verdict(cast(Any, view), state, verdict, pending, step=3)
-    assert state.trials == []
-    assert view.memory.blocked_keys() >= {group_key(g.edits) for g in groups}
-    assert state.rejected_hashes == ["h1"]
+def test_with_confirm_steps_0_a_proposal_rejected_in_a_bundle_does_not_rejoin_unconfirmed() -> None:
+    """Kills: a confirmation that ignores the gate strikes a proposal came back with (`done =
+    screens > self.confirm_steps`, without `trial.gated`): with `confirm_steps=0` a proposal
+    back from a rejected bundle would rejoin the working candidate on its first confirmation
+    even when that confirmation lost (it broke 7, fixed nothing), so the gate would judge it
+    again on no new evidence. It must pass a confirmation first; until then it stays on trial."""
+    optimizer = _ConfirmOnce(proposers=[], confirm_steps=0)
+    sd.compile(
+        ContractParity(), contract_examples(0, 24), VAL30, optimizer=optimizer,
+        lm=ScriptedLM(_breaks_seven), optimizer_lm=ScriptedLM(lambda _: "{}"), threads=1,
+    )  # fmt: skip
+    assert optimizer.outcome["pending"] == [], "it rejoined on a confirmation it lost"
+    assert len(optimizer.outcome["trials"]) == 1, optimizer.outcome

@@ -60,7 +60,7 @@ result = sd.compile(
     # "Be brief." and "Answer politely." fix nothing and are screened out), and every proposal
     # that passes goes to the gate alone: one decision per rule, the overfit one rejected
     optimizer=GradientText(proposers=[ReflectiveProposer(read_successes=False)], epochs=6,
-                           batch_size=16, lr=1.0, compose=1, min_net=1.0,
+                           batch_size=16, lr=1.0, compose=1, confirm_steps=0, min_net=1.0,
                            submit_at_net=0.0),
     lm=ScriptedLM(target), optimizer_lm=ScriptedLM(reflector, model="scripted/reflector"),
     run_dir=run_dir, resume=resume, threads=2,

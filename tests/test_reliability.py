@@ -68,7 +68,7 @@ def compile_with(
 ) -> Any:
     # one_by_one: every proposal that passes its own mini-batch screen goes to the gate alone
     settings: dict[str, Any] = {
-        "compose": 1, "min_net": 1.0, "submit_at_net": 0.0
+        "compose": 1, "confirm_steps": 0, "min_net": 1.0, "submit_at_net": 0.0
     }  # fmt: skip
     optimizer = GradientText(
         proposers=[ReflectiveProposer(read_successes=False)], epochs=2, batch_size=8,
@@ -147,7 +147,7 @@ def test_incumbent_errors_never_make_a_candidate_win() -> None:
     # of its rollouts fail there, since the failure is tied to the prompt): if errors
     # counted for the candidate, NOISE would "win" 0.5 > 13/30. It must be rejected as a tie;
     # GOOD still wins. NOISE helps on training only, so it passes its screen; each proposal
-    # that passes goes to the gate alone (compose=1).
+    # that passes goes to the gate alone (compose=1, confirm_steps=0).
     respond = persistent_incumbent_failures(Parity().seed_skill.text, {101, 103})
     target = LM(ScriptedLM(respond), max_retries=2, sleep=lambda s: None)
     reflector = ScriptedLM(reflector_respond, model="scripted/reflector")

@@ -60,7 +60,7 @@ def compile_run(run_dir: Path, module: sd.SkillModule, good: dict[str, Any] = GO
     # every proposal that passes its own mini-batch screen goes to the gate alone
     optimizer = GradientText(
         proposers=[ReflectiveProposer(read_successes=False)], epochs=2, batch_size=8,
-        compose=1, min_net=1.0, submit_at_net=0.0,
+        compose=1, confirm_steps=0, min_net=1.0, submit_at_net=0.0,
     )  # fmt: skip
     sd.compile(
         module,

@@ -6,6 +6,7 @@ scripted proposer that offers fixed edit groups.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -15,6 +16,7 @@ from typing import Any, cast
 import pytest
 
 import skillopt_dsl as sd
+from skillopt_dsl.evaluate import EvaluationReport
 from skillopt_dsl.lm import LM
 from skillopt_dsl.optimizers import Beam, GradientText, Optimizer
 from skillopt_dsl.optimizers.gradient_text_state import GradientTextState
@@ -135,6 +137,22 @@ def test_a_proposal_that_breaks_more_than_it_fixes_never_reaches_the_gate(tmp_pa
     assert screens[HEDGE]["passed"] is False and screens[HEDGE]["fixes"] == 0
     assert screens[HEDGE]["scored"] < len(TRAIN) // 3, "a proposal fixing nothing stops early"
     assert len(result.gate_log) == 1 and result.gate_log[0].accepted, result.gate_log
+
+
+def test_a_good_edit_rejected_beside_a_bad_one_is_retried_alone(tmp_path: Path) -> None:
+    """Kills: remembering every edit of a rejected candidate as rejected (the good edit that
+    travelled with a bad one is then never tried again)."""
+    optimizer = GradientText(
+        proposers=[FixedProposer(texts=[TRICK, GOOD])],
+        compose=2, confirm_steps=0, min_net=1.0, submit_at_net=1000.0, epochs=3, batch_size=8,
+    )  # fmt: skip
+    result = compile_with(tmp_path, optimizer, target=tricky_target)
+    first = result.gate_log[0]
+    assert not first.accepted, "the bundle with the trick must fail on validation"
+    assert GOOD in result.best_skill.text, "the good edit was lost with the bad one"
+    assert TRICK not in result.best_skill.text
+    retried = [s for s in events(tmp_path, "screen") if s["rationale"] == GOOD]
+    assert len(retried) >= 2, "the good edit was screened once only"
 
 
 def test_the_search_spends_its_call_budget_when_nothing_is_accepted(tmp_path: Path) -> None:
@@ -312,6 +330,23 @@ def three_rules_target(messages: list[dict[str, str]]) -> str:
     return "odd"
 
 
+class RejectFirst(sd.Gate):
+    """A fake gate: the first decision is rejected whatever the evidence, later ones decide."""
+
+    def decide(
+        self,
+        candidate: EvaluationReport,
+        incumbent: EvaluationReport,
+        *,
+        decision_index: int = 0,
+        alpha: float | None = None,
+    ) -> sd.GateDecision:
+        decision = super().decide(candidate, incumbent, decision_index=decision_index, alpha=alpha)
+        if decision_index > 0:
+            return decision
+        return dataclasses.replace(decision, accepted=False, reason="rejected by the test gate")
+
+
 @dataclass(kw_only=True)
 class LateProposer(Proposer):
     """A fake proposer: `first` at the first step, `later` from step `at` on."""
@@ -324,6 +359,23 @@ class LateProposer(Proposer):
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
         texts = self.first if request.step == 0 else self.later if request.step >= self.at else ()
         return [EditGroup((Add(after=None, text=t),), self.name, True, t) for t in texts]
+
+
+def test_a_rejected_bundle_waits_for_new_company_and_is_never_sent_again_unchanged(
+    tmp_path: Path,
+) -> None:
+    """Kills: re-sending a working candidate the gate has already judged, or splitting it
+    into lone proposals at once (a lone edit rarely has the power to pass): its proposals,
+    confirmed again, wait for a new one and go to the gate with it."""
+    first, late = ["Rule 0 applies.", "Rule 1 applies."], "Rule 2 applies."
+    optimizer = GradientText(
+        proposers=[LateProposer(first=first, later=[late], at=2)],
+        compose=2, confirm_steps=0, min_net=1.0, submit_at_net=1000.0, epochs=2, batch_size=24,
+    )  # fmt: skip
+    result = compile_with(tmp_path, optimizer, target=three_rules_target, gate=RejectFirst())
+    assert not events(tmp_path, "duplicate"), "a judged text came back to the door"
+    assert len(result.gate_log) == 2 and result.gate_log[1].accepted, result.gate_log
+    assert all(text in result.best_skill.text for text in [*first, late]), result.best_skill
 
 
 def test_screening_leaves_a_gate_decision_worth_of_calls(tmp_path: Path) -> None:
@@ -417,12 +469,17 @@ class ConfirmView:
 
 
 def standing_after(
-    monkeypatch: pytest.MonkeyPatch, batch: ScreenResult, confirm: ScreenResult
+    monkeypatch: pytest.MonkeyPatch,
+    batch: ScreenResult,
+    *confirms: ScreenResult,
+    min_net: float = 2.0,
 ) -> str:
     """Where one proposal stands ("joined", "trial" or "struck") after its batch screen `batch`
-    put it on trial and `GradientText`'s one confirmation scored it `confirm` (scripted)."""
-    monkeypatch.setattr(search_step, "screen", lambda *args, **kwargs: confirm)
-    optimizer = GradientText(proposers=[])
+    and the confirmations `confirms` (scripted screen results, one per step, `confirm_steps=2`),
+    each run by `GradientText._confirm` while the proposal is still on trial."""
+    results = iter(confirms)
+    monkeypatch.setattr(search_step, "screen", lambda *args, **kwargs: next(results))
+    optimizer = GradientText(proposers=[], confirm_steps=2, min_net=min_net)
     group = EditGroup((Add(after=None, text=GOOD),), "fixed", True, GOOD)
     state, key = GradientTextState(), group_key(group.edits)
     memory = SearchMemory(step=1)
@@ -432,7 +489,10 @@ def standing_after(
     )
     state.trials.append(replace(proposal, screens=1))
     working, view = sd.Skill(ContractParity.skill), cast(Any, ConfirmView(memory))
-    optimizer.screened.confirm(view, state, working, [], [], state.trials[0], room=1000)
+    for _ in confirms:
+        if not state.trials:
+            break
+        optimizer.screened.confirm(view, state, working, [], [], state.trials[0], room=1000)
     if key in memory.screen_strikes:
         return "struck"
     return "joined" if [g.key for g in state.pending] == [key] else "trial"
@@ -446,28 +506,45 @@ def confirm_result(fixes: int, breaks: int, scored: int) -> ScreenResult:
     return ScreenResult("confirm", scored, fixes, breaks, fixes - breaks, scored, fixes >= breaks)
 
 
-def test_one_confirmation_decides_on_the_summed_evidence(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Kills: deciding on the confirmation's own net (the batch's gain is evidence too), a
-    proposal left on trial after its confirmation (nothing would ever confirm it again), and
-    one that joins with no net gain in all (it hurts or cannot help: struck)."""
-    assert standing_after(monkeypatch, batch_result(1, 0, 4), confirm_result(0, 0, 4)) == "joined"
-    assert not EditEvidence(1, 1, 0.0, 4, 2).rules_out(0.15)  # the odds alone cannot tell
-    assert standing_after(monkeypatch, batch_result(1, 0, 2), confirm_result(0, 1, 2)) == "struck"
+def test_a_proposal_joins_after_a_confirmation_only_with_min_net_in_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kills: joining on any passed confirmation (a net gain of one, whatever `min_net`), and
+    counting only the confirmation's own net (the batch's gain is evidence too)."""
+    assert standing_after(monkeypatch, batch_result(1, 0, 4), confirm_result(1, 0, 4)) == "joined"
+    assert standing_after(monkeypatch, batch_result(1, 0, 4), confirm_result(0, 0, 4)) == "trial"
+    loose = standing_after(monkeypatch, batch_result(1, 0, 4), confirm_result(0, 0, 4), min_net=1)
+    assert loose == "joined"
 
 
 def test_a_confirmation_that_loses_is_no_strike_by_itself(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Kills: striking a proposal at a losing confirmation while its summed evidence still
-    shows a gain (issue 36: small noisy batches threw real gains away); the gate decides."""
+    """Kills: striking a proposal at its first losing confirmation while its summed evidence
+    still shows a gain (issue 36: small noisy batches threw real gains away), and letting it
+    join on that loss because its sum reaches `min_net` (a loss is never a confirmation)."""
     lost = standing_after(monkeypatch, batch_result(3, 0, 4), confirm_result(0, 1, 4))
-    assert lost == "joined"
+    assert lost == "trial"
 
 
 def test_a_proposal_is_struck_when_its_summed_evidence_rules_it_out(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Kills: letting a proposal join whose evidence, summed over its screens, says it hurts
-    (`EditEvidence.rules_out`: two breaks more than fixes)."""
+    """Kills: keeping on trial a proposal whose evidence, summed over its screens, says it
+    hurts (`EditEvidence.rules_out`: two breaks more than fixes) until its confirmations are
+    done."""
     assert standing_after(monkeypatch, batch_result(1, 0, 2), confirm_result(0, 3, 8)) == "struck"
+
+
+def test_a_proposal_whose_confirmations_are_done_joins_only_with_a_net_gain(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kills: a proposal left on trial for ever once its `confirm_steps` confirmations are
+    done with a small positive net (where the batches cannot tell, the gate decides), and one
+    that joins with no net gain in all (it hurts or cannot help: struck)."""
+    small = (batch_result(1, 0, 2), confirm_result(0, 0, 1), confirm_result(0, 0, 2))
+    assert standing_after(monkeypatch, *small) == "joined"
+    none = (batch_result(1, 0, 2), confirm_result(0, 0, 1), confirm_result(0, 1, 2))
+    assert not EditEvidence(1, 1, 0.0, 5, 3).rules_out(0.15)  # the odds alone cannot tell
+    assert standing_after(monkeypatch, *none) == "struck"
 
 
 def test_a_proposal_the_gate_rejected_alone_is_remembered_not_retried(tmp_path: Path) -> None:
@@ -497,7 +574,7 @@ def test_proposals_that_overflow_the_path_go_back_on_trial_never_lost(tmp_path: 
                for t in (RULE_0, RULE_1))  # fmt: skip
     optimizer = GradientText(
         proposers=[LateProposer(first=[RULE_0, RULE_1], later=[], at=99)],
-        lr=0.01, lr_floor_tokens=room, compose=2, min_net=1.0,
+        lr=0.01, lr_floor_tokens=room, compose=2, confirm_steps=0, min_net=1.0,
         submit_at_net=1000.0, epochs=1, batch_size=12, slow_update=False,
     )  # fmt: skip
     result = compile_with(tmp_path, optimizer, target=three_rules_target, gate=sd.Gate.mean_only())

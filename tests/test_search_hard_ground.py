@@ -302,7 +302,7 @@ def test_a_step_composes_the_small_effects_on_trial(tmp_path: Path) -> None:
     `min_net` yet, whose sum the gate can certify, wait out their confirmations)."""
     rules = ["Rule 0 applies.", "Rule 1 applies.", "Rule 2 applies."]
     optimizer = GradientText(
-        proposers=[OneRuleAStep(rules=rules)], compose=10, batch_size=12,
+        proposers=[OneRuleAStep(rules=rules)], compose=10, batch_size=12, join_at_net=None,
         min_net=6.0,
     )  # fmt: skip
     result = parity(

@@ -45,7 +45,7 @@ def test_proposals_joined_in_one_step_that_overflow_together_do_not_lose_the_dec
     assert _distance(SHORT, LONG) > room  # each fits the step alone, both do not
     optimizer = GradientText(
         proposers=[TwoFixes()], lr_floor_tokens=room, lr=0.01,
-        compose=2, min_net=1.0, submit_at_net=1000.0, epochs=1, batch_size=8,
+        compose=2, confirm_steps=0, min_net=1.0, submit_at_net=1000.0, epochs=1, batch_size=8,
         slow_update=False,
     )  # fmt: skip
     result = sd.compile(

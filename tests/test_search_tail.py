@@ -169,18 +169,17 @@ def test_a_run_whose_calls_end_mid_decision_decides_on_what_they_pay_for(tmp_pat
     assert MILD in result.best_skill.text
 
 
-def test_a_fix_with_min_net_joins_without_confirmation(tmp_path: Path) -> None:
-    """Kills: confirming every proposal on a further mini-batch, even one whose own batch
-    shows `min_net` (the fix then reaches the gate a step later, its calls spent on
-    confirmation); the control, with a `min_net` no batch shows, is confirmed once."""
-    for min_net, first_step in ((2.0, 0), (100.0, 1)):
-        run_dir = tmp_path / str(min_net)
+def test_a_clear_fix_joins_without_confirmation(tmp_path: Path) -> None:
+    """Kills: confirming every proposal on a further mini-batch, even one that fixed half its
+    own (the clear fix then reaches the gate a step later, its calls spent on confirmation)."""
+    for join_at_net, first_step in ((4.0, 0), (None, 1)):
+        run_dir = tmp_path / str(join_at_net)
         optimizer = GradientText(
-            proposers=[FixedProposer(texts=[GOOD])], batch_size=12, min_net=min_net
+            proposers=[FixedProposer(texts=[GOOD])], batch_size=12, join_at_net=join_at_net
         )
         compile_with(run_dir, optimizer)
         assert events(run_dir, "screen")[0]["net"] >= 4  # it fixed at least 4 of its batch
-        assert events(run_dir, "compose")[0]["step"] == first_step, min_net
+        assert events(run_dir, "compose")[0]["step"] == first_step, join_at_net
 
 
 def test_the_seed_is_scored_on_the_first_look_so_a_small_budget_decides(

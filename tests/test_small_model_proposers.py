@@ -124,6 +124,7 @@ def test_a_proposer_whose_edit_was_accepted_is_never_benched(tmp_path: Path) -> 
         slow_update=False,
         bench_after=2,
         compose=1,
+        confirm_steps=0,
         min_net=1.0,
         submit_at_net=0.0,
     )

@@ -5,10 +5,9 @@ last gate decision) on a training mini-batch, let the proposers read the rollout
 typed edit groups, and try each group *alone* on that mini-batch (`screening.screen`: first the
 failures it says it was written for, then the other failing examples, then the rest). What each
 screen shows is summed per proposal across the steps that propose it again (`EditEvidence`); a
-proposal joins the working candidate when its screen shows a net gain of `min_net`; one with a
-smaller gain is confirmed once on a fresh batch and joins while its summed evidence still gains
-(dropped when that evidence shows none or rules out the gain the gate can certify;
-`search.ScreenedSteps`, the search step it holds). The working candidate goes to the door
+proposal is dropped only when that evidence rules out the gain the gate can certify, stays on
+trial (confirmed on fresh batches) while it cannot tell, and joins the working candidate on a
+clear gain (`search.ScreenedSteps`, the search step it holds). The working candidate goes to the door
 (`RunView.submit`), which measures the change itself and asks the gate, once its training gain
 reaches what the gate certifies (`search.submit_gain`), once it solves a whole batch, when
 it holds `compose` proposals, or when the budget is about to run out: one decision, one share of
@@ -18,17 +17,19 @@ never touches validation, and the calls it may spend leave a whole gate decision
 budget, priced at the calls a rollout was measured to cost (`RunView.decision_calls`,
 `RunView.calls_per_rollout`); in the budget's tail, where a whole decision no longer fits after a
 step, only the gate's first look, and a decision there is tested on the validation examples the
-calls left pay for (`driver.looks`). A small budget plans smaller batches (`budget_steps`); a
-ready candidate whose decision would be the budget's last waits while a step still fits before
-it; where no screened step fits before the gate's first look, a lean step (a small batch, its proposers, no screen) sends its proposals to the gate
+calls left pay for (`driver.looks`). A small budget plans smaller batches (`budget_steps`); a ready candidate whose decision would be the budget's
+last waits while a step still fits before it; where no screened step fits before the gate's first
+look, a lean step (a small batch, its proposers, no screen) sends its proposals to the gate
 (docs/concepts.md, "Small budgets"). A search ends early when the incumbent is perfect on
 validation (`perfect`), an epoch had no training failure (`train_solved`), or the run's
 significance is spent so that no decision could accept (`significance`, `RunView.can_accept`).
 
 Memory is per proposal (edit group). A proposal that fails a screen is shown to the proposers as
 rejected and is screened again only if proposed again, until its `screen_strikes`-th failure
-(one unlucky mini-batch does not end a good edit). A proposal the gate rejects, alone or in a
-bundle, is remembered as rejected (the gate never judges one text twice). With a call
+(one unlucky mini-batch does not end a good edit). The groups of a rejected bundle go back on
+trial alone: confirmed again on training data, they rejoin a working candidate, which is not
+sent to the gate again until a new proposal has joined it (the gate never judges one text
+twice); a group rejected `gate_strikes` times, or alone, is remembered as rejected. With a call
 budget the search goes on past `epochs` until the budget (less a gate decision's reserve),
 `patience` or a `plateau` ends it, and the stop event says which and how many calls were left.
 
@@ -104,13 +105,20 @@ class GradientText(Optimizer):
         until_budget: keep searching (new batches, new epochs) while the call budget can still
             pay for a step and a gate decision; `patience`, `plateau` or the budget end it.
         batch_size: training examples per step.
+        confirm_steps: a proposal that passed the screen on its own mini-batch is confirmed on
+            the next mini-batches (against the working candidate, whose rollouts there are
+            paid anyway), at most this many; 0: a proposal joins as soon as it passes its
+            own mini-batch with `min_net`.
         min_net: the net gain (examples fixed minus broken, summed over every screen of the
-            proposal, re-proposals included) with which a proposal that passed its screen
-            joins the working candidate at once. One with less is confirmed once on the next
-            mini-batch (against the working candidate, whose rollouts there are paid anyway)
-            and joins if its summed net gain is still positive: where small or noisy batches
-            cannot tell, the gate decides. A net gain of zero or less drops it (it hurts or
-            cannot help).
+            proposal, re-proposals included) with which a proposal joins the working
+            candidate after one confirmation. One with less, but still a positive net gain,
+            joins once its `confirm_steps` confirmations are done: where small or noisy
+            batches cannot tell, the gate decides. A net gain of zero or less at any screen
+            drops it (it hurts or cannot help).
+        join_at_net: a proposal whose own mini-batch shows at least this net gain (a clear
+            fix, scored on the whole batch) joins at once, unconfirmed, so a clear fix reaches
+            the gate a step earlier (None: every proposal is confirmed; a value below
+            `min_net` acts as `min_net`, so no proposal joins on less than a confirmed one).
         screen: False sends every proposal to the working candidate untried (with
             `compose=1`, every proposal to the gate: SkillOpt's loop, for measuring the gate
             alone); the default screens.
@@ -136,6 +144,8 @@ class GradientText(Optimizer):
         retry_every: how often (in steps) a benched proposer is given another chance.
         screen_strikes: the screen failures after which a proposal proposed again is no
             longer screened (1: the first failure ends it).
+        gate_strikes: the gate rejections (in bundles) after which a proposal is remembered
+            as rejected; until then it goes back on trial after each.
         budget_steps: with a call budget, the run's first step plans a batch smaller than
             `batch_size` (at least 2) when the calls left after a gate decision would pay for
             fewer than this many steps of `batch_size`: a small budget gets more, smaller
@@ -152,7 +162,9 @@ class GradientText(Optimizer):
     epochs: int = 2
     until_budget: bool = True
     batch_size: int = 8
+    confirm_steps: int = 2
     min_net: float = 2.0
+    join_at_net: float | None = 4.0
     screen: bool = True
     compose: int = 3
     submit_at_net: float | None = None
@@ -166,6 +178,7 @@ class GradientText(Optimizer):
     bench_after: int | None = 2
     retry_every: int = 4
     screen_strikes: int = 2
+    gate_strikes: int = 2
     budget_steps: int | None = 3
     hand_off_after: int | None = None
     name: str = "gradient-text"
@@ -183,12 +196,15 @@ class GradientText(Optimizer):
                 "retry_every",
                 "compose",
                 "screen_strikes",
+                "gate_strikes",
             ),
         )
         for name in ("bench_after", "plateau", "budget_steps", "hand_off_after"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise UserInputError(f"{name} must be >= 1 or None, got {value}")
+        if self.confirm_steps < 0:
+            raise UserInputError(f"confirm_steps must be >= 0, got {self.confirm_steps}")
         if self.schedule not in SCHEDULES:
             raise UserInputError(
                 f"unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}"
@@ -479,9 +495,11 @@ class GradientText(Optimizer):
     def _submit_working(
         self, view: RunView, state: GradientTextState, *, kind: str, step: int | None = None
     ) -> None:
-        """Send the working candidate to the door (as `step`, default a step of its own); on a
-        rejection, each of its proposals is remembered as rejected. A working candidate the
-        gate has already judged is not sent again: its proposals go to the gate one by one."""
+        """Send the working candidate to the door (as `step`, default a step of its own). On a
+        rejection, each of its proposals goes back on trial (confirmed again on training data
+        before it may rejoin a candidate with new company) until the gate has rejected it
+        `gate_strikes` times; then it is remembered as rejected. A working candidate the gate
+        has already judged is not sent again: its proposals go to the gate one by one."""
         self._fit_path(view, state)
         candidate, report = self._working(view, state)
         if candidate.hash in state.rejected_hashes and len(state.pending) > 1:
@@ -513,8 +531,8 @@ class GradientText(Optimizer):
     ) -> None:
         """What the verdict on the working candidate of `pending` proposals changes in the
         state and the memory (committed with it by the caller): each proposer's counts; on an
-        acceptance its proposals are forgotten; on a rejection each is remembered as
-        rejected."""
+        acceptance its proposals are forgotten; on a rejection each goes back on trial until
+        its `gate_strikes`-th, then is remembered as rejected."""
         memory, epoch = view.memory, state.epoch
         sources = list(dict.fromkeys(g.source for g in pending))
         for name in sources:
@@ -531,7 +549,12 @@ class GradientText(Optimizer):
         state.steps_since_accept += 1
         state.rejected_hashes.append(verdict.candidate_hash)
         for group in pending:
-            memory.remember(group.edits, verdict.delta, epoch=epoch)
+            key = group_key(group.edits)
+            strikes = state.gate_strikes[key] = state.gate_strikes.get(key, 0) + 1
+            if len(pending) == 1 or not self.screen or strikes >= self.gate_strikes:
+                memory.remember(group.edits, verdict.delta, epoch=epoch)
+            else:
+                state.trials.append(replace(group, screens=0, gated=strikes))
 
     def _fit_path(self, view: RunView, state: GradientTextState) -> None:
         """Proposals that joined in one step were each fitted to that step's room alone; the

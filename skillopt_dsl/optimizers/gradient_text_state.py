@@ -40,6 +40,7 @@ class GradientTextState(CheckpointedState):
     steps_measured: int = 0
     max_step_rate: float = 0.0
     rejected_hashes: list[str] = field(default_factory=list)
+    gate_strikes: dict[str, int] = field(default_factory=dict)
     trials: list[ScreenedProposal] = field(default_factory=list)
     step_outcomes: list[EditOutcome] = field(default_factory=list)
     epoch_start_calls: int = 0

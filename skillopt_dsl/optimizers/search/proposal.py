@@ -57,6 +57,7 @@ class ProposalRecord(TypedDict):
     scored: int
     screens: NotRequired[int]
     rivals: NotRequired[int]
+    gated: NotRequired[int]
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,8 @@ class ScreenedProposal:
     and why, and its summed training evidence (`net` gain over `scored` examples).
 
     `screens`: screens it has had since it went on trial (None: it joined unscreened);
-    `rivals`: proposals screened on its batch, it among them (None: not counted)."""
+    `rivals`: proposals screened on its batch, it among them (None: not counted); `gated`:
+    the gate strikes it came back on trial with (None: never rejected in a bundle)."""
 
     key: str
     edits: tuple[Edit, ...]
@@ -77,6 +79,7 @@ class ScreenedProposal:
     scored: int
     screens: int | None = None
     rivals: int | None = None
+    gated: int | None = None
 
     @classmethod
     def of(
@@ -107,6 +110,8 @@ class ScreenedProposal:
             record["screens"] = self.screens
         if self.rivals is not None:
             record["rivals"] = self.rivals
+        if self.gated is not None:
+            record["gated"] = self.gated
         return record
 
     @classmethod
@@ -122,4 +127,5 @@ class ScreenedProposal:
             data["scored"],
             data.get("screens"),
             data.get("rivals"),
+            data.get("gated"),
         )

@@ -1,10 +1,10 @@
 """GradientText's screened step: screen, confirm, compose (docs/concepts.md, "Search").
 
 `ScreenedSteps` is GradientText's use of the shared search step (`step.SearchStep`), held by
-the optimizer, so that the loop in `gradient_text.py` reads as the loop: a proposal whose screen shows a net gain of
-`min_net` joins the working candidate at once; one with a smaller gain is confirmed once, on a
-fresh mini-batch, and joins if its summed evidence still gains (confirmations are never run on a
-batch the working candidate solves: there they could only show breaks); small effects add up (`compose_small_effects`: proposals on
+the optimizer, so that the loop in `gradient_text.py` reads as the loop: a proposal with a clear
+gain joins the working candidate at once (`join_at_net`) or after a confirmation on a fresh
+mini-batch (`min_net`); confirmations are never run on a batch the working candidate solves
+(there they could only show breaks); small effects add up (`compose_small_effects`: proposals on
 trial whose summed training gain reaches what the gate can certify join the working candidate
 together); the working candidate goes to the gate once its training gain reaches `submit_gain`.
 It reads and writes only the part of a search's state a `TrialState` names.
@@ -23,6 +23,7 @@ from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.optimizers.proposers import EditGroup
 from skillopt_dsl.optimizers.search.clipping import clip_to_budget
 from skillopt_dsl.optimizers.search.proposal import ScreenedProposal
+from skillopt_dsl.optimizers.search.screening import ScreenResult
 from skillopt_dsl.optimizers.search.step import SearchStep, keeps_reserve
 from skillopt_dsl.skill import EditOutcome, Skill
 from skillopt_dsl.types import Example
@@ -73,6 +74,10 @@ class ScreenSettings(Protocol):
     @property
     def min_net(self) -> float: ...
     @property
+    def confirm_steps(self) -> int: ...
+    @property
+    def join_at_net(self) -> float | None: ...
+    @property
     def submit_at_net(self) -> float | None: ...
     @property
     def screen_strikes(self) -> int: ...
@@ -87,6 +92,8 @@ class ScreenedSteps:
     step: SearchStep
     screen: bool
     min_net: float
+    confirm_steps: int
+    join_at_net: float | None
     submit_at_net: float | None
 
     @classmethod
@@ -96,6 +103,8 @@ class ScreenedSteps:
             step=SearchStep(max_edits=settings.max_edits, screen_strikes=settings.screen_strikes),
             screen=settings.screen,
             min_net=settings.min_net,
+            confirm_steps=settings.confirm_steps,
+            join_at_net=settings.join_at_net,
             submit_at_net=settings.submit_at_net,
         )
 
@@ -124,7 +133,7 @@ class ScreenedSteps:
                 self.confirm(view, state, working, batch, rollouts, trial, room)
         blocked = view.memory.blocked_keys() | {g.key for g in (*state.trials, *state.pending)}
         passed, screened = 0, 0
-        survivors: list[ScreenedProposal] = []
+        survivors: list[tuple[ScreenedProposal, bool]] = []  # and whether it joins at once
         for group in groups:
             fitted, report = self.step.fit(view, working, group, room)
             state.step_outcomes += report.outcomes
@@ -143,13 +152,22 @@ class ScreenedSteps:
                 continue
             passed += int(tried.result.passed)
             evidence = tried.evidence
-            survivors.append(
-                ScreenedProposal.of(group, kept, key=key, net=evidence.net, scored=evidence.scored)
+            trial = ScreenedProposal.of(
+                group, kept, key=key, net=evidence.net, scored=evidence.scored
             )
-        for trial in survivors:  # with how many it was chosen among (`luck_free_rate`)
+            clean = _clean_sweep(tried.result, failures, self.min_net)
+            sweep = self.join_at_net is not None and clean
+            survivors.append((trial, evidence.net >= self.join_at() or sweep))
+        for trial, joins in survivors:  # with how many it was chosen among (`luck_free_rate`)
             survivor = dataclasses.replace(trial, screens=1, rivals=screened)
-            (state.pending if trial.net >= self.min_net else state.trials).append(survivor)
+            (state.pending if joins else state.trials).append(survivor)
         return passed
+
+    def join_at(self) -> float:
+        """The net gain on its own mini-batch with which a proposal joins unconfirmed."""
+        if self.confirm_steps == 0:
+            return self.min_net
+        return math.inf if self.join_at_net is None else max(self.join_at_net, self.min_net)
 
     @staticmethod
     def first_look_paid(view: RunView) -> bool:
@@ -175,24 +193,30 @@ class ScreenedSteps:
         trial: ScreenedProposal,
         room: int,
     ) -> None:
-        """Score a proposal on trial against the working candidate on a fresh mini-batch, once:
-        it joins the working candidate while its summed evidence still gains (where small or
-        noisy batches cannot tell, the gate decides), and is struck when that evidence shows
-        no gain or rules out the gain the gate can certify."""
+        """Score a proposal on trial against the working candidate on a fresh mini-batch; it
+        joins the working candidate once its net gain reaches `min_net`, and is remembered
+        as rejected when it stops gaining or runs out of `confirm_steps`."""
         state.trials.remove(trial)
         edits = trial.edits
         candidate, kept, _ = clip_to_budget(working, edits, room, self.step.max_edits)
         if len(kept) != len(edits) or candidate.text == working.text:
             return  # no longer fits the working candidate: proposed again, it is tried again
-        _, evidence = self.step.confirm(view, trial.group, trial.key, candidate, batch, rollouts)
-        if evidence.rules_out(view.certifiable_gain()) or evidence.net <= 0:
+        result, evidence = self.step.confirm(
+            view, trial.group, trial.key, candidate, batch, rollouts
+        )
+        screens = (trial.screens or 0) + 1
+        joined = dataclasses.replace(
+            trial, net=evidence.net, scored=evidence.scored, screens=screens
+        )
+        # back from a rejected bundle (`gated`: its gate strikes), it is confirmed at least once
+        done = screens > max(self.confirm_steps, trial.gated or 0)
+        if evidence.rules_out(view.certifiable_gain()) or (done and evidence.net <= 0):
             limit = self.step.screen_strikes
             view.memory.strike(edits, evidence.rate, epoch=state.epoch, limit=limit)
-            return
-        screens = (trial.screens or 0) + 1
-        state.pending.append(
-            dataclasses.replace(trial, net=evidence.net, scored=evidence.scored, screens=screens)
-        )
+        elif (result.passed and evidence.net >= self.min_net) or done:
+            state.pending.append(joined)  # clear enough, or the evidence cannot tell: the gate
+        else:
+            state.trials.append(joined)
 
     def last_chance(self, state: TrialState) -> None:
         """No step is left to confirm them: proposals on trial that gained on training data
@@ -207,14 +231,14 @@ class ScreenedSteps:
         (best first) and the working candidate's together show the gain the gate certifies
         about half the time (`RunView.certifiable_gain`), they join the working candidate now,
         so that one decision judges their sum (none of them alone could pass). Only under the
-        default `submit_at_net=None`."""
+        default `submit_at_net=None`; a bundle the gate rejects sends each back on trial."""
         needed = submit_gain(view)
         if self.submit_at_net is not None or needed is None or not self.screen:
             return
         chosen = [t for t in state.trials if t.net > 0 and (t.screens or 0) > 0]
         gain = sum(luck_free_rate(g) for g in (*state.pending, *chosen))
         if gain < needed or not chosen or len(state.pending) + len(chosen) < 2:
-            return  # one proposal alone is confirmed first (`min_net`)
+            return  # one proposal alone is confirmed first (`min_net`, `confirm_steps`)
         for trial in chosen:
             state.trials.remove(trial)
             state.pending.append(trial)
@@ -227,3 +251,9 @@ def luck_free_rate(group: ScreenedProposal) -> float:
     example (none when it was tried alone: nothing was chosen)."""
     luck = min(1.0, ((group.rivals or 1) - 1) / 2)
     return max(0.0, group.net - luck) / max(group.scored, 1)
+
+
+def _clean_sweep(result: ScreenResult, failing: int, least: float) -> bool:
+    """A clear fix on a batch of any size: it fixed every failure of its batch (at least
+    `least` of them) and broke nothing. `join_at_net` asks more fixes than a small batch has."""
+    return result.breaks == 0 and result.fixes >= max(failing, least)
