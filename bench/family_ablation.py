@@ -28,6 +28,9 @@ class Ablation:
     name: str
     rule: str
     make: Callable[[Any, Sequence[Any]], Any]
+    against: str = "default"
+    """The variant it is compared with: compile's default, or `gt` (GradientText alone) for
+    a rule of GradientText measured where no hand-off hides it."""
 
 
 def _without(cls: type, **methods: Callable[..., Any]) -> type:
@@ -44,6 +47,22 @@ def _default(opt: Any, proposers: Sequence[Any], *, first: Any = None, then: Any
 def _first(**settings: Any) -> Callable[[Any, Sequence[Any]], Any]:
     def make(opt: Any, proposers: Sequence[Any]) -> Any:
         return _default(opt, proposers, first=opt.GradientText(proposers=proposers, **settings))
+
+    return make
+
+
+def _alone(**settings: Any) -> Callable[[Any, Sequence[Any]], Any]:
+    """GradientText alone with `settings` (no hand-off: a rule the hand-off hides shows)."""
+
+    def make(opt: Any, proposers: Sequence[Any]) -> Any:
+        return opt.GradientText(proposers=proposers, **settings)
+
+    return make
+
+
+def _alone_without(**methods: Callable[..., Any]) -> Callable[[Any, Sequence[Any]], Any]:
+    def make(opt: Any, proposers: Sequence[Any]) -> Any:
+        return _without(opt.GradientText, **methods)(proposers=proposers)
 
     return make
 
@@ -127,13 +146,19 @@ ABLATIONS: dict[str, Ablation] = {
                  _first_lean(_NO_TRIALS, **_NO_WAIT)),
         Ablation("lean-all", "lean-trials and the submit at the certifiable gain, together",
                  _first_lean({**_NO_TRIALS, "submit_at_net": float("inf")}, **_NO_WAIT)),
-        Ablation("gt", "GradientText alone, as it is", lambda opt, p: opt.GradientText(proposers=p)),
-        Ablation("gt-no-confirm", "GradientText alone, confirm_steps=0",
-                 lambda opt, p: opt.GradientText(proposers=p, confirm_steps=0)),
-        Ablation("gt-no-early-join", "GradientText alone, join_at_net=None",
-                 lambda opt, p: opt.GradientText(proposers=p, join_at_net=None)),
-        Ablation("gt-one-gate-strike", "GradientText alone, gate_strikes=1",
-                 lambda opt, p: opt.GradientText(proposers=p, gate_strikes=1)),
+        Ablation("gt", "GradientText alone, every rule on", _alone(), against="gt"),
+        Ablation("gt-no-confirm", "GradientText alone: confirmation (confirm_steps=0)",
+                 _alone(confirm_steps=0), against="gt"),
+        Ablation("gt-no-early-join", "GradientText alone: the early join (join_at_net=None)",
+                 _alone(join_at_net=None), against="gt"),
+        Ablation("gt-one-gate-strike", "GradientText alone: back on trial (gate_strikes=1)",
+                 _alone(gate_strikes=1), against="gt"),
+        Ablation("gt-no-submit-gain", "GradientText alone: submit at the certifiable gain",
+                 _alone(submit_at_net=float("inf")), against="gt"),
+        Ablation("gt-no-last-wait", "GradientText alone: the last decision waits",
+                 _alone_without(_last_decision_waits=lambda self, view, state: False), against="gt"),
+        Ablation("gt-no-slow-update", "GradientText alone: consolidation (slow_update=False)",
+                 _alone(slow_update=False), against="gt"),
         Ablation("no-fix-check", "Bundle: a fix must persist under a changed wording",
                  _then_without(_lasting_fixes=_fixes_unchecked)),
         Ablation("no-audit-repeat", "Bundle: an audit's break must repeat under a changed wording",
@@ -150,22 +175,27 @@ def build(name: str, opt: Any, proposers: Sequence[Any]) -> Any:
 def render_ablation(
     figures: dict[str, Any], print_table: Callable[[str, list[str], list[list[Any]]], None]
 ) -> None:
-    """Per draw: each variant's mean gain over members beside the default's, at each budget,
-    with the difference and the members it moves by more than 0.02 (better / worse)."""
+    """Per draw: each variant's mean gain over members beside its reference's (`against`: the
+    default, or GradientText alone), at each budget, with the difference and the members it
+    moves by more than 0.02 (better / worse)."""
     calls_list = figures["args"]["calls"]
     variants = [o for o in figures["args"]["optimizers"] if o in ABLATIONS]
+    if "default" in figures["args"]["optimizers"]:
+        variants = ["default", *variants]
     for d, draw in figures["draws"].items():
         rows = {(r["member"], r["optimizer"], r["calls"]): r["gain"] for r in draw["rows"]}
         names = [m["name"] for m in draw["members"]]
         table = []
-        for variant in ["default", *variants]:
-            cells: list[Any] = [variant, ABLATIONS[variant].rule if variant in ABLATIONS else "-"]
+        for variant in variants:
+            against = ABLATIONS[variant].against if variant in ABLATIONS else "default"
+            rule = ABLATIONS[variant].rule if variant in ABLATIONS else "-"
+            cells: list[Any] = [variant, rule, against]
             for calls in calls_list:
                 pairs = [
                     (g, b)
                     for n in names
                     if (g := rows.get((n, variant, calls))) is not None
-                    and (b := rows.get((n, "default", calls))) is not None
+                    and (b := rows.get((n, against, calls))) is not None
                 ]
                 mean = statistics.mean(g for g, _ in pairs) if pairs else float("nan")
                 delta = statistics.mean(g - b for g, b in pairs) if pairs else float("nan")
@@ -175,7 +205,8 @@ def render_ablation(
             table.append(cells)
         print_table(
             f"ablation, {d} draw (seed {draw['seed']}): mean gain over members (difference from"
-            f" the default; members better/worse by > 0.02), {figures['args']['runs']} seeds",
-            ["variant", "rule off", *[f"{c} calls" for c in calls_list]],
+            f" the variant it is against; members better/worse by > 0.02),"
+            f" {figures['args']['runs']} seeds",
+            ["variant", "rule off", "against", *[f"{c} calls" for c in calls_list]],
             table,
         )
