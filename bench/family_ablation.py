@@ -44,47 +44,31 @@ def _default(opt: Any, proposers: Sequence[Any], *, first: Any = None, then: Any
     return opt.HandOff(first=first, then=then)
 
 
+def _gradient_text(
+    settings: dict[str, Any], methods: dict[str, Callable[..., Any]], *, alone: bool = False
+) -> Callable[[Any, Sequence[Any]], Any]:
+    """Compile's default whose GradientText has `settings` and skips `methods` (several rules
+    off at once where both are given); `alone`: that GradientText without the hand-off, where
+    no Bundle hides what a rule of GradientText is worth."""
+
+    def make(opt: Any, proposers: Sequence[Any]) -> Any:
+        cls = _without(opt.GradientText, **methods) if methods else opt.GradientText
+        first = cls(proposers=proposers, **settings)
+        return first if alone else _default(opt, proposers, first=first)
+
+    return make
+
+
 def _first(**settings: Any) -> Callable[[Any, Sequence[Any]], Any]:
-    def make(opt: Any, proposers: Sequence[Any]) -> Any:
-        return _default(opt, proposers, first=opt.GradientText(proposers=proposers, **settings))
-
-    return make
-
-
-def _alone(**settings: Any) -> Callable[[Any, Sequence[Any]], Any]:
-    """GradientText alone with `settings` (no hand-off: a rule the hand-off hides shows)."""
-
-    def make(opt: Any, proposers: Sequence[Any]) -> Any:
-        return opt.GradientText(proposers=proposers, **settings)
-
-    return make
-
-
-def _alone_without(**methods: Callable[..., Any]) -> Callable[[Any, Sequence[Any]], Any]:
-    def make(opt: Any, proposers: Sequence[Any]) -> Any:
-        return _without(opt.GradientText, **methods)(proposers=proposers)
-
-    return make
+    return _gradient_text(settings, {})
 
 
 def _first_without(**methods: Callable[..., Any]) -> Callable[[Any, Sequence[Any]], Any]:
-    def make(opt: Any, proposers: Sequence[Any]) -> Any:
-        first = _without(opt.GradientText, **methods)(proposers=proposers)
-        return _default(opt, proposers, first=first)
-
-    return make
+    return _gradient_text({}, methods)
 
 
-def _first_lean(
-    settings: dict[str, Any], **methods: Callable[..., Any]
-) -> Callable[[Any, Sequence[Any]], Any]:
-    """Several rules off at once: GradientText with `settings`, without `methods`."""
-
-    def make(opt: Any, proposers: Sequence[Any]) -> Any:
-        first = _without(opt.GradientText, **methods)(proposers=proposers, **settings)
-        return _default(opt, proposers, first=first)
-
-    return make
+def _alone(**settings: Any) -> Callable[[Any, Sequence[Any]], Any]:
+    return _gradient_text(settings, {}, alone=True)
 
 
 _NO_WAIT: dict[str, Callable[..., Any]] = {"_last_decision_waits": lambda self, view, state: False}
@@ -131,7 +115,7 @@ ABLATIONS: dict[str, Ablation] = {
         Ablation("no-submit-gain", "submit once the training gain is certifiable (compose only)",
                  _first(submit_at_net=float("inf"))),
         Ablation("no-last-wait", "the budget's last decision waits for a step",
-                 _first_without(_last_decision_waits=lambda self, view, state: False)),
+                 _first_without(**_NO_WAIT)),
         Ablation("no-lean-step", "the lean step in the budget's tail",
                  _first_without(_lean_batch=lambda self, view, state: 0)),
         Ablation("no-budget-steps", "smaller batches for a small budget (budget_steps=None)",
@@ -143,9 +127,9 @@ ABLATIONS: dict[str, Ablation] = {
         Ablation("one-gate-strike", "a rejected bundle's proposals back on trial (gate_strikes=1)",
                  _first(gate_strikes=1)),
         Ablation("lean-trials", "confirmation, early join, gate strikes and the last wait, together",
-                 _first_lean(_NO_TRIALS, **_NO_WAIT)),
+                 _gradient_text(_NO_TRIALS, _NO_WAIT)),
         Ablation("lean-all", "lean-trials and the submit at the certifiable gain, together",
-                 _first_lean({**_NO_TRIALS, "submit_at_net": float("inf")}, **_NO_WAIT)),
+                 _gradient_text({**_NO_TRIALS, "submit_at_net": float("inf")}, _NO_WAIT)),
         Ablation("gt", "GradientText alone, every rule on", _alone(), against="gt"),
         Ablation("gt-no-confirm", "GradientText alone: confirmation (confirm_steps=0)",
                  _alone(confirm_steps=0), against="gt"),
@@ -156,7 +140,7 @@ ABLATIONS: dict[str, Ablation] = {
         Ablation("gt-no-submit-gain", "GradientText alone: submit at the certifiable gain",
                  _alone(submit_at_net=float("inf")), against="gt"),
         Ablation("gt-no-last-wait", "GradientText alone: the last decision waits",
-                 _alone_without(_last_decision_waits=lambda self, view, state: False), against="gt"),
+                 _gradient_text({}, _NO_WAIT, alone=True), against="gt"),
         Ablation("gt-no-slow-update", "GradientText alone: consolidation (slow_update=False)",
                  _alone(slow_update=False), against="gt"),
         Ablation("no-fix-check", "Bundle: a fix must persist under a changed wording",
