@@ -58,7 +58,8 @@ class Prediction:
     """A parsed model output. Parsing never raises: a failure is carried in `error`.
 
     Attributes:
-        outputs: the declared output fields; each is `None` when parsing failed.
+        outputs: the declared output fields; each is `None` when parsing failed. A module may
+            add values derived from them (a `TriggerModule`'s `trigger_rate`).
         raw: the completion text exactly as the model returned it.
         error: why parsing (or the call) failed, or `None`.
     """

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from skillopt_dsl.agents.demos import ToolDemonstrationsProposer
+from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.optimizers import (
     AnswerShapeProposer,
     ConsolidationProposer,
@@ -19,8 +20,11 @@ from skillopt_dsl.optimizers import (
     ReflectiveProposer,
 )
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest
+from skillopt_dsl.optimizers.proposers.format_rule import module_broke_format
 from skillopt_dsl.skill import Add
+from skillopt_dsl.testing.contract import ContractParity
 from skillopt_dsl.testing.proposer_contract import ProposerContract
+from skillopt_dsl.types import Prediction
 
 
 class TestReflectiveProposerContract(ProposerContract):
@@ -102,3 +106,17 @@ def test_the_contract_fails_a_proposer_that_breaks_a_clause(
     suite.make_proposer = fake  # type: ignore[method-assign]
     with pytest.raises((AssertionError, ValueError)):
         getattr(suite, clause)()
+
+
+def test_the_format_check_reads_the_declared_field_beside_a_modules_derived_values() -> None:
+    """Kills: reading a one-field module's answer by unpacking every output value (a
+    `TriggerModule` prediction also carries its `trigger_rate`, and the describe compile
+    crashed with `ValueError: too many values to unpack` on its first failing rollout)."""
+    module = ContractParity()
+
+    def rollout(raw: str, value: str) -> Rollout:
+        prediction = Prediction({"answer": value, "trigger_rate": 0.0}, raw=raw)
+        return Rollout("n1", raw, prediction, score=0.0)
+
+    assert not module_broke_format(module, rollout("even", "even"))
+    assert module_broke_format(module, rollout("The number is even.", "even"))

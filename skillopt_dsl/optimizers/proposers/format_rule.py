@@ -69,7 +69,8 @@ def _says_more_than_its_answer(module: SkillModule, rollout: Rollout) -> bool:
     wrong number."""
     if len(module.output_fields) != 1 or not rollout.prediction.ok:
         return False
-    (value,) = rollout.prediction.outputs.values()
+    (name,) = module.output_fields
+    value = rollout.prediction.outputs[name]  # the declared field's (a module may add others)
     said = (rollout.prediction.raw or rollout.output).strip().rstrip(".").strip()
     return said.casefold() != str(value).strip().casefold()
 
