@@ -1,4 +1,5 @@
-"""Shared builders for tests: the synthetic parity task shipped with the contract suite.
+"""Shared builders for tests: the synthetic parity task shipped with the contract suite, and a
+recorder of the response caches a module opens.
 
 The fake target answers right only when the skill mentions "divisible by 2" (else always
 "odd"), so a skill edit is what makes the score move.
@@ -6,8 +7,35 @@ The fake target answers right only when the skill mentions "divisible by 2" (els
 
 from __future__ import annotations
 
+import sqlite3
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from skillopt_dsl.lm import ResponseCache
 from skillopt_dsl.testing.contract import ContractParity as Parity
 from skillopt_dsl.testing.contract import contract_examples as parity_examples
 from skillopt_dsl.testing.contract import contract_target as parity_target
 
-__all__ = ["Parity", "parity_examples", "parity_target"]
+__all__ = ["Parity", "assert_closed", "parity_examples", "parity_target", "record_caches"]
+
+
+def record_caches(monkeypatch: pytest.MonkeyPatch, module: ModuleType) -> list[ResponseCache]:
+    """Every `ResponseCache` that `module` opens from now on, in order (for tests that check
+    each is closed when its owner is done)."""
+    opened: list[ResponseCache] = []
+
+    class Recorded(ResponseCache):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            opened.append(self)
+
+    monkeypatch.setattr(module, "ResponseCache", Recorded)
+    return opened
+
+
+def assert_closed(cache: ResponseCache) -> None:
+    """Fails unless `cache`'s database connection is closed."""
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        len(cache)

@@ -14,13 +14,12 @@ from typing import Any
 import pytest
 
 import skillopt_dsl as sd
-from skillopt_dsl.lm import ResponseCache
 from skillopt_dsl.optimizers import GradientText, ReflectiveProposer
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.optimizers.schedules import SCHEDULES
 from skillopt_dsl.skill import parse_edits
 from skillopt_dsl.testing import ScriptedLM
-from tests.helpers import Parity, parity_examples, parity_target
+from tests.helpers import Parity, assert_closed, parity_examples, parity_target, record_caches
 
 TRAIN = parity_examples(0, 16)
 VAL = parity_examples(100, 30)
@@ -466,14 +465,7 @@ def test_the_run_closes_its_response_cache_when_it_ends(
     finished run and after one that was killed."""
     from skillopt_dsl import settings as settings_module
 
-    opened: list[ResponseCache] = []
-
-    class Recorded(ResponseCache):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            opened.append(self)
-
-    monkeypatch.setattr(settings_module, "ResponseCache", Recorded)
+    opened = record_caches(monkeypatch, settings_module)
     run(tmp_path / "done")
 
     def dying(_messages: list[dict[str, str]]) -> str:
@@ -483,7 +475,6 @@ def test_the_run_closes_its_response_cache_when_it_ends(
         run(tmp_path / "stopped", lm=ScriptedLM(dying))
     assert len(opened) == 2
     for cache in opened:
-        with pytest.raises(Exception, match="closed"):
-            len(cache)
+        assert_closed(cache)
     for directory in ("done", "stopped"):
         assert not list((tmp_path / directory).glob("cache.sqlite-*"))

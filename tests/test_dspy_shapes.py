@@ -24,10 +24,16 @@ import pytest
 dspy = pytest.importorskip("dspy", reason="needs the [dspy] extra: pip install -e '.[dspy]'")
 
 import skillopt_dsl as sd  # noqa: E402
-from skillopt_dsl.dspy import DSPyProgram, SkillOptimizer, evaluate_program  # noqa: E402
+from skillopt_dsl.dspy import (  # noqa: E402
+    DSPyProgram,
+    SkillOptimizer,
+    evaluate_program,
+    reach,
+)
 from skillopt_dsl.lm import LM, Budget  # noqa: E402
 from skillopt_dsl.optimizers import DemonstrationsProposer, GradientText  # noqa: E402
 from skillopt_dsl.testing.fake_server import FakeOpenAIServer  # noqa: E402
+from tests.helpers import assert_closed, record_caches  # noqa: E402
 from tests.test_dspy_proposals import obedient_chat_model, request_for  # noqa: E402
 
 _OPTIMIZER_SYSTEMS = ("You improve a skill document", "You edit a skill document", "You write")
@@ -384,3 +390,18 @@ def test_no_answer_shape_rule_is_mined_from_a_pydantic_label() -> None:
         request = request_for(module, rows, report, model(server))
     assert [r.score for r in report.records] == [0.0] * 6  # the metric read the labels' names
     assert AnswerShapeProposer().propose(request) == []
+
+
+def test_the_reach_probe_closes_its_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kills: the cache of the reach probe (a program of two predictors, run once before the
+    search) left open until garbage collection, its SQLite `-wal` and `-shm` files beside the
+    run's by chance."""
+    opened = record_caches(monkeypatch, reach)
+    with serve(loop_policy) as server:
+        SkillOptimizer(
+            exact, optimizer=GradientText(lr=1.0, epochs=1, batch_size=8), lm=model(server),
+            budget=Budget(max_calls=200), threads=1, run_dir=tmp_path,
+        ).compile(Loop(), trainset=documents(0, 8), valset=documents(8, 8))  # fmt: skip
+    assert opened, "the probe ran no cache"
+    for cache in opened:
+        assert_closed(cache)

@@ -23,10 +23,17 @@ from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.file_transaction import FilePlace, atomic_write, backup, transact
 from skillopt_dsl.lm import LM
 from skillopt_dsl.settings import CompileSettings
-from skillopt_dsl.skill_folder import SkillFolder, adopt_folder, rollback_folder, stage_folder
+from skillopt_dsl.skill_folder import (
+    SkillFolder,
+    adopt_folder,
+    describe,
+    rollback_folder,
+    stage_folder,
+)
 from skillopt_dsl.skill_folder.describe import DescriptionTask, train_description
 from skillopt_dsl.skill_folder.trigger_data import load_trigger_splits, read_trigger_rows
 from skillopt_dsl.testing import ScriptedLM
+from tests.helpers import assert_closed, record_caches
 
 runner = CliRunner()
 NEW = "Write release notes from a changelog."
@@ -326,3 +333,15 @@ def test_too_few_rows_are_refused_with_how_many_are_needed(tmp_path: Path, count
     with pytest.raises(UserInputError, match=r"fewer than 6 validation requests \(about 20 rows"):
         load_trigger_splits(_rows(tmp_path / "rows.jsonl", count))
     assert len(load_trigger_splits(_rows(tmp_path / "more.jsonl", 20)).val) >= 6
+
+
+def test_the_description_compile_closes_its_replay_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills: the cache `train_description` replays the compile's calls from left open until
+    garbage collection (SQLite's `cache.sqlite-wal` and `-shm` then stay in the run folder,
+    or not, by chance)."""
+    opened = record_caches(monkeypatch, describe)
+    _train(tmp_path, _skill_md(tmp_path, "---\nname: release-notes\ndescription: D.\n---\nb\n"))
+    assert len(opened) == 1
+    assert_closed(opened[0])
