@@ -179,6 +179,7 @@ def summary(figures: list[RunFigures]) -> dict[str, Any]:
         "hits": sum(f.hit for f in figures),
         "runs": len(figures),
         "mean_decisions": statistics.fmean(f.decisions for f in figures),
+        "no_decision": sum(f.decisions == 0 for f in figures),
         "mean_accepted": statistics.fmean(f.accepted for f in figures),
         "mean_calls": statistics.fmean(f.calls for f in figures),
         "stop_reasons": stops,
@@ -227,6 +228,7 @@ def main() -> None:
             scenario.label, scenario.n_val, "accepts anything" if scenario.null else "kept",
             f"{mine['hits']}/{mine['runs']}", f"{alone['hits']}/{alone['runs']}",
             f"{mine['mean_decisions']:.1f} / {alone['mean_decisions']:.1f}",
+            f"{mine['no_decision']} / {alone['no_decision']}",
             f"{mine['mean_calls']:.0f} / {alone['mean_calls']:.0f}",
             *([f"{cells[scenario, 'bundle']['hits']}/{cells[scenario, 'bundle']['runs']}"]
               if args.with_bundle else []),
@@ -235,7 +237,8 @@ def main() -> None:
         f"Gate-power protocol: {args.train} train, batches of {args.batch}, flips p={args.flip}, "
         f"{args.runs} seeded runs a cell, budget {args.max_calls or 'none'}",
         ["row", "val n", "counts", "default", "gate alone (screen=False)",
-         "decisions/run (default / alone)", "calls/run (default / alone)",
+         "decisions/run (default / alone)", "runs with no decision (default / alone)",
+         "calls/run (default / alone)",
          *(["Bundle"] if args.with_bundle else [])],
         table,
     )  # fmt: skip

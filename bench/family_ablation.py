@@ -83,6 +83,23 @@ def _then_without(**methods: Callable[..., Any]) -> Callable[[Any, Sequence[Any]
     return make
 
 
+def _then(**settings: Any) -> Callable[[Any, Sequence[Any]], Any]:
+    def make(opt: Any, proposers: Sequence[Any]) -> Any:
+        return _default(opt, proposers, then=opt.Bundle(proposers=proposers, **settings))
+
+    return make
+
+
+def _hands_off_unless_gained(self: Any, view: Any, state: Any) -> bool:
+    """The hand-off's probe as HandOff's docstring reads it: only a proposal on trial that gained
+    on its batch (net > 0) keeps the run with GradientText; one that neither gained nor was
+    struck does not."""
+    after = self.hand_off_after
+    gained = [t for t in state.trials if t.net > 0]
+    quiet = view.version == 1 and not state.pending and not gained
+    return after is not None and view.memory.step >= after and quiet
+
+
 def _one_strike(opt: Any, proposers: Sequence[Any]) -> Any:
     first = opt.GradientText(proposers=proposers, screen_strikes=1)
     return _default(
@@ -147,6 +164,12 @@ ABLATIONS: dict[str, Ablation] = {
                  _then_without(_lasting_fixes=_fixes_unchecked)),
         Ablation("no-audit-repeat", "Bundle: an audit's break must repeat under a changed wording",
                  _then_without(_repeats=_breaks_counted)),
+        Ablation("probe-gained-only", "the hand-off's probe: a proposal on trial without a gain keeps the run",
+                 _first_without(_hands_off=_hands_off_unless_gained)),
+        Ablation("no-audit", "Bundle: the audit for harm (audit_strikes=audit_size)",
+                 _then(audit_strikes=24)),
+        Ablation("audit-one-strike", "Bundle: one repeated break in the audit is forgiven (audit_strikes=1)",
+                 _then(audit_strikes=1)),
     )
 }  # fmt: skip
 

@@ -69,7 +69,23 @@ from skillopt_dsl.search_memory import group_key
 from skillopt_dsl.skill import Edit, Skill, parse_edits
 from skillopt_dsl.types import Example
 
-__all__ = ["STALE_STEPS_PER_PATIENCE", "Bundle", "BundleMember", "BundleState", "quotes"]
+__all__ = [
+    "AUDIT_STRIKES",
+    "STALE_STEPS_PER_PATIENCE",
+    "Bundle",
+    "BundleMember",
+    "BundleState",
+    "quotes",
+]
+
+AUDIT_STRIKES = 2
+"""The breaks that repeat under changed texts at which the audit strikes a survivor: one is
+forgiven. Where a change of wording does not redraw a model's rewording noise (Qwen2.5-0.5B:
+whitespace moved 0 of 420 answers, bench/README §14), the repeat test cannot tell a break by
+noise from a break by the edit: at a noise of 0.02, a useful edit audited on 14-24 answers
+breaks one by noise alone in a quarter to a third of its audits, and two in under a tenth; a
+harmful one (a quarter or more of passing answers, §14) breaks six or more. Measured against 1
+over the family of rule worlds in bench/README §9m."""
 
 STALE_STEPS_PER_PATIENCE = 4
 """Steps in a row that ask nothing new, per step of `patience`, after which a bundle stops
@@ -178,7 +194,8 @@ class Bundle(Optimizer):
         pool_size: training examples scored under the incumbent (drawn once; the failures come
             from them, and the audit's examples).
         audit_size: pool examples the incumbent gets right on which a survivor is audited.
-        audit_strikes: breaks that repeat under a changed text at which a survivor is struck.
+        audit_strikes: breaks that repeat under a changed text at which a survivor is struck
+            (`AUDIT_STRIKES`).
         screen_strikes: screen failures after which a proposal proposed again is no longer
             screened.
         max_steps: steps per bundle without a call budget (with one, the budget ends them).
@@ -195,7 +212,7 @@ class Bundle(Optimizer):
     failures_per_step: int = 3
     pool_size: int = 48
     audit_size: int = 24
-    audit_strikes: int = 1
+    audit_strikes: int = AUDIT_STRIKES
     screen_strikes: int = 2
     max_steps: int = 16
     patience: int = 12
