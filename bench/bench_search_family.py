@@ -479,6 +479,11 @@ def main() -> None:
     parser.add_argument("--calibration", default=str(HERE / "results" / "world_calibration.json"))
     parser.add_argument("--name", default="search_family")
     parser.add_argument("--table", help="print the tables of a results file (runs nothing)")
+    parser.add_argument(
+        "--by-key",
+        action="store_true",
+        help="with --table: the mean gain over the non-null members of each noise key",
+    )
     args = parser.parse_args()
     if args.one:
         one(args.one)
@@ -486,7 +491,10 @@ def main() -> None:
     if args.optimizers is None:
         args.optimizers = ["default", *ABLATIONS] if args.ablation else list(OPTIMIZERS)
     if args.table:
-        _render_all(json.loads(Path(args.table).read_text()), _calibration(args.calibration))
+        figures = json.loads(Path(args.table).read_text())
+        _render_all(figures, _calibration(args.calibration))
+        if args.by_key:
+            render_by_key(figures)
         return
     if args.base != "working-tree" and "FAMILY_BASE" not in os.environ:
         base = _short(args.base)
@@ -577,6 +585,30 @@ def _render_all(figures: dict[str, Any], calibration: dict[str, Any] | None) -> 
         render_ablation(figures, print_table)
     else:
         render(figures, calibration)
+
+
+def render_by_key(figures: dict[str, Any]) -> None:
+    """Per draw and noise key (how rewording noise is drawn: text, content, difficulty), each
+    optimizer's mean gain over the key's non-null members at each budget."""
+    from _common import print_table
+
+    calls, optimizers = figures["args"]["calls"], figures["args"]["optimizers"]
+    for name, draw in figures["draws"].items():
+        gains = {(r["member"], r["optimizer"], r["calls"]): r["gain"] for r in draw["rows"]}
+        table = []
+        for key in ("text", "content", "difficulty"):
+            members = [
+                m["name"] for m in draw["members"]
+                if m["world"]["noise_key"] == key and not m["null"]
+            ]  # fmt: skip
+            for opt in optimizers if members else []:
+                means = [statistics.fmean(gains[m, opt, c] for m in members) for c in calls]
+                table.append([key, len(members), opt, *(f"{g:+.3f}" for g in means)])
+        print_table(
+            f"{name} draw (seed {draw['seed']}): mean gain by noise key, non-null members",
+            ["noise key", "members", "optimizer", *(f"{c} calls" for c in calls)],
+            table,
+        )
 
 
 def _calibration(path: str) -> dict[str, Any] | None:
