@@ -168,8 +168,8 @@ ABLATIONS: dict[str, Ablation] = {
                  _first_without(_hands_off=_hands_off_unless_gained)),
         Ablation("no-audit", "Bundle: the audit for harm (audit_strikes=audit_size)",
                  _then(audit_strikes=24)),
-        Ablation("audit-one-strike", "Bundle: one repeated break in the audit is forgiven (audit_strikes=1)",
-                 _then(audit_strikes=1)),
+        Ablation("audit-two-strikes", "Bundle: one repeated break in the audit is forgiven (audit_strikes=2)",
+                 _then(audit_strikes=2)),
     )
 }  # fmt: skip
 

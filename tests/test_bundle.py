@@ -40,7 +40,6 @@ from skillopt_dsl.types import Example
 CLEAN = "FIX the items of kind zero."
 LUCKY = "LUCKY guesses on the items of kind zero."
 DIRTY = "FIX the items of kind zero; HARM the rest."
-SLIP = "FIX the items of kind zero; SLIP on item one."
 
 
 def _number(item_id: str) -> int:
@@ -57,8 +56,6 @@ def scripted_right(system: str, item_id: str) -> bool:
     if k % 4 == 0:
         return "FIX" in system or ("LUCKY" in system and reworded)
     if k % 4 == 1 and "HARM" in system:
-        return False
-    if item_id == "train1" and "SLIP" in system:  # one break that persists under any wording
         return False
     return not (k % 4 == 2 and item_id.startswith("train") and reworded)
 
@@ -117,18 +114,6 @@ def test_an_edit_whose_breaks_persist_under_changed_wording_is_struck_by_the_aud
     audits = [e for e in events if e["event"] == "audit"]
     assert [a["repeats"] > 0 for a in audits][:2] == [True, False], audits
     assert "HARM" not in result.best_skill.text and "FIX" in result.best_skill.text
-    assert [d.accepted for d in result.gate_log] == [True]
-
-
-def test_one_break_that_repeats_does_not_strike_a_useful_edit(tmp_path: Path) -> None:
-    """Kills: the audit striking at a single repeated break (`AUDIT_STRIKES` back at 1). Where
-    whitespace does not redraw a model's noise (Qwen, bench/README §14) one repeated break is
-    what noise alone gives a useful edit in a quarter to a third of its audits; the edit here
-    fixes a quarter of validation and breaks one training answer under any wording."""
-    result, events = run_scripted(tmp_path, Bundle(proposers=[Offers(texts=[SLIP])]))
-    (audit,) = [e for e in events if e["event"] == "audit"]
-    assert audit["repeats"] == 1, audit
-    assert SLIP in result.best_skill.text
     assert [d.accepted for d in result.gate_log] == [True]
 
 
