@@ -7,7 +7,10 @@ The fake target answers right only when the skill mentions "divisible by 2" (els
 
 from __future__ import annotations
 
+import importlib.util
 import sqlite3
+import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -18,7 +21,29 @@ from skillopt_dsl.testing.contract import ContractParity as Parity
 from skillopt_dsl.testing.contract import contract_examples as parity_examples
 from skillopt_dsl.testing.contract import contract_target as parity_target
 
-__all__ = ["Parity", "assert_closed", "parity_examples", "parity_target", "record_caches"]
+__all__ = [
+    "Parity",
+    "assert_closed",
+    "load_bench",
+    "parity_examples",
+    "parity_target",
+    "record_caches",
+]
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def load_bench(name: str) -> ModuleType:
+    """A script of bench/ (`name` without `.py`), loaded under a module name of its own, with
+    bench/ on the path for its own imports (`_common`, `family_ablation`)."""
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(f"{name}_under_test", BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def record_caches(monkeypatch: pytest.MonkeyPatch, module: ModuleType) -> list[ResponseCache]:

@@ -8,29 +8,19 @@ calls past the budget) and one that reports the seed whatever gepa had found wit
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from skillopt_dsl.testing.rule_world import RuleWorld
 from skillopt_dsl.types import Example
+from tests.helpers import load_bench
 
 pytest.importorskip("gepa")
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_search_family.py"
-
 
 def _bench() -> ModuleType:
-    sys.path.insert(0, str(BENCH.parent))
-    spec = importlib.util.spec_from_file_location("bench_search_family_under_test", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("bench_search_family")
 
 
 def _member(seed: int) -> tuple[RuleWorld, list[Example], list[Example]]:

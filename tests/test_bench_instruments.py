@@ -1,0 +1,61 @@
+"""The bench's new read-outs: the family's means by noise key, the power bench's runs with no
+gate decision (bench/README §9m). Each test names the miscount it kills."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.helpers import load_bench
+
+
+def _member(name: str, key: str, *, null: bool = False) -> dict[str, Any]:
+    return {"name": name, "null": null, "world": {"noise_key": key}}
+
+
+def _row(member: str, optimizer: str, calls: int, gain: float) -> dict[str, Any]:
+    return {"member": member, "optimizer": optimizer, "calls": calls, "gain": gain}
+
+
+def test_the_means_by_noise_key_leave_out_null_members_and_keep_keys_apart(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Kills: a null member counted in its key's mean (its 0.000 would pull the mean down),
+    and members grouped by another field than `noise_key`."""
+    pytest.importorskip("gepa")
+    bench = load_bench("bench_search_family")
+    members = [
+        _member("m00", "text"),
+        _member("m01", "text", null=True),
+        _member("m02", "content"),
+    ]
+    rows = [
+        _row("m00", "default", 100, 0.2),
+        _row("m01", "default", 100, 0.0),
+        _row("m02", "default", 100, 0.5),
+    ]
+    figures = {
+        "args": {"calls": [100], "optimizers": ["default"]},
+        "draws": {"dev": {"seed": 7, "members": members, "rows": rows}},
+    }
+    bench.render_by_key(figures)
+    lines = [line.split() for line in capsys.readouterr().out.splitlines()]
+    table = {line[0]: line[1:] for line in lines if line and line[0] in ("text", "content")}
+    assert table["text"] == ["1", "default", "+0.200"], table
+    assert table["content"] == ["1", "default", "+0.500"], table
+    assert "difficulty" not in table
+
+
+def test_the_power_summary_counts_the_runs_that_asked_the_gate_nothing() -> None:
+    """Kills: runs with no decision counted from the accepted decisions (a run whose decisions
+    were all rejected is not a run without one) or not counted at all."""
+    bench = load_bench("bench_search_power")
+    figures = [
+        bench.RunFigures(hit=False, decisions=0, accepted=0, calls=130, stop="finished"),
+        bench.RunFigures(hit=False, decisions=2, accepted=0, calls=300, stop="finished"),
+        bench.RunFigures(hit=True, decisions=1, accepted=1, calls=240, stop="finished"),
+    ]
+    summary = bench.summary(figures)
+    assert summary["no_decision"] == 1, summary
+    assert summary["runs"] == 3
