@@ -45,9 +45,16 @@ __all__ = [
     "look_sizes",
     "preflight",
     "sign_test_critical",
+    "within_level",
 ]
 
 _TOLERANCE = 1e-12
+"""Below this, significance left is spent (what float sums of shares leave over); charges may
+exceed their level by this much."""
+_RELATIVE = 1e-9
+"""A p-value passes a level it exceeds by at most this share of the level (float rounding in a
+level's shares): relative, so that a level of zero passes nothing (an absolute tolerance let a
+clean fix of 40 or more examples, p = 2^-40, pass a spent budget's level of 0)."""
 
 
 class BudgetState(TypedDict):
@@ -104,7 +111,8 @@ class SignificanceBudget:
     @property
     def remaining(self) -> float:
         """The significance not yet spent."""
-        return max(self.alpha - self.spent, 0.0)
+        left = self.alpha - self.spent
+        return left if left > _TOLERANCE else 0.0
 
     def plan(self, decisions: int | None) -> None:
         """Add the decisions a run plans to make (None: unknown, so the plan becomes unknown)."""
@@ -198,6 +206,12 @@ def binomial_upper_tail(wins: int, n: int) -> float:
     return _binomial_tails(n)[max(wins, 0)] if wins <= n else 0.0
 
 
+def within_level(p_value: float, level: float) -> bool:
+    """Whether `p_value` passes `level` (equal passes, up to float rounding; a level of zero
+    passes nothing)."""
+    return p_value <= level * (1.0 + _RELATIVE)
+
+
 def sign_test_critical(n: int, level: float) -> tuple[int, float]:
     """The fewest wins out of `n` discordant pairs that the one-sided sign test accepts at
     `level`, and the test's attained size (0.0 when no count of wins is enough).
@@ -207,7 +221,7 @@ def sign_test_critical(n: int, level: float) -> tuple[int, float]:
     """
     tails = _binomial_tails(n)
     for wins in range(n + 1):
-        if wins > n / 2 and tails[wins] <= level + _TOLERANCE:
+        if wins > n / 2 and within_level(tails[wins], level):
             return wins, tails[wins]
     return n + 1, 0.0
 
@@ -352,7 +366,7 @@ def any_result_passes(n_val: int, level: float) -> bool:
 def _clean_fix(n_val: int, level: float) -> int | None:
     """The fewest wins with no loss that pass the sign test at `level` (None: more than n)."""
     for wins in range(1, n_val + 1):
-        if 2.0**-wins <= level + _TOLERANCE:
+        if within_level(2.0**-wins, level):
             return wins
     return None
 

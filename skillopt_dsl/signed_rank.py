@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from skillopt_dsl.evidence import binomial_upper_tail, sign_test_critical
+from skillopt_dsl.evidence import binomial_upper_tail, sign_test_critical, within_level
 
 __all__ = ["EXACT_LIMIT", "TIE", "PairedTest", "paired_test"]
 
@@ -115,7 +115,7 @@ def _critical_from_tails(tails: Any, level: float) -> tuple[float | None, float]
     """The least W+ (halved from doubled ranks) whose tail is within `level`, and that tail."""
     total = len(tails) - 2  # the largest doubled W+
     for w2 in range(total // 2 + 1, total + 1):
-        if tails[w2] <= level + TIE:
+        if within_level(tails[w2], level):
             return w2 / 2, float(tails[w2])
     return None, 0.0
 

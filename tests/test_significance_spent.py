@@ -14,10 +14,10 @@ from typing import Any
 
 import skillopt_dsl as sd
 from skillopt_dsl.driver import RunView, Verdict
-from skillopt_dsl.evidence import SignificanceBudget
+from skillopt_dsl.evidence import SignificanceBudget, any_result_passes
 from skillopt_dsl.optimizers import Beam, GradientText, Optimizer
 from skillopt_dsl.skill import Skill
-from skillopt_dsl.testing.contract import ContractParity, contract_target
+from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
 from skillopt_dsl.testing.scripted import ScriptedLM
 from tests.test_search import GOOD, TRAIN, VAL, FixedProposer, compile_with, events
 
@@ -113,3 +113,35 @@ def test_a_set_too_small_for_any_acceptance_is_not_a_spent_budget(tmp_path: Path
     )
     assert result.stop_reason != "significance"
     assert events(tmp_path, "screen"), "the search took no step"
+
+
+def test_a_spent_budget_is_spent_on_a_large_validation_set(tmp_path: Path) -> None:
+    """Kills: a level of zero read as able to pass a clean fix of 40 or more examples (an
+    absolute tolerance on the p-value: 2^-40 <= 0 + 1e-12). On a validation set of 40 or more,
+    `can_accept` then stayed True once the significance was spent: the door scored candidates
+    certain to be rejected and the searches went on spending calls instead of stopping. Also
+    kills significance left over by float sums of a level's shares counting as unspent."""
+    budget = SignificanceBudget(alpha=0.05)
+    budget.plan(1)
+    level = budget.level()
+    whole, early = budget.split(level, 0.25)  # a futility stop charges both
+    budget.charge(level=level, charged=whole + early)
+    assert budget.remaining == 0.0
+    assert not any_result_passes(60, budget.remaining)
+    leftover = SignificanceBudget(alpha=0.05, spent=0.05 - 1e-14)  # float sums' residue
+    assert leftover.remaining == 0.0
+    optimizer = GradientText(proposers=[FixedProposer(texts=[GOOD])], epochs=1)
+    result = sd.compile(
+        ContractParity(),
+        TRAIN,
+        contract_examples(100, 60),
+        optimizer=optimizer,
+        lm=ScriptedLM(contract_target),
+        optimizer_lm=ScriptedLM(lambda m: "{}"),
+        run_dir=tmp_path,
+        threads=1,
+        significance=spent(),
+        budget=sd.Budget(max_calls=400),
+    )
+    assert result.stop_reason == "significance"
+    assert not events(tmp_path, "screen") and not events(tmp_path, "gate")
