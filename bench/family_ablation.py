@@ -100,6 +100,29 @@ def _hands_off_unless_gained(self: Any, view: Any, state: Any) -> bool:
     return after is not None and view.memory.step >= after and quiet
 
 
+def _hands_off_unless_clear_fix(self: Any, view: Any, state: Any) -> bool:
+    """The hand-off's probe keeping the run with GradientText only for a clear fix (a proposal
+    that joined the working candidate); proposals on trial are dropped at the hand-off (else
+    GradientText's last chance would submit them and spend the significance Bundle needs)."""
+    after = self.hand_off_after
+    quiet = view.version == 1 and not state.pending
+    if after is None or view.memory.step < after or not quiet:
+        return False
+    state.trials.clear()
+    return True
+
+
+def _hands_off_always(self: Any, view: Any, state: Any) -> bool:
+    """No probe: every run with nothing accepted is handed to Bundle after GradientText's first
+    steps; the working candidate and the proposals on trial are dropped at the hand-off."""
+    after = self.hand_off_after
+    if after is None or view.memory.step < after or view.version != 1:
+        return False
+    state.trials.clear()
+    state.pending.clear()
+    return True
+
+
 def _one_strike(opt: Any, proposers: Sequence[Any]) -> Any:
     first = opt.GradientText(proposers=proposers, screen_strikes=1)
     return _default(
@@ -166,6 +189,10 @@ ABLATIONS: dict[str, Ablation] = {
                  _then_without(_repeats=_breaks_counted)),
         Ablation("probe-gained-only", "the hand-off's probe: a proposal on trial without a gain keeps the run",
                  _first_without(_hands_off=_hands_off_unless_gained)),
+        Ablation("probe-clear-fix-only", "the hand-off's probe: a proposal on trial keeps the run (only a clear fix does)",
+                 _first_without(_hands_off=_hands_off_unless_clear_fix)),
+        Ablation("always-hand-off", "the hand-off's probe (every run without an acceptance goes to Bundle)",
+                 _first_without(_hands_off=_hands_off_always)),
         Ablation("no-audit", "Bundle: the audit for harm (audit_strikes=audit_size)",
                  _then(audit_strikes=24)),
         Ablation("audit-two-strikes", "Bundle: one repeated break in the audit is forgiven (audit_strikes=2)",

@@ -59,3 +59,35 @@ def test_the_power_summary_counts_the_runs_that_asked_the_gate_nothing() -> None
     summary = bench.summary(figures)
     assert summary["no_decision"] == 1, summary
     assert summary["runs"] == 3
+
+
+def test_the_explore_variants_change_only_what_they_name() -> None:
+    """Kills: a gate variant whose settings are dropped (the default gate measured under the
+    variant's name), and a split variant that hands off before its share of the calls is spent
+    (bench/README §9n's screen, bench/family_explore.py)."""
+    pytest.importorskip("gepa")
+    explore = load_bench("family_explore")
+    from skillopt_dsl import optimizers as opt
+    from skillopt_dsl.gate import Gate
+
+    search, gate = explore.VARIANTS["gate-no-early"](opt, [], Gate)
+    assert isinstance(search, opt.HandOff) and gate == Gate(early_share=0.0)
+    assert explore.VARIANTS["default"](opt, [], Gate)[1] is None
+    split, _ = explore.VARIANTS["split-50"](opt, [], Gate)
+
+    class View:
+        memory = type("Memory", (), {"step": 0})()
+        version = 2
+
+        def __init__(self, spent: int, left: int) -> None:
+            self.spent, self.left = spent, left
+
+        def calls_left(self) -> int:
+            return self.left
+
+        def usage(self) -> Any:
+            return type("Usage", (), {"calls": self.spent})()
+
+    state = type("State", (), {"pending": [], "trials": []})()
+    assert not split.first._hands_off(View(99, 101), state)
+    assert split.first._hands_off(View(100, 100), state)

@@ -1,0 +1,191 @@
+"""Quick exploration over the family of worlds: variants of the default beside it, on draws
+that are neither the development draw nor a reported fresh one.
+
+    python bench/family_explore.py --draws 101 102 103 --runs 10 --calls 100 200 400 \
+        --variants default gate-first-half gate-no-early split-50 --out /tmp/explore.json
+
+For screening ideas before the record (`bench_search_family.py`, dev and fresh draws at 20
+seeds, beside gepa and another revision): every non-null member of each draw
+(`skillopt_dsl.testing.world_family`, fakes: no model is called), `--runs` seeds, each
+variant under `Budget(max_calls=N)` with the family's proposer. Printed per budget: each
+variant's mean gain over members, its difference from the first variant, the members it
+moves by more than 0.02 either way, and harmful rules kept a run. A variant is compile's
+default with one thing changed: the gate (`Gate` settings; the search untouched), the
+hand-off's plan, GradientText's settings, or when GradientText hands the run to Bundle
+(bench-only subclasses, never the product's); the variants of `family_ablation.ABLATIONS`
+run too. Measured in bench/README §9n.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from multiprocessing import Pool
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import bench_search_family as family  # noqa: E402
+from _common import print_table  # noqa: E402
+from family_ablation import ABLATIONS  # noqa: E402
+from family_ablation import build as build_ablation  # noqa: E402
+
+Make = Callable[[Any, Sequence[Any], Any], tuple[Any, Any]]
+"""(optimizers module, proposers, Gate class) -> (search, gate or None)."""
+
+
+def _default(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+    return opt.HandOff.with_proposers(proposers), None
+
+
+def _gate(**settings: Any) -> Make:
+    def make(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+        return opt.HandOff.with_proposers(proposers), gate_cls(**settings)
+
+    return make
+
+
+def _first(**settings: Any) -> Make:
+    def make(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+        first = opt.GradientText(proposers=proposers, **settings)
+        return opt.HandOff(first=first, then=opt.Bundle(proposers=proposers)), None
+
+    return make
+
+
+def _plan_plus_one(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+    """The run's significance planned over GradientText's decisions and one more (Bundle's)."""
+
+    class PlanOneMore(opt.HandOff):  # type: ignore[name-defined,misc]
+        def planned_decisions(self, n_train: int, **kwargs: Any) -> int | None:
+            planned = super().planned_decisions(n_train, **kwargs)
+            return None if planned is None else planned + 1
+
+    return PlanOneMore.with_proposers(proposers), None
+
+
+def _split(share: float) -> Make:
+    """GradientText hands the run to Bundle once `share` of the call budget is spent with its
+    working candidate empty (as well as where its probe finds nothing)."""
+
+    def make(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+        class SplitAt(opt.GradientText):  # type: ignore[name-defined,misc]
+            def _hands_off(self, view: Any, state: Any) -> bool:
+                if super()._hands_off(view, state):
+                    return True
+                left = view.calls_left()
+                if left is None:
+                    return False
+                spent = view.usage().calls
+                return spent >= share * (spent + left) and not state.pending
+
+        first = SplitAt(proposers=proposers)
+        return opt.HandOff(first=first, then=opt.Bundle(proposers=proposers)), None
+
+    return make
+
+
+VARIANTS: dict[str, Make] = {
+    "default": _default,
+    "gate-first-half": _gate(first_share=0.5),
+    "gate-no-early": _gate(early_share=0.0),
+    "gate-min-look-20": _gate(min_look=20),
+    "gate-looks-half": _gate(looks=(0.5, 0.75)),
+    "plan-plus-one": _plan_plus_one,
+    "batch-4": _first(batch_size=4),
+    "batch-6": _first(batch_size=6),
+    "batch-12": _first(batch_size=12),
+    "compose-2": _first(compose=2),
+    "split-30": _split(0.3),
+    "split-50": _split(0.5),
+    "split-70": _split(0.7),
+}
+
+
+def _search(name: str, proposers: Sequence[Any]) -> tuple[Any, Any]:
+    from skillopt_dsl import optimizers as opt
+    from skillopt_dsl.gate import Gate
+
+    if name in VARIANTS:
+        return VARIANTS[name](opt, proposers, Gate)
+    if name == "bundle":
+        return opt.Bundle(proposers=proposers), None
+    if name == "gradient-text":
+        return opt.GradientText(proposers=proposers), None
+    return build_ablation(name, opt, proposers), None
+
+
+def run_cell(cell: tuple[str, int, str, int, int]) -> tuple[tuple[Any, ...], list[float]]:
+    """One variant on one member at one budget over `runs` seeds: (gain, harmful kept) pairs."""
+    import skillopt_dsl as sd
+    from skillopt_dsl.lm import LM
+
+    logging.disable(logging.WARNING)
+    name, draw_seed, member_name, calls, runs = cell
+    rw, wf = family.world_modules()
+    member = next(m for m in wf.WorldFamily().draw(draw_seed, 24) if m.name == member_name)
+    outcomes = []
+    for seed in range(runs):
+        world = member.seeded(seed)
+        sizes = (member.train, member.val, member.test)
+        train, val, test = (
+            world.items(s, n) for s, n in zip(("train", "val", "test"), sizes, strict=True)
+        )
+        search, gate = _search(name, [rw.RuleWorldProposer(reads=family.PROPOSER_READS)])
+        result = sd.compile(world.task(), train, val, optimizer=search, gate=gate,
+                            lm=LM(world.target()), optimizer_lm=LM(world.reflector()),
+                            budget=sd.Budget(max_calls=calls), seed=seed, threads=1)  # fmt: skip
+        text = result.best_skill.text
+        gain = world.accuracy(text, test) - world.accuracy(world.seed_skill, test)
+        outcomes.append([gain, float(len(rw.rules_in(text)[1]))])
+    return cell[:4], [x for pair in outcomes for x in pair]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--draws", type=int, nargs="+", default=[101, 102, 103])
+    parser.add_argument("--variants", nargs="+", default=["default", *VARIANTS])
+    parser.add_argument("--calls", type=int, nargs="+", default=[100, 200, 400])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=None, help="write every run's figures here")
+    args = parser.parse_args()
+    known = {*VARIANTS, *ABLATIONS, "bundle", "gradient-text"}
+    unknown = [v for v in args.variants if v not in known]
+    if unknown:
+        parser.error(f"unknown variants {unknown}; known: {sorted(known)}")
+    family_module = family.world_modules()[1]
+    members = [(d, m.name) for d in args.draws
+               for m in family_module.WorldFamily().draw(d, 24) if not m.null]  # fmt: skip
+    cells = [(v, d, n, c, args.runs) for v in args.variants for d, n in members for c in args.calls]
+    with Pool(args.workers) as pool:
+        found = dict(pool.imap_unordered(run_cell, cells))
+    for calls in args.calls:
+        rows, base = [], None
+        for variant in args.variants:
+            per_member = [found[(variant, d, n, calls)] for d, n in members]
+            gains = [statistics.mean(f[0::2]) for f in per_member]
+            harm = statistics.mean(x for f in per_member for x in f[1::2])
+            base = base or gains
+            pairs = list(zip(gains, base, strict=True))
+            rows.append([variant, f"{statistics.mean(gains):+.4f}",
+                         f"{statistics.mean(g - b for g, b in pairs):+.4f}",
+                         f"{sum(g > b + 0.02 for g, b in pairs)}/{sum(g < b - 0.02 for g, b in pairs)}",
+                         f"{harm:.3f}"])  # fmt: skip
+        print_table(
+            f"{calls} calls: draws {args.draws}, {len(members)} non-null members, {args.runs} seeds",
+            ["variant", "mean gain", f"vs {args.variants[0]}", "members +/-", "harmful kept"],
+            rows,
+        )
+    if args.out:
+        args.out.write_text(json.dumps({"|".join(map(str, k)): v for k, v in found.items()}))
+
+
+if __name__ == "__main__":
+    main()
