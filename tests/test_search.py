@@ -29,6 +29,7 @@ from skillopt_dsl.skill import Add, token_distance
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
 from skillopt_dsl.testing.rule_world import RuleWorld, RuleWorldProposer, RuleWorldTask
 from skillopt_dsl.testing.scripted import ScriptedLM
+from skillopt_dsl.types import Example
 
 TRAIN = contract_examples(0, 24)
 VAL = contract_examples(100, 30)
@@ -92,12 +93,17 @@ def mild_target(messages: list[dict[str, str]]) -> str:
 
 
 def compile_with(
-    tmp_path: Path, optimizer: Optimizer, target: Any = contract_target, **kwargs: Any
+    tmp_path: Path,
+    optimizer: Optimizer,
+    target: Any = contract_target,
+    *,
+    val: Sequence[Example] = VAL,
+    **kwargs: Any,
 ) -> sd.CompileResult:
     return sd.compile(
         ContractParity(),
         TRAIN,
-        VAL,
+        list(val),
         optimizer=optimizer,
         lm=ScriptedLM(target),
         optimizer_lm=ScriptedLM(lambda m: "{}"),

@@ -16,6 +16,7 @@ import skillopt_dsl as sd
 from skillopt_dsl.driver import RunView, Verdict
 from skillopt_dsl.evidence import SignificanceBudget, any_result_passes
 from skillopt_dsl.optimizers import Beam, GradientText, Optimizer
+from skillopt_dsl.signed_rank import paired_test
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
 from skillopt_dsl.testing.scripted import ScriptedLM
@@ -131,17 +132,21 @@ def test_a_spent_budget_is_spent_on_a_large_validation_set(tmp_path: Path) -> No
     leftover = SignificanceBudget(alpha=0.05, spent=0.05 - 1e-14)  # float sums' residue
     assert leftover.remaining == 0.0
     optimizer = GradientText(proposers=[FixedProposer(texts=[GOOD])], epochs=1)
-    result = sd.compile(
-        ContractParity(),
-        TRAIN,
-        contract_examples(100, 60),
-        optimizer=optimizer,
-        lm=ScriptedLM(contract_target),
-        optimizer_lm=ScriptedLM(lambda m: "{}"),
-        run_dir=tmp_path,
-        threads=1,
+    result = compile_with(
+        tmp_path,
+        optimizer,
+        val=contract_examples(100, 60),
         significance=spent(),
         budget=sd.Budget(max_calls=400),
     )
     assert result.stop_reason == "significance"
     assert not events(tmp_path, "screen") and not events(tmp_path, "gate")
+
+
+def test_the_signed_rank_test_needs_nothing_it_cannot_reach_at_a_level_of_zero() -> None:
+    """Kills: the signed-rank test's critical value under an absolute tolerance (its tail for
+    40 or more ranks all won, 2^-40 or less, read as within a level of zero): a spent
+    decision's record would name a statistic that passes."""
+    differences = [0.5 + i / 100 for i in range(45)]  # distinct magnitudes: signed-rank
+    assert paired_test(differences, level=0.0).critical is None
+    assert paired_test(differences, level=0.05).critical is not None
