@@ -139,9 +139,23 @@ def _fixes_unchecked(
     return tuple(e.id for e, r in zip(batch, records, strict=True) if r.score > before[e.id])
 
 
-def _breaks_counted(self: Any, view: Any, candidate: Any, broken: Sequence[Any]) -> int:
-    """Bundle's audit without the repeat test: every break counts as the edit's."""
-    return len(broken)
+def _breaks_counted(self: Any, view: Any, *args: Any) -> int:
+    """Bundle's audit without the repeat test: every break counts as the edit's (the broken
+    examples are the last argument, whatever the revision's signature)."""
+    return len(args[-1])
+
+
+def _rewording_only(self: Any, view: Any, state: Any, fitted: Any, change: int) -> Any:
+    """Bundle's changed texts without the change of content: each one more trailing newline."""
+    return type(fitted.candidate)(fitted.candidate.text + "\n" * change)
+
+
+def _never_readmitted(self: Any, view: Any, state: Any) -> int:
+    """Bundle without the wait: a survivor an empty bundle's audit struck stays struck."""
+    for waiting in state.waiting:
+        self._strike_audited(view, waiting.edits, len(waiting.breaks), len(waiting.breaks))
+    state.waiting.clear()
+    return 0
 
 
 ABLATIONS: dict[str, Ablation] = {
@@ -193,6 +207,10 @@ ABLATIONS: dict[str, Ablation] = {
                  _first_without(_hands_off=_hands_off_unless_clear_fix)),
         Ablation("always-hand-off", "the hand-off's probe (every run without an acceptance goes to Bundle)",
                  _first_without(_hands_off=_hands_off_always)),
+        Ablation("no-content-change", "Bundle: a fix and a break are scored again within the bundle",
+                 _then_without(_changed=_rewording_only)),
+        Ablation("no-wait", "Bundle: a survivor an empty bundle's audit struck is audited again within it",
+                 _then_without(_readmit=_never_readmitted)),
         Ablation("no-audit", "Bundle: the audit for harm (audit_strikes=audit_size)",
                  _then(audit_strikes=24)),
         Ablation("audit-two-strikes", "Bundle: one repeated break in the audit is forgiven (audit_strikes=2)",

@@ -376,3 +376,46 @@ def test_steps_that_ask_nothing_new_end_the_bundle_under_a_budget(tmp_path: Path
     steps = [e for e in events if e["event"] == "bundle_step"]
     assert len(steps) == STALE_STEPS_PER_PATIENCE * 3, len(steps)
     assert result.usage.calls < 400
+
+
+ALPHA = "ALPHA: the items of kind zero."
+BETA = "BETA: the items of kind one."
+
+
+def content_keyed_target(messages: list[dict[str, str]]) -> str:
+    """A model whose answers move with what the skill says, never with its wording (as
+    Qwen2.5-0.5B's, bench/README §14): ALPHA fixes the items numbered 0 mod 4, BETA those
+    numbered 1 mod 4, and a skill stating ALPHA without BETA breaks the training items
+    numbered 2 mod 8 (a break no rewording undoes, that any further rule does)."""
+    system = next((m["content"] for m in messages if m["role"] == "system"), "")
+    item_id = messages[-1]["content"].split()[-1]
+    k = _number(item_id)
+    if k % 4 in (0, 1):
+        right = ("ALPHA", "BETA")[k % 4] in system
+    else:
+        noisy = k % 8 == 2 and item_id.startswith("train")
+        right = not (noisy and "ALPHA" in system and "BETA" not in system)
+    return "A" if right else "B"
+
+
+@pytest.mark.parametrize(
+    ("order", "kills"),
+    [
+        ((ALPHA, BETA), "the wait: an empty bundle's audit strikes ALPHA for good"),
+        ((BETA, ALPHA), "the change of content: ALPHA's breaks repeat under every rewording"),
+    ],
+)
+def test_breaks_a_change_of_content_causes_do_not_strike_a_useful_edit(
+    tmp_path: Path, order: tuple[str, str], kills: str
+) -> None:
+    """Kills, per order: {kills}. Where rewording moves no answer, only a change of what the
+    skill says tells the edit's breaks from those any change causes: a survivor is audited
+    again within the bundle (and, struck by an empty bundle's audit, waits for a member)."""
+    result = sd.compile(
+        RuleWorldTask(), items("train", 24), items("val", 40),
+        optimizer=Bundle(proposers=[Offers(texts=list(order))]),
+        lm=LM(ScriptedLM(content_keyed_target)), optimizer_lm=LM(ScriptedLM(lambda m: "{}")),
+        budget=sd.Budget(max_calls=400), run_dir=tmp_path, threads=1,
+    )  # fmt: skip
+    assert ALPHA in result.best_skill.text and BETA in result.best_skill.text, kills
+    assert [d.accepted for d in result.gate_log] == [True], kills  # one bundle holds both

@@ -15,15 +15,19 @@ Bundle asks exactly that of each proposal, and lets the gate judge their sum onc
    learning rate's room (`fit`) and tries it alone on those failures (`try_alone`: the failures it names
    first, then the others; it must fix more than it breaks; its evidence is summed across
    re-proposals and it is struck at `screen_strikes`).
-3. Any text change moves a few answers at random (rewording noise), so a useless or harmful
-   edit now and then fixes its failure by that noise alone. A survivor's fixes are scored again
-   under the candidate with its whitespace changed (one more trailing newline): a fix the edit
-   makes persists, and the survivor is struck when none does. A fix of an example the edit
-   quotes verbatim (`quotes`: a worked example of that very input) does not count.
-4. It is then audited for harm on up to `audit_size` pool examples the incumbent gets right. A
-   break the edit causes persists when the text around it changes, one the rewording causes
-   does not: each break is scored again under two changed texts, and the edit is struck when
-   `audit_strikes` breaks repeat under both; it joins the bundle otherwise.
+3. Any change of the skill moves a few answers at random, so a useless or harmful edit now
+   and then fixes its failure by that noise alone. A survivor's fixes are scored again under
+   its changed texts (`_changed`: reworded, one more trailing newline; and, where the bundle
+   holds members, the bundle so far with the survivor, a change of what the skill says): a fix
+   the edit makes persists, and the survivor is struck when none does. A fix of an example
+   the edit quotes verbatim (`quotes`: a worked example of that very input) does not count.
+4. It is then audited for harm on up to `audit_size` pool examples the incumbent gets right.
+   A break the edit causes persists when the skill around it changes, one the change causes
+   does not: each break is scored again under both changed texts, and the edit is struck when
+   `audit_strikes` breaks repeat; it joins the bundle otherwise. On a model whose answers a
+   rewording does not move (Qwen2.5-0.5B, bench/README §14) only the change of content can
+   tell them apart, so a survivor struck while the bundle is empty waits (`MAX_WAITING`) and
+   is audited again within the bundle when a member joins (`_readmit`).
 5. The bundle (the incumbent with every collected edit) goes to the gate once: when the call
    budget pays for no further step beside a whole gate decision (or, for a first bundle begun
    past that point, beside the decision's first look), when no open failure is left, after
@@ -47,14 +51,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Self, TypedDict
+from dataclasses import dataclass, field
 
 from skillopt_dsl.driver import RunView
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.optimizers.base import Optimizer, StopReason, check_step_settings
+from skillopt_dsl.optimizers.bundle_state import BundleMember, BundleState
 from skillopt_dsl.optimizers.proposers import Proposer, default_proposers
 from skillopt_dsl.optimizers.search import (
     Fitted,
@@ -64,9 +68,8 @@ from skillopt_dsl.optimizers.search import (
     keeps_reserve,
     proposal_request,
 )
-from skillopt_dsl.optimizers.state import CheckpointedState, as_json, stored
 from skillopt_dsl.search_memory import group_key
-from skillopt_dsl.skill import Edit, Skill, parse_edits
+from skillopt_dsl.skill import Edit, Skill
 from skillopt_dsl.types import Example
 
 __all__ = [
@@ -97,6 +100,10 @@ _PERTURBATIONS = 2
 break repeats under one with the rewording noise's odds (a tenth or so), under two with its
 square."""
 
+MAX_WAITING = 4
+"""Survivors struck by an empty bundle's audit that wait for a member to be audited again
+within the bundle (`BundleState.waiting`)."""
+
 _PROPOSAL_CALLS = 4
 """Model calls one step's proposers are assumed to spend (as Beam's expansion) when the step
 is priced against the gate's reserve."""
@@ -117,65 +124,13 @@ def quotes(incumbent: Skill, candidate: Skill, example: Example) -> bool:
     )
 
 
-class BundleMemberRecord(TypedDict):
-    """A `BundleMember` as checkpoints hold it."""
-
-    edits: list[JSONObject]
-    fixes: list[str]
-
-
 @dataclass(frozen=True)
-class BundleMember:
-    """A collected edit group: its edits and the pool failures it fixed for good (its fix
-    persisted under a changed text); those are no longer open."""
+class Audit:
+    """A survivor's audit: the breaks that repeated under its changed texts, of `scored`
+    pool examples the incumbent gets right."""
 
-    edits: tuple[Edit, ...]
-    fixes: tuple[str, ...]
-
-    def to_dict(self) -> BundleMemberRecord:
-        """JSON-ready copy."""
-        return BundleMemberRecord(
-            edits=[e.model_dump() for e in self.edits], fixes=list(self.fixes)
-        )
-
-    @classmethod
-    def from_dict(cls, data: BundleMemberRecord) -> BundleMember:
-        """Rebuild from `to_dict` output."""
-        return cls(tuple(parse_edits(data["edits"])), tuple(data["fixes"]))
-
-
-@dataclass
-class BundleState(CheckpointedState):
-    """Checkpointed run state of Bundle (JSON-serialisable); the search's memory is the run's
-    (`RunView.memory`)."""
-
-    pool: list[str] = field(default_factory=list)
-    """The training pool's example ids (drawn once)."""
-    members: list[BundleMember] = field(default_factory=list)
-    steps_this_bundle: int = 0
-    idle_steps: int = 0
-    stale_steps: int = 0
-    """Steps in a row that asked nothing new: no model call (every proposer's answer came from
-    the response cache, every proposal was already tried or blocked)."""
-    tail: bool = False
-    """The bundle began in the budget's tail (a whole decision no longer fitted after a step):
-    its steps reserve only the decision's first look."""
-    scored: int = 0
-    """How many pool examples (in pool order) are scored under the incumbent."""
-
-    def fixed(self) -> set[str]:
-        """The pool failures the collected edits fixed."""
-        return {i for m in self.members for i in m.fixes}
-
-    def to_dict(self) -> JSONObject:
-        """JSON-ready copy."""
-        return {**super().to_dict(), "members": [as_json(m.to_dict()) for m in self.members]}
-
-    @classmethod
-    def from_dict(cls, data: JSONObject) -> Self:
-        """Rebuild from `to_dict` output."""
-        members = [BundleMember.from_dict(m) for m in stored(data, "members", BundleMemberRecord)]
-        return replace(super().from_dict({**data, "members": []}), members=members)
+    repeated: list[Example]
+    scored: int
 
 
 @dataclass(kw_only=True)
@@ -379,10 +334,17 @@ class Bundle(Optimizer):
             if tried.struck or not tried.result.passed:
                 continue
             fixes = self._lasting_fixes(view, state, fitted, batch, rollouts)
-            if not fixes or not self._audit(view, state, fitted, pool):
+            audit = self._audit(view, state, fitted, pool) if fixes else None
+            if audit is None:
                 continue
-            state.members.append(BundleMember(fitted.kept, fixes))
-            collected += 1
+            if len(audit.repeated) < self.audit_strikes:
+                state.members.append(BundleMember(fitted.kept, fixes))
+                collected += 1 + self._readmit(view, state)
+            elif not state.members and len(state.waiting) < MAX_WAITING:
+                breaks = tuple(e.id for e in audit.repeated)
+                state.waiting.append(BundleMember(fitted.kept, fixes, breaks))
+            else:
+                self._strike_audited(view, fitted.kept, len(audit.repeated), audit.scored)
         state.idle_steps = 0 if collected else state.idle_steps + 1
         asked = view.usage().calls > calls_before
         state.stale_steps = 0 if collected or asked else state.stale_steps + 1
@@ -394,7 +356,7 @@ class Bundle(Optimizer):
 
     @staticmethod
     def _keys(state: BundleState) -> set[str]:
-        return {group_key(m.edits) for m in state.members}
+        return {group_key(m.edits) for m in [*state.members, *state.waiting]}
 
     def _lasting_fixes(
         self,
@@ -404,12 +366,14 @@ class Bundle(Optimizer):
         batch: Sequence[Example],
         rollouts: Sequence[Rollout],
     ) -> tuple[str, ...]:
-        """The failures a survivor fixed whose fix persists under its changed text (one more
-        trailing newline): a fix the edit makes does; one the rewording made by chance does
-        not. A failure the edit quotes (a worked example of that very input, `quotes`) is no
-        evidence and does not count. None persisting (a useless or harmful edit lucky on its
-        failures, or one that only answers the examples it quotes): the survivor is struck. The screen's own rollouts come from the cache (a passing screen scored the
-        whole batch); only the fixes are scored again, when the gate's reserve allows."""
+        """The failures a survivor fixed whose fix persists under each of its changed texts
+        (`_changed`: its wording, then its content where the bundle holds members): a fix
+        the edit makes does; one the change made by chance does not. A failure the edit
+        quotes (a worked example of that very input, `quotes`) is no evidence and does not
+        count. None persisting (a useless or harmful edit lucky on its failures, or one that
+        only answers the examples it quotes): the survivor is struck. The screen's own
+        rollouts come from the cache (a passing screen scored the whole batch); only the
+        fixes are scored again, when the gate's reserve allows."""
         before = {r.example_id: r.score for r in rollouts}
         records = view.evaluate(fitted.candidate, batch, label="screen").records
         fixed = [
@@ -417,18 +381,19 @@ class Bundle(Optimizer):
             for e, r in zip(batch, records, strict=True)
             if r.score > before[e.id] and not quotes(view.incumbent, fitted.candidate, e)
         ]
-        price = math.ceil(len(fixed) * view.calls_per_rollout())
-        if not keeps_reserve(view, price, self._reserve(view, first_look=state.tail)):
-            return ()  # proposed again, it is tried again
-        perturbed = Skill(fitted.candidate.text + "\n")
-        again = view.evaluate(perturbed, fixed, label="audit").records
-        kept = tuple(e.id for e, r in zip(fixed, again, strict=True) if r.score > before[e.id])
+        kept = list(fixed)
+        for change in range(1, 3 if state.members else 2):
+            price = math.ceil(len(kept) * view.calls_per_rollout())
+            if not keeps_reserve(view, price, self._reserve(view, first_look=state.tail)):
+                return ()  # proposed again, it is tried again
+            again = view.evaluate(self._changed(view, state, fitted, change), kept, label="audit")
+            kept = [e for e, r in zip(kept, again.records, strict=True) if r.score > before[e.id]]
         memory = view.memory
         view.emit("fix_check", step=memory.step - 1, fixes=len(fixed), fixes_kept=len(kept))
         if not kept:
             memory.screen_stats["fix_gone"] = memory.screen_stats.get("fix_gone", 0) + 1
             memory.strike(fitted.kept, 0.0, epoch=0, limit=self.screen_strikes)
-        return kept
+        return tuple(e.id for e in kept)
 
     def _audit(
         self,
@@ -436,13 +401,14 @@ class Bundle(Optimizer):
         state: BundleState,
         fitted: Fitted,
         pool: Sequence[Example],
-    ) -> bool:
-        """Whether a survivor is clean: scored on `audit_size` pool examples the incumbent
-        gets right, fewer than `audit_strikes` of its breaks repeat under two changed texts
-        (`_repeats`: a break the edit causes persists; one the rewording causes does not). The audit is cut to the examples the calls beside the gate's reserve pay
-        for (each scored at most three times); without any, the survivor is not collected
-        (proposed again, it is tried again). A pool the incumbent gets wholly wrong has
-        nothing to break."""
+    ) -> Audit | None:
+        """A survivor's audit for harm: scored on `audit_size` pool examples the incumbent
+        gets right, its breaks that repeat under both of its changed texts (`_repeats`: a
+        break the edit causes persists; one the change causes does not); the caller collects
+        it when fewer than `audit_strikes` repeat. The audit is cut to the examples the calls
+        beside the gate's reserve pay for (each scored at most three times); without any, None:
+        the survivor is not collected (proposed again, it is tried again). A pool the
+        incumbent gets wholly wrong has nothing to break."""
         scored = self._scored(view, state, pool)
         short = self.audit_size - sum(r.score >= 1.0 for _, r in scored)
         if short > 0 and self._score_more(view, state, pool, short):
@@ -452,11 +418,11 @@ class Bundle(Optimizer):
         each = (1 + _PERTURBATIONS) * view.calls_per_rollout()  # scored, its breaks again
         paid = len(right) if left is None else int((left - reserve) / each)
         if right and paid < 1:
-            return False  # no call for an audit: proposed again, it is tried again
+            return None  # no call for an audit: proposed again, it is tried again
         audited = view.rng.sample(right, min(self.audit_size, len(right), paid))
         records = view.evaluate(fitted.candidate, audited, label="audit").records
         broken = [e for e, r in zip(audited, records, strict=True) if r.score < 1.0]
-        repeats = self._repeats(view, fitted.candidate, broken)
+        repeated = self._repeats(view, state, fitted, broken)
         stats = view.memory.screen_stats
         stats["audited"] = stats.get("audited", 0) + 1
         view.emit(
@@ -464,28 +430,77 @@ class Bundle(Optimizer):
             step=view.memory.step - 1,
             scored=len(audited),
             broken=len(broken),
-            repeats=repeats,
+            repeats=len(repeated),
         )
-        if repeats < self.audit_strikes:
-            return True
-        stats["audit_struck"] = stats.get("audit_struck", 0) + 1
-        view.memory.strike(fitted.kept, -repeats / max(len(audited), 1), epoch=0, limit=1)
-        return False
+        return Audit(repeated, len(audited))
 
-    def _repeats(self, view: RunView, candidate: Skill, broken: Sequence[Example]) -> int:
-        """How many of `broken` (examples the candidate got wrong and the incumbent right)
-        stay wrong under each of `_PERTURBATIONS` changed texts (one, then two more trailing
-        newlines); 0 when fewer than `audit_strikes` broke at all (nothing to score again)."""
+    def _strike_audited(
+        self, view: RunView, edits: Sequence[Edit], repeats: int, scored: int
+    ) -> None:
+        """Strike a survivor whose audit's breaks repeated (`audit_strikes` or more)."""
+        stats = view.memory.screen_stats
+        stats["audit_struck"] = stats.get("audit_struck", 0) + 1
+        view.memory.strike(tuple(edits), -repeats / max(scored, 1), epoch=0, limit=1)
+
+    def _repeats(
+        self, view: RunView, state: BundleState, fitted: Fitted, broken: Sequence[Example]
+    ) -> list[Example]:
+        """Those of `broken` (examples the candidate got wrong and the incumbent right) that
+        stay wrong under each of `_PERTURBATIONS` changed texts (`_changed`); none when
+        fewer than `audit_strikes` broke at all (nothing to score again)."""
         if len(broken) < self.audit_strikes:
-            return 0
+            return []
         repeated = list(broken)
-        for newlines in range(1, _PERTURBATIONS + 1):
+        for change in range(1, _PERTURBATIONS + 1):
             if len(repeated) < self.audit_strikes:
                 break
-            perturbed = Skill(candidate.text + "\n" * newlines)
-            again = view.evaluate(perturbed, repeated, label="audit").records
+            changed = self._changed(view, state, fitted, change)
+            again = view.evaluate(changed, repeated, label="audit").records
             repeated = [e for e, r in zip(repeated, again, strict=True) if r.score < 1.0]
-        return len(repeated)
+        return repeated
+
+    def _changed(self, view: RunView, state: BundleState, fitted: Fitted, change: int) -> Skill:
+        """A survivor's candidate changed, as a break or a fix by chance would not survive:
+        the first change rewords it (one more trailing newline), the second changes what it
+        says (the bundle so far with the survivor) where the bundle holds members and rewords
+        it again (two more newlines) where it does not. On a model whose answers a rewording
+        does not move (bench/README §14), only a change of content tells a break or a fix the
+        edit makes from one any change would."""
+        if change > 1 and state.members:
+            return self._in_bundle(view, state, fitted.kept)
+        return Skill(fitted.candidate.text + "\n" * change)
+
+    @staticmethod
+    def _in_bundle(view: RunView, state: BundleState, edits: Sequence[Edit]) -> Skill:
+        """The incumbent with the bundle's members and `edits`."""
+        return view.incumbent.apply([*(e for m in state.members for e in m.edits), *edits])[0]
+
+    def _readmit(self, view: RunView, state: BundleState) -> int:
+        """Audit the waiting survivors again within the bundle (its members now give a change
+        of content): each joins when fewer than `audit_strikes` of its breaks repeat there and
+        one of its fixes persists, and is struck otherwise; how many joined. One left waiting
+        where the gate's reserve pays for no call."""
+        by_id, joined = {e.id: e for e in view.trainset}, 0
+        for waiting in list(state.waiting):
+            examples = [by_id[i] for i in (*waiting.breaks, *waiting.fixes)]
+            price = math.ceil(len(examples) * view.calls_per_rollout())
+            if not keeps_reserve(view, price, self._reserve(view, first_look=state.tail)):
+                break
+            state.waiting.remove(waiting)
+            changed = self._in_bundle(view, state, waiting.edits)
+            now = view.evaluate(changed, examples, label="audit").records
+            before = view.evaluate(view.incumbent, examples, label="train").records
+            moved = {e.id: r.score - b.score for e, r, b in zip(examples, now, before, strict=True)}
+            repeats = sum(moved[i] < 0 for i in waiting.breaks)
+            fixes = tuple(i for i in waiting.fixes if moved[i] > 0)
+            rejoined = bool(fixes) and repeats < self.audit_strikes
+            view.emit("readmit", step=view.memory.step - 1, repeats=repeats, joined=rejoined)
+            if rejoined:
+                state.members.append(BundleMember(waiting.edits, fixes))
+                joined += 1
+            else:
+                self._strike_audited(view, waiting.edits, repeats, len(waiting.breaks))
+        return joined
 
     def _submit(self, view: RunView, state: BundleState) -> bool:
         """Send the bundle to the door, declaring one step's learning rate per member; returns
@@ -494,7 +509,7 @@ class Bundle(Optimizer):
         members, step = list(state.members), memory.step
         candidate, report = view.incumbent.apply([e for m in members for e in m.edits])
         memory.step += 1
-        state.members, state.steps_this_bundle = [], 0
+        state.members, state.waiting, state.steps_this_bundle = [], [], 0
         state.idle_steps = state.stale_steps = 0
         view.emit("compose", step=step, groups=len(members), candidate_hash=candidate.hash)
         verdict = view.submit(

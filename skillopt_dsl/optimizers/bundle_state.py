@@ -1,0 +1,93 @@
+"""The checkpointed run state of `Bundle`: its training pool, the members collected so far
+and the survivors waiting for a member to be audited again within the bundle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import NotRequired, Self, TypedDict
+
+from skillopt_dsl.json_types import JSONObject
+from skillopt_dsl.optimizers.state import CheckpointedState, as_json, stored
+from skillopt_dsl.skill import Edit, parse_edits
+
+__all__ = ["BundleMember", "BundleMemberRecord", "BundleState"]
+
+
+class BundleMemberRecord(TypedDict):
+    """A `BundleMember` as checkpoints hold it."""
+
+    edits: list[JSONObject]
+    fixes: list[str]
+    breaks: NotRequired[list[str]]
+
+
+@dataclass(frozen=True)
+class BundleMember:
+    """A collected edit group: its edits and the pool failures it fixed for good (its fix
+    persisted under a changed text); those are no longer open. A survivor waiting for a
+    bundle to be audited in (`BundleState.waiting`) also holds the audit's `breaks` that
+    repeated under its changed wordings."""
+
+    edits: tuple[Edit, ...]
+    fixes: tuple[str, ...]
+    breaks: tuple[str, ...] = ()
+
+    def to_dict(self) -> BundleMemberRecord:
+        """JSON-ready copy."""
+        return BundleMemberRecord(
+            edits=[e.model_dump() for e in self.edits],
+            fixes=list(self.fixes),
+            breaks=list(self.breaks),
+        )
+
+    @classmethod
+    def from_dict(cls, data: BundleMemberRecord) -> BundleMember:
+        """Rebuild from `to_dict` output."""
+        edits = tuple(parse_edits(data["edits"]))
+        return cls(edits, tuple(data["fixes"]), tuple(data.get("breaks", [])))
+
+
+@dataclass
+class BundleState(CheckpointedState):
+    """Checkpointed run state of Bundle (JSON-serialisable); the search's memory is the run's
+    (`RunView.memory`)."""
+
+    pool: list[str] = field(default_factory=list)
+    """The training pool's example ids (drawn once)."""
+    members: list[BundleMember] = field(default_factory=list)
+    waiting: list[BundleMember] = field(default_factory=list)
+    """Survivors the audit struck while the bundle was empty: their breaks repeated under
+    changed wordings, the only change an empty bundle offers. Each is audited again within
+    the bundle once a member joins (`Bundle._readmit`)."""
+    steps_this_bundle: int = 0
+    idle_steps: int = 0
+    stale_steps: int = 0
+    """Steps in a row that asked nothing new: no model call (every proposer's answer came from
+    the response cache, every proposal was already tried or blocked)."""
+    tail: bool = False
+    """The bundle began in the budget's tail (a whole decision no longer fitted after a step):
+    its steps reserve only the decision's first look."""
+    scored: int = 0
+    """How many pool examples (in pool order) are scored under the incumbent."""
+
+    def fixed(self) -> set[str]:
+        """The pool failures the collected edits fixed."""
+        return {i for m in self.members for i in m.fixes}
+
+    def to_dict(self) -> JSONObject:
+        """JSON-ready copy."""
+        return {
+            **super().to_dict(),
+            "members": [as_json(m.to_dict()) for m in self.members],
+            "waiting": [as_json(m.to_dict()) for m in self.waiting],
+        }
+
+    @classmethod
+    def from_dict(cls, data: JSONObject) -> Self:
+        """Rebuild from `to_dict` output."""
+        members, waiting = (
+            [BundleMember.from_dict(m) for m in stored(data, name, BundleMemberRecord)]
+            for name in ("members", "waiting")
+        )
+        blank = super().from_dict({**data, "members": [], "waiting": []})
+        return replace(blank, members=members, waiting=waiting)
