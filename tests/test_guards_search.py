@@ -183,13 +183,20 @@ def test_an_input_the_incumbent_already_quotes_is_not_the_new_edits_quote() -> N
 
 
 def test_the_collected_edits_survive_the_checkpoint() -> None:
-    """Kills: `BundleState.to_dict` / `from_dict` dropping the members (a run resumed from a
-    checkpoint taken mid-bundle would submit a bundle without the edits it had collected)."""
+    """Kills: `BundleState.to_dict` / `from_dict` dropping the members or the survivors
+    waiting to be audited within the bundle, or a waiting survivor's breaks (a run resumed
+    from a checkpoint taken mid-bundle would submit a bundle without the edits it had
+    collected, or admit a waiting one without auditing its breaks again)."""
     member = BundleMember((Add(after=None, text="FIX the zeros."),), ("train4", "train8"))
-    state = BundleState(members=[member], steps_this_bundle=2, idle_steps=1, tail=True)
+    waiting = BundleMember((Add(after=None, text="FIX the ones."),), ("train1",), ("train6",))
+    state = BundleState(
+        members=[member], waiting=[waiting], steps_this_bundle=2, idle_steps=1, tail=True
+    )
     back = BundleState.from_dict(json.loads(json.dumps(state.to_dict())))
-    assert back.members == [member]
+    assert back.members == [member] and back.waiting == [waiting]
     assert (back.steps_this_bundle, back.idle_steps, back.tail) == (2, 1, True)
+    older = {k: v for k, v in state.to_dict().items() if k != "waiting"}  # before the wait
+    assert BundleState.from_dict(older).waiting == []
 
 
 @dataclass
