@@ -386,11 +386,15 @@ def content_keyed_target(messages: list[dict[str, str]]) -> str:
     """A model whose answers move with what the skill says, never with its wording (as
     Qwen2.5-0.5B's, bench/README §14): ALPHA fixes the items numbered 0 mod 4, BETA those
     numbered 1 mod 4, and a skill stating ALPHA without BETA breaks the training items
-    numbered 2 mod 8 (a break no rewording undoes, that any further rule does)."""
+    numbered 2 mod 8 (a break no rewording undoes, that any further rule does). HUNCH fixes
+    the items numbered 0 mod 4 only where the skill does not also state BETA (a fix by
+    chance, that no rewording undoes either)."""
     system = next((m["content"] for m in messages if m["role"] == "system"), "")
     item_id = messages[-1]["content"].split()[-1]
     k = _number(item_id)
-    if k % 4 in (0, 1):
+    if k % 4 == 0 and "HUNCH" in system and "BETA" not in system:
+        right = True  # a fix by chance: gone once the skill says anything more
+    elif k % 4 in (0, 1):
         right = ("ALPHA", "BETA")[k % 4] in system
     else:
         noisy = k % 8 == 2 and item_id.startswith("train")
@@ -419,3 +423,16 @@ def test_breaks_a_change_of_content_causes_do_not_strike_a_useful_edit(
     )  # fmt: skip
     assert ALPHA in result.best_skill.text and BETA in result.best_skill.text, kills
     assert [d.accepted for d in result.gate_log] == [True], kills  # one bundle holds both
+
+
+def test_a_fix_a_change_of_content_undoes_does_not_collect_an_edit(tmp_path: Path) -> None:
+    """Kills: a fix checked again only under a rewording once the bundle holds members
+    (HUNCH's fixes persist under every rewording and vanish within the bundle; collected, it
+    would ride into the accepted bundle with BETA)."""
+    result = sd.compile(
+        RuleWorldTask(), items("train", 24), items("val", 40),
+        optimizer=Bundle(proposers=[Offers(texts=[BETA, "HUNCH: the items of kind zero."])]),
+        lm=LM(ScriptedLM(content_keyed_target)), optimizer_lm=LM(ScriptedLM(lambda m: "{}")),
+        budget=sd.Budget(max_calls=400), run_dir=tmp_path, threads=1,
+    )  # fmt: skip
+    assert BETA in result.best_skill.text and "HUNCH" not in result.best_skill.text

@@ -96,9 +96,9 @@ answer is a cached one), so they are allowed more than steps that ask and collec
 next draw may still show the proposers failures they have not read together."""
 
 _PERTURBATIONS = 2
-"""Changed texts under which an audit's break must repeat to count as the edit's: a rewording
-break repeats under one with the rewording noise's odds (a tenth or so), under two with its
-square."""
+"""Changed texts (`Bundle._changed`) under which an audit's break must repeat, and a fix
+persist, to count as the edit's: a break or fix by chance survives one with the noise's odds
+(a tenth or so), two with its square. An empty bundle's fix check uses only the first."""
 
 MAX_WAITING = 4
 """Survivors struck by an empty bundle's audit that wait for a member to be audited again
@@ -382,7 +382,8 @@ class Bundle(Optimizer):
             if r.score > before[e.id] and not quotes(view.incumbent, fitted.candidate, e)
         ]
         kept = list(fixed)
-        for change in range(1, 3 if state.members else 2):
+        changes = _PERTURBATIONS if state.members else 1  # no content to change yet: one
+        for change in range(1, changes + 1):
             price = math.ceil(len(kept) * view.calls_per_rollout())
             if not keeps_reserve(view, price, self._reserve(view, first_look=state.tail)):
                 return ()  # proposed again, it is tried again
