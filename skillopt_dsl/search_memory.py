@@ -244,13 +244,16 @@ class SearchMemory:
         self.struck = [r for r in self.struck if group_key(r.edits) != key]
         (self.rejected if block else self.struck).append(memory)
 
-    def strike(self, edits: Sequence[Edit], delta: float, *, epoch: int, limit: int) -> None:
+    def strike(
+        self, edits: Sequence[Edit], delta: float, *, epoch: int, limit: int, block: bool = True
+    ) -> None:
         """A proposal failed a screen: the proposers are told at once, and it is blocked from
         screening at its `limit`-th failure (one unlucky mini-batch does not end a proposal
-        proposed again)."""
+        proposed again) where `block` (False: this failure does not say the edit is useless,
+        and a re-proposal is screened again whatever the count)."""
         key = group_key(edits)
         strikes = self.screen_strikes[key] = self.screen_strikes.get(key, 0) + 1
-        self.remember(edits, delta, epoch=epoch, block=strikes >= limit)
+        self.remember(edits, delta, epoch=epoch, block=block and strikes >= limit)
 
     def blocked_keys(self) -> set[str]:
         """The proposals never screened again: those in the memory proper."""

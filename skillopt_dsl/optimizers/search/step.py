@@ -14,7 +14,8 @@
   result to the evidence of every earlier proposal of the same edit (the same text, or the same
   edit after normalisation: a small but repeated effect is seen), and strikes it when it fixed
   none of the failures it named or its evidence rules out the gain the gate certifies (blocked
-  at its `screen_strikes`-th failure);
+  at its `screen_strikes`-th failure once the evidence rules it out: a failed claim alone
+  does not block it);
 - `confirm` scores a proposal on trial against the working candidate on a fresh mini-batch,
   counts the screen and adds it to the proposal's evidence.
 
@@ -92,18 +93,23 @@ class SearchStep:
     ) -> Tried:
         """Screen a fitted proposal alone against the base whose `rollouts` on `batch` produced
         it (`screening.screen`), count and emit the screen (`record_screen`), add it to the
-        proposal's evidence, and strike it (`SearchMemory.strike`, blocked at its
-        `screen_strikes`-th failure) when it fixed none of the failures it named or its
-        evidence rules out the gain the gate certifies; a survivor is counted for its proposer
-        (`survived`)."""
+        proposal's evidence, and strike it (`SearchMemory.strike`) when it fixed none of the
+        failures it named or its evidence rules out the gain the gate certifies; a survivor is
+        counted for its proposer (`survived`). Only evidence blocks it (at its
+        `screen_strikes`-th failure): the failures a proposal names are the proposer's claim,
+        and a real reflector names the failures it read, while its rules fix unread failures
+        as often as read ones (bench/README §14), so a failed claim strikes it for this step
+        and tells the proposers, and a re-proposal is screened again."""
         memory, group = view.memory, fitted.group
         result = screen(view, fitted.candidate, batch, rollouts, addresses=group.addresses)
         record_screen(view, group, result)
         evidence = memory.add_evidence(fitted.key, result)
         claim_failed = bool(group.addresses) and not result.passed
-        struck = claim_failed or evidence.rules_out(view.certifiable_gain())
+        ruled_out = evidence.rules_out(view.certifiable_gain())
+        struck = claim_failed or ruled_out
         if struck:
-            memory.strike(fitted.kept, evidence.rate, epoch=epoch, limit=self.screen_strikes)
+            rate, limit = evidence.rate, self.screen_strikes
+            memory.strike(fitted.kept, rate, epoch=epoch, limit=limit, block=ruled_out)
         else:
             memory.proposer_stats.setdefault(group.source, new_stats())["survived"] += 1
         return Tried(fitted, result, evidence, struck)
