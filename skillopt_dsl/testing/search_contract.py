@@ -146,20 +146,21 @@ class ScreenedSearchContract:
         self, tmp_path: Path
     ) -> None:
         """Kills, in the search step every screened search shares: a loser screened again at
-        every step (no memory), one blocked at its first failure (one unlucky mini-batch ends
-        a good edit), proposers not told of a struck proposal, and a screen missing from the
-        run's search memory (checkpoint.json's `memory`: `screen_stats`, the proposal's summed
-        evidence)."""
+        every step (no memory: it is blocked once its summed evidence rules it out), one
+        blocked at its first failure (one unlucky mini-batch ends a good edit), proposers not
+        told of a struck proposal, and a screen missing from the run's search memory
+        (checkpoint.json's `memory`: `screen_stats`, the proposal's summed evidence)."""
         offers = OfferedEdits(texts=[HEDGE])
         optimizer = self.make_optimizer(offers)
         compile(
             ContractParity(), contract_examples(0, 24), contract_examples(100, 30),
             optimizer=optimizer, lm=ScriptedLM(contract_target),
-            optimizer_lm=ScriptedLM(lambda m: "{}"), run_dir=tmp_path, threads=1,
+            optimizer_lm=ScriptedLM(lambda m: "{}"), budget=Budget(max_calls=self.parity_calls),
+            run_dir=tmp_path, threads=1,
         )  # fmt: skip
         screens = [s for s in _events(tmp_path, "screen") if s["rationale"] == HEDGE]
         strikes = getattr(optimizer, "screen_strikes", None)
-        assert strikes == 2 and len(screens) == strikes, screens
+        assert strikes == 2 and strikes <= len(screens) < len(offers.told), (screens, offers.told)
         assert offers.told[0] == [] and HEDGE in offers.told[1], offers.told  # after one strike
         checkpoint = json.loads((tmp_path / "checkpoint.json").read_text(encoding="utf-8"))
         memory: dict[str, Any] = checkpoint["memory"]  # the run's, whichever part searched
