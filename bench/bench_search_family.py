@@ -481,8 +481,15 @@ def main() -> None:
     parser.add_argument("--table", help="print the tables of a results file (runs nothing)")
     parser.add_argument(
         "--by-key",
-        action="store_true",
+        action="store_const",
+        const="noise_key",
+        dest="by",
         help="with --table: the mean gain over the non-null members of each noise key",
+    )
+    parser.add_argument(
+        "--by",
+        choices=AXES,
+        help="with --table: the mean gain over the non-null members of each value of this axis",
     )
     args = parser.parse_args()
     if args.one:
@@ -493,8 +500,8 @@ def main() -> None:
     if args.table:
         figures = json.loads(Path(args.table).read_text())
         _render_all(figures, _calibration(args.calibration))
-        if args.by_key:
-            render_by_key(figures)
+        if args.by:
+            render_by_axis(figures, args.by)
         return
     if args.base != "working-tree" and "FAMILY_BASE" not in os.environ:
         base = _short(args.base)
@@ -587,26 +594,31 @@ def _render_all(figures: dict[str, Any], calibration: dict[str, Any] | None) -> 
         render(figures, calibration)
 
 
-def render_by_key(figures: dict[str, Any]) -> None:
-    """Per draw and noise key (how rewording noise is drawn: text, content, difficulty), each
-    optimizer's mean gain over the key's non-null members at each budget."""
+AXES = ("noise_key", "addresses", "draw", "answers")
+"""The world's mechanics a table can be split by (`--by`; `rule_world.RuleWorld`'s axes)."""
+
+
+def render_by_axis(figures: dict[str, Any], axis: str) -> None:
+    """Per draw and value of the world's `axis` (`AXES`: the noise key, what a proposal names,
+    what the reflection draws a rule for, the answers), each optimizer's mean gain over the
+    non-null members with that value at each budget."""
     from _common import print_table
 
     calls, optimizers = figures["args"]["calls"], figures["args"]["optimizers"]
     for name, draw in figures["draws"].items():
         gains = {(r["member"], r["optimizer"], r["calls"]): r["gain"] for r in draw["rows"]}
         table = []
-        for key in ("text", "content", "difficulty"):
+        for value in sorted({m["world"][axis] for m in draw["members"]}):
             members = [
                 m["name"] for m in draw["members"]
-                if m["world"]["noise_key"] == key and not m["null"]
+                if m["world"][axis] == value and not m["null"]
             ]  # fmt: skip
             for opt in optimizers if members else []:
                 means = [statistics.fmean(gains[m, opt, c] for m in members) for c in calls]
-                table.append([key, len(members), opt, *(f"{g:+.3f}" for g in means)])
+                table.append([value, len(members), opt, *(f"{g:+.3f}" for g in means)])
         print_table(
-            f"{name} draw (seed {draw['seed']}): mean gain by noise key, non-null members",
-            ["noise key", "members", "optimizer", *(f"{c} calls" for c in calls)],
+            f"{name} draw (seed {draw['seed']}): mean gain by {axis}, non-null members",
+            [axis, "members", "optimizer", *(f"{c} calls" for c in calls)],
             table,
         )
 
