@@ -1,5 +1,6 @@
-"""The bench's new read-outs: the family's means by noise key, the power bench's runs with no
-gate decision (bench/README §9m). Each test names the miscount it kills."""
+"""The bench's new read-outs: the family's means by an axis of the world (the noise key, what a
+proposal names), the power bench's runs with no gate decision (bench/README §9m). Each test
+names the miscount it kills."""
 
 from __future__ import annotations
 
@@ -10,41 +11,49 @@ import pytest
 from tests.helpers import load_bench
 
 
-def _member(name: str, key: str, *, null: bool = False) -> dict[str, Any]:
-    return {"name": name, "null": null, "world": {"noise_key": key}}
+def _member(name: str, key: str, addresses: str, *, null: bool = False) -> dict[str, Any]:
+    return {"name": name, "null": null, "world": {"noise_key": key, "addresses": addresses}}
 
 
 def _row(member: str, optimizer: str, calls: int, gain: float) -> dict[str, Any]:
     return {"member": member, "optimizer": optimizer, "calls": calls, "gain": gain}
 
 
-def test_the_means_by_noise_key_leave_out_null_members_and_keep_keys_apart(
-    capsys: pytest.CaptureFixture[str],
+@pytest.mark.parametrize(
+    ("axis", "expected"),
+    [
+        ("noise_key", {"text": ["1", "default", "+0.200"], "content": ["2", "default", "+0.300"]}),
+        ("addresses", {"group": ["2", "default", "+0.350"], "none": ["1", "default", "+0.100"]}),
+    ],
+)
+def test_the_means_by_an_axis_leave_out_null_members_and_keep_values_apart(
+    capsys: pytest.CaptureFixture[str], axis: str, expected: dict[str, list[str]]
 ) -> None:
-    """Kills: a null member counted in its key's mean (its 0.000 would pull the mean down),
-    and members grouped by another field than `noise_key`."""
+    """Kills: a null member counted in its value's mean (its 0.000 would pull the mean down),
+    and members grouped by another axis than the one asked (`--by`; `--by-key` is
+    `noise_key`)."""
     pytest.importorskip("gepa")
     bench = load_bench("bench_search_family")
     members = [
-        _member("m00", "text"),
-        _member("m01", "text", null=True),
-        _member("m02", "content"),
+        _member("m00", "text", "group"),
+        _member("m01", "text", "none", null=True),
+        _member("m02", "content", "group"),
+        _member("m03", "content", "none"),
     ]
     rows = [
         _row("m00", "default", 100, 0.2),
         _row("m01", "default", 100, 0.0),
         _row("m02", "default", 100, 0.5),
+        _row("m03", "default", 100, 0.1),
     ]
     figures = {
         "args": {"calls": [100], "optimizers": ["default"]},
         "draws": {"dev": {"seed": 7, "members": members, "rows": rows}},
     }
-    bench.render_by_key(figures)
+    bench.render_by_axis(figures, axis)
     lines = [line.split() for line in capsys.readouterr().out.splitlines()]
-    table = {line[0]: line[1:] for line in lines if line and line[0] in ("text", "content")}
-    assert table["text"] == ["1", "default", "+0.200"], table
-    assert table["content"] == ["1", "default", "+0.500"], table
-    assert "difficulty" not in table
+    table = {line[0]: line[1:] for line in lines if line and line[0] in expected}
+    assert table == expected, table
 
 
 def test_the_power_summary_counts_the_runs_that_asked_the_gate_nothing() -> None:
