@@ -26,13 +26,14 @@ significance is spent so that no decision could accept (`significance`, `RunView
 
 Memory is per proposal (edit group). A proposal that fails a screen is shown to the proposers as
 rejected and is screened again only if proposed again, until its `screen_strikes`-th failure
-at which its evidence rules it out (one unlucky mini-batch does not end a good edit, nor does a
-failed claim: the failures it names were not fixed, and it fixes others). The groups of a rejected bundle go back on
-trial alone: confirmed again on training data, they rejoin a working candidate, which is not
-sent to the gate again until a new proposal has joined it (the gate never judges one text
-twice); a group rejected `gate_strikes` times, or alone, is remembered as rejected. With a call
-budget the search goes on past `epochs` until the budget (less a gate decision's reserve),
-`patience` or a `plateau` ends it, and the stop event says which and how many calls were left.
+at which its evidence rules it out (one unlucky mini-batch does not end a good edit, nor does
+a failed claim: the failures it names not fixed, others it may fix). The groups of a rejected
+bundle go back on trial alone: confirmed again on training data, they rejoin a working
+candidate, which is not sent to the gate again until a new proposal has joined it (the gate
+never judges one text twice); a group rejected `gate_strikes` times, or alone, is remembered
+as rejected. With a call budget the search goes on past `epochs` until the budget (less a
+gate decision's reserve), `patience` or a `plateau` ends it, and the stop event says which and
+how many calls were left.
 
 The learning rate: a step may change at most `max(ceil(lr_t * tokens(skill)), lr_floor_tokens)`
 tokens of the document (token-level edit distance), where `lr_t` follows the schedule; the floor
