@@ -105,8 +105,11 @@ class NoisyTarget:
 
 @dataclass(kw_only=True)
 class UsefulLineProposer(Proposer):
-    """FAKE proposer: a reworded useful line while the incumbent has none, else a useless note."""
+    """FAKE proposer: a reworded useful line while the incumbent has none, else a useless note.
+    `names_read`: each names the failures it read (up to 4, as `ReflectiveProposer`'s group);
+    by default it names none."""
 
+    names_read: bool = False
     name: str = "fake-lines"
 
     def propose(self, request: ProposalRequest) -> list[EditGroup]:
@@ -114,7 +117,8 @@ class UsefulLineProposer(Proposer):
             text = f"Note {request.rng.randrange(10**9)}: stay calm."
         else:
             text = f"{USEFUL} (wording {request.step})"
-        return [EditGroup((Add(text=text),), self.name, failure_driven=True)]
+        named = tuple(e.id for e, _ in request.failures()[:4]) if self.names_read else ()
+        return [EditGroup((Add(text=text),), self.name, failure_driven=True, addresses=named)]
 
 
 def driver_run(gate_name: str, n_val: int, effect: float, run_seed: int) -> tuple[bool, bool, int]:

@@ -5,8 +5,11 @@ The protocol (issue 36, item 2; the outcome model of `bench_gate_noise.py`): a F
 answer with probability `--flip` (fixed per example and text, so every rewording redraws the
 noise); a *useful* line turns each wrong answer right with probability 2e (effect e, fixed per
 run), on training and validation alike. A FAKE proposer offers a reworded useful line at every
-step until the incumbent holds one, then useless notes. `--train` training examples, batches of
-`--batch`, `--runs` seeded runs per cell. Two optimizers, same runs:
+step until the incumbent holds one, then useless notes; it names no failure, as worked examples
+do, or with `--names-read` the failures it read, as `ReflectiveProposer` does (since
+2026-12-07 the search treats both alike: a proposal that gains nothing on its batch is struck).
+`--train` training examples, batches of `--batch`, `--runs` seeded runs per cell. Two
+optimizers, same runs:
 
 - **default**: `compile`'s default, `HandOff` (GradientText, handing the run to Bundle where its
   screens show only small effects) with `GradientText(batch_size=B, proposers=[fake])` first
@@ -105,6 +108,7 @@ class Settings:
     flip: float
     max_calls: int | None
     probe_steps: int | None = None
+    names_read: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,18 +122,20 @@ class RunFigures:
     stop: str
 
 
-def optimizer(name: str, batch: int, probe_steps: int | None = None) -> Optimizer:
+def optimizer(
+    name: str, batch: int, probe_steps: int | None = None, *, names_read: bool = False
+) -> Optimizer:
     """The default optimizer with the fake proposer, the same sending everything to the gate,
-    or `Bundle` with the fake proposer (`--with-bundle`)."""
+    or `Bundle` with the fake proposer (`--with-bundle`); `names_read`: the fake names the
+    failures it read."""
+    proposers = [UsefulLineProposer(names_read=names_read)]
     if name == "bundle":
-        return Bundle(proposers=[UsefulLineProposer()])
+        return Bundle(proposers=proposers)
     if name == "default":
-        proposers = [UsefulLineProposer()]
         first = GradientText(batch_size=batch, proposers=proposers)
         probe = {} if probe_steps is None else {"probe_steps": probe_steps}
         return HandOff(first=first, then=Bundle(proposers=proposers), **probe)
-    return GradientText(batch_size=batch, proposers=[UsefulLineProposer()], screen=False,
-                        compose=1)  # fmt: skip
+    return GradientText(batch_size=batch, proposers=proposers, screen=False, compose=1)
 
 
 def one_run(scenario: Scenario, name: str, settings: Settings, run_seed: int) -> RunFigures:
@@ -139,7 +145,9 @@ def one_run(scenario: Scenario, name: str, settings: Settings, run_seed: int) ->
         Parity(),
         parity_examples(settings.n_train, start=TRAIN_START),
         parity_examples(scenario.n_val),
-        optimizer=optimizer(name, settings.batch, settings.probe_steps),
+        optimizer=optimizer(
+            name, settings.batch, settings.probe_steps, names_read=settings.names_read
+        ),
         lm=ScriptedLM(NoisyTarget(outcomes)),
         optimizer_lm=ScriptedLM(lambda messages: '{"edits": []}'),
         budget=None if settings.max_calls is None else sd.Budget(max_calls=settings.max_calls),
@@ -201,12 +209,17 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--probe-steps", type=int, default=None,
                         help="the default's HandOff.probe_steps (default: its own)")  # fmt: skip
+    parser.add_argument("--names-read", action="store_true",
+                        help="the fake proposer names the failures it read, as ReflectiveProposer "
+                        "does (default: it names none, as worked examples)")  # fmt: skip
     parser.add_argument("--with-bundle", action="store_true",
                         help="also run Bundle(proposers=[fake]) (a third column)")  # fmt: skip
     parser.add_argument("--name", default="search_power")
     parser.add_argument("--note", default="", help="a line kept with the results")
     args = parser.parse_args()
-    settings = Settings(args.train, args.batch, args.flip, args.max_calls, args.probe_steps)
+    settings = Settings(
+        args.train, args.batch, args.flip, args.max_calls, args.probe_steps, args.names_read
+    )
     rows = scenarios(args)
     names = (*OPTIMIZERS, "bundle") if args.with_bundle else OPTIMIZERS
     work: list[Job] = [
@@ -235,7 +248,8 @@ def main() -> None:
         ])  # fmt: skip
     print_table(
         f"Gate-power protocol: {args.train} train, batches of {args.batch}, flips p={args.flip}, "
-        f"{args.runs} seeded runs a cell, budget {args.max_calls or 'none'}",
+        f"{args.runs} seeded runs a cell, budget {args.max_calls or 'none'}, the fake proposer "
+        f"names {'the failures it read' if args.names_read else 'no failure'}",
         ["row", "val n", "counts", "default", "gate alone (screen=False)",
          "decisions/run (default / alone)", "runs with no decision (default / alone)",
          "calls/run (default / alone)",
@@ -250,7 +264,8 @@ def main() -> None:
     write_results(args.name, {
         "git_commit": git_commit(), "note": args.note, "seconds": round(elapsed(), 1),
         "protocol": {"train": args.train, "batch": args.batch, "flip": args.flip,
-                     "runs": args.runs, "max_calls": args.max_calls},
+                     "runs": args.runs, "max_calls": args.max_calls,
+                     "names_read": args.names_read},
         "optimizers": {"default": "HandOff(first=GradientText(batch_size=B, proposers=[fake]), then=Bundle(proposers=[fake]))",
                        "gate alone": "the same with screen=False, compose=1",
                        "bundle": "Bundle(proposers=[fake]) (--with-bundle)"},

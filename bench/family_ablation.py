@@ -130,12 +130,29 @@ def _one_strike(opt: Any, proposers: Sequence[Any]) -> Any:
     )
 
 
+def _with_step(opt: Any, proposers: Sequence[Any], first_cls: type, then_cls: type) -> Any:
+    """Compile's default whose GradientText holds a `first_cls` search step and Bundle a
+    `then_cls` one (subclasses of `SearchStep`, each with one rule changed)."""
+    from dataclasses import replace
+
+    def first_post_init(self: Any) -> None:
+        opt.GradientText.__post_init__(self)
+        step = self.screened.step
+        self.screened = replace(self.screened, step=first_cls(step.max_edits, step.screen_strikes))
+
+    def then_post_init(self: Any) -> None:
+        opt.Bundle.__post_init__(self)
+        self.search_step = then_cls(self.search_step.max_edits, self.search_step.screen_strikes)
+
+    first = _without(opt.GradientText, __post_init__=first_post_init)(proposers=proposers)
+    then = _without(opt.Bundle, __post_init__=then_post_init)(proposers=proposers)
+    return _default(opt, proposers, first=first, then=then)
+
+
 def _claims_block(opt: Any, proposers: Sequence[Any]) -> Any:
     """Compile's default whose search step blocks a proposal at its `screen_strikes`-th
     failure whatever the failure (a failed claim too: the rule before 2026-12-07), not only
     once its evidence rules it out."""
-    from dataclasses import replace
-
     from skillopt_dsl.optimizers.search import SearchStep
 
     class ClaimsBlock(SearchStep):  # type: ignore[misc]
@@ -146,20 +163,41 @@ def _claims_block(opt: Any, proposers: Sequence[Any]) -> Any:
                 memory.remember(fitted.kept, tried.evidence.rate, epoch=epoch, block=True)
             return tried
 
-    def first_post_init(self: Any) -> None:
-        opt.GradientText.__post_init__(self)
-        step = self.screened.step
-        self.screened = replace(
-            self.screened, step=ClaimsBlock(step.max_edits, step.screen_strikes)
-        )
+    return _with_step(opt, proposers, ClaimsBlock, ClaimsBlock)
 
-    def then_post_init(self: Any) -> None:
-        opt.Bundle.__post_init__(self)
-        self.search_step = ClaimsBlock(self.search_step.max_edits, self.search_step.screen_strikes)
 
-    first = _without(opt.GradientText, __post_init__=first_post_init)(proposers=proposers)
-    then = _without(opt.Bundle, __post_init__=then_post_init)(proposers=proposers)
-    return _default(opt, proposers, first=first, then=then)
+def _unnamed_on_trial(opt: Any, proposers: Sequence[Any]) -> Any:
+    """Compile's default whose search step strikes a proposal that gained nothing on its batch
+    only when it names failures (the rule before 2026-12-07): in GradientText one that names
+    none and is not ruled out goes on trial; Bundle passes over it unstruck."""
+    from skillopt_dsl.optimizers.search import SearchStep, step
+    from skillopt_dsl.optimizers.search.proposal import Tried
+
+    class UnnamedOnTrial(SearchStep):  # type: ignore[misc]
+        passed_over = False  # Bundle's old check: `tried.struck or not tried.result.passed`
+
+        def try_alone(
+            self, view: Any, fitted: Any, batch: Any, rollouts: Any, *, epoch: int
+        ) -> Any:
+            memory, group = view.memory, fitted.group
+            result = step.screen(view, fitted.candidate, batch, rollouts, addresses=group.addresses)
+            step.record_screen(view, group, result)
+            evidence = memory.add_evidence(fitted.key, result)
+            ruled_out = evidence.rules_out(view.certifiable_gain())
+            struck = (bool(group.addresses) and not result.passed) or ruled_out
+            if struck:
+                memory.strike(fitted.kept, evidence.rate, epoch=epoch, limit=self.screen_strikes,
+                              block=ruled_out)  # fmt: skip
+            else:
+                memory.proposer_stats.setdefault(group.source, step.new_stats())["survived"] += 1
+            return Tried(
+                fitted, result, evidence, struck or (self.passed_over and not result.passed)
+            )
+
+    class PassedOver(UnnamedOnTrial):  # type: ignore[misc]
+        passed_over = True
+
+    return _with_step(opt, proposers, UnnamedOnTrial, PassedOver)
 
 
 def _fixes_unchecked(
@@ -212,6 +250,8 @@ ABLATIONS: dict[str, Ablation] = {
         Ablation("one-screen-strike", "a second screen for a re-proposal (screen_strikes=1)", _one_strike),
         Ablation("claims-block", "a failed claim alone does not block a re-proposal (it blocks at the strikes)",
                  _claims_block),
+        Ablation("unnamed-on-trial", "a proposal that gains nothing on its batch is struck whether or not it names failures",
+                 _unnamed_on_trial),
         Ablation("one-gate-strike", "a rejected bundle's proposals back on trial (gate_strikes=1)",
                  _first(gate_strikes=1)),
         Ablation("lean-trials", "confirmation, early join, gate strikes and the last wait, together",

@@ -71,6 +71,17 @@ def test_the_power_summary_counts_the_runs_that_asked_the_gate_nothing() -> None
     assert summary["runs"] == 3
 
 
+def test_the_power_fake_names_the_failures_it_read_only_when_asked() -> None:
+    """Kills: `--names-read` dropped on its way to a column's proposer (that column would
+    measure the unnamed path while the table says it names what it read)."""
+    bench = load_bench("bench_search_power")
+    for names_read in (False, True):
+        for name in ("default", "gate alone", "bundle"):
+            search = bench.optimizer(name, 4, names_read=names_read)
+            proposers = search.first.proposers if name == "default" else search.proposers
+            assert [p.names_read for p in proposers] == [names_read], (name, names_read)
+
+
 def test_the_explore_variants_change_only_what_they_name() -> None:
     """Kills: a gate variant whose settings are dropped (the default gate measured under the
     variant's name), and a split variant that hands off before its share of the calls is spent

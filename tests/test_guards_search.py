@@ -338,6 +338,14 @@ def _wrong_on_sevens(messages: list[dict[str, str]]) -> str:
     return "odd" if answer == "even" else "even"
 
 
+def _wrong_on_validation_sevens(messages: list[dict[str, str]]) -> str:
+    """`_wrong_on_sevens` on validation (numbers from 100) only: the fix leaves validation
+    imperfect and gains on every training batch (it is never struck there)."""
+    if int(messages[-1]["content"].split()[-1]) < 100:
+        return contract_target(messages)
+    return _wrong_on_sevens(messages)
+
+
 def test_the_run_is_never_handed_to_bundle_after_gradient_text_had_a_candidate_accepted(
     tmp_path: Path,
 ) -> None:
@@ -348,7 +356,7 @@ def test_the_run_is_never_handed_to_bundle_after_gradient_text_had_a_candidate_a
     optimizer = HandOff(first=GradientText(proposers=proposers), then=Bundle(proposers=proposers))
     result = sd.compile(
         ContractParity(), contract_examples(0, 24), VAL30, optimizer=optimizer,
-        lm=ScriptedLM(_wrong_on_sevens), optimizer_lm=ScriptedLM(lambda _: "{}"),
+        lm=ScriptedLM(_wrong_on_validation_sevens), optimizer_lm=ScriptedLM(lambda _: "{}"),
         budget=sd.Budget(max_calls=200), run_dir=tmp_path, threads=1,
     )  # fmt: skip
     assert [d.accepted for d in result.gate_log][:1] == [True]

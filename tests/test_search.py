@@ -355,6 +355,23 @@ def test_a_proposal_whose_claims_failed_is_screened_again_and_kept(
     assert MILD in result.best_skill.text, result.gate_log
 
 
+@pytest.mark.parametrize("named", [False, True])
+def test_a_proposal_that_gains_nothing_on_its_batch_is_struck_whether_or_not_it_names_failures(
+    tmp_path: Path, named: bool
+) -> None:
+    """Kills: striking only a proposal whose named failures stay unfixed (`bool(group.addresses)
+    and not result.passed`): one that names none (worked examples, a consolidation) and gains
+    nothing on its batch would go on trial, be confirmed on the next batches, where changing
+    nothing passes, and reach the gate; in a HandOff run it would keep the run from Bundle."""
+    note = "Read each number slowly."
+    optimizer = GradientText(proposers=[FixedProposer(texts=[note], named=named)], epochs=1)
+    result = compile_with(tmp_path, optimizer)
+    screens = [s for s in events(tmp_path, "screen") if s["rationale"] == note]
+    assert screens and all(s["stage"] == "batch" and not s["passed"] for s in screens), screens
+    assert len(screens) > 1, "struck, not blocked: proposed again, it is screened again"
+    assert not result.gate_log, result.gate_log
+
+
 def test_the_only_proposer_is_not_benched_while_nothing_passes(tmp_path: Path) -> None:
     """Kills: benching a proposer that spent calls without a survivor when no other proposer
     does better (the search then idles and stops with the budget unspent)."""

@@ -392,8 +392,8 @@ class Beam(Optimizer):
                 break  # the calls left are the gate's: proposed again, it is tried again
             blocked.add(fitted.key)
             tried = search.try_alone(view, fitted, batch, rollouts, epoch=state.round)
-            if tried.struck or not tried.result.passed:
-                continue  # struck, or the evidence cannot tell yet: proposed again, tried again
+            if tried.struck:
+                continue  # gained nothing, or ruled out: proposed again, tried again unless blocked
             child = self._score_child(view, state, split, parent, fitted)
             if child is not None:
                 children.append(child)

@@ -331,7 +331,7 @@ class Bundle(Optimizer):
             if not keeps_reserve(view, price, self._reserve(view, first_look=state.tail)):
                 break
             tried = search.try_alone(view, fitted, batch, rollouts, epoch=0)
-            if tried.struck or not tried.result.passed:
+            if tried.struck:
                 continue
             fixes = self._lasting_fixes(view, state, fitted, batch, rollouts)
             audit = self._audit(view, state, fitted, pool) if fixes else None

@@ -12,10 +12,10 @@
   rollout, `RunView.calls_per_rollout`);
 - `try_alone` tries it alone on the mini-batch that produced it (`screening.screen`), adds the
   result to the evidence of every earlier proposal of the same edit (the same text, or the same
-  edit after normalisation: a small but repeated effect is seen), and strikes it when it fixed
-  none of the failures it named or its evidence rules out the gain the gate certifies (blocked
-  at its `screen_strikes`-th failure once the evidence rules it out: a failed claim alone
-  does not block it);
+  edit after normalisation: a small but repeated effect is seen), and strikes it when it gained
+  nothing there, whether or not it names failures, or its evidence rules out the gain the gate
+  certifies (blocked at its `screen_strikes`-th failure once the evidence rules it out: a
+  failed screen alone does not block it);
 - `confirm` scores a proposal on trial against the working candidate on a fresh mini-batch,
   counts the screen and adds it to the proposal's evidence.
 
@@ -93,20 +93,20 @@ class SearchStep:
     ) -> Tried:
         """Screen a fitted proposal alone against the base whose `rollouts` on `batch` produced
         it (`screening.screen`), count and emit the screen (`record_screen`), add it to the
-        proposal's evidence, and strike it (`SearchMemory.strike`) when it fixed none of the
-        failures it named or its evidence rules out the gain the gate certifies; a survivor is
-        counted for its proposer (`survived`). Only evidence blocks it (at its
-        `screen_strikes`-th failure): the failures a proposal names are the proposer's claim,
-        and a real reflector names the failures it read, while its rules fix unread failures
-        as often as read ones (bench/README §14), so a failed claim strikes it for this step
-        and tells the proposers, and a re-proposal is screened again."""
+        proposal's evidence, and strike it (`SearchMemory.strike`) when it gained nothing on
+        that batch (net <= 0) or its evidence rules out the gain the gate certifies; a survivor
+        is counted for its proposer (`survived`). Whether a proposal names failures
+        does not decide its fate: the names are the proposer's claim (a real reflector names
+        the failures it read, and its rules fix unread failures as often as read ones,
+        bench/README §14), and worked examples or a consolidation name none. A failed screen
+        strikes it for this step and tells the proposers; only evidence blocks it (at its
+        `screen_strikes`-th failure), and a re-proposal is screened again."""
         memory, group = view.memory, fitted.group
         result = screen(view, fitted.candidate, batch, rollouts, addresses=group.addresses)
         record_screen(view, group, result)
         evidence = memory.add_evidence(fitted.key, result)
-        claim_failed = bool(group.addresses) and not result.passed
         ruled_out = evidence.rules_out(view.certifiable_gain())
-        struck = claim_failed or ruled_out
+        struck = not result.passed or ruled_out
         if struck:
             rate, limit = evidence.rate, self.screen_strikes
             memory.strike(fitted.kept, rate, epoch=epoch, limit=limit, block=ruled_out)
