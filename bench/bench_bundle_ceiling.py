@@ -12,14 +12,28 @@ harmful one out and spends all its significance on one decision can expect.
 
     python bench/bench_bundle_ceiling.py --classes 8 --class-share 0.08 --noise 0.1
     python bench/bench_bundle_ceiling.py --classes 6 --class-share 0.1 --noise 0.12
+
+`--family RESULTS` reads a family bench's results (bench/bench_search_family.py) and judges, in
+each member of its two draws and in each of its seeds, the seed skill with every useful rule of
+the member (no harmful rule, no note) by the same one test at `--alpha`'s first level: what one
+decision of an honest search can keep there at best. Printed beside gepa's and the default's
+mean gain at each budget: the members where that ceiling falls more than 0.02 below gepa (no
+search whose changes pass the gate can come within 0.02 of gepa there; several decisions each
+test at a lower level on part of the signal), and where gepa gains on a null member (its
+validation-chosen notes; the gate keeps none).
+
+    python bench/bench_bundle_ceiling.py --family bench/results/search_family_failed_screen.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 from _common import machine, print_table, write_results
 
@@ -46,6 +60,70 @@ def judged(world: RuleWorld, k: int, alpha: float, n_val: int) -> tuple[bool, fl
     return accepted, world.accuracy(text, test) - world.accuracy(SEED_SKILL, test)
 
 
+def all_rules(world: RuleWorld) -> str:
+    """The seed skill with every useful rule of `world` (none in a null world)."""
+    if world.p_right == 0:
+        return world.seed_skill
+    rules = (f"Rule R{c}: items of kind {c} follow rule {c}." for c in range(world.classes))
+    return "\n".join([world.seed_skill, *rules])
+
+
+def member_ceiling(world: RuleWorld, n_val: int, n_test: int, alpha: float) -> float:
+    """The test gain the gate keeps from `all_rules` in one decision at `alpha` (0 if rejected)."""
+    text, seed = all_rules(world), world.seed_skill
+    val = world.items("val", n_val)
+    wins = sum(world.right(text, e.id) and not world.right(seed, e.id) for e in val)
+    losses = sum(world.right(seed, e.id) and not world.right(text, e.id) for e in val)
+    if wins <= losses or binomial_upper_tail(wins, wins + losses) > alpha:
+        return 0.0
+    test = world.items("test", n_test)
+    return world.accuracy(text, test) - world.accuracy(seed, test)
+
+
+def family_rows(results: dict[str, Any], alpha: float) -> list[list[Any]]:
+    """One row per member of each draw: its ceiling over the results' seeds beside gepa's and
+    the default's mean gains, and where the ceiling (or a null member) bars the default from
+    gepa - 0.02 at each budget."""
+    from skillopt_dsl.testing.world_family import WorldFamily
+
+    args, rows = results["args"], []
+    seeds = range(args.get("first_seed") or 0, (args.get("first_seed") or 0) + args["runs"])
+    for draw, draw_seed in results["draw_seeds"].items():
+        gains = {(r["member"], r["optimizer"], r["calls"]): r["gain"]
+                 for r in results["draws"][draw]["rows"]}  # fmt: skip
+        for member in WorldFamily().draw(draw_seed, args["members"]):
+            worlds = [member.seeded(s) for s in seeds]
+            ceiling = statistics.mean(
+                member_ceiling(w, member.val, member.test, alpha) for w in worlds
+            )
+            gepa = [gains[member.name, "gepa", c] for c in args["calls"]]
+            barred = [c for c, g in zip(args["calls"], gepa, strict=True) if ceiling < g - 0.02]
+            rows.append([
+                f"{draw} {draw_seed}", member.name + (" null" if member.null else ""), member.val,
+                f"{ceiling:+.3f}", " ".join(f"{g:+.3f}" for g in gepa),
+                " ".join(f"{gains[member.name, 'default', c]:+.3f}" for c in args["calls"]),
+                " ".join(map(str, barred)) or "-",
+            ])  # fmt: skip
+    return rows
+
+
+def family(path: Path, alpha: float) -> None:
+    """Print `family_rows` for the family results at `path`, and the count barred per draw."""
+    results = json.loads(path.read_text(encoding="utf-8"))
+    rows = family_rows(results, alpha)
+    calls = " / ".join(map(str, results["args"]["calls"]))
+    print_table(
+        f"the ceiling of one decision at alpha {alpha:g} in each member ({path.name})",
+        ["draw", "member", "val", "ceiling", f"gepa {calls}", f"default {calls}", "barred at"],
+        rows,
+    )
+    for draw in sorted({r[0] for r in rows}):
+        for c in results["args"]["calls"]:
+            barred = [r[1] for r in rows if r[0] == draw and str(c) in r[6].split()]
+            print(f"{draw}, {c} calls: {len(barred)} of {sum(r[0] == draw for r in rows)} "
+                  f"members barred from gepa - 0.02 {barred}")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=200)
@@ -55,7 +133,12 @@ def main() -> None:
     parser.add_argument("--class-share", type=float, default=0.08)
     parser.add_argument("--noise", type=float, default=0.1)
     parser.add_argument("--name", default="bundle_ceiling")
+    parser.add_argument("--family", type=Path, default=None,
+                        help="a family bench's results: the ceiling in each of its members")  # fmt: skip
     args = parser.parse_args()
+    if args.family is not None:
+        family(args.family, args.alpha[0])
+        return
     base = RuleWorld(classes=args.classes, class_share=args.class_share, noise=args.noise)
     figures: dict[str, object] = {"machine": machine(), "args": vars(args), "rows": []}
     rows = []

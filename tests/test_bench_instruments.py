@@ -4,6 +4,7 @@ names the miscount it kills."""
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 import pytest
@@ -112,3 +113,30 @@ def test_the_explore_variants_change_only_what_they_name() -> None:
     state = type("State", (), {"pending": [], "trials": []})()
     assert not split.first._hands_off(View(99, 101), state)
     assert split.first._hands_off(View(100, 100), state)
+
+
+def test_the_family_ceiling_bars_a_member_only_where_gepa_is_above_it_by_the_margin() -> None:
+    """Kills: a member counted as barred when gepa is within 0.02 of its ceiling (the bar's
+    margin dropped), or judged against the default's gain instead of gepa's (bench/README §9q,
+    `bench_bundle_ceiling.py --family`)."""
+    bench = load_bench("bench_bundle_ceiling")
+    from skillopt_dsl.testing.world_family import WorldFamily
+
+    members = WorldFamily().draw(7, 2)
+    ceilings = [
+        statistics.mean(bench.member_ceiling(m.seeded(s), m.val, m.test, 0.05) for s in range(2))
+        for m in members
+    ]
+    above = (0.01, 0.03)  # gepa above each member's ceiling by this much; the default at 0
+    rows = [
+        _row(m.name, optimizer, 100, c + lift if optimizer == "gepa" else 0.0)
+        for m, c, lift in zip(members, ceilings, above, strict=True)
+        for optimizer in ("gepa", "default")
+    ]
+    results = {
+        "args": {"runs": 2, "first_seed": 0, "members": 2, "calls": [100]},
+        "draw_seeds": {"dev": 7},
+        "draws": {"dev": {"rows": rows}},
+    }
+    barred = [row[6] for row in bench.family_rows(results, 0.05)]
+    assert barred == ["-", "100"], (ceilings, barred)
