@@ -58,7 +58,8 @@ MEMORY_VERSION = 1
 DROP_ODDS = 4.0
 """A proposal without a net gain is dropped once its fixes and breaks are this many times likelier
 for a useless edit than for one with the gain the gate certifies (`EditEvidence.rules_out`); with
-fewer moved answers than that, the evidence cannot tell, and the proposal stays on trial."""
+fewer moved answers than that, the evidence cannot tell, and the proposal is not blocked (on
+trial where its screen gained; screened again if proposed again where it did not)."""
 
 
 class RejectedRecord(TypedDict):
