@@ -1,6 +1,7 @@
 """The bench's new read-outs: the family's means by an axis of the world (the noise key, what a
-proposal names), the power bench's runs with no gate decision (bench/README §9m). Each test
-names the miscount it kills."""
+proposal names), the power bench's runs with no gate decision (bench/README §9m) and the path
+its fake proposer takes (`--names-read`), the ceiling of one decision per family member (§9q).
+Each test names the miscount it kills."""
 
 from __future__ import annotations
 

@@ -95,12 +95,12 @@ class SearchStep:
         it (`screening.screen`), count and emit the screen (`record_screen`), add it to the
         proposal's evidence, and strike it (`SearchMemory.strike`) when it gained nothing on
         that batch (net <= 0) or its evidence rules out the gain the gate certifies; a survivor
-        is counted for its proposer (`survived`). Whether a proposal names failures
-        does not decide its fate: the names are the proposer's claim (a real reflector names
-        the failures it read, and its rules fix unread failures as often as read ones,
-        bench/README §14), and worked examples or a consolidation name none. A failed screen
-        strikes it for this step and tells the proposers; only evidence blocks it (at its
-        `screen_strikes`-th failure), and a re-proposal is screened again."""
+        is counted for its proposer (`survived`). Whether a proposal names failures does not
+        decide its fate: the names are the proposer's claim (a real reflector names the
+        failures it read, and its rules fix unread failures as often as read ones, bench/README
+        §14), and worked examples or a consolidation name none. A failed screen strikes it for
+        this step and tells the proposers; only evidence blocks it (at its `screen_strikes`-th
+        failure), and a re-proposal is screened again (bench/README §9q)."""
         memory, group = view.memory, fitted.group
         result = screen(view, fitted.candidate, batch, rollouts, addresses=group.addresses)
         record_screen(view, group, result)
