@@ -11,9 +11,9 @@ run. No optimizer state declares these fields:
   composite search number their steps on from one another;
 - `rejected`: the memory proper, proposals never screened again;
 - `struck`: proposals that failed a screen but may be screened again when proposed again, until
-  their `screen_strikes`-th failure at which their evidence rules them out (a failed claim
-  alone does not block: `SearchStep.try_alone`); the proposers are told about both lists
-  (`told`);
+  their `screen_strikes`-th failure at which their evidence rules them out (a failed screen
+  alone does not block, whether or not the proposal names failures: `SearchStep.try_alone`);
+  the proposers are told about both lists (`told`);
 - `remembered`: proposals rejected in earlier runs (a Sleep night's earlier nights): told to the
   proposers, and any edit equal to one of theirs (`edit_key`) is dropped before it is screened;
 - `evidence`: every screen of a proposal summed per proposal key (`EditEvidence`), across

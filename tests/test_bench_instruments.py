@@ -6,6 +6,7 @@ Each test names the miscount it kills."""
 from __future__ import annotations
 
 import statistics
+import types
 from typing import Any
 
 import pytest
@@ -82,6 +83,13 @@ def test_the_power_fake_names_the_failures_it_read_only_when_asked() -> None:
             search = bench.optimizer(name, 4, names_read=names_read)
             proposers = search.first.proposers if name == "default" else search.proposers
             assert [p.names_read for p in proposers] == [names_read], (name, names_read)
+    failing = [(types.SimpleNamespace(id=f"n{k}"), None) for k in range(6)]
+    request = types.SimpleNamespace(
+        skill=types.SimpleNamespace(text="seed"), step=0, failures=lambda: failing
+    )
+    named = [g.addresses for g in bench.UsefulLineProposer(names_read=True).propose(request)]
+    unnamed = [g.addresses for g in bench.UsefulLineProposer().propose(request)]
+    assert named == [("n0", "n1", "n2", "n3")] and unnamed == [()], (named, unnamed)
 
 
 def test_the_explore_variants_change_only_what_they_name() -> None:

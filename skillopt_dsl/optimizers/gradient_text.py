@@ -27,7 +27,8 @@ significance is spent so that no decision could accept (`significance`, `RunView
 Memory is per proposal (edit group). A proposal that fails a screen is shown to the proposers as
 rejected and is screened again only if proposed again, until its `screen_strikes`-th failure
 at which its evidence rules it out (one unlucky mini-batch does not end a good edit, nor does
-a failed claim: the failures it names not fixed, others it may fix). The groups of a rejected
+a failed claim: the failures it names not fixed, others it may fix). A proposal that gains
+nothing on its batch fails its screen whether or not it names failures. The groups of a rejected
 bundle go back on trial alone: confirmed again on training data, they rejoin a working
 candidate, which is not sent to the gate again until a new proposal has joined it (the gate
 never judges one text twice); a group rejected `gate_strikes` times, or alone, is remembered
