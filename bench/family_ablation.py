@@ -123,6 +123,14 @@ def _hands_off_always(self: Any, view: Any, state: Any) -> bool:
     return True
 
 
+def _hands_off_whatever_is_left(self: Any, view: Any, state: Any) -> bool:
+    """The probe's hand-off before 2026-12-07 (bench/README §9r): a quiet run goes to Bundle
+    whether or not the calls left pay for Bundle's whole decision."""
+    after = self.hand_off_after
+    quiet = view.version == 1 and not state.pending and not state.trials
+    return after is not None and view.memory.step >= after and quiet
+
+
 def _one_strike(opt: Any, proposers: Sequence[Any]) -> Any:
     first = opt.GradientText(proposers=proposers, screen_strikes=1)
     return _default(
@@ -281,6 +289,8 @@ ABLATIONS: dict[str, Ablation] = {
                  _first_without(_hands_off=_hands_off_unless_clear_fix)),
         Ablation("always-hand-off", "the hand-off's probe (every run without an acceptance goes to Bundle)",
                  _first_without(_hands_off=_hands_off_always)),
+        Ablation("hand-off-undecidable", "the hand-off only where the calls left pay for a whole decision",
+                 _first_without(_hands_off=_hands_off_whatever_is_left)),
         Ablation("no-content-change", "Bundle: a fix and a break are scored again within the bundle",
                  _then_without(_changed=_rewording_only)),
         Ablation("no-wait", "Bundle: a survivor an empty bundle's audit struck is audited again within it",

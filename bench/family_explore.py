@@ -91,7 +91,69 @@ def _split(share: float) -> Make:
     return make
 
 
+def _after_accept(probe: bool) -> Make:
+    """GradientText hands the run to Bundle also after an acceptance, once its working
+    candidate is empty and nothing is on trial (`probe`: only after a step on the new
+    incumbent confirmed nothing)."""
+
+    def make(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+        class AfterAccept(opt.GradientText):  # type: ignore[name-defined,misc]
+            def _hands_off(self, view: Any, state: Any) -> bool:
+                if super()._hands_off(view, state):
+                    return True
+                after = self.hand_off_after
+                if after is None or view.version == 1 or state.pending or state.trials:
+                    return False
+                return not probe or state.steps_since_accept >= after
+
+        first = AfterAccept(proposers=proposers)
+        return opt.HandOff(first=first, then=opt.Bundle(proposers=proposers)), None
+
+    return make
+
+
+def _back_on_plateau(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+    """Where Bundle stops because its proposers were asked nothing new (`plateau`) with calls
+    left, GradientText resumes for the rest of the run (its own requests differ)."""
+    from dataclasses import replace
+
+    class BackOnPlateau(opt.HandOff):  # type: ignore[name-defined,misc]
+        def optimize(self, view: Any) -> Any:
+            stop = super().optimize(view)
+            reason = getattr(stop, "reason", stop)
+            if reason != "plateau" or view.version != 1:
+                return stop
+            return replace(self.first, hand_off_after=None).optimize(view.within("first"))
+
+    return BackOnPlateau.with_proposers(proposers), None
+
+
+def _tail_first_member(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+    """A bundle collecting in the budget's tail goes to the gate with its first member (the
+    calls it would spend collecting more shorten the prefix its decision can look at)."""
+
+    class TailFirst(opt.Bundle):  # type: ignore[name-defined,misc]
+        _due = False
+
+        def _step(self, view: Any, state: Any, pool: Any, open_: Any) -> None:
+            super()._step(view, state, pool, open_)
+            self._due = bool(state.tail and state.members)
+
+        def _affords_step(self, view: Any, *, first_look: bool) -> bool:
+            if self._due:
+                self._due = False
+                return False
+            return super()._affords_step(view, first_look=first_look)
+
+    first = opt.GradientText(proposers=proposers)
+    return opt.HandOff(first=first, then=TailFirst(proposers=proposers)), None
+
+
 VARIANTS: dict[str, Make] = {
+    "tail-first-member": _tail_first_member,
+    "back-on-plateau": _back_on_plateau,
+    "after-accept": _after_accept(False),
+    "after-accept-probe": _after_accept(True),
     "default": _default,
     "gate-first-half": _gate(first_share=0.5),
     "gate-no-early": _gate(early_share=0.0),

@@ -39,13 +39,15 @@ def run_rare(
     *,
     target: Callable[[list[dict[str, str]]], str] | None = None,
     resume: bool = False,
+    max_calls: int = 400,
 ) -> sd.CompileResult:
     world = RuleWorld(seed=19, **RARE)  # type: ignore[arg-type]
     respond = target if target is not None else world.target()._respond
     return sd.compile(
         RuleWorldTask(), world.items("train", 30), world.items("val", 30),
         optimizer=optimizer, lm=LM(ScriptedLM(respond)), optimizer_lm=LM(world.reflector()),
-        budget=sd.Budget(max_calls=400), seed=19, threads=1, run_dir=run_dir, resume=resume,
+        budget=sd.Budget(max_calls=max_calls), seed=19, threads=1, run_dir=run_dir,
+        resume=resume,
     )  # fmt: skip
 
 
@@ -71,6 +73,28 @@ def test_a_run_whose_screens_confirm_nothing_is_handed_to_bundle(tmp_path: Path)
     useful, harmful, _ = rules_in(result.best_skill.text)
     assert len(useful) >= 4 and not harmful, result.best_skill.text
     assert result.usage.calls <= 400
+
+
+@pytest.mark.parametrize(("max_calls", "handed_off"), [(60, False), (70, True)])
+def test_a_quiet_run_is_handed_off_only_while_the_calls_left_pay_for_a_whole_decision(
+    tmp_path: Path, max_calls: int, handed_off: bool
+) -> None:
+    """Kills: a hand-off whatever the calls left (before 2026-12-07), or priced at the gate's
+    first look only: with 60 calls the probe step leaves 43, fewer than a whole decision on
+    the 30 validation examples costs (45 at the run's start), and Bundle's one decision would be cut
+    to a first look that rarely certifies a sum of small fixes (bench/README §9r); GradientText
+    keeps the run. With 70 calls, 53 are left and the run is handed off (a rule that never
+    hands off fails there)."""
+    result = run_rare(HandOff.with_proposers([RuleWorldProposer()]), tmp_path, max_calls=max_calls)
+    events = _events(tmp_path)
+    hand_offs = [e for e in events if e["event"] == "hand_off"]
+    assert bool(hand_offs) == handed_off, hand_offs
+    (check,) = [e for e in events if e["event"] == "budget_check"]
+    if hand_offs:
+        assert hand_offs[0]["calls_left"] >= check["decision_calls"], (hand_offs, check)
+    else:
+        assert "hand_off" not in {h.kind for h in result.history}
+        assert result.gate_log, "GradientText kept the run and made its decision"
 
 
 @dataclass(kw_only=True)

@@ -156,7 +156,9 @@ class GradientText(Optimizer):
         hand_off_after: stop with `SMALL_EFFECTS` once this many steps have run with nothing
             accepted, nothing joined to the working candidate and nothing on trial: the
             screens showed no effect a mini-batch can confirm (`HandOff` then hands the rest
-            of the run to `Bundle`). None (the default): never.
+            of the run to `Bundle`), while the calls left still pay for a whole gate decision
+            (Bundle's one decision, cut to a first look, rarely certifies a sum of small
+            fixes). None (the default): never.
     """
 
     lr: float = 0.3
@@ -297,10 +299,14 @@ class GradientText(Optimizer):
 
     def _hands_off(self, view: RunView, state: GradientTextState) -> bool:
         """Whether `hand_off_after` steps have run with nothing accepted (the seed is still the
-        incumbent), nothing joined the working candidate and nothing on trial."""
+        incumbent), nothing joined the working candidate and nothing on trial, and the calls
+        left still pay for a whole gate decision (bench/README §9r)."""
         after = self.hand_off_after
         quiet = view.version == 1 and not state.pending and not state.trials
-        return after is not None and view.memory.step >= after and quiet
+        if after is None or view.memory.step < after or not quiet:
+            return False
+        left = view.calls_left()
+        return left is None or left >= view.decision_calls(first_look=False)
 
     def _end_epoch(self, state: GradientTextState) -> StopReason | None:
         """Close an epoch; the stop reason when patience or the plateau ends the search."""
