@@ -14,8 +14,11 @@ Which search finds more depends on the ground, and the ground is not known befor
 HandOff runs GradientText, told to stop once `probe_steps` steps have run with nothing
 accepted, nothing joined to its working candidate and nothing on trial (its
 `hand_off_after`): its screens showed no effect a mini-batch can confirm. The rest of the run
-(the calls left, the significance left) then goes to Bundle. Where any proposal passes a screen
-in those steps, GradientText keeps the run to its end, exactly as it runs alone.
+(the calls left, the significance left) then goes to Bundle, provided the calls left still pay
+for a whole gate decision (Bundle's one decision, cut to the gate's first look, rarely
+certifies a sum of small fixes; bench/README §9r). Where any proposal passes a screen in those
+steps, or the calls left are too few, GradientText keeps the run to its end, exactly as it runs
+alone.
 
 Both search in the run's one memory (`RunView.memory`, `skillopt_dsl.search_memory`): a
 proposal rejected or struck before the hand-off stays so for Bundle, its screens' evidence goes
