@@ -149,7 +149,47 @@ def _tail_first_member(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tup
     return opt.HandOff(first=first, then=TailFirst(proposers=proposers)), None
 
 
+def _back_at_tail(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+    """Where Bundle, its bundle empty, can no longer pay for a step and a whole decision (it
+    would collect in the budget's tail for a decision cut to a first look), GradientText
+    resumes the run instead (its decisions judge one large effect)."""
+    from dataclasses import replace
+
+    class TailBack(opt.Bundle):  # type: ignore[name-defined,misc]
+        def _affords_step(self, view: Any, *, first_look: bool) -> bool:
+            affords = super()._affords_step(view, first_look=first_look)
+            if not affords and not first_look and not self._holding:
+                raise _TailReached
+            return affords
+
+        def _collect(self, view: Any, state: Any) -> Any:
+            self._holding = bool(state.members)
+            try:
+                return super()._collect(view, state)
+            except _TailReached:
+                return "tail"
+
+        def _step(self, view: Any, state: Any, pool: Any, open_: Any) -> None:
+            super()._step(view, state, pool, open_)
+            self._holding = bool(state.members)
+
+    class BackAtTail(opt.HandOff):  # type: ignore[name-defined,misc]
+        def optimize(self, view: Any) -> Any:
+            stop = super().optimize(view)
+            if getattr(stop, "reason", stop) != "tail":
+                return stop
+            return replace(self.first, hand_off_after=None).optimize(view.within("first"))
+
+    first = opt.GradientText(proposers=proposers)
+    return BackAtTail(first=first, then=TailBack(proposers=proposers)), None
+
+
+class _TailReached(Exception):
+    """Bundle's bench-only signal: an empty bundle reached the budget's tail."""
+
+
 VARIANTS: dict[str, Make] = {
+    "back-at-tail": _back_at_tail,
     "tail-first-member": _tail_first_member,
     "back-on-plateau": _back_on_plateau,
     "after-accept": _after_accept(False),
