@@ -124,6 +124,43 @@ def test_the_explore_variants_change_only_what_they_name() -> None:
     assert split.first._hands_off(View(100, 100), state)
 
 
+def test_the_after_accept_variants_hand_off_after_an_acceptance_only_when_quiet() -> None:
+    """Kills: an `after-accept` variant that never hands off after an acceptance (measured as
+    the default under its name, bench/README §9r), one that hands off with a proposal on trial,
+    and `after-accept-probe` handing off before a step on the new incumbent confirmed nothing."""
+    pytest.importorskip("gepa")
+    explore = load_bench("family_explore")
+    from skillopt_dsl import optimizers as opt
+    from skillopt_dsl.gate import Gate
+
+    class View:
+        memory = type("Memory", (), {"step": 3})()
+        version = 2
+
+        def calls_left(self) -> int:
+            return 1000
+
+        def decision_calls(self, *, first_look: bool = False) -> int:
+            return 10
+
+    def state(trials: list[str], since: int) -> Any:
+        return type("State", (), {"pending": [], "trials": trials, "steps_since_accept": since})()
+
+    def first(name: str) -> Any:
+        search, _ = explore.VARIANTS[name](opt, [], Gate)
+        assert isinstance(search, opt.HandOff)
+        return search.first
+
+    at_once, probed = first("after-accept"), first("after-accept-probe")
+    at_once.hand_off_after = probed.hand_off_after = 1
+    assert at_once._hands_off(View(), state([], since=0))
+    assert not at_once._hands_off(View(), state(["on trial"], since=5))
+    assert not probed._hands_off(View(), state([], since=0))
+    assert probed._hands_off(View(), state([], since=1))
+    for name in ("back-on-plateau", "tail-first-member", "back-at-tail"):
+        assert isinstance(explore.VARIANTS[name](opt, [], Gate)[0], opt.HandOff), name
+
+
 def test_the_family_ceiling_bars_a_member_only_where_gepa_is_above_it_by_the_margin() -> None:
     """Kills: a member counted as barred when gepa is within 0.02 of its ceiling (the bar's
     margin dropped), or judged against the default's gain instead of gepa's (bench/README §9q,
