@@ -236,6 +236,11 @@ def _never_readmitted(self: Any, view: Any, state: Any) -> int:
     return 0
 
 
+def _never_admitted(self: Any, view: Any, state: Any) -> None:
+    """Bundle before 2026-12-07 (bench/README §9s): survivors still waiting when an empty
+    bundle's collecting ends are left out, and the run ends with no decision."""
+
+
 ABLATIONS: dict[str, Ablation] = {
     a.name: a
     for a in (
@@ -294,7 +299,9 @@ ABLATIONS: dict[str, Ablation] = {
         Ablation("no-content-change", "Bundle: a fix and a break are scored again within the bundle",
                  _then_without(_changed=_rewording_only)),
         Ablation("no-wait", "Bundle: a survivor an empty bundle's audit struck is audited again within it",
-                 _then_without(_readmit=_never_readmitted)),
+                 _then_without(_readmit=_never_readmitted, _admit_waiting=_never_admitted)),
+        Ablation("waiting-unjudged", "Bundle: survivors still waiting when an empty bundle's collecting ends go to the gate",
+                 _then_without(_admit_waiting=_never_admitted)),
         Ablation("no-audit", "Bundle: the audit for harm (audit_strikes=audit_size)",
                  _then(audit_strikes=24)),
         Ablation("audit-two-strikes", "Bundle: one repeated break in the audit is forgiven (audit_strikes=2)",

@@ -184,11 +184,40 @@ def _back_at_tail(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[An
     return BackAtTail(first=first, then=TailBack(proposers=proposers)), None
 
 
+def _submit_waiting(best_only: bool) -> Make:
+    """Where Bundle's collecting ends with its bundle empty and survivors waiting (struck by
+    the empty bundle's audit, waiting for a member to be audited again within the bundle),
+    the waiting survivors go to the gate as the bundle (`best_only`: the one with the most
+    lasting fixes per repeated break)."""
+
+    def make(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+        from skillopt_dsl.optimizers.bundle_state import BundleMember
+
+        class SubmitWaiting(opt.Bundle):  # type: ignore[name-defined,misc]
+            def _collect(self, view: Any, state: Any) -> Any:
+                reason = super()._collect(view, state)
+                if state.members or not state.waiting:
+                    return reason
+                waiting = list(state.waiting)
+                if best_only:
+                    waiting = [max(waiting, key=lambda w: len(w.fixes) / (1 + len(w.breaks)))]
+                state.members = [BundleMember(w.edits, w.fixes) for w in waiting]
+                state.waiting = []
+                return reason
+
+        first = opt.GradientText(proposers=proposers)
+        return opt.HandOff(first=first, then=SubmitWaiting(proposers=proposers)), None
+
+    return make
+
+
 class _TailReached(Exception):
     """Bundle's bench-only signal: an empty bundle reached the budget's tail."""
 
 
 VARIANTS: dict[str, Make] = {
+    "submit-waiting": _submit_waiting(False),
+    "submit-waiting-best": _submit_waiting(True),
     "back-at-tail": _back_at_tail,
     "tail-first-member": _tail_first_member,
     "back-on-plateau": _back_on_plateau,

@@ -436,3 +436,20 @@ def test_a_fix_a_change_of_content_undoes_does_not_collect_an_edit(tmp_path: Pat
         budget=sd.Budget(max_calls=400), run_dir=tmp_path, threads=1,
     )  # fmt: skip
     assert BETA in result.best_skill.text and "HUNCH" not in result.best_skill.text
+
+
+def test_a_lone_useful_edit_struck_by_the_empty_bundles_audit_still_goes_to_the_gate(
+    tmp_path: Path,
+) -> None:
+    """Kills: survivors waiting for a member that never comes (ALPHA's breaks repeat under
+    every rewording, the only change an empty bundle offers, and no other proposal joins)
+    left out of the bundle's one decision: the run ended on `plateau` with its budget mostly
+    unspent and no decision, though ALPHA fixes a quarter of validation and breaks none."""
+    result = sd.compile(
+        RuleWorldTask(), items("train", 24), items("val", 40),
+        optimizer=Bundle(proposers=[Offers(texts=[ALPHA])]),
+        lm=LM(ScriptedLM(content_keyed_target)), optimizer_lm=LM(ScriptedLM(lambda m: "{}")),
+        budget=sd.Budget(max_calls=400), run_dir=tmp_path, threads=1,
+    )  # fmt: skip
+    assert [d.accepted for d in result.gate_log] == [True]
+    assert ALPHA in result.best_skill.text

@@ -226,6 +226,7 @@ class Bundle(Optimizer):
             if not view.can_accept():
                 return "significance"
             reason = self._collect(view, state)
+            self._admit_waiting(view, state)
             if not state.members or not self._submit(view, state):
                 return reason
 
@@ -502,6 +503,18 @@ class Bundle(Optimizer):
             else:
                 self._strike_audited(view, waiting.edits, repeats, len(waiting.breaks))
         return joined
+
+    @staticmethod
+    def _admit_waiting(view: RunView, state: BundleState) -> None:
+        """Where the collecting ends with the bundle empty, the survivors still waiting become
+        the bundle. Their breaks repeated under rewordings, the only change an empty bundle
+        offers, and no member came to tell those from breaks any change of content causes; the
+        bundle's one decision is theirs or no one's, and the gate judges them on validation."""
+        if state.members or not state.waiting:
+            return
+        view.emit("admit_waiting", step=view.memory.step - 1, waiting=len(state.waiting))
+        state.members = [BundleMember(w.edits, w.fixes) for w in state.waiting]
+        state.waiting = []
 
     def _submit(self, view: RunView, state: BundleState) -> bool:
         """Send the bundle to the door, declaring one step's learning rate per member; returns
