@@ -211,11 +211,37 @@ def _submit_waiting(best_only: bool) -> Make:
     return make
 
 
+def _probe_certifiable(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+    """The hand-off's probe counts what is joined or on trial only where their summed training
+    gain (each proposal's net over the examples it was scored on) reaches what the gate
+    certifies about half the time (`RunView.certifiable_gain`): below it, GradientText's
+    decision would not pass, and the run goes to Bundle, which sums more fixes first."""
+
+    class ProbeCertifiable(opt.GradientText):  # type: ignore[name-defined,misc]
+        def _hands_off(self, view: Any, state: Any) -> bool:
+            if super()._hands_off(view, state):
+                return True
+            after = self.hand_off_after
+            if after is None or view.memory.step < after or view.version != 1:
+                return False
+            needed = view.certifiable_gain()
+            held = [*state.pending, *state.trials]
+            gain = sum(p.net / max(p.scored, 1) for p in held)
+            if needed is None or gain >= needed:
+                return False
+            left = view.calls_left()
+            return left is None or left >= view.decision_calls(first_look=False)
+
+    first = ProbeCertifiable(proposers=proposers)
+    return opt.HandOff(first=first, then=opt.Bundle(proposers=proposers)), None
+
+
 class _TailReached(Exception):
     """Bundle's bench-only signal: an empty bundle reached the budget's tail."""
 
 
 VARIANTS: dict[str, Make] = {
+    "probe-certifiable": _probe_certifiable,
     "submit-waiting": _submit_waiting(False),
     "submit-waiting-best": _submit_waiting(True),
     "back-at-tail": _back_at_tail,

@@ -27,7 +27,10 @@ Bundle asks exactly that of each proposal, and lets the gate judge their sum onc
    `audit_strikes` breaks repeat; it joins the bundle otherwise. On a model whose answers a
    rewording does not move (Qwen2.5-0.5B, bench/README §14) only the change of content can
    tell them apart, so a survivor struck while the bundle is empty waits (`MAX_WAITING`) and
-   is audited again within the bundle when a member joins (`_readmit`).
+   is audited again within the bundle when a member joins (`_readmit`). Where the collecting
+   ends with the bundle still empty, the waiting survivors become the bundle
+   (`_admit_waiting`): no member came to tell their breaks from a change's, and the gate
+   judges them on validation.
 5. The bundle (the incumbent with every collected edit) goes to the gate once: when the call
    budget pays for no further step beside a whole gate decision (or, for a first bundle begun
    past that point, beside the decision's first look), when no open failure is left, after

@@ -58,7 +58,8 @@ class BundleState(CheckpointedState):
     waiting: list[BundleMember] = field(default_factory=list)
     """Survivors the audit struck while the bundle was empty: their breaks repeated under
     changed wordings, the only change an empty bundle offers. Each is audited again within
-    the bundle once a member joins (`Bundle._readmit`)."""
+    the bundle once a member joins (`Bundle._readmit`); where none joins before the collecting
+    ends, they become the bundle (`Bundle._admit_waiting`)."""
     steps_this_bundle: int = 0
     idle_steps: int = 0
     stale_steps: int = 0
