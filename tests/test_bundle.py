@@ -14,6 +14,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from skillopt_dsl.driver import RunView
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.lm import LM
 from skillopt_dsl.optimizers import Bundle, GradientText
+from skillopt_dsl.optimizers.bundle_state import BundleMember, BundleState
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.skill import Add
 from skillopt_dsl.testing.contract import ContractParity, contract_examples, contract_target
@@ -453,3 +455,22 @@ def test_a_lone_useful_edit_struck_by_the_empty_bundles_audit_still_goes_to_the_
     )  # fmt: skip
     assert [d.accepted for d in result.gate_log] == [True]
     assert ALPHA in result.best_skill.text
+
+
+def test_survivors_still_waiting_become_the_bundle_only_where_it_is_empty() -> None:
+    """Kills: waiting survivors admitted into a bundle that holds members. There each must pass
+    the audit within the bundle (`Bundle._readmit`); one left waiting because the gate's
+    reserve paid for no call would ride into the bundle's decision unaudited."""
+    member = BundleMember((Add(after=None, text=BETA),), ("train1",))
+    waiting = BundleMember((Add(after=None, text=ALPHA),), ("train0",), ("train2",))
+    emitted: list[str] = []
+    view: Any = SimpleNamespace(
+        emit=lambda kind, **_: emitted.append(kind), memory=SimpleNamespace(step=3)
+    )
+    holding = BundleState(members=[member], waiting=[waiting])
+    Bundle._admit_waiting(view, holding)
+    assert holding.members == [member] and holding.waiting == [waiting] and not emitted
+    empty = BundleState(waiting=[waiting])
+    Bundle._admit_waiting(view, empty)
+    assert empty.members == [BundleMember(waiting.edits, waiting.fixes)] and not empty.waiting
+    assert emitted == ["admit_waiting"]
