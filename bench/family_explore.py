@@ -236,11 +236,40 @@ def _probe_certifiable(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tup
     return opt.HandOff(first=first, then=opt.Bundle(proposers=proposers)), None
 
 
+def _small_validation(size: int) -> Make:
+    """Diagnostic, not a rule: the hand-off's probe also hands off a run whose validation set
+    holds fewer than `size` examples, whatever is joined or on trial (where the set is small,
+    GradientText's decisions split a significance that one bundle spends whole)."""
+
+    def make(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+        class SmallValidation(opt.GradientText):  # type: ignore[name-defined,misc]
+            def _hands_off(self, view: Any, state: Any) -> bool:
+                if super()._hands_off(view, state):
+                    return True
+                after = self.hand_off_after
+                if after is None or view.memory.step < after or view.version != 1:
+                    return False
+                if view.validation_size >= size:
+                    return False
+                left = view.calls_left()
+                if left is not None and left < view.decision_calls(first_look=False):
+                    return False
+                state.trials.clear()
+                state.pending.clear()
+                return True
+
+        first = SmallValidation(proposers=proposers)
+        return opt.HandOff(first=first, then=opt.Bundle(proposers=proposers)), None
+
+    return make
+
+
 class _TailReached(Exception):
     """Bundle's bench-only signal: an empty bundle reached the budget's tail."""
 
 
 VARIANTS: dict[str, Make] = {
+    "small-validation-40": _small_validation(40),
     "probe-certifiable": _probe_certifiable,
     "submit-waiting": _submit_waiting(False),
     "submit-waiting-best": _submit_waiting(True),
