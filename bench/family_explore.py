@@ -264,11 +264,42 @@ def _small_validation(size: int) -> Make:
     return make
 
 
+def _after_rejection(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+    """After a rejected bundle Bundle collects a new one while the run's calls and
+    significance allow (its members told to the proposers, not blocked), instead of ending
+    the run."""
+
+    class AgainAfterRejection(opt.Bundle):  # type: ignore[name-defined,misc]
+        def optimize(self, view: Any) -> Any:
+            from skillopt_dsl.optimizers.bundle_state import BundleState
+
+            saved = view.optimizer_state
+            state = BundleState.from_dict(saved) if saved else BundleState()
+            if not state.pool:
+                state.pool = [
+                    e.id for e in opt.search.draw_examples(view, view.trainset, self.pool_size)
+                ]
+            while True:
+                if view.incumbent_is_perfect():
+                    return "perfect"
+                if not view.can_accept():
+                    return "significance"
+                reason = self._collect(view, state)
+                self._admit_waiting(view, state)
+                if not state.members:
+                    return reason
+                self._submit(view, state)
+
+    first = opt.GradientText(proposers=proposers)
+    return opt.HandOff(first=first, then=AgainAfterRejection(proposers=proposers)), None
+
+
 class _TailReached(Exception):
     """Bundle's bench-only signal: an empty bundle reached the budget's tail."""
 
 
 VARIANTS: dict[str, Make] = {
+    "bundle-after-rejection": _after_rejection,
     "small-validation-40": _small_validation(40),
     "probe-certifiable": _probe_certifiable,
     "submit-waiting": _submit_waiting(False),
