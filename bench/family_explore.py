@@ -294,11 +294,36 @@ def _after_rejection(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple
     return opt.HandOff(first=first, then=AgainAfterRejection(proposers=proposers)), None
 
 
+def _hand_off_after_rejection(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+    """GradientText hands the run to Bundle also after a rejected decision while nothing is
+    accepted and the calls left pay for a whole decision (the proposals on trial and the
+    working candidate dropped): the gate's own verdict that what GradientText composed was
+    not enough."""
+
+    class AfterRejection(opt.GradientText):  # type: ignore[name-defined,misc]
+        def _hands_off(self, view: Any, state: Any) -> bool:
+            if super()._hands_off(view, state):
+                return True
+            after = self.hand_off_after
+            if after is None or view.version != 1 or not state.rejected_hashes:
+                return False
+            left = view.calls_left()
+            if left is not None and left < view.decision_calls(first_look=False):
+                return False
+            state.trials.clear()
+            state.pending.clear()
+            return True
+
+    first = AfterRejection(proposers=proposers)
+    return opt.HandOff(first=first, then=opt.Bundle(proposers=proposers)), None
+
+
 class _TailReached(Exception):
     """Bundle's bench-only signal: an empty bundle reached the budget's tail."""
 
 
 VARIANTS: dict[str, Make] = {
+    "hand-off-after-rejection": _hand_off_after_rejection,
     "bundle-after-rejection": _after_rejection,
     "small-validation-40": _small_validation(40),
     "probe-certifiable": _probe_certifiable,
