@@ -211,57 +211,56 @@ def _submit_waiting(best_only: bool) -> Make:
     return make
 
 
-def _probe_certifiable(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
-    """The hand-off's probe counts what is joined or on trial only where their summed training
-    gain (each proposal's net over the examples it was scored on) reaches what the gate
-    certifies about half the time (`RunView.certifiable_gain`): below it, GradientText's
-    decision would not pass, and the run goes to Bundle, which sums more fixes first."""
-
-    class ProbeCertifiable(opt.GradientText):  # type: ignore[name-defined,misc]
-        def _hands_off(self, view: Any, state: Any) -> bool:
-            if super()._hands_off(view, state):
-                return True
-            after = self.hand_off_after
-            if after is None or view.memory.step < after or view.version != 1:
-                return False
-            needed = view.certifiable_gain()
-            held = [*state.pending, *state.trials]
-            gain = sum(p.net / max(p.scored, 1) for p in held)
-            if needed is None or gain >= needed:
-                return False
-            left = view.calls_left()
-            return left is None or left >= view.decision_calls(first_look=False)
-
-    first = ProbeCertifiable(proposers=proposers)
-    return opt.HandOff(first=first, then=opt.Bundle(proposers=proposers)), None
-
-
-def _small_validation(size: int) -> Make:
-    """Diagnostic, not a rule: the hand-off's probe also hands off a run whose validation set
-    holds fewer than `size` examples, whatever is joined or on trial (where the set is small,
-    GradientText's decisions split a significance that one bundle spends whole)."""
+def _hand_off_also(when: Callable[[Any, Any], bool], *, drop: bool) -> Make:
+    """GradientText's probe also hands the run to Bundle where `when(view, state)` holds,
+    nothing is accepted and the calls left pay for a whole decision (`drop`: the proposals on
+    trial and the working candidate are dropped at the hand-off; kept, the working candidate
+    goes to the gate as GradientText stops)."""
 
     def make(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
-        class SmallValidation(opt.GradientText):  # type: ignore[name-defined,misc]
+        class AlsoHandsOff(opt.GradientText):  # type: ignore[name-defined,misc]
             def _hands_off(self, view: Any, state: Any) -> bool:
                 if super()._hands_off(view, state):
                     return True
                 after = self.hand_off_after
                 if after is None or view.memory.step < after or view.version != 1:
                     return False
-                if view.validation_size >= size:
-                    return False
                 left = view.calls_left()
-                if left is not None and left < view.decision_calls(first_look=False):
+                if not when(view, state) or (
+                    left is not None and left < view.decision_calls(first_look=False)
+                ):
                     return False
-                state.trials.clear()
-                state.pending.clear()
+                if drop:
+                    state.trials.clear()
+                    state.pending.clear()
                 return True
 
-        first = SmallValidation(proposers=proposers)
+        first = AlsoHandsOff(proposers=proposers)
         return opt.HandOff(first=first, then=opt.Bundle(proposers=proposers)), None
 
     return make
+
+
+def _below_certifiable(view: Any, state: Any) -> bool:
+    """What is joined or on trial sums to less training gain (each proposal's net over the
+    examples it was scored on) than the gate certifies about half the time
+    (`RunView.certifiable_gain`): GradientText's decision would not pass, and Bundle sums more
+    fixes first."""
+    needed = view.certifiable_gain()
+    gain = sum(p.net / max(p.scored, 1) for p in [*state.pending, *state.trials])
+    return needed is not None and gain < needed
+
+
+def _small_validation(size: int) -> Callable[[Any, Any], bool]:
+    """Diagnostic, not a rule: the validation set holds fewer than `size` examples (where
+    it is small, GradientText's decisions split a significance one bundle spends whole)."""
+    return lambda view, state: view.validation_size < size
+
+
+def _rejected(view: Any, state: Any) -> bool:
+    """GradientText had a decision rejected: the gate's own verdict that what it composed
+    was not enough."""
+    return bool(state.rejected_hashes)
 
 
 def _after_rejection(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
@@ -270,52 +269,12 @@ def _after_rejection(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple
     the run."""
 
     class AgainAfterRejection(opt.Bundle):  # type: ignore[name-defined,misc]
-        def optimize(self, view: Any) -> Any:
-            from skillopt_dsl.optimizers.bundle_state import BundleState
-
-            saved = view.optimizer_state
-            state = BundleState.from_dict(saved) if saved else BundleState()
-            if not state.pool:
-                state.pool = [
-                    e.id for e in opt.search.draw_examples(view, view.trainset, self.pool_size)
-                ]
-            while True:
-                if view.incumbent_is_perfect():
-                    return "perfect"
-                if not view.can_accept():
-                    return "significance"
-                reason = self._collect(view, state)
-                self._admit_waiting(view, state)
-                if not state.members:
-                    return reason
-                self._submit(view, state)
+        def _submit(self, view: Any, state: Any) -> bool:
+            super()._submit(view, state)
+            return True  # accepted or not, the loop collects again
 
     first = opt.GradientText(proposers=proposers)
     return opt.HandOff(first=first, then=AgainAfterRejection(proposers=proposers)), None
-
-
-def _hand_off_after_rejection(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
-    """GradientText hands the run to Bundle also after a rejected decision while nothing is
-    accepted and the calls left pay for a whole decision (the proposals on trial and the
-    working candidate dropped): the gate's own verdict that what GradientText composed was
-    not enough."""
-
-    class AfterRejection(opt.GradientText):  # type: ignore[name-defined,misc]
-        def _hands_off(self, view: Any, state: Any) -> bool:
-            if super()._hands_off(view, state):
-                return True
-            after = self.hand_off_after
-            if after is None or view.version != 1 or not state.rejected_hashes:
-                return False
-            left = view.calls_left()
-            if left is not None and left < view.decision_calls(first_look=False):
-                return False
-            state.trials.clear()
-            state.pending.clear()
-            return True
-
-    first = AfterRejection(proposers=proposers)
-    return opt.HandOff(first=first, then=opt.Bundle(proposers=proposers)), None
 
 
 class _TailReached(Exception):
@@ -323,10 +282,10 @@ class _TailReached(Exception):
 
 
 VARIANTS: dict[str, Make] = {
-    "hand-off-after-rejection": _hand_off_after_rejection,
+    "hand-off-after-rejection": _hand_off_also(_rejected, drop=True),
     "bundle-after-rejection": _after_rejection,
-    "small-validation-40": _small_validation(40),
-    "probe-certifiable": _probe_certifiable,
+    "small-validation-40": _hand_off_also(_small_validation(40), drop=True),
+    "probe-certifiable": _hand_off_also(_below_certifiable, drop=False),
     "submit-waiting": _submit_waiting(False),
     "submit-waiting-best": _submit_waiting(True),
     "back-at-tail": _back_at_tail,

@@ -186,3 +186,64 @@ def test_the_family_ceiling_bars_a_member_only_where_gepa_is_above_it_by_the_mar
     }
     barred = [row[6] for row in bench.family_rows(results, 0.05)]
     assert barred == ["-", "100"], (ceilings, barred)
+
+
+def test_the_screened_hand_off_variants_hand_off_only_where_their_condition_holds() -> None:
+    """Kills: an extra hand-off whose condition is dropped (every quiet-or-not run handed off,
+    measured as `always-hand-off` under another name), one that ignores the calls a decision
+    needs, `drop` ignored (the working candidate then goes to the gate as GradientText stops),
+    and a `waiting-unjudged` / `no-wait` ablation that admits the waiting survivors after all
+    (bench/README §9s)."""
+    pytest.importorskip("gepa")
+    explore, ablation = load_bench("family_explore"), load_bench("family_ablation")
+    from skillopt_dsl import optimizers as opt
+    from skillopt_dsl.gate import Gate
+    from skillopt_dsl.optimizers.bundle_state import BundleMember, BundleState
+    from skillopt_dsl.skill import Add
+
+    class View:
+        memory = type("Memory", (), {"step": 2})()
+        version = 1
+
+        def __init__(self, validation_size: int = 30, left: int = 200) -> None:
+            self.validation_size, self.left = validation_size, left
+
+        def calls_left(self) -> int:
+            return self.left
+
+        def decision_calls(self, *, first_look: bool = False) -> int:
+            return self.validation_size
+
+        def certifiable_gain(self) -> float:
+            return 0.5
+
+    def state(rejected: bool = False, net: float = 1.0) -> Any:
+        held = type("Held", (), {"net": net, "scored": 8})()
+        fields = {"pending": [held], "trials": [], "rejected_hashes": ["h"] if rejected else []}
+        return type("State", (), fields)()
+
+    def first(name: str) -> Any:
+        search, _ = explore.VARIANTS[name](opt, [], Gate)
+        search.first.hand_off_after = 1
+        return search.first
+
+    small, after, certifiable = (
+        first(n) for n in ("small-validation-40", "hand-off-after-rejection", "probe-certifiable")
+    )
+    dropped = state()
+    assert small._hands_off(View(30), dropped) and not dropped.pending
+    assert not small._hands_off(View(40), state())
+    assert not small._hands_off(View(30, left=20), state())
+    assert after._hands_off(View(90), state(rejected=True))
+    assert not after._hands_off(View(90), state())
+    kept = state(net=1.0)  # 1 of 8 < 0.5 certifiable
+    assert certifiable._hands_off(View(90), kept) and kept.pending
+    assert not certifiable._hands_off(View(90), state(net=6.0))
+    assert isinstance(explore.VARIANTS["bundle-after-rejection"](opt, [], Gate)[0], opt.HandOff)
+
+    waiting = BundleMember((Add(after=None, text="A rule."),), ("train0",), ("train1",))
+    for name in ("waiting-unjudged", "no-wait"):
+        search = ablation.build(name, opt, [])
+        bundle_state = BundleState(waiting=[waiting])
+        search.then._admit_waiting(None, bundle_state)
+        assert bundle_state.waiting == [waiting] and not bundle_state.members, name
