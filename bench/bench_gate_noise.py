@@ -43,9 +43,13 @@ from skillopt_dsl.skill import Add
 from skillopt_dsl.testing import ScriptedLM
 from skillopt_dsl.types import Prediction
 
-# Thousands of runs: their per-run warnings (small validation sets, constant answers) are the
-# point of other figures, not of this table.
-logging.getLogger("skillopt_dsl").setLevel(logging.ERROR)
+
+def quiet_library_warnings() -> None:
+    """Thousands of runs: their per-run warnings (small validation sets, constant answers) are
+    the point of other figures, not of this table. Called by a bench's `main` (forked workers
+    inherit it), never at import: a test that imports this module keeps its logging."""
+    logging.getLogger("skillopt_dsl").setLevel(logging.ERROR)
+
 
 FLIP = 0.2
 USEFUL = "Check the last digit: 0, 2, 4, 6 or 8 means even."
@@ -228,6 +232,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[18, 30, 100])
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
+    quiet_library_warnings()
     work = jobs(args)
     with timer() as elapsed, ProcessPoolExecutor(max_workers=args.workers) as pool:
         done = list(zip(work, pool.map(cell, work), strict=True))

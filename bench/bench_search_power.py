@@ -47,7 +47,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Parity, git_commit, parity_examples, print_table, timer, write_results
-from bench_gate_noise import USEFUL, Answers, NoisyTarget, Outcomes, UsefulLineProposer
+from bench_gate_noise import (
+    USEFUL,
+    Answers,
+    NoisyTarget,
+    Outcomes,
+    UsefulLineProposer,
+    quiet_library_warnings,
+)
 
 import skillopt_dsl as sd
 from skillopt_dsl.optimizers import Bundle, GradientText, HandOff, Optimizer
@@ -217,6 +224,7 @@ def main() -> None:
     parser.add_argument("--name", default="search_power")
     parser.add_argument("--note", default="", help="a line kept with the results")
     args = parser.parse_args()
+    quiet_library_warnings()
     settings = Settings(
         args.train, args.batch, args.flip, args.max_calls, args.probe_steps, args.names_read
     )

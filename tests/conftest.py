@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def _package_logging_as_a_fresh_process_has_it() -> Iterator[None]:
+    """Each test starts with the `skillopt_dsl` logger at NOTSET, as a fresh process has it: a
+    CLI test earlier in the same worker sets it (`--debug` to DEBUG), and `caplog` must see a
+    library warning whatever ran before."""
+    package = logging.getLogger("skillopt_dsl")
+    level = package.level
+    package.setLevel(logging.NOTSET)
+    yield
+    package.setLevel(level)
 
 
 @pytest.fixture(autouse=True)

@@ -5,13 +5,14 @@ Each test names the miscount it kills."""
 
 from __future__ import annotations
 
+import logging
 import statistics
 import types
 from typing import Any
 
 import pytest
 
-from tests.helpers import load_bench
+from tests.helpers import BENCH, load_bench
 
 
 def _member(name: str, key: str, addresses: str, *, null: bool = False) -> dict[str, Any]:
@@ -247,3 +248,24 @@ def test_the_screened_hand_off_variants_hand_off_only_where_their_condition_hold
         bundle_state = BundleState(waiting=[waiting])
         search.then._admit_waiting(None, bundle_state)
         assert bundle_state.waiting == [waiting] and not bundle_state.members, name
+
+
+def _logging_state() -> tuple[object, ...]:
+    loggers = [logging.getLogger(name) for name in ("", "skillopt_dsl", "skillopt_dsl.runs")]
+    shown = [(lg.level, lg.disabled, lg.propagate, tuple(lg.handlers)) for lg in loggers]
+    return (logging.root.manager.disable, *shown)
+
+
+@pytest.mark.parametrize("name", sorted(path.stem for path in BENCH.glob("*.py")))
+def test_importing_a_bench_script_leaves_the_logging_alone(name: str) -> None:
+    """Kills: a bench script that quiets the library at import (bench_gate_noise set the package
+    to ERROR there), which silenced every later test's warning in the same pytest worker (CI
+    failed on test_kill_resume's torn-line warning). Quieting belongs in the script's `main`."""
+    before = _logging_state()
+    package = logging.getLogger("skillopt_dsl")
+    level = package.level
+    try:
+        load_bench(name)
+        assert _logging_state() == before, f"bench/{name}.py changed the logging at import"
+    finally:
+        package.setLevel(level)
