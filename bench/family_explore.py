@@ -257,6 +257,39 @@ def _small_validation(size: int) -> Callable[[Any, Any], bool]:
     return lambda view, state: view.validation_size < size
 
 
+def _many_decisions(count: int) -> Callable[[Any, Any], bool]:
+    """The calls left pay for at least `count` whole gate decisions (a budget large beside the
+    validation set: GradientText would split the significance over many decisions, Bundle
+    spends it on one bundle at a time)."""
+
+    def when(view: Any, state: Any) -> bool:
+        left = view.calls_left()
+        return left is not None and left >= count * view.decision_calls(first_look=False)
+
+    return when
+
+
+def _start_many_decisions(count: int) -> Make:
+    """HandOff gives the whole run to Bundle at its start where the call budget pays for at
+    least `count` whole gate decisions (no probe step), and probes as before elsewhere."""
+
+    def make(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+        from skillopt_dsl.driver.state_parts import PHASE
+
+        class BundleWhenMany(opt.HandOff):  # type: ignore[name-defined,misc]
+            def optimize(self, view: Any) -> Any:
+                left = view.calls_left()
+                fresh = view.optimizer_state.get(PHASE) is None and view.memory.step == 0
+                many = left is not None and left >= count * view.decision_calls()
+                if fresh and many:
+                    self._hand_off(view)
+                return super().optimize(view)
+
+        return BundleWhenMany.with_proposers(proposers), None
+
+    return make
+
+
 def _rejected(view: Any, state: Any) -> bool:
     """GradientText had a decision rejected: the gate's own verdict that what it composed
     was not enough."""
@@ -286,6 +319,11 @@ VARIANTS: dict[str, Make] = {
     "bundle-after-rejection": _after_rejection,
     "small-validation-40": _hand_off_also(_small_validation(40), drop=True),
     "probe-certifiable": _hand_off_also(_below_certifiable, drop=False),
+    "many-decisions-4": _hand_off_also(_many_decisions(4), drop=True),
+    "many-decisions-6": _hand_off_also(_many_decisions(6), drop=True),
+    "many-decisions-10": _hand_off_also(_many_decisions(10), drop=True),
+    "start-many-decisions-4": _start_many_decisions(4),
+    "start-many-decisions-6": _start_many_decisions(6),
     "submit-waiting": _submit_waiting(False),
     "submit-waiting-best": _submit_waiting(True),
     "back-at-tail": _back_at_tail,

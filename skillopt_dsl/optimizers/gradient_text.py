@@ -159,6 +159,9 @@ class GradientText(Optimizer):
             of the run to `Bundle`), while the calls left still pay for a whole gate decision
             (Bundle's one decision, cut to a first look, rarely certifies a sum of small
             fixes). None (the default): never.
+        hand_off_decisions: past `hand_off_after` steps with nothing accepted, also stop with
+            `SMALL_EFFECTS` where the calls left pay for this many whole gate decisions (the
+            working candidate and proposals on trial dropped). None (the default): never.
     """
 
     lr: float = 0.3
@@ -186,6 +189,7 @@ class GradientText(Optimizer):
     gate_strikes: int = 2
     budget_steps: int | None = 3
     hand_off_after: int | None = None
+    hand_off_decisions: int | None = None
     name: str = "gradient-text"
     screened: ScreenedSteps = field(init=False, repr=False, compare=False)
     """The search step it holds, built from the settings above (`search.ScreenedSteps`)."""
@@ -208,6 +212,8 @@ class GradientText(Optimizer):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise UserInputError(f"{name} must be >= 1 or None, got {value}")
+        if self.hand_off_decisions is not None and self.hand_off_decisions < 1:
+            raise UserInputError(f"hand_off_decisions must be >= 1, got {self.hand_off_decisions}")
         if self.confirm_steps < 0:
             raise UserInputError(f"confirm_steps must be >= 0, got {self.confirm_steps}")
         if self.schedule not in SCHEDULES:
@@ -264,6 +270,8 @@ class GradientText(Optimizer):
                 if not view.can_accept():
                     return "significance"  # no decision could accept: steps only spend calls
                 if self._hands_off(view, state):
+                    state.pending.clear()  # the rest of the run is Bundle's: nothing to the gate
+                    state.trials.clear()
                     return SMALL_EFFECTS
                 size, kind = self._affordable(view, state), "step"
                 if not size:
@@ -299,14 +307,16 @@ class GradientText(Optimizer):
 
     def _hands_off(self, view: RunView, state: GradientTextState) -> bool:
         """Whether `hand_off_after` steps have run with nothing accepted (the seed is still the
-        incumbent), nothing joined the working candidate and nothing on trial, and the calls
-        left still pay for a whole gate decision (bench/README §9r)."""
-        after = self.hand_off_after
-        quiet = view.version == 1 and not state.pending and not state.trials
-        if after is None or view.memory.step < after or not quiet:
+        incumbent) and either nothing joined the working candidate nor is on trial while the
+        calls left pay for a whole gate decision (§9r), or they pay for `hand_off_decisions`
+        (§9t)."""
+        after, many = self.hand_off_after, self.hand_off_decisions
+        if after is None or view.memory.step < after or view.version != 1:
             return False
-        left = view.calls_left()
-        return left is None or left >= view.decision_calls(first_look=False)
+        left, decision = view.calls_left(), view.decision_calls(first_look=False)
+        if left is not None and many is not None and left >= many * decision:
+            return True
+        return not state.pending and not state.trials and (left is None or left >= decision)
 
     def _end_epoch(self, state: GradientTextState) -> StopReason | None:
         """Close an epoch; the stop reason when patience or the plateau ends the search."""

@@ -18,7 +18,12 @@ accepted, nothing joined to its working candidate and nothing on trial (its
 for a whole gate decision (Bundle's one decision, cut to the gate's first look, rarely
 certifies a sum of small fixes; bench/README §9r). Where any proposal passes a screen in those
 steps, or the calls left are too few, GradientText keeps the run to its end, exactly as it runs
-alone.
+alone, with one exception: while nothing is accepted, a run whose calls left pay for
+`bundle_decisions` whole gate decisions goes to Bundle whatever the screens showed (what is
+joined or on trial is dropped; the memory keeps its evidence). There GradientText would spread
+the significance over many small decisions, each at a stricter level than the last, where
+Bundle has the calls to collect and audit before one decision at the next share
+(bench/README §9t).
 
 Both search in the run's one memory (`RunView.memory`, `skillopt_dsl.search_memory`): a
 proposal rejected or struck before the hand-off stays so for Bundle, its screens' evidence goes
@@ -44,13 +49,17 @@ from skillopt_dsl.optimizers.bundle import Bundle
 from skillopt_dsl.optimizers.gradient_text import GradientText
 from skillopt_dsl.optimizers.proposers import Proposer
 
-__all__ = ["PROBE_STEPS", "HandOff"]
+__all__ = ["BUNDLE_DECISIONS", "PROBE_STEPS", "HandOff"]
 
 logger = logging.getLogger(__name__)
 
 PROBE_STEPS = 1
 """The default `probe_steps`: one step whose screens confirm nothing hands the run off (a
 second costs Bundle a step where effects are small; measured in bench/README.md §9g)."""
+
+BUNDLE_DECISIONS = 6
+"""The default `bundle_decisions`: calls left for six whole gate decisions hand a run with
+nothing accepted to Bundle (4 and 10 screened beside it in bench/README §9t)."""
 
 _FIRST, _THEN = "first", "then"
 
@@ -65,16 +74,21 @@ class HandOff(Optimizer):
         then: the search the run is handed to.
         probe_steps: GradientText's steps with nothing accepted, joined or on trial after which
             it hands the run off.
+        bundle_decisions: past the probe, with nothing accepted, the run is handed off where
+            the calls left pay for this many whole gate decisions (None: never).
     """
 
     first: GradientText = field(default_factory=GradientText)
     then: Bundle = field(default_factory=Bundle)
     probe_steps: int = PROBE_STEPS
+    bundle_decisions: int | None = BUNDLE_DECISIONS
     name: str = "hand-off"
 
     def __post_init__(self) -> None:
         if self.probe_steps < 1:
             raise UserInputError(f"probe_steps must be >= 1, got {self.probe_steps}")
+        if self.bundle_decisions is not None and self.bundle_decisions < 1:
+            raise UserInputError(f"bundle_decisions must be >= 1, got {self.bundle_decisions}")
 
     @property
     def screen_strikes(self) -> int | None:
@@ -113,6 +127,7 @@ class HandOff(Optimizer):
         return {
             "optimizer": self.name,
             "probe_steps": self.probe_steps,
+            "bundle_decisions": self.bundle_decisions,
             _FIRST: self.first.config(),
             _THEN: self.then.config(),
         }
@@ -121,7 +136,11 @@ class HandOff(Optimizer):
         """GradientText's stop, or Bundle's after the hand-off (the run's one `stop` event is
         written by `Optimizer.compile`: a hand-off is no stop)."""
         if view.optimizer_state.get(PHASE) != _THEN:
-            first = replace(self.first, hand_off_after=self.probe_steps)
+            first = replace(
+                self.first,
+                hand_off_after=self.probe_steps,
+                hand_off_decisions=self.bundle_decisions,
+            )
             stop = first.optimize(view.within(_FIRST))
             if stop.reason != SMALL_EFFECTS:
                 return stop
@@ -133,7 +152,12 @@ class HandOff(Optimizer):
         starts empty; the memory both search in is the run's)."""
         step, left = view.memory.step, view.calls_left()
         view.emit("hand_off", to=self.then.name, step=step, calls_left=left)
-        note = f"{step} steps confirmed no effect on a mini-batch: handed to {self.then.name}"
+        many = self.bundle_decisions
+        if left is not None and many is not None and left >= many * view.decision_calls():
+            why = f"the calls left pay for {many} gate decisions"
+        else:
+            why = f"{step} steps confirmed no effect on a mini-batch"
+        note = f"{why}: handed to {self.then.name}"
         logger.info("%s (calls left: %s)", note, "no limit" if left is None else left)
         view.within(_THEN).record_empty_step(
             step=step, epoch=0, kind="hand_off", lr=self.then.lr, note=note, state={}
