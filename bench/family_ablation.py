@@ -131,6 +131,28 @@ def _hands_off_whatever_is_left(self: Any, view: Any, state: Any) -> bool:
     return after is not None and view.memory.step >= after and quiet
 
 
+def _many_decisions_kept(hands_off: Callable[..., bool]) -> Callable[..., bool]:
+    """A probe rule switched off (`hands_off`) beside the hand-off it does not ablate: with
+    nothing accepted, calls left for `hand_off_decisions` whole decisions (bench/README §9t)."""
+
+    def method(self: Any, view: Any, state: Any) -> bool:
+        after, many = self.hand_off_after, getattr(self, "hand_off_decisions", None)
+        left = view.calls_left()
+        probed = after is not None and view.memory.step >= after and view.version == 1
+        if probed and many is not None and left is not None:
+            return left >= many * view.decision_calls(first_look=False) or hands_off(
+                self, view, state
+            )
+        return hands_off(self, view, state)
+
+    return method
+
+
+def _bundle_decisions_off(opt: Any, proposers: Sequence[Any]) -> Any:
+    first, then = opt.GradientText(proposers=proposers), opt.Bundle(proposers=proposers)
+    return opt.HandOff(first=first, then=then, bundle_decisions=None)
+
+
 def _one_strike(opt: Any, proposers: Sequence[Any]) -> Any:
     first = opt.GradientText(proposers=proposers, screen_strikes=1)
     return _default(
@@ -289,13 +311,15 @@ ABLATIONS: dict[str, Ablation] = {
         Ablation("no-audit-repeat", "Bundle: an audit's break must repeat under a changed wording",
                  _then_without(_repeats=_breaks_counted)),
         Ablation("probe-gained-only", "the hand-off's probe: a proposal on trial without a gain keeps the run",
-                 _first_without(_hands_off=_hands_off_unless_gained)),
+                 _first_without(_hands_off=_many_decisions_kept(_hands_off_unless_gained))),
         Ablation("probe-clear-fix-only", "the hand-off's probe: a proposal on trial keeps the run (only a clear fix does)",
-                 _first_without(_hands_off=_hands_off_unless_clear_fix)),
+                 _first_without(_hands_off=_many_decisions_kept(_hands_off_unless_clear_fix))),
         Ablation("always-hand-off", "the hand-off's probe (every run without an acceptance goes to Bundle)",
-                 _first_without(_hands_off=_hands_off_always)),
+                 _first_without(_hands_off=_many_decisions_kept(_hands_off_always))),
         Ablation("hand-off-undecidable", "the hand-off only where the calls left pay for a whole decision",
-                 _first_without(_hands_off=_hands_off_whatever_is_left)),
+                 _first_without(_hands_off=_many_decisions_kept(_hands_off_whatever_is_left))),
+        Ablation("no-bundle-decisions", "the hand-off where the calls left pay for six decisions (bundle_decisions=None)",
+                 _bundle_decisions_off),
         Ablation("no-content-change", "Bundle: a fix and a break are scored again within the bundle",
                  _then_without(_changed=_rewording_only)),
         Ablation("no-wait", "Bundle: a survivor an empty bundle's audit struck is audited again within it",

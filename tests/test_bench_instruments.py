@@ -269,3 +269,27 @@ def test_importing_a_bench_script_leaves_the_logging_alone(name: str) -> None:
         assert _logging_state() == before, f"bench/{name}.py changed the logging at import"
     finally:
         package.setLevel(level)
+
+
+def test_the_probe_ablations_keep_the_hand_off_they_do_not_switch_off() -> None:
+    """Kills: an ablation of one rule of the probe that also switches off the hand-off where
+    the calls left pay for six decisions (two rules off where the table names one), and a
+    `no-bundle-decisions` that leaves that hand-off on (bench/README §9t)."""
+    from dataclasses import replace
+
+    from skillopt_dsl import optimizers as opt
+
+    ablation = load_bench("family_ablation")
+    view = types.SimpleNamespace(
+        memory=types.SimpleNamespace(step=2),
+        version=1,
+        calls_left=lambda: 200,
+        decision_calls=lambda first_look=False: 30,
+    )
+    joined = types.SimpleNamespace(net=6.0, scored=8, fixes=("t1",) * 6, breaks=())
+    for name in ("probe-gained-only", "probe-clear-fix-only", "hand-off-undecidable"):
+        first = ablation.build(name, opt, []).first
+        state = types.SimpleNamespace(pending=[joined], trials=[])
+        assert replace(first, hand_off_after=1, hand_off_decisions=6)._hands_off(view, state), name
+        assert not replace(first, hand_off_after=1, hand_off_decisions=7)._hands_off(view, state)
+    assert ablation.build("no-bundle-decisions", opt, []).bundle_decisions is None

@@ -17,7 +17,7 @@ from skillopt_dsl.driver.state_parts import nest_part, phase_state, read_part
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.lm import LM
 from skillopt_dsl.optimizers import Bundle, GradientText, HandOff
-from skillopt_dsl.optimizers.hand_off import PROBE_STEPS
+from skillopt_dsl.optimizers.hand_off import BUNDLE_DECISIONS, PROBE_STEPS
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
 from skillopt_dsl.skill import Add
 from skillopt_dsl.testing.rule_world import RuleWorld, RuleWorldProposer, RuleWorldTask, rules_in
@@ -230,6 +230,49 @@ def test_a_proposal_on_trial_keeps_the_run_with_gradient_text(tmp_path: Path) ->
     assert "SMALL" in result.best_skill.text
 
 
+@pytest.mark.parametrize(
+    ("max_calls", "bundle_decisions", "handed_off"),
+    [(300, BUNDLE_DECISIONS, False), (1000, BUNDLE_DECISIONS, True), (1000, None, False)],
+)
+def test_a_budget_for_many_decisions_hands_a_run_with_nothing_accepted_to_bundle(
+    tmp_path: Path, max_calls: int, bundle_decisions: int | None, handed_off: bool
+) -> None:
+    """Kills: the rule ignored (the small fix on trial keeps a 1,000-call run with GradientText,
+    whose decisions would split the significance), priced at one decision instead of
+    `bundle_decisions` (the 300-call run, which pays for fewer than six, handed off too), a
+    `None` that does not turn it off, and a hand-off that still sends GradientText's working
+    candidate to the gate (the run's first decision must be Bundle's)."""
+    examples = [
+        Example(id=f"{split}{i}", inputs={"item": f"item {split}{i}"}, labels={"answer": "A"})
+        for split, count in (("train", 24), ("val", 40))
+        for i in range(count)
+    ]
+    optimizer = HandOff(
+        first=GradientText(proposers=[SmallFix()]),
+        then=Bundle(proposers=[SmallFix()]),
+        bundle_decisions=bundle_decisions,
+    )
+    result = sd.compile(
+        RuleWorldTask(), examples[:24], examples[24:], optimizer=optimizer,
+        lm=LM(ScriptedLM(small_fix_target)), optimizer_lm=LM(ScriptedLM(lambda m: "{}")),
+        budget=sd.Budget(max_calls=max_calls), run_dir=tmp_path, threads=1,
+    )  # fmt: skip
+    events = _events(tmp_path)
+    kinds = [e["event"] for e in events]
+    assert ("hand_off" in kinds) == handed_off, kinds
+    assert result.gate_log and result.gate_log[0].accepted, result.gate_log
+    assert "SMALL" in result.best_skill.text
+    if handed_off:
+        (hand_off,) = [e for e in events if e["event"] == "hand_off"]
+        (check,) = [e for e in events if e["event"] == "budget_check"]
+        assert hand_off["calls_left"] >= BUNDLE_DECISIONS * check["decision_calls"], hand_off
+        assert kinds.index("hand_off") < kinds.index("gate"), kinds
+        notes = [h.note for h in result.history if h.kind == "hand_off"]
+        assert notes == ["the calls left pay for 6 gate decisions: handed to bundle"], notes
+        (first_gate,) = [e for e in events if e["event"] == "gate"][:1]
+        assert first_gate["step"] > hand_off["step"], first_gate
+
+
 def test_a_part_saves_its_own_state_and_keeps_the_others() -> None:
     """Kills: a part's save replacing its siblings' states, or `phase` not naming the part that
     saved last."""
@@ -251,3 +294,5 @@ def test_the_larger_learning_rate_of_the_two_bounds_the_door() -> None:
 def test_a_probe_of_no_steps_is_refused() -> None:
     with pytest.raises(UserInputError, match="probe_steps"):
         HandOff(probe_steps=0)
+    with pytest.raises(UserInputError, match="bundle_decisions"):
+        HandOff(bundle_decisions=0)
