@@ -269,9 +269,20 @@ def _many_decisions(count: int) -> Callable[[Any, Any], bool]:
     return when
 
 
+def _bundle_decisions(count: int | None) -> Make:
+    """Compile's default with another `HandOff.bundle_decisions` (6 by default; None: off,
+    the default before bench/README §9t)."""
+
+    def make(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+        first, then = opt.GradientText(proposers=proposers), opt.Bundle(proposers=proposers)
+        return opt.HandOff(first=first, then=then, bundle_decisions=count), None
+
+    return make
+
+
 def _start_many_decisions(count: int) -> Make:
     """HandOff gives the whole run to Bundle at its start where the call budget pays for at
-    least `count` whole gate decisions (no probe step), and probes as before elsewhere."""
+    least `count` whole gate decisions (no probe step), and probes as before §9t elsewhere."""
 
     def make(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
         from skillopt_dsl.driver.state_parts import PHASE
@@ -285,7 +296,33 @@ def _start_many_decisions(count: int) -> Make:
                     self._hand_off(view)
                 return super().optimize(view)
 
-        return BundleWhenMany.with_proposers(proposers), None
+        first, then = opt.GradientText(proposers=proposers), opt.Bundle(proposers=proposers)
+        return BundleWhenMany(first=first, then=then, bundle_decisions=None), None
+
+    return make
+
+
+def _many_decisions_unless_joined(count: int) -> Make:
+    """The default's hand-off where the calls left pay for `count` decisions (bench/README
+    §9t), except where a proposal joined GradientText's working candidate (a clear fix, the
+    evidence of an effect a mini-batch confirms): there GradientText keeps the run; proposals
+    on trial are dropped at the hand-off."""
+
+    def make(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+        many = _many_decisions(count)
+
+        class UnlessJoined(opt.GradientText):  # type: ignore[name-defined,misc]
+            def _hands_off(self, view: Any, state: Any) -> bool:
+                if super()._hands_off(view, state):
+                    return True
+                after = self.hand_off_after
+                if after is None or view.memory.step < after or view.version != 1:
+                    return False
+                return not state.pending and many(view, state)
+
+        first = UnlessJoined(proposers=proposers)
+        then = opt.Bundle(proposers=proposers)
+        return opt.HandOff(first=first, then=then, bundle_decisions=None), None
 
     return make
 
@@ -319,9 +356,10 @@ VARIANTS: dict[str, Make] = {
     "bundle-after-rejection": _after_rejection,
     "small-validation-40": _hand_off_also(_small_validation(40), drop=True),
     "probe-certifiable": _hand_off_also(_below_certifiable, drop=False),
-    "many-decisions-4": _hand_off_also(_many_decisions(4), drop=True),
-    "many-decisions-6": _hand_off_also(_many_decisions(6), drop=True),
-    "many-decisions-10": _hand_off_also(_many_decisions(10), drop=True),
+    "bundle-decisions-4": _bundle_decisions(4),
+    "bundle-decisions-10": _bundle_decisions(10),
+    "bundle-decisions-off": _bundle_decisions(None),
+    "many-decisions-6-unless-joined": _many_decisions_unless_joined(6),
     "start-many-decisions-4": _start_many_decisions(4),
     "start-many-decisions-6": _start_many_decisions(6),
     "submit-waiting": _submit_waiting(False),

@@ -293,3 +293,50 @@ def test_the_probe_ablations_keep_the_hand_off_they_do_not_switch_off() -> None:
         assert replace(first, hand_off_after=1, hand_off_decisions=6)._hands_off(view, state), name
         assert not replace(first, hand_off_after=1, hand_off_decisions=7)._hands_off(view, state)
     assert ablation.build("no-bundle-decisions", opt, []).bundle_decisions is None
+
+
+def test_the_screened_budget_variants_are_the_hand_off_they_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kills: a `bundle-decisions-K` screen row that is not the default with K (the screen of
+    bench/README §9t would then measure another rule), a `start-many-decisions` that hands off
+    at the start whatever the budget or after a step, and `many-decisions-6-unless-joined`
+    handing off a run whose working candidate holds a clear fix."""
+    pytest.importorskip("gepa")
+    explore = load_bench("family_explore")
+    from skillopt_dsl import optimizers as opt
+    from skillopt_dsl.gate import Gate
+
+    for name, count in (("bundle-decisions-4", 4), ("bundle-decisions-10", 10)):
+        search, _ = explore.VARIANTS[name](opt, [], Gate)
+        assert search.bundle_decisions == count, name
+    assert explore.VARIANTS["bundle-decisions-off"](opt, [], Gate)[0].bundle_decisions is None
+
+    handed: list[int] = []
+    start, _ = explore.VARIANTS["start-many-decisions-4"](opt, [], Gate)
+    start._hand_off = lambda view: handed.append(view.memory.step)
+    monkeypatch.setattr(opt.HandOff, "optimize", lambda self, view: None)  # the run itself
+    assert start.bundle_decisions is None  # the screen ran before §9t's rule
+    for left, step in ((120, 0), (119, 0), (400, 3)):
+        view = types.SimpleNamespace(
+            calls_left=lambda left=left: left,
+            decision_calls=lambda first_look=False: 30,
+            optimizer_state={},
+            memory=types.SimpleNamespace(step=step),
+        )
+        start.optimize(view)
+    assert handed == [0], handed
+
+    joined = types.SimpleNamespace(pending=[object()], trials=[])
+    quiet = types.SimpleNamespace(pending=[], trials=[object()])
+    unless, _ = explore.VARIANTS["many-decisions-6-unless-joined"](opt, [], Gate)
+    assert unless.bundle_decisions is None
+    first = unless.first
+    first.hand_off_after = 1
+    view = types.SimpleNamespace(
+        memory=types.SimpleNamespace(step=2),
+        version=1,
+        calls_left=lambda: 180,
+        decision_calls=lambda first_look=False: 30,
+    )
+    assert first._hands_off(view, quiet) and not first._hands_off(view, joined)
