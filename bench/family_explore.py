@@ -211,11 +211,13 @@ def _submit_waiting(best_only: bool) -> Make:
     return make
 
 
-def _hand_off_also(when: Callable[[Any, Any], bool], *, drop: bool) -> Make:
+def _hand_off_also(
+    when: Callable[[Any, Any], bool], *, drop: bool, bundle_decisions: int | None = 6
+) -> Make:
     """GradientText's probe also hands the run to Bundle where `when(view, state)` holds,
     nothing is accepted and the calls left pay for a whole decision (`drop`: the proposals on
     trial and the working candidate are dropped at the hand-off; kept, the working candidate
-    goes to the gate as GradientText stops)."""
+    goes to the gate as GradientText stops); `bundle_decisions`: HandOff's (§9t)."""
 
     def make(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
         class AlsoHandsOff(opt.GradientText):  # type: ignore[name-defined,misc]
@@ -235,8 +237,8 @@ def _hand_off_also(when: Callable[[Any, Any], bool], *, drop: bool) -> Make:
                     state.pending.clear()
                 return True
 
-        first = AlsoHandsOff(proposers=proposers)
-        return opt.HandOff(first=first, then=opt.Bundle(proposers=proposers)), None
+        first, then = AlsoHandsOff(proposers=proposers), opt.Bundle(proposers=proposers)
+        return opt.HandOff(first=first, then=then, bundle_decisions=bundle_decisions), None
 
     return make
 
@@ -307,24 +309,12 @@ def _many_decisions_unless_joined(count: int) -> Make:
     §9t), except where a proposal joined GradientText's working candidate (a clear fix, the
     evidence of an effect a mini-batch confirms): there GradientText keeps the run; proposals
     on trial are dropped at the hand-off."""
-
-    def make(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
-        many = _many_decisions(count)
-
-        class UnlessJoined(opt.GradientText):  # type: ignore[name-defined,misc]
-            def _hands_off(self, view: Any, state: Any) -> bool:
-                if super()._hands_off(view, state):
-                    return True
-                after = self.hand_off_after
-                if after is None or view.memory.step < after or view.version != 1:
-                    return False
-                return not state.pending and many(view, state)
-
-        first = UnlessJoined(proposers=proposers)
-        then = opt.Bundle(proposers=proposers)
-        return opt.HandOff(first=first, then=then, bundle_decisions=None), None
-
-    return make
+    many = _many_decisions(count)
+    return _hand_off_also(
+        lambda view, state: not state.pending and many(view, state),
+        drop=True,
+        bundle_decisions=None,
+    )
 
 
 def _rejected(view: Any, state: Any) -> bool:
