@@ -14,7 +14,7 @@ import pytest
 import skillopt_dsl as sd
 from skillopt_dsl.compile import default_optimizer
 from skillopt_dsl.driver.state_parts import nest_part, phase_state, read_part
-from skillopt_dsl.errors import UserInputError
+from skillopt_dsl.errors import RunDirError, UserInputError
 from skillopt_dsl.lm import LM
 from skillopt_dsl.optimizers import Bundle, GradientText, HandOff
 from skillopt_dsl.optimizers.hand_off import BUNDLE_DECISIONS, PROBE_STEPS
@@ -271,6 +271,29 @@ def test_a_budget_for_many_decisions_hands_a_run_with_nothing_accepted_to_bundle
         assert notes == ["the calls left pay for 6 gate decisions: handed to bundle"], notes
         (first_gate,) = [e for e in events if e["event"] == "gate"][:1]
         assert first_gate["step"] > hand_off["step"], first_gate
+
+
+def test_a_run_begun_before_bundle_decisions_existed_resumes_with_it_off(tmp_path: Path) -> None:
+    """Kills: `bundle_decisions` or GradientText's `hand_off_decisions` written to config.json
+    when None (a run begun before they existed, whose config lacks them, could never be
+    resumed), and a resume under the new default that is not refused (the resumed search would
+    follow a rule the run did not begin with)."""
+    reference = run_rare(HandOff.with_proposers([RuleWorldProposer()]), tmp_path, max_calls=70)
+    config_file = tmp_path / "config.json"
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    assert config["optimizer"].pop("bundle_decisions") == BUNDLE_DECISIONS
+    assert "hand_off_decisions" not in json.dumps(config["optimizer"])
+    config_file.write_text(json.dumps(config), encoding="utf-8")  # as a run before 2026-12-07
+    with pytest.raises(RunDirError, match="bundle_decisions"):
+        run_rare(HandOff.with_proposers([RuleWorldProposer()]), tmp_path, max_calls=70, resume=True)
+    proposers = [RuleWorldProposer()]
+    old = HandOff(
+        first=GradientText(proposers=proposers),
+        then=Bundle(proposers=proposers),
+        bundle_decisions=None,
+    )
+    resumed = run_rare(old, tmp_path, max_calls=70, resume=True)
+    assert resumed.best_skill == reference.best_skill
 
 
 def test_a_part_saves_its_own_state_and_keeps_the_others() -> None:

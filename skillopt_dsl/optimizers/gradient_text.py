@@ -93,6 +93,7 @@ logger = logging.getLogger(__name__)
 _NOT_PLAIN = frozenset({"name", "proposers", "consolidation", "screened"})
 """Settings `config` writes by name (proposers) or not at all (the optimizer's name is its own
 key; the search step it holds is built from the others)."""
+_COUNTS_OR_NONE = ("bench_after", "plateau", "budget_steps", "hand_off_after", "hand_off_decisions")
 
 
 @dataclass(kw_only=True)
@@ -208,12 +209,10 @@ class GradientText(Optimizer):
                 "gate_strikes",
             ),
         )
-        for name in ("bench_after", "plateau", "budget_steps", "hand_off_after"):
+        for name in _COUNTS_OR_NONE:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise UserInputError(f"{name} must be >= 1 or None, got {value}")
-        if self.hand_off_decisions is not None and self.hand_off_decisions < 1:
-            raise UserInputError(f"hand_off_decisions must be >= 1, got {self.hand_off_decisions}")
         if self.confirm_steps < 0:
             raise UserInputError(f"confirm_steps must be >= 0, got {self.confirm_steps}")
         if self.schedule not in SCHEDULES:
@@ -236,6 +235,8 @@ class GradientText(Optimizer):
 
     def config(self) -> JSONObject:
         plain = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_PLAIN}
+        if self.hand_off_decisions is None:  # as runs before it wrote it: they still resume
+            del plain["hand_off_decisions"]
         return {
             "optimizer": self.name,
             **plain,
@@ -306,10 +307,9 @@ class GradientText(Optimizer):
         return "budget" if view.calls_left() is not None and self.until_budget else "finished"
 
     def _hands_off(self, view: RunView, state: GradientTextState) -> bool:
-        """Whether `hand_off_after` steps have run with nothing accepted (the seed is still the
-        incumbent) and either nothing joined the working candidate nor is on trial while the
-        calls left pay for a whole gate decision (§9r), or they pay for `hand_off_decisions`
-        (§9t)."""
+        """Whether `hand_off_after` steps have run with nothing accepted and either nothing is
+        joined or on trial while the calls left pay for a whole gate decision (bench/README
+        §9r), or they pay for `hand_off_decisions` (§9t)."""
         after, many = self.hand_off_after, self.hand_off_decisions
         if after is None or view.memory.step < after or view.version != 1:
             return False

@@ -75,7 +75,8 @@ class HandOff(Optimizer):
         probe_steps: GradientText's steps with nothing accepted, joined or on trial after which
             it hands the run off.
         bundle_decisions: past the probe, with nothing accepted, the run is handed off where
-            the calls left pay for this many whole gate decisions (None: never).
+            the calls left pay for this many whole gate decisions (None: never; a run begun
+            before this setting existed, on 2026-12-07, resumes with None).
     """
 
     first: GradientText = field(default_factory=GradientText)
@@ -124,10 +125,11 @@ class HandOff(Optimizer):
         )
 
     def config(self) -> JSONObject:
+        many = {} if self.bundle_decisions is None else {"bundle_decisions": self.bundle_decisions}
         return {
             "optimizer": self.name,
             "probe_steps": self.probe_steps,
-            "bundle_decisions": self.bundle_decisions,
+            **many,  # absent where None, as runs before it wrote it: they still resume
             _FIRST: self.first.config(),
             _THEN: self.then.config(),
         }
