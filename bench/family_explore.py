@@ -317,6 +317,24 @@ def _many_decisions_unless_joined(count: int) -> Make:
     )
 
 
+def _quiet_hand_off_needs(count: int) -> Make:
+    """The probe hands a quiet run to Bundle only where the calls left pay for `count` whole
+    decisions (one since §9r): a small budget stays with GradientText."""
+
+    def make(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+        class NeedsMore(opt.GradientText):  # type: ignore[name-defined,misc]
+            def _hands_off(self, view: Any, state: Any) -> bool:
+                left = view.calls_left()
+                if left is not None and left < count * view.decision_calls(first_look=False):
+                    return False
+                return bool(super()._hands_off(view, state))
+
+        first, then = NeedsMore(proposers=proposers), opt.Bundle(proposers=proposers)
+        return opt.HandOff(first=first, then=then), None
+
+    return make
+
+
 def _rejected(view: Any, state: Any) -> bool:
     """GradientText had a decision rejected: the gate's own verdict that what it composed
     was not enough."""
@@ -350,6 +368,8 @@ VARIANTS: dict[str, Make] = {
     "bundle-decisions-10": _bundle_decisions(10),
     "bundle-decisions-off": _bundle_decisions(None),
     "many-decisions-6-unless-joined": _many_decisions_unless_joined(6),
+    "quiet-needs-2": _quiet_hand_off_needs(2),
+    "quiet-needs-3": _quiet_hand_off_needs(3),
     "start-many-decisions-4": _start_many_decisions(4),
     "start-many-decisions-6": _start_many_decisions(6),
     "submit-waiting": _submit_waiting(False),

@@ -301,8 +301,11 @@ def test_the_screened_budget_variants_are_the_hand_off_they_name(
     """Kills: a `bundle-decisions-K` screen row that is not the default with K (the screen of
     bench/README §9t would then measure another rule), a `start-many-decisions` that hands off
     at the start whatever the budget or after a step, and `many-decisions-6-unless-joined`
-    handing off a run whose working candidate holds a clear fix."""
+    handing off a run whose working candidate holds a clear fix, and a `quiet-needs-2` that
+    hands a quiet run off with the calls for one decision only."""
     pytest.importorskip("gepa")
+    from dataclasses import replace
+
     explore = load_bench("family_explore")
     from skillopt_dsl import optimizers as opt
     from skillopt_dsl.gate import Gate
@@ -340,3 +343,10 @@ def test_the_screened_budget_variants_are_the_hand_off_they_name(
         decision_calls=lambda first_look=False: 30,
     )
     assert first._hands_off(view, quiet) and not first._hands_off(view, joined)
+
+    needs, _ = explore.VARIANTS["quiet-needs-2"](opt, [], Gate)
+    probe = replace(needs.first, hand_off_after=1)
+    silent = types.SimpleNamespace(pending=[], trials=[])
+    for left, handed_off in ((60, True), (59, False)):
+        view.calls_left = lambda left=left: left
+        assert probe._hands_off(view, silent) is handed_off, left
