@@ -123,6 +123,25 @@ class SignificanceBudget:
         else:
             self.planned += decisions
 
+    def replan(self, decisions: int) -> None:
+        """Plan `decisions` more decisions from here on, in place of what was planned and not
+        yet made: a run whose search changes (`HandOff` handing the run to Bundle) plans the
+        decisions the new search will ask for. Only for a budget one run owns (a shared
+        budget's plan is its owner's). Levels still depend only on past decisions and the
+        plan, and never exceed what is left, so the bound of `alpha` holds.
+
+        >>> budget = SignificanceBudget(alpha=0.05)
+        >>> budget.plan(6)
+        >>> round(budget.level(), 4)  # the first of 6 planned decisions: two thirds
+        0.0333
+        >>> budget.replan(1)  # none made yet; one more: it may use the whole budget
+        >>> budget.level()
+        0.05
+        """
+        if decisions < 0:
+            raise UserInputError(f"a plan needs decisions >= 0, got {decisions}")
+        self.planned = self.decisions + decisions
+
     def level(self) -> float:
         """The significance the next decision may use (it depends only on past decisions)."""
         k = self.decisions  # 0-based index of the next decision

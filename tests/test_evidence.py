@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import skillopt_dsl as sd
+from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.evaluate import EvaluationReport, Rollout
 from skillopt_dsl.evidence import SignificanceBudget, preflight, sign_test_critical
 from skillopt_dsl.optimizers import GradientText, ReflectiveProposer
@@ -311,6 +312,21 @@ def test_runs_sharing_a_budget_share_alpha() -> None:
     assert second.gate_log[0].alpha < 0.05 * 2 / 3
     assert shared.decisions == len(first.gate_log) + len(second.gate_log)
     assert shared.spent <= 0.05
+
+
+def test_a_replan_counts_from_the_decisions_already_made() -> None:
+    """Kills: `replan` setting the plan to the new decisions alone (a run that made a decision
+    before handing off would draw the next one past its plan, at the open-ended series'
+    share), and a replan that gives the next decision more than is left."""
+    budget = SignificanceBudget(alpha=0.05)
+    budget.plan(6)
+    level = budget.level()
+    budget.charge(level=level, charged=0.02)  # one decision made, rejected
+    budget.replan(1)
+    assert budget.planned == 2
+    assert budget.level() == pytest.approx(0.03)  # all that is left, and no more
+    with pytest.raises(UserInputError, match="decisions >= 0"):
+        budget.replan(-1)
 
 
 # -- pre-flight ---------------------------------------------------------------------------------

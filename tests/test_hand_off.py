@@ -15,6 +15,7 @@ import skillopt_dsl as sd
 from skillopt_dsl.compile import default_optimizer
 from skillopt_dsl.driver.state_parts import nest_part, phase_state, read_part
 from skillopt_dsl.errors import RunDirError, UserInputError
+from skillopt_dsl.evidence import SignificanceBudget
 from skillopt_dsl.lm import LM
 from skillopt_dsl.optimizers import Bundle, GradientText, HandOff
 from skillopt_dsl.optimizers.hand_off import BUNDLE_DECISIONS, PROBE_STEPS
@@ -73,6 +74,38 @@ def test_a_run_whose_screens_confirm_nothing_is_handed_to_bundle(tmp_path: Path)
     useful, harmful, _ = rules_in(result.best_skill.text)
     assert len(useful) >= 4 and not harmful, result.best_skill.text
     assert result.usage.calls <= 400
+
+
+def test_bundle_decides_at_all_the_significance_gradient_text_left(tmp_path: Path) -> None:
+    """Kills: Bundle's one decision drawn under GradientText's plan after the hand-off (two
+    thirds of the run's alpha when it planned several and made none; bench/README §9u), and a
+    replan that forgets the decisions already made."""
+    result = run_rare(HandOff.with_proposers([RuleWorldProposer()]), tmp_path)
+    events = _events(tmp_path)
+    (preflight,) = [e for e in events if e["event"] == "preflight"]
+    assert preflight["planned"] > 1 and preflight["first_level"] < 0.05, preflight
+    assert any(e["event"] == "hand_off" for e in events)
+    first = result.gate_log[0]
+    # nothing was spent before it: its whole-set and early levels together are all of alpha
+    assert first.alpha + (first.early_alpha or 0.0) == pytest.approx(0.05), first
+
+
+def test_a_hand_off_keeps_the_plan_of_a_budget_shared_with_other_runs(tmp_path: Path) -> None:
+    """Kills: a hand-off that replans a budget its run does not own (a DSPy program's or a
+    Sleep night's: the owner planned every run's decisions, and the other runs' shares would be
+    given to this one)."""
+    shared = SignificanceBudget(alpha=0.05)
+    shared.plan(8)  # its owner plans this run's decisions and others'
+    world = RuleWorld(seed=19, **RARE)  # type: ignore[arg-type]
+    sd.compile(
+        RuleWorldTask(), world.items("train", 30), world.items("val", 30),
+        optimizer=HandOff.with_proposers([RuleWorldProposer()]),
+        lm=LM(ScriptedLM(world.target()._respond)), optimizer_lm=LM(world.reflector()),
+        budget=sd.Budget(max_calls=400), seed=19, threads=1, run_dir=tmp_path,
+        significance=shared,
+    )  # fmt: skip
+    assert any(e["event"] == "hand_off" for e in _events(tmp_path))
+    assert shared.planned == 8 and shared.decisions >= 1
 
 
 @pytest.mark.parametrize(("max_calls", "handed_off"), [(60, False), (70, True)])

@@ -295,6 +295,12 @@ class CompileContext:
         interim looks' early level comes on top; None: the gate runs no test)."""
         return self._judging.whole_set_level()
 
+    def replan(self, decisions: int) -> None:
+        """Plan the run's significance over `decisions` more gate decisions (`RunView.replan`);
+        a budget shared with other runs keeps its owner's plan."""
+        if self.settings.significance is None:
+            self.significance.replan(decisions)
+
     def certifiable_gain(self) -> float | None:
         """The gain that passes the next decision about half the time (`RunView.certifiable_gain`)."""
         return self._judging.certifiable_gain()

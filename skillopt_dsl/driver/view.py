@@ -42,7 +42,7 @@ class RunView:
     source of randomness), `incumbent`, `version`, `bound`, `run_path`, `optimizer_state` (a copy of the
     state committed with the last verdict; {} on a fresh run), `usage()`. Search in: `memory` (the
     run's search memory, the same object for every part of a composite optimizer). Use: `evaluate` (never on
-    the gate's validation examples), `selection_split`, `submit` and `commit`, `record_empty_step`, `emit`,
+    the gate's validation examples), `selection_split`, `submit` and `commit`, `record_empty_step`, `emit`, `replan`,
     and for sweeps `trial_driver`. The gate's validation examples, the gate log, the history
     and the scored set are not reachable from here.
     """
@@ -173,6 +173,16 @@ class RunView:
         time when rewording also moves some answers at random (`evidence.Preflight`); None when
         the gate runs no test (any gain passes) or no gain up to +1.0 would."""
         return self.__driver.certifiable_gain()
+
+    def replan(self, decisions: int) -> None:
+        """Plan the significance left over `decisions` more gate decisions, in place of those
+        the run planned at its start and has not made (`SignificanceBudget.replan`): for a
+        composite optimizer that hands the rest of the run to a search planning fewer (or
+        more), so that its decisions get the shares the plan leaves them. Decided on training
+        data and calls only, before any of those decisions sees a score, so the run's bound of
+        `alpha` holds. A budget shared with other runs (`compile(significance=)`: a DSPy
+        program's predictors, a Sleep night) keeps its owner's plan."""
+        self.__driver.replan(decisions)
 
     def can_accept(self) -> bool:
         """Whether the run's significance is not spent (False: what is left of it would not

@@ -29,9 +29,10 @@ Both search in the run's one memory (`RunView.memory`, `skillopt_dsl.search_memo
 proposal rejected or struck before the hand-off stays so for Bundle, its screens' evidence goes
 on summing, and step numbers go on. Each part keeps its own checkpointed state
 (`RunView.within`, `driver.state_parts`): a run resumed after the hand-off resumes Bundle.
-The run's significance is planned over GradientText's decisions; Bundle's one decision takes
-the share the next decision gets. `compile`'s default. Measured in bench/bench_search_yield.py, bench_search_power.py and
-bench_dspy_react.py (bench/README.md).
+The run's significance is planned over GradientText's decisions; at the hand-off it is planned
+again over Bundle's (`RunView.replan`): Bundle's one decision is tested at all that is left,
+as when Bundle runs alone (bench/README §9u). `compile`'s default. Measured in
+bench/bench_search_yield.py, bench_search_power.py and bench_dspy_react.py (bench/README.md).
 """
 
 from __future__ import annotations
@@ -149,11 +150,21 @@ class HandOff(Optimizer):
             self._hand_off(view)
         return self.then.optimize(view.within(_THEN))
 
+    def _then_plan(self, view: RunView) -> int:
+        """The decisions Bundle plans for the rest of the run (its one): the run's significance
+        is planned over them from the hand-off on, so Bundle's decision is tested at all that
+        is left (two thirds of it went to GradientText's first decision under its plan)."""
+        planned = self.then.planned_decisions(
+            len(view.trainset), max_calls=view.calls_left(), validation_size=view.validation_size
+        )
+        return 1 if planned is None else planned
+
     def _hand_off(self, view: RunView) -> None:
         """Hand the rest of the run to Bundle, recorded as a step of the run (Bundle's state
         starts empty; the memory both search in is the run's)."""
         step, left = view.memory.step, view.calls_left()
         view.emit("hand_off", to=self.then.name, step=step, calls_left=left)
+        view.replan(self._then_plan(view))
         many = self.bundle_decisions
         if left is not None and many is not None and left >= many * view.decision_calls():
             why = f"the calls left pay for {many} gate decisions"
