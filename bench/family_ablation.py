@@ -320,6 +320,9 @@ ABLATIONS: dict[str, Ablation] = {
                  _first_without(_hands_off=_many_decisions_kept(_hands_off_whatever_is_left))),
         Ablation("no-bundle-decisions", "the hand-off where the calls left pay for six decisions (bundle_decisions=None)",
                  _bundle_decisions_off),
+        Ablation("no-replan", "Bundle's decision at all the significance left (the run planned again at the hand-off)",
+                 lambda opt, p: _without(opt.HandOff, _plan_then=lambda self, view: None)(
+                     first=opt.GradientText(proposers=p), then=opt.Bundle(proposers=p))),
         Ablation("no-content-change", "Bundle: a fix and a break are scored again within the bundle",
                  _then_without(_changed=_rewording_only)),
         Ablation("no-wait", "Bundle: a survivor an empty bundle's audit struck is audited again within it",

@@ -295,6 +295,25 @@ def test_the_probe_ablations_keep_the_hand_off_they_do_not_switch_off() -> None:
     assert ablation.build("no-bundle-decisions", opt, []).bundle_decisions is None
 
 
+def test_the_replan_ablation_leaves_the_plan_and_the_default_replans() -> None:
+    """Kills: a `no-replan` variant that still plans the run again at the hand-off (the
+    ablation would compare the default with itself), or one that also changes the hand-off
+    (bench/README §9u)."""
+    from skillopt_dsl import optimizers as opt
+
+    ablation = load_bench("family_ablation")
+    plans: list[int] = []
+    view = types.SimpleNamespace(
+        trainset=(), calls_left=lambda: 200, validation_size=30, replan=plans.append
+    )
+    opt.HandOff.with_proposers([])._plan_then(view)
+    assert plans == [1]
+    off = ablation.build("no-replan", opt, [])
+    off._plan_then(view)
+    assert plans == [1], "the variant planned the run again"
+    assert isinstance(off, opt.HandOff) and off.bundle_decisions == opt.HandOff().bundle_decisions
+
+
 def test_the_screened_budget_variants_are_the_hand_off_they_name(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -120,7 +120,8 @@ class HandOff(Optimizer):
     def planned_decisions(
         self, n_train: int, *, max_calls: int | None = None, validation_size: int | None = None
     ) -> int | None:
-        """GradientText's plan (Bundle's one decision takes the share the next one gets)."""
+        """GradientText's plan (at the hand-off the run plans Bundle's decisions instead:
+        `RunView.replan`)."""
         return self.first.planned_decisions(
             n_train, max_calls=max_calls, validation_size=validation_size
         )
@@ -150,21 +151,22 @@ class HandOff(Optimizer):
             self._hand_off(view)
         return self.then.optimize(view.within(_THEN))
 
-    def _then_plan(self, view: RunView) -> int:
-        """The decisions Bundle plans for the rest of the run (its one): the run's significance
-        is planned over them from the hand-off on, so Bundle's decision is tested at all that
-        is left (two thirds of it went to GradientText's first decision under its plan)."""
+    def _plan_then(self, view: RunView) -> None:
+        """Plan the run's significance over the decisions Bundle plans for the rest of the run
+        (its one), so that Bundle's decision is tested at all that is left, as when it runs
+        alone (under GradientText's plan it got the share of GradientText's next decision: two
+        thirds of alpha where GradientText planned several and made none)."""
         planned = self.then.planned_decisions(
             len(view.trainset), max_calls=view.calls_left(), validation_size=view.validation_size
         )
-        return 1 if planned is None else planned
+        view.replan(1 if planned is None else planned)
 
     def _hand_off(self, view: RunView) -> None:
         """Hand the rest of the run to Bundle, recorded as a step of the run (Bundle's state
         starts empty; the memory both search in is the run's)."""
         step, left = view.memory.step, view.calls_left()
         view.emit("hand_off", to=self.then.name, step=step, calls_left=left)
-        view.replan(self._then_plan(view))
+        self._plan_then(view)
         many = self.bundle_decisions
         if left is not None and many is not None and left >= many * view.decision_calls():
             why = f"the calls left pay for {many} gate decisions"
