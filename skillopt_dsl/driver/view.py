@@ -181,7 +181,7 @@ class RunView:
         more), so that its decisions get the shares the plan leaves them. Decided on training
         data and calls only, before any of those decisions sees a score, so the run's bound of
         `alpha` holds. A budget shared with other runs (`compile(significance=)`: a DSPy
-        program's predictors, a Sleep night) keeps its owner's plan."""
+        program's predictors) keeps its owner's plan; a Sleep night is one run, and replans."""
         self.__driver.replan(decisions)
 
     def can_accept(self) -> bool:
