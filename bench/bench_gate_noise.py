@@ -26,6 +26,7 @@ import argparse
 import hashlib
 import logging
 import os
+import re
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -64,6 +65,10 @@ DRIVER_GATES = {
 }
 
 
+_WORDING = re.compile(r"\(wording \d+\)|Note \d+:")
+"""The markers by which `UsefulLineProposer` rewords a line: not part of what it states."""
+
+
 def uniform(*parts: object) -> float:
     """A deterministic uniform draw in [0, 1) from `parts`."""
     digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
@@ -72,11 +77,16 @@ def uniform(*parts: object) -> float:
 
 @dataclass(frozen=True)
 class Outcomes:
-    """One run's outcome model on validation (see the module docstring)."""
+    """One run's outcome model on validation (see the module docstring). `noise_key`: the
+    flips are drawn from the exact text ("text": any rewording redraws them) or from what it
+    states ("content": the fake proposer's wording markers ignored, so every rewording of the
+    useful line, and every note, moves the same answers; a model whose answers a rewording
+    does not move, as Qwen2.5-0.5B's, bench/README §14)."""
 
     run_seed: int
     effect: float
     flip: float = FLIP
+    noise_key: str = "text"
 
     def base_right(self, number: int) -> bool:
         return uniform(self.run_seed, "base", number) < 0.5
@@ -85,7 +95,14 @@ class Outcomes:
         latent = self.base_right(number) or (
             USEFUL in text and uniform(self.run_seed, "convert", number) < 2 * self.effect
         )
-        return latent ^ (uniform(self.run_seed, text, number) < self.flip)
+        key = text if self.noise_key == "text" else stated(text)
+        return latent ^ (uniform(self.run_seed, key, number) < self.flip)
+
+
+def stated(text: str) -> str:
+    """What a skill text states, without the fake proposer's wording markers ("(wording N)",
+    "Note N:") and with its spacing normalised."""
+    return " ".join(_WORDING.sub("", text).split())
 
 
 class Answers(Protocol):

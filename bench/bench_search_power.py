@@ -100,10 +100,10 @@ class Scenario:
     def null(self) -> bool:
         return self.effect == 0.0
 
-    def outcomes(self, run_seed: int, flip: float, n_train: int) -> Answers:
+    def outcomes(self, run_seed: int, flip: float, n_train: int, noise_key: str) -> Answers:
         if self.effect is None:
             return CleanFix(run_seed, self.n_val, self.fixes, n_train)
-        return Outcomes(run_seed, self.effect, flip)
+        return Outcomes(run_seed, self.effect, flip, noise_key)
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,7 @@ class Settings:
     max_calls: int | None
     probe_steps: int | None = None
     names_read: bool = False
+    noise_key: str = "text"
 
 
 @dataclass(frozen=True)
@@ -140,14 +141,14 @@ def optimizer(
         return Bundle(proposers=proposers)
     if name == "default":
         first = GradientText(batch_size=batch, proposers=proposers)
-        probe = {} if probe_steps is None else {"probe_steps": probe_steps}
+        probe: dict[str, Any] = {} if probe_steps is None else {"probe_steps": probe_steps}
         return HandOff(first=first, then=Bundle(proposers=proposers), **probe)
     return GradientText(batch_size=batch, proposers=proposers, screen=False, compose=1)
 
 
 def one_run(scenario: Scenario, name: str, settings: Settings, run_seed: int) -> RunFigures:
     """One seeded `compile` of the parity task on the scenario's fake target."""
-    outcomes = scenario.outcomes(run_seed, settings.flip, settings.n_train)
+    outcomes = scenario.outcomes(run_seed, settings.flip, settings.n_train, settings.noise_key)
     result = sd.compile(
         Parity(),
         parity_examples(settings.n_train, start=TRAIN_START),
@@ -219,6 +220,9 @@ def main() -> None:
     parser.add_argument("--names-read", action="store_true",
                         help="the fake proposer names the failures it read, as ReflectiveProposer "
                         "does (default: it names none, as worked examples)")  # fmt: skip
+    parser.add_argument("--noise-key", choices=("text", "content"), default="text",
+                        help="flips drawn from the exact text (any rewording redraws them) or "
+                        "from what it states (rewordings move the same answers)")  # fmt: skip
     parser.add_argument("--with-bundle", action="store_true",
                         help="also run Bundle(proposers=[fake]) (a third column)")  # fmt: skip
     parser.add_argument("--name", default="search_power")
@@ -226,8 +230,9 @@ def main() -> None:
     args = parser.parse_args()
     quiet_library_warnings()
     settings = Settings(
-        args.train, args.batch, args.flip, args.max_calls, args.probe_steps, args.names_read
-    )
+        args.train, args.batch, args.flip, args.max_calls, args.probe_steps, args.names_read,
+        args.noise_key,
+    )  # fmt: skip
     rows = scenarios(args)
     names = (*OPTIMIZERS, "bundle") if args.with_bundle else OPTIMIZERS
     work: list[Job] = [
@@ -257,7 +262,8 @@ def main() -> None:
     print_table(
         f"Gate-power protocol: {args.train} train, batches of {args.batch}, flips p={args.flip}, "
         f"{args.runs} seeded runs a cell, budget {args.max_calls or 'none'}, the fake proposer "
-        f"names {'the failures it read' if args.names_read else 'no failure'}",
+        f"names {'the failures it read' if args.names_read else 'no failure'}, flips keyed on "
+        f"the {'exact text' if args.noise_key == 'text' else 'content'}",
         ["row", "val n", "counts", "default", "gate alone (screen=False)",
          "decisions/run (default / alone)", "runs with no decision (default / alone)",
          "calls/run (default / alone)",

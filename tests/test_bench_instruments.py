@@ -369,3 +369,21 @@ def test_the_screened_budget_variants_are_the_hand_off_they_name(
     for left, handed_off in ((60, True), (59, False)):
         view.calls_left = lambda left=left: left
         assert probe._hands_off(view, silent) is handed_off, left
+
+
+def test_flips_keyed_on_the_content_ignore_the_wording_and_keyed_on_the_text_do_not() -> None:
+    """Kills: a `--noise-key content` that still draws the flips from the exact text (every
+    rewording of the useful line would redraw them, the mechanic the content key is there to
+    take away), or one that ignores what the text states (the useful line and a note would
+    move the same answers)."""
+    noise = load_bench("bench_gate_noise")
+    useful = noise.USEFUL
+    first, second = f"{useful} (wording 1)", f"{useful} (wording 7)"
+    numbers = range(200)
+    for key, same in (("content", True), ("text", False)):
+        outcomes = noise.Outcomes(3, 0.0, 0.2, key)
+        moved = [outcomes.right(first, n) != outcomes.right(second, n) for n in numbers]
+        assert (not any(moved)) == same, key
+    content = noise.Outcomes(3, 0.0, 0.2, "content")
+    note = "Note 5: stay calm."
+    assert any(content.right(first, n) != content.right(note, n) for n in numbers)
