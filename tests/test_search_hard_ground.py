@@ -284,6 +284,25 @@ def test_small_effects_on_trial_are_composed_once_their_sum_can_be_certified() -
     assert not chosen.pending, "(2 - 1 + 1 - 1) / 12 is below 0.2: the luck of being chosen"
 
 
+def test_small_effects_do_not_ride_on_a_working_candidate_that_passes_alone() -> None:
+    """Kills: composing proposals on trial into a working candidate whose joined proposals
+    already show the gain the gate certifies (the decision is theirs, so one harmful passenger,
+    unconfirmed, would be accepted with them: the family's dev m13 at 200 calls, bench/README
+    §9v), and refusing the composition where the working candidate needs it."""
+    optimizer = GradientText(proposers=[])
+    clear = ScreenedProposal("R0", (Add(after=None, text="R0"),), "t", True, "R0", 6, 8)
+    riding = GradientTextState(pending=[clear], trials=[trial("N1", 1, 8), trial("H1", 1, 8)])
+    view = GainView(needed=0.1)  # the submit gain is 0.2 per example; R0 shows 0.75
+    optimizer.screened.compose_small_effects(view, riding)  # type: ignore[arg-type]
+    assert [t.key for t in riding.pending] == ["R0"] and len(riding.trials) == 2
+    assert not view.emitted
+
+    weak = ScreenedProposal("R9", (Add(after=None, text="R9"),), "t", True, "R9", 1, 12)
+    needing = GradientTextState(pending=[weak], trials=[trial("R1", 2, 12)])
+    optimizer.screened.compose_small_effects(GainView(0.1), needing)  # type: ignore[arg-type]
+    assert [t.key for t in needing.pending] == ["R9", "R1"], "their sum is what passes"
+
+
 @dataclass(kw_only=True)
 class OneRuleAStep(Proposer):
     """A fake proposer: rule k at step k (each screened alone), named for the failures."""

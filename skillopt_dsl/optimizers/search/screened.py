@@ -230,15 +230,22 @@ class ScreenedSteps:
         """Small effects add up: when the proposals on trial that have gained on training data
         (best first) and the working candidate's together show the gain the gate certifies
         about half the time (`RunView.certifiable_gain`), they join the working candidate now,
-        so that one decision judges their sum (none of them alone could pass). Only under the
-        default `submit_at_net=None`; a bundle the gate rejects sends each back on trial."""
+        so that one decision judges their sum (none of them alone could pass). Not where the
+        working candidate's own proposals already show that gain: the decision is theirs, and
+        a passenger riding on it unconfirmed (a harmful rule that passed one screen by noise)
+        would be accepted with them; passengers are confirmed first (bench/README §9v). Only
+        under the default `submit_at_net=None`; a bundle the gate rejects sends each back on
+        trial."""
         needed = submit_gain(view)
         if self.submit_at_net is not None or needed is None or not self.screen:
             return
         chosen = [t for t in state.trials if t.net > 0 and (t.screens or 0) > 0]
-        gain = sum(luck_free_rate(g) for g in (*state.pending, *chosen))
+        joined = sum(luck_free_rate(g) for g in state.pending)
+        gain = joined + sum(luck_free_rate(g) for g in chosen)
         if gain < needed or not chosen or len(state.pending) + len(chosen) < 2:
             return  # one proposal alone is confirmed first (`min_net`, `confirm_steps`)
+        if state.pending and joined >= needed:
+            return  # the decision is the working candidate's: passengers are confirmed first
         for trial in chosen:
             state.trials.remove(trial)
             state.pending.append(trial)
