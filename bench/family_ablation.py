@@ -230,6 +230,37 @@ def _unnamed_on_trial(opt: Any, proposers: Sequence[Any]) -> Any:
     return _with_step(opt, proposers, UnnamedOnTrial, PassedOver)
 
 
+def _passengers_ride(opt: Any, proposers: Sequence[Any]) -> Any:
+    """Compile's default whose GradientText composes proposals on trial into a working
+    candidate whose own proposals already show the gain the gate certifies (the rule before
+    2026-12-07, bench/README §9v): the sum of all of them is what is compared."""
+    from dataclasses import fields
+
+    from skillopt_dsl.optimizers.search import screened
+
+    class Riding(screened.ScreenedSteps):  # type: ignore[misc]
+        def compose_small_effects(self, view: Any, state: Any) -> None:
+            needed = screened.submit_gain(view)
+            if self.submit_at_net is not None or needed is None or not self.screen:
+                return
+            chosen = [t for t in state.trials if t.net > 0 and (t.screens or 0) > 0]
+            gain = sum(screened.luck_free_rate(g) for g in (*state.pending, *chosen))
+            if gain < needed or not chosen or len(state.pending) + len(chosen) < 2:
+                return
+            for trial in chosen:
+                state.trials.remove(trial)
+                state.pending.append(trial)
+            view.emit("compose_small", groups=len(chosen), gain=gain, needed=needed)
+
+    def first_post_init(self: Any) -> None:
+        opt.GradientText.__post_init__(self)
+        kept = {f.name: getattr(self.screened, f.name) for f in fields(self.screened)}
+        self.screened = Riding(**kept)
+
+    first = _without(opt.GradientText, __post_init__=first_post_init)(proposers=proposers)
+    return _default(opt, proposers, first=first)
+
+
 def _fixes_unchecked(
     self: Any, view: Any, state: Any, fitted: Any, batch: Any, rollouts: Any
 ) -> tuple[str, ...]:
@@ -320,6 +351,8 @@ ABLATIONS: dict[str, Ablation] = {
                  _first_without(_hands_off=_many_decisions_kept(_hands_off_whatever_is_left))),
         Ablation("no-bundle-decisions", "the hand-off where the calls left pay for six decisions (bundle_decisions=None)",
                  _bundle_decisions_off),
+        Ablation("passengers-ride", "small effects ride only where the working candidate needs them to pass",
+                 _passengers_ride),
         Ablation("no-replan", "Bundle's decision at all the significance left (the run planned again at the hand-off)",
                  lambda opt, p: _without(opt.HandOff, _plan_then=lambda self, view: None)(
                      first=opt.GradientText(proposers=p), then=opt.Bundle(proposers=p))),

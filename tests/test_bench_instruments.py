@@ -387,3 +387,28 @@ def test_flips_keyed_on_the_content_ignore_the_wording_and_keyed_on_the_text_do_
     content = noise.Outcomes(3, 0.0, 0.2, "content")
     note = "Note 5: stay calm."
     assert any(content.right(first, n) != content.right(note, n) for n in numbers)
+
+
+def test_the_passengers_ablation_lets_small_effects_ride_and_the_default_does_not() -> None:
+    """Kills: a `passengers-ride` variant that keeps the product's rule (the ablation would
+    compare the default with itself), or whose GradientText loses its other settings
+    (bench/README §9v)."""
+    from skillopt_dsl import optimizers as opt
+    from skillopt_dsl.optimizers.gradient_text_state import GradientTextState
+    from skillopt_dsl.optimizers.search import ScreenedProposal
+    from skillopt_dsl.skill import Add
+
+    def proposal(key: str, net: float) -> ScreenedProposal:
+        edits = (Add(after=None, text=key),)
+        return ScreenedProposal(key, edits, "t", True, key, net, 8, screens=1)
+
+    ablation = load_bench("family_ablation")
+    view = types.SimpleNamespace(certifiable_gain=lambda: 0.1, emit=lambda *a, **k: None)
+    for name, rides in (("default", False), ("passengers-ride", True)):
+        search = (
+            opt.HandOff.with_proposers([]) if name == "default" else ablation.build(name, opt, [])
+        )
+        state = GradientTextState(pending=[proposal("R0", 6)], trials=[proposal("N1", 1)])
+        search.first.screened.compose_small_effects(view, state)
+        assert (len(state.pending) == 2) == rides, name
+    assert ablation.build("passengers-ride", opt, []).first.screened.confirm_steps == 2
