@@ -75,6 +75,7 @@ from skillopt_dsl.optimizers.search import (
     clip_to_budget,
     draw_examples,
     new_stats,
+    pays_for_decisions,
     proposal_request,
     submit_gain,
 )
@@ -307,16 +308,15 @@ class GradientText(Optimizer):
         return "budget" if view.calls_left() is not None and self.until_budget else "finished"
 
     def _hands_off(self, view: RunView, state: GradientTextState) -> bool:
-        """Whether `hand_off_after` steps have run with nothing accepted and either nothing is
-        joined or on trial while the calls left pay for a whole gate decision (bench/README
-        §9r), or they pay for `hand_off_decisions` (§9t)."""
+        """Whether `hand_off_after` steps ran with nothing accepted, and the calls left pay for
+        `hand_off_decisions` gate decisions (§9t), or one while nothing is joined or on trial (§9r)."""
         after, many = self.hand_off_after, self.hand_off_decisions
         if after is None or view.memory.step < after or view.version != 1:
             return False
-        left, decision = view.calls_left(), view.decision_calls(first_look=False)
-        if left is not None and many is not None and left >= many * decision:
+        if pays_for_decisions(view, many):
             return True
-        return not state.pending and not state.trials and (left is None or left >= decision)
+        quiet = not state.pending and not state.trials
+        return quiet and (view.calls_left() is None or pays_for_decisions(view, 1))
 
     def _end_epoch(self, state: GradientTextState) -> StopReason | None:
         """Close an epoch; the stop reason when patience or the plateau ends the search."""

@@ -49,6 +49,7 @@ from skillopt_dsl.optimizers.base import SMALL_EFFECTS, Optimizer, Stop, StopRea
 from skillopt_dsl.optimizers.bundle import Bundle
 from skillopt_dsl.optimizers.gradient_text import GradientText
 from skillopt_dsl.optimizers.proposers import Proposer
+from skillopt_dsl.optimizers.search import pays_for_decisions
 
 __all__ = ["BUNDLE_DECISIONS", "PROBE_STEPS", "HandOff"]
 
@@ -167,9 +168,8 @@ class HandOff(Optimizer):
         step, left = view.memory.step, view.calls_left()
         view.emit("hand_off", to=self.then.name, step=step, calls_left=left)
         self._plan_then(view)
-        many = self.bundle_decisions
-        if left is not None and many is not None and left >= many * view.decision_calls():
-            why = f"the calls left pay for {many} gate decisions"
+        if pays_for_decisions(view, self.bundle_decisions):
+            why = f"the calls left pay for {self.bundle_decisions} gate decisions"
         else:
             why = f"{step} steps confirmed no effect on a mini-batch"
         note = f"{why}: handed to {self.then.name}"

@@ -41,7 +41,12 @@ from skillopt_dsl.optimizers.search.screening import (
     merge_duplicates,
     screen,
 )
-from skillopt_dsl.optimizers.search.step import SearchStep, keeps_reserve, record_screen
+from skillopt_dsl.optimizers.search.step import (
+    SearchStep,
+    keeps_reserve,
+    pays_for_decisions,
+    record_screen,
+)
 
 __all__ = [
     "SUBMIT_MARGIN",
@@ -61,6 +66,7 @@ __all__ = [
     "luck_free_rate",
     "merge_duplicates",
     "new_stats",
+    "pays_for_decisions",
     "proposal_request",
     "record_screen",
     "request_fingerprint",

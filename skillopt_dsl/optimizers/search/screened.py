@@ -244,7 +244,7 @@ class ScreenedSteps:
         gain = joined + sum(luck_free_rate(g) for g in chosen)
         if gain < needed or not chosen or len(state.pending) + len(chosen) < 2:
             return  # one proposal alone is confirmed first (`min_net`, `confirm_steps`)
-        if state.pending and joined >= needed:
+        if joined >= needed:
             return  # the decision is the working candidate's: passengers are confirmed first
         for trial in chosen:
             state.trials.remove(trial)

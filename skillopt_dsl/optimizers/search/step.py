@@ -139,6 +139,13 @@ def keeps_reserve(view: RunView, calls: int, reserve: int) -> bool:
     return left is None or left - calls >= reserve
 
 
+def pays_for_decisions(view: RunView, decisions: int | None) -> bool:
+    """Whether a call budget's calls left pay for `decisions` whole gate decisions, each at
+    `RunView.decision_calls` (False without a call budget, or where `decisions` is None)."""
+    left = view.calls_left()
+    return left is not None and decisions is not None and left >= decisions * view.decision_calls()
+
+
 def record_screen(view: RunView, group: EditGroup, result: ScreenResult) -> None:
     """Count one screen in the memory's summary and emit it as a `screen` event."""
     memory = view.memory
