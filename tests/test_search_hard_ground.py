@@ -19,6 +19,7 @@ import pytest
 import skillopt_dsl as sd
 from skillopt_dsl.benchmarks import load_benchmark
 from skillopt_dsl.benchmarks.table_lookup import TableLookup
+from skillopt_dsl.driver.door import look_order
 from skillopt_dsl.driver.looks import look_cost
 from skillopt_dsl.driver.run_state import RunState
 from skillopt_dsl.driver.val_book import CallRate, ValidationBook
@@ -164,6 +165,70 @@ def test_a_run_whose_validation_is_perfect_stops_after_that_decision(tmp_path: P
     assert result.stop_reason == "perfect" and len(result.gate_log) == 1
     (stop,) = events(tmp_path, "stop")
     assert stop["reason"] == "perfect" and stop["calls_left"] > 250
+
+
+LATE_EVEN = next(
+    int(e.inputs["number"]) for e in reversed(look_order(VAL, 0)) if e.labels["answer"] == "even"
+)
+"""The even validation number the gate's looks reach last (compile's seed 0): never in the
+seed's first look, which holds half of the 30."""
+
+
+def wrong_on(*numbers: int) -> Any:
+    """The parity target, also right without the fix on every number but `numbers` (even
+    ones): the seed is wrong on those only, where the parity rule is missing."""
+
+    def target(messages: list[dict[str, str]]) -> str:
+        asked = int(messages[-1]["content"].split()[-1])
+        right = "even" if asked % 2 == 0 else "odd"
+        system = next((m["content"] for m in messages if m["role"] == "system"), "")
+        return contract_target(messages) if asked in numbers or GOOD in system else right
+
+    return target
+
+
+def seed_book(target: Any, budget: sd.Budget) -> ValidationBook:
+    """A validation book whose incumbent is the seed, scored on the first 15 examples only (as
+    on the gate's first look)."""
+    module, lm = ContractParity(), ScriptedLM(target)
+    first = sd.evaluate(module, VAL[:15], lm=lm, threads=1)
+
+    def score(skill: Skill, examples: Sequence[sd.Example], *, label: str = "train") -> Any:
+        return sd.evaluate(module, examples, lm=lm, threads=1, skill=skill)
+
+    book = ValidationBook(
+        module=module, valset=VAL, ledger=UsageLedger(budget), judging=cast(Any, None),
+        state=RunState(incumbent=module.seed_skill, incumbent_report=first), score=score,
+    )  # fmt: skip
+    book.seed_report = first
+    return book
+
+
+def test_an_incumbent_perfect_on_a_part_of_validation_is_scored_on_the_rest_first() -> None:
+    """Kills: "perfect" read from the examples the incumbent was scored on (the seed on the
+    gate's first look): a part that happens to hold no failure ended the search at once, and
+    the run said `perfect` of a skill that fails validation. Where the budget cannot pay for
+    the rest, the part still decides (nothing is scored past the budget)."""
+    late = int(VAL[-2].inputs["number"])  # even, past the first 15
+    failing_late = seed_book(wrong_on(late), sd.Budget(max_calls=1000))
+    assert not failing_late.incumbent_is_perfect()
+    assert len(failing_late.incumbent_report.records) == len(VAL)
+    assert len(failing_late.seed_report.records) == len(VAL)  # the seed's report grows with it
+    perfect = seed_book(wrong_on(), sd.Budget(max_calls=1000))
+    assert perfect.incumbent_is_perfect() and len(perfect.incumbent_report.records) == len(VAL)
+    unpaid = seed_book(wrong_on(late), sd.Budget(max_calls=10))
+    assert unpaid.incumbent_is_perfect() and len(unpaid.incumbent_report.records) == 15
+
+
+def test_a_seed_perfect_on_the_first_look_only_is_still_searched(tmp_path: Path) -> None:
+    """Kills: a run that stops `perfect` at once because the seed's first look held none of
+    failures (the run said `perfect` of a skill that fails validation, and the fix for the
+    training failures was never tried)."""
+    optimizer = GradientText(proposers=[Offers(texts=[GOOD])], batch_size=8)
+    target = wrong_on(LATE_EVEN, 2, 4, 6, 8)  # and four training examples
+    result = parity(tmp_path, optimizer, target=target, budget=sd.Budget(max_calls=400))
+    assert events(tmp_path, "seed")[0]["val_score"] == 1.0  # its first look: no failure
+    assert result.stop_reason != "perfect" and result.gate_log, result.stop_reason
 
 
 def wrong_on_validation_ones(messages: list[dict[str, str]]) -> str:

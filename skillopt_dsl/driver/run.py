@@ -310,9 +310,9 @@ class CompileContext:
         return self._judging.can_accept()
 
     def incumbent_is_perfect(self) -> bool:
-        """Whether the incumbent scores 1.0 on every validation example it was scored on."""
-        records = self.incumbent_report.records
-        return bool(records) and all(r.score >= 1.0 for r in records)
+        """Whether the incumbent scores 1.0 on every validation example
+        (`ValidationBook.incumbent_is_perfect`: the rest scored first where a part was)."""
+        return self.book.incumbent_is_perfect()
 
     def _close(self, step: Step, verdict: Verdict, *, score: float | None, note: str) -> Verdict:
         """Record the step a verdict closes and leave the verdict open for `_commit`."""

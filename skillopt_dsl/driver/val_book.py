@@ -6,7 +6,9 @@ validation set, the ledger, the gate's looks, the run's state and the driver's s
 order: the seed is scored at the start on the gate's first look only, an early acceptance
 leaves the new incumbent scored on the accepting look's examples, and a decision's looks score
 the incumbent on more examples only when they reach them (cached rollouts cost nothing). At the
-end, `complete_incumbent` scores what is left when a call budget can pay for it. Under a call
+end, `complete_incumbent` scores what is left when a call budget can pay for it; so does
+`incumbent_is_perfect` at once where the part scored holds no failure (a search stops on a
+perfect incumbent, and a part is no evidence of one). Under a call
 limit it also says what the next gate decision costs (`decision_calls`) and whether a look can
 be paid (`can_pay`, the door's check before each look). Every price counts the calls a rollout
 really costs (`CallRate`, measured on the run's own evaluations: an agent episode or a DSPy
@@ -219,6 +221,24 @@ class ValidationBook:
             except BudgetExceeded as exc:  # priced too low: the reports it has are compared
                 logger.warning("validation was not completed: %s", exc)
         return self.incumbent_report
+
+    def incumbent_is_perfect(self) -> bool:
+        """Whether the incumbent scores 1.0 on every validation example. Where it was scored
+        on a part only (the seed on the gate's first look, a candidate accepted at an early
+        look) and is perfect there, the rest is scored first when the budget pays for it (as
+        `complete_incumbent` prices it): a part that happens to hold no failure is no reason
+        to end a search. Where the budget does not pay, the part decides."""
+        report = self.incumbent_report
+        if not report.records or any(r.score < 1.0 for r in report.records):
+            return False
+        missing = len(self.valset) - len(report.records)
+        if self._affordable(math.ceil(missing * self.call_rate.per_candidate_rollout - 1e-9)):
+            try:
+                report = self.incumbent_on(self.valset)
+            except BudgetExceeded as exc:  # priced too low: the part it has decides
+                logger.warning("validation was not completed: %s", exc)
+                report = self.incumbent_report
+        return all(r.score >= 1.0 for r in report.records)
 
     def _affordable(self, calls: int) -> bool:
         """Whether `calls` (> 0) more validation calls (already priced at the measured rate)

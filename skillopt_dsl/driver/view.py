@@ -191,9 +191,10 @@ class RunView:
         return self.__driver.can_accept()
 
     def incumbent_is_perfect(self) -> bool:
-        """Whether the incumbent scores the best possible on every validation example it was
-        scored on (then no candidate can beat it there, and a search stops). One bit of the
-        gate's data, and only this one, reaches the optimizer."""
+        """Whether the incumbent scores the best possible on every validation example (then
+        no candidate can beat it, and a search stops). Where it was scored on a part and is
+        perfect there, the driver scores the rest first when the budget pays for it. One bit
+        of the gate's data, and only this one, reaches the optimizer."""
         return self.__driver.incumbent_is_perfect()
 
     def step_budget(self, lr: float) -> int:
