@@ -20,6 +20,9 @@ Each member runs `--runs` seeds (the world's seed: items, luck, proposals) at ea
   calls; gepa checks both between iterations, so its last one runs past N;
 - gepa-cut: the same run held to N calls: its pick as it stood at its last check within N;
 - gepa-gated: gepa's pick kept only where one sign test on validation passes at 0.05;
+- default-at-gepa-spend (asked for by name, not in the default set): in each seed, gepa runs
+  first and compile's default then runs under `Budget(max_calls=S)`, S being the calls gepa
+  spent in that seed at that budget (its overrun included): the two searches at equal spend;
 - rev: GradientText as it was at `--revision` (default 0bef2b7), run in a subprocess with a
   worktree of that revision on PYTHONPATH (`git worktree add --detach /tmp/rev-REV REV`, made
   when missing, never committed); this tree's world module is loaded by its file path there.
@@ -66,6 +69,8 @@ FAMILY_FILE = HERE.parent / "skillopt_dsl" / "testing" / "world_family.py"
 OPTIMIZERS = (
     "default", "gradient-text", "bundle", "beam", "gepa", "gepa-cut", "gepa-gated", "rev"
 )  # fmt: skip
+AT_GEPA_SPEND = "default-at-gepa-spend"
+"""The default under the calls gepa spent in the same seed and budget (run only when named)."""
 GATED_ALPHA = 0.05
 """gepa-gated: gepa's pick kept only where a one-sided sign test on validation against the
 seed passes at this level (the run's whole significance spent on one decision)."""
@@ -158,7 +163,10 @@ def run_one(
     train, val, test = (
         world.items(s, n) for s, n in zip(("train", "val", "test"), sizes, strict=True)
     )
-    if optimizer in ("gepa", "gepa-gated", "gepa-cut"):
+    if optimizer == AT_GEPA_SPEND:
+        spent_by_gepa = _gepa(world, train, val, calls)[1]
+        text, spent = _ours("default", world, train, val, spent_by_gepa, rw)
+    elif optimizer in ("gepa", "gepa-gated", "gepa-cut"):
         text, spent = _gepa(world, train, val, calls, cut=optimizer == "gepa-cut")
         if optimizer == "gepa-gated" and not _sign_test_passes(world, text, val):
             text = world.seed_skill
@@ -409,7 +417,7 @@ def summary(
 
     def means(group: Sequence[dict[str, Any]]) -> dict[str, float]:
         out = {}
-        for opt in OPTIMIZERS:
+        for opt in (*OPTIMIZERS, AT_GEPA_SPEND):
             values = [x for m in group if (x := mean(m["name"], opt)) is not None]
             if values:
                 out[opt] = round(statistics.mean(values), 4)
@@ -429,6 +437,7 @@ def summary(
 
     level_gepa, below_gepa = level_with("gepa")
     level_cut, below_cut = level_with("gepa-cut")
+    level_matched = _level_at_gepa_spend(members, rows, calls)
     below_rev = level_with("rev")[1]
     harmful = [r["harmful"] for (_, opt, c), r in rows.items() if opt == "default" and c == calls]
     return {
@@ -437,7 +446,8 @@ def summary(
         "below_gepa_by_002": below_gepa,
         "default_ge_gepa_cut_minus_002": level_cut,
         "below_gepa_cut_by_002": below_cut,
-        "budget_spent": {o: x for o in OPTIMIZERS if (x := spent(o)) is not None},
+        **level_matched,
+        "budget_spent": {o: x for o in (*OPTIMIZERS, AT_GEPA_SPEND) if (x := spent(o)) is not None},
         "mean_over_members": means(members),
         "mean_over_realistic": means([m for m in members if realistic(m, calibration)]),
         "below_rev_by_002": below_rev,
@@ -448,6 +458,33 @@ def summary(
         },
         "harmful_kept_per_run_default": round(statistics.mean(harmful), 3) if harmful else None,
         "timed_out": sum(r["timed_out"] for (_, _, c), r in rows.items() if c == calls),
+    }
+
+
+def _level_at_gepa_spend(
+    members: Sequence[dict[str, Any]], rows: dict[tuple[str, str, int], dict[str, Any]], calls: int
+) -> dict[str, Any]:
+    """Where `AT_GEPA_SPEND` ran: the members where it is at least gepa - 0.02 ("k/n"), and
+    those more than 0.02 below gepa (nothing where it did not run)."""
+    pairs = [
+        (
+            m["name"],
+            rows.get((m["name"], AT_GEPA_SPEND, calls)),
+            rows.get((m["name"], "gepa", calls)),
+        )
+        for m in members
+    ]
+    known = [
+        (n, d["gain"], g["gain"])
+        for n, d, g in pairs
+        if d and g and None not in (d["gain"], g["gain"])
+    ]
+    if not known:
+        return {}
+    below = [n for n, d, g in known if d < g - 0.02]
+    return {
+        "at_gepa_spend_ge_gepa_minus_002": f"{len(known) - len(below)}/{len(known)}",
+        "at_gepa_spend_below_gepa_by_002": below,
     }
 
 
@@ -462,7 +499,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--first-seed", type=int, default=0, help="seeds first..first+runs-1")
     parser.add_argument("--calls", type=int, nargs="+", default=[100, 200, 400])
-    parser.add_argument("--optimizers", nargs="+", default=None, choices=[*OPTIMIZERS, *ABLATIONS])
+    parser.add_argument(
+        "--optimizers", nargs="+", default=None, choices=[*OPTIMIZERS, AT_GEPA_SPEND, *ABLATIONS]
+    )
     parser.add_argument(
         "--ablation",
         action="store_true",

@@ -317,6 +317,16 @@ def _many_decisions_unless_joined(count: int) -> Make:
     )
 
 
+def _trials_hand_off_needs(count: int) -> Make:
+    """The probe also hands off a run whose working candidate is empty, with proposals only on
+    trial (no clear fix joined: the evidence of small effects), where the calls left pay for
+    `count` whole decisions (Bundle's one and the collecting before it); the trials are
+    dropped at the hand-off."""
+    return _hand_off_also(
+        lambda view, state: not state.pending and _many_decisions(count)(view, state), drop=True
+    )
+
+
 def _quiet_hand_off_needs(count: int) -> Make:
     """The probe hands a quiet run to Bundle only where the calls left pay for `count` whole
     decisions (one since §9r): a small budget stays with GradientText."""
@@ -369,6 +379,8 @@ VARIANTS: dict[str, Make] = {
     "bundle-decisions-off": _bundle_decisions(None),
     "many-decisions-6-unless-joined": _many_decisions_unless_joined(6),
     "quiet-needs-2": _quiet_hand_off_needs(2),
+    "trials-needs-2": _trials_hand_off_needs(2),
+    "trials-needs-3": _trials_hand_off_needs(3),
     "quiet-needs-3": _quiet_hand_off_needs(3),
     "start-many-decisions-4": _start_many_decisions(4),
     "start-many-decisions-6": _start_many_decisions(6),

@@ -412,3 +412,41 @@ def test_the_passengers_ablation_lets_small_effects_ride_and_the_default_does_no
         search.first.screened.compose_small_effects(view, state)
         assert (len(state.pending) == 2) == rides, name
     assert ablation.build("passengers-ride", opt, []).first.screened.confirm_steps == 2
+
+
+def test_the_default_at_gepa_spend_runs_under_the_calls_gepa_spent_in_that_seed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kills: the matched column run at the nominal budget (gepa's overrun not given to it),
+    or under another seed's spend; and its summary counting a member it did not run."""
+    pytest.importorskip("gepa")
+    bench = load_bench("bench_search_family")
+    rw = bench.world_modules()[0]
+    budgets: list[int] = []
+
+    def gepa(world: Any, train: Any, val: Any, calls: int, *, cut: bool = False) -> Any:
+        return world.seed_skill, calls + 10 * world.seed  # an overrun that differs by seed
+
+    def ours(optimizer: str, world: Any, train: Any, val: Any, calls: int, rw: Any) -> Any:
+        assert optimizer == "default"
+        budgets.append(calls)
+        return world.seed_skill, calls
+
+    monkeypatch.setattr(bench, "_gepa", gepa)
+    monkeypatch.setattr(bench, "_ours", ours)
+    for seed in (1, 2):
+        world = rw.RuleWorld(seed=seed)
+        outcome = bench.run_one(bench.AT_GEPA_SPEND, world, (8, 18, 20), 100, rw)
+        assert outcome.calls == 100 + 10 * seed
+    assert budgets == [110, 120]
+    members = [_member("m00", "text", "group"), _member("m01", "text", "group")]
+    rows = {
+        ("m00", "gepa", 100): _row("m00", "gepa", 100, 0.30),
+        ("m00", bench.AT_GEPA_SPEND, 100): _row("m00", bench.AT_GEPA_SPEND, 100, 0.25),
+        ("m01", "gepa", 100): _row("m01", "gepa", 100, 0.10),
+    }
+    assert bench._level_at_gepa_spend(members, rows, 100) == {
+        "at_gepa_spend_ge_gepa_minus_002": "0/1",
+        "at_gepa_spend_below_gepa_by_002": ["m00"],
+    }
+    assert bench._level_at_gepa_spend(members, {}, 100) == {}
