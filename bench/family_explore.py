@@ -327,6 +327,15 @@ def _trials_hand_off_needs(count: int) -> Make:
     )
 
 
+def _probe_steps(steps: int) -> Make:
+    """The hand-off's probe after `steps` quiet steps (`HandOff.probe_steps`; one by default)."""
+
+    def make(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+        return opt.HandOff.with_proposers(proposers, probe_steps=steps), None
+
+    return make
+
+
 def _quiet_hand_off_needs(count: int) -> Make:
     """The probe hands a quiet run to Bundle only where the calls left pay for `count` whole
     decisions (one since §9r): a small budget stays with GradientText."""
@@ -379,6 +388,8 @@ VARIANTS: dict[str, Make] = {
     "bundle-decisions-off": _bundle_decisions(None),
     "many-decisions-6-unless-joined": _many_decisions_unless_joined(6),
     "quiet-needs-2": _quiet_hand_off_needs(2),
+    "probe-2": _probe_steps(2),
+    "probe-3": _probe_steps(3),
     "trials-needs-2": _trials_hand_off_needs(2),
     "trials-needs-3": _trials_hand_off_needs(3),
     "quiet-needs-3": _quiet_hand_off_needs(3),
