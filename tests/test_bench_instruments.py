@@ -241,6 +241,16 @@ def test_the_screened_hand_off_variants_hand_off_only_where_their_condition_hold
     assert certifiable._hands_off(View(90), kept) and kept.pending
     assert not certifiable._hands_off(View(90), state(net=6.0))
     assert isinstance(explore.VARIANTS["bundle-after-rejection"](opt, [], Gate)[0], opt.HandOff)
+    trials = first("trials-needs-2")  # §9w: only proposals on trial, calls for two decisions
+
+    def on_trial() -> Any:
+        return type("State", (), {"pending": [], "trials": ["t"], "rejected_hashes": []})()
+
+    dropped_trials = on_trial()
+    assert trials._hands_off(View(30, left=60), dropped_trials) and not dropped_trials.trials
+    assert not trials._hands_off(View(30, left=59), on_trial())
+    assert not trials._hands_off(View(30, left=60), state())  # a proposal joined: kept
+    assert explore.VARIANTS["probe-3"](opt, [], Gate)[0].probe_steps == 3
 
     waiting = BundleMember((Add(after=None, text="A rule."),), ("train0",), ("train1",))
     for name in ("waiting-unjudged", "no-wait"):
