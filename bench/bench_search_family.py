@@ -423,10 +423,10 @@ def summary(
                 out[opt] = round(statistics.mean(values), 4)
         return out
 
-    def level_with(peer: str) -> tuple[str, list[str]]:
-        """Members where the default is at least `peer` - 0.02 ("k/n"), and those more than
-        0.02 below it."""
-        pairs = [(m["name"], mean(m["name"], "default"), mean(m["name"], peer)) for m in members]
+    def level_with(peer: str, ours: str = "default") -> tuple[str, list[str]]:
+        """Members where `ours` is at least `peer` - 0.02 ("k/n"), and those more than 0.02
+        below it."""
+        pairs = [(m["name"], mean(m["name"], ours), mean(m["name"], peer)) for m in members]
         known = [(n, d, p) for n, d, p in pairs if d is not None and p is not None]
         below = [n for n, d, p in known if d < p - 0.02]
         return f"{len(known) - len(below)}/{len(known)}", below
@@ -437,7 +437,13 @@ def summary(
 
     level_gepa, below_gepa = level_with("gepa")
     level_cut, below_cut = level_with("gepa-cut")
-    level_matched = _level_at_gepa_spend(members, rows, calls)
+    level_matched = {}
+    if any(opt == AT_GEPA_SPEND and c == calls for (_, opt, c) in rows):
+        level, below = level_with("gepa", ours=AT_GEPA_SPEND)
+        level_matched = {
+            "at_gepa_spend_ge_gepa_minus_002": level,
+            "at_gepa_spend_below_gepa_by_002": below,
+        }
     below_rev = level_with("rev")[1]
     harmful = [r["harmful"] for (_, opt, c), r in rows.items() if opt == "default" and c == calls]
     return {
@@ -458,33 +464,6 @@ def summary(
         },
         "harmful_kept_per_run_default": round(statistics.mean(harmful), 3) if harmful else None,
         "timed_out": sum(r["timed_out"] for (_, _, c), r in rows.items() if c == calls),
-    }
-
-
-def _level_at_gepa_spend(
-    members: Sequence[dict[str, Any]], rows: dict[tuple[str, str, int], dict[str, Any]], calls: int
-) -> dict[str, Any]:
-    """Where `AT_GEPA_SPEND` ran: the members where it is at least gepa - 0.02 ("k/n"), and
-    those more than 0.02 below gepa (nothing where it did not run)."""
-    pairs = [
-        (
-            m["name"],
-            rows.get((m["name"], AT_GEPA_SPEND, calls)),
-            rows.get((m["name"], "gepa", calls)),
-        )
-        for m in members
-    ]
-    known = [
-        (n, d["gain"], g["gain"])
-        for n, d, g in pairs
-        if d and g and None not in (d["gain"], g["gain"])
-    ]
-    if not known:
-        return {}
-    below = [n for n, d, g in known if d < g - 0.02]
-    return {
-        "at_gepa_spend_ge_gepa_minus_002": f"{len(known) - len(below)}/{len(known)}",
-        "at_gepa_spend_below_gepa_by_002": below,
     }
 
 

@@ -449,14 +449,18 @@ def test_the_default_at_gepa_spend_runs_under_the_calls_gepa_spent_in_that_seed(
         outcome = bench.run_one(bench.AT_GEPA_SPEND, world, (8, 18, 20), 100, rw)
         assert outcome.calls == 100 + 10 * seed
     assert budgets == [110, 120]
-    members = [_member("m00", "text", "group"), _member("m01", "text", "group")]
-    rows = {
-        ("m00", "gepa", 100): _row("m00", "gepa", 100, 0.30),
-        ("m00", bench.AT_GEPA_SPEND, 100): _row("m00", bench.AT_GEPA_SPEND, 100, 0.25),
-        ("m01", "gepa", 100): _row("m01", "gepa", 100, 0.10),
-    }
-    assert bench._level_at_gepa_spend(members, rows, 100) == {
+    members = [_member("m00", "text", "exact"), _member("m01", "text", "exact")]
+    runs = [("m00", "gepa", 0.30), ("m00", bench.AT_GEPA_SPEND, 0.25), ("m01", "gepa", 0.10)]
+    done = {"calls_spent": 110, "timed_out": 0}
+    rows = {(m, o, 100): {**_row(m, o, 100, g), **done} for m, o, g in runs}
+
+    def level(rows: dict[Any, Any]) -> dict[str, Any]:
+        summary = bench.summary(members, rows, 100, None)
+        return {k: v for k, v in summary.items() if k.startswith("at_gepa_spend")}
+
+    assert level(rows) == {
         "at_gepa_spend_ge_gepa_minus_002": "0/1",
         "at_gepa_spend_below_gepa_by_002": ["m00"],
     }
-    assert bench._level_at_gepa_spend(members, {}, 100) == {}
+    gepa_only = {k: v for k, v in rows.items() if k[1] == "gepa"}
+    assert level(gepa_only) == {}

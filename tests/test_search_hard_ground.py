@@ -208,7 +208,8 @@ def test_an_incumbent_perfect_on_a_part_of_validation_is_scored_on_the_rest_firs
     """Kills: "perfect" read from the examples the incumbent was scored on (the seed on the
     gate's first look): a part that happens to hold no failure ended the search at once, and
     the run said `perfect` of a skill that fails validation. Where the budget cannot pay for
-    the rest, the part still decides (nothing is scored past the budget)."""
+    the rest, the part still decides (nothing is scored past the budget), and a budget stop
+    on the way does not escape as a traceback."""
     late = int(VAL[-2].inputs["number"])  # even, past the first 15
     failing_late = seed_book(wrong_on(late), sd.Budget(max_calls=1000))
     assert not failing_late.incumbent_is_perfect()
@@ -218,6 +219,9 @@ def test_an_incumbent_perfect_on_a_part_of_validation_is_scored_on_the_rest_firs
     assert perfect.incumbent_is_perfect() and len(perfect.incumbent_report.records) == len(VAL)
     unpaid = seed_book(wrong_on(late), sd.Budget(max_calls=10))
     assert unpaid.incumbent_is_perfect() and len(unpaid.incumbent_report.records) == 15
+    stopped = seed_book(wrong_on(late), sd.Budget(max_calls=1000))
+    stopped.score = out_of_calls  # priced as paid, and out of calls on the way
+    assert stopped.incumbent_is_perfect() and len(stopped.incumbent_report.records) == 15
 
 
 def test_a_seed_perfect_on_the_first_look_only_is_still_searched(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -213,13 +213,12 @@ class ValidationBook:
         missing = len(self.valset) - len(self.incumbent_report.records)
         if self.state.version > 1:  # the seed is not the incumbent: its rest is scored too
             missing += len(self.valset) - len(seed.records)
-        price = math.ceil(missing * self.call_rate.per_candidate_rollout - 1e-9)
-        if self._affordable(price):  # the incumbent was a candidate: at the higher rate
-            try:
-                self.incumbent_on(self.valset)
-                self.seed_report = self.score(self.module.seed_skill, self.valset, label="val")
-            except BudgetExceeded as exc:  # priced too low: the reports it has are compared
-                logger.warning("validation was not completed: %s", exc)
+
+        def both() -> None:
+            self.incumbent_on(self.valset)
+            self.seed_report = self.score(self.module.seed_skill, self.valset, label="val")
+
+        self._score_when_affordable(missing, both)
         return self.incumbent_report
 
     def incumbent_is_perfect(self) -> bool:
@@ -232,13 +231,19 @@ class ValidationBook:
         if not report.records or any(r.score < 1.0 for r in report.records):
             return False
         missing = len(self.valset) - len(report.records)
-        if self._affordable(math.ceil(missing * self.call_rate.per_candidate_rollout - 1e-9)):
-            try:
-                report = self.incumbent_on(self.valset)
-            except BudgetExceeded as exc:  # priced too low: the part it has decides
-                logger.warning("validation was not completed: %s", exc)
-                report = self.incumbent_report
-        return all(r.score >= 1.0 for r in report.records)
+        self._score_when_affordable(missing, lambda: self.incumbent_on(self.valset))
+        return all(r.score >= 1.0 for r in self.incumbent_report.records)
+
+    def _score_when_affordable(self, missing: int, score: Callable[[], object]) -> None:
+        """Run `score` (validation rollouts on `missing` examples, priced at a candidate's
+        measured rate: the incumbent may have been one) when a budget that only limits calls
+        pays for it; a budget stop on the way (priced too low) keeps the reports there are."""
+        if not self._affordable(math.ceil(missing * self.call_rate.per_candidate_rollout - 1e-9)):
+            return
+        try:
+            score()
+        except BudgetExceeded as exc:
+            logger.warning("validation was not completed: %s", exc)
 
     def _affordable(self, calls: int) -> bool:
         """Whether `calls` (> 0) more validation calls (already priced at the measured rate)
