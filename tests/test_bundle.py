@@ -245,6 +245,45 @@ def test_steps_that_collect_nothing_widen_the_failures_shown(tmp_path: Path) -> 
     assert result.stop_reason == "patience"
 
 
+@pytest.mark.timeout(60)
+def test_a_pool_with_too_few_failures_grows_from_the_rest_of_the_training_set(
+    tmp_path: Path,
+) -> None:
+    """Kills: failures drawn only from the first `pool_size` training examples (the proposers
+    never see the failures outside it: on a large training set most of them). Six failures
+    in 24 training items, a pool of 4: every one is shown."""
+    barren = Barren()
+    optimizer = Bundle(proposers=[barren], failures_per_step=2, patience=12, pool_size=4)
+    result, events = run_scripted(tmp_path, optimizer, calls=None)
+    shown = {i for request in barren.shown for i in request}
+    assert shown == {f"train{k}" for k in range(0, 24, 4)}, barren.shown
+    assert any(e["event"] == "pool_grown" for e in events)
+    assert result.stop_reason == "patience"
+
+
+def one_failure_target(messages: list[dict[str, str]]) -> str:
+    """Training item 23 and the even validation items fail, unless the skill says `FIX`."""
+    system = next((m["content"] for m in messages if m["role"] == "system"), "")
+    item_id = messages[-1]["content"].split()[-1]
+    fails = item_id == "train23" or (item_id.startswith("val") and _number(item_id) % 2 == 0)
+    return "B" if fails and "FIX" not in system else "A"
+
+
+def test_a_solved_pool_is_not_a_solved_training_set(tmp_path: Path) -> None:
+    """Kills: a run that stops `train_solved` when its pool holds no failure (the one failing
+    training item lies outside a pool of 4 of 24, and the edit that fixes it, and half of
+    validation, is never proposed)."""
+    offers = Offers(texts=[CLEAN])
+    result = sd.compile(
+        RuleWorldTask(), items("train", 24), items("val", 40),
+        optimizer=Bundle(proposers=[offers], failures_per_step=2, pool_size=4),
+        lm=LM(ScriptedLM(one_failure_target)), optimizer_lm=LM(ScriptedLM(lambda m: "{}")),
+        run_dir=tmp_path, threads=1,
+    )  # fmt: skip
+    assert offers.shown and offers.shown[0] == ["train23"], offers.shown
+    assert CLEAN in result.best_skill.text and result.gate_log[0].accepted
+
+
 def test_the_bundle_goes_to_the_gate_once_with_every_collected_edit(tmp_path: Path) -> None:
     """Kills: a bundle submitted per collected edit (several decisions, each a share of the
     run's significance) and a bundle that drops members. Three clean edits, one a step, one

@@ -9,7 +9,9 @@ Bundle asks exactly that of each proposal, and lets the gate judge their sum onc
 1. Its training pool (`pool_size` examples, drawn once with the run's seed) is scored under
    the incumbent as the search needs it (an agent's episodes are costly); the pool's failures
    no collected edit has fixed are *open*. A step that collects nothing widens the pool
-   scored.
+   scored; a pool wholly scored with too few open failures for the next step grows by
+   `pool_size` more training examples (`_grow_pool`): a solved pool is not a solved
+   training set, and only the latter stops the run `train_solved`.
 2. Each step shows the proposers `failures_per_step` open failures (`search.proposal_request`,
    `ProposerRuns`), and the search step it holds (`search.SearchStep`) fits each proposal to the
    learning rate's room (`fit`) and tries it alone on those failures (`try_alone`: the failures it names
@@ -148,8 +150,9 @@ class Bundle(Optimizer):
         lr_floor_tokens: the least a step may change, so short or empty seeds can grow.
         max_edits: cap on edits per proposal (None: only the learning rate limits).
         failures_per_step: open failures the proposers read each step.
-        pool_size: training examples scored under the incumbent (drawn once; the failures come
-            from them, and the audit's examples).
+        pool_size: training examples drawn into the pool at a time, scored under the
+            incumbent as the search needs them (the failures come from them, and the audit's
+            examples); once scored with too few open failures, the pool grows by as many more.
         audit_size: pool examples the incumbent gets right on which a survivor is audited.
         audit_strikes: breaks that repeat under a changed text at which a survivor is struck
             (`AUDIT_STRIKES`).
@@ -249,6 +252,9 @@ class Bundle(Optimizer):
             short = len(open_) < self.failures_per_step * (1 + state.idle_steps)
             if short and self._score_more(view, state, pool, self.failures_per_step):
                 continue
+            if short and state.scored == len(pool) and self._grow_pool(view, state):
+                pool = [by_id[i] for i in state.pool]
+                continue
             if not open_:
                 return "train_solved" if state.scored == len(pool) else "budget"
             if state.stale_steps >= STALE_STEPS_PER_PATIENCE * self.patience:
@@ -263,6 +269,19 @@ class Bundle(Optimizer):
                 state.tail = True  # an empty bundle goes on in the tail: the first look's reserve
                 continue
             self._step(view, state, pool, open_)
+
+    def _grow_pool(self, view: RunView, state: BundleState) -> bool:
+        """Draw up to `pool_size` more training examples into the pool (with the run's seed)
+        once it is wholly scored and holds too few open failures for the next step; whether
+        any were left to draw. A pool solved is not a training set solved: without it a run
+        on 500 examples stopped `train_solved` once its first 48 were."""
+        drawn = set(state.pool)
+        rest = [e for e in view.trainset if e.id not in drawn]
+        if not rest:
+            return False
+        state.pool += [e.id for e in draw_examples(view, rest, self.pool_size)]
+        view.emit("pool_grown", step=view.memory.step, pool=len(state.pool))
+        return True
 
     @staticmethod
     def _scored(
