@@ -445,6 +445,9 @@ def summary(
             "at_gepa_spend_below_gepa_by_002": below,
         }
     below_rev = level_with("rev")[1]
+    befores = sorted({o for (_, o, _) in rows if o.startswith("default@")})
+    peers = ("gepa", "gepa-cut", "rev", *befores)
+    paired = {p: b for p in peers if (b := paired_below(members, rows, calls, p))}
     harmful = [r["harmful"] for (_, opt, c), r in rows.items() if opt == "default" and c == calls]
     return {
         "calls": calls,
@@ -457,6 +460,7 @@ def summary(
         "mean_over_members": means(members),
         "mean_over_realistic": means([m for m in members if realistic(m, calibration)]),
         "below_rev_by_002": below_rev,
+        "paired_below_by_002": paired,
         "null_changed_default": {
             m["name"]: rows[(m["name"], "default", calls)]["changed"]
             for m in members
@@ -465,6 +469,63 @@ def summary(
         "harmful_kept_per_run_default": round(statistics.mean(harmful), 3) if harmful else None,
         "timed_out": sum(r["timed_out"] for (_, _, c), r in rows.items() if c == calls),
     }
+
+
+def paired_below(
+    members: Sequence[dict[str, Any]],
+    rows: dict[tuple[str, str, int], dict[str, Any]],
+    calls: int,
+    peer: str,
+    ours: str = "default",
+) -> dict[str, list[float]]:
+    """The members where `ours` is more than 0.02 below `peer` at `calls`, each with the mean
+    of its per-seed differences (the same seed is the same world for both), the standard error
+    of that mean and their ratio: a member 0.03 below at a standard error of 0.04 is within
+    what 20 seeds can resolve, one at z = -3 is not."""
+    out = {}
+    for m in members:
+        a, b = rows.get((m["name"], ours, calls)), rows.get((m["name"], peer, calls))
+        if a is None or b is None or len(a["gains"]) != len(b["gains"]) or len(a["gains"]) < 2:
+            continue
+        diffs = [x - y for x, y in zip(a["gains"], b["gains"], strict=True)]
+        mean = statistics.mean(diffs)
+        se = round(statistics.stdev(diffs) / math.sqrt(len(diffs)), 6)  # 0 where every seed agrees
+        if mean < -0.02:
+            out[m["name"]] = [
+                round(mean, 3),
+                round(se, 3),
+                round(mean / se, 2) if se else -math.inf,
+            ]
+    return out
+
+
+def beside(figures: dict[str, Any], paths: Sequence[str]) -> dict[str, Any]:
+    """`figures` with the rows of other results files of the same draws added (`--beside`):
+    a column already present keeps its own rows, and the other file's is named
+    `optimizer@base` (a before run's default beside the after run's)."""
+    for path in paths:
+        other = json.loads(Path(path).read_text())
+        for d, draw in figures["draws"].items():
+            theirs = other["draws"].get(d)
+            if theirs is None:
+                continue
+            if theirs["seed"] != draw["seed"]:
+                raise SystemExit(
+                    f"{path}: its {d} draw is seed {theirs['seed']}, not {draw['seed']}"
+                )
+            present = {r["optimizer"] for r in draw["rows"]}
+            for r in theirs["rows"]:
+                name = (
+                    r["optimizer"]
+                    if r["optimizer"] not in present
+                    else f"{r['optimizer']}@{other['base']}"
+                )
+                draw["rows"].append({**r, "optimizer": name})
+        known = figures["args"]["optimizers"]
+        for r in (r for draw in figures["draws"].values() for r in draw["rows"]):
+            if r["optimizer"] not in known:
+                known.append(r["optimizer"])
+    return figures
 
 
 def main() -> None:
@@ -498,6 +559,13 @@ def main() -> None:
     parser.add_argument("--name", default="search_family")
     parser.add_argument("--table", help="print the tables of a results file (runs nothing)")
     parser.add_argument(
+        "--beside",
+        nargs="+",
+        default=[],
+        help="with --table: other results files of the same draws, their columns added (one"
+        " already present as optimizer@base)",
+    )
+    parser.add_argument(
         "--by-key",
         action="store_const",
         const="noise_key",
@@ -516,7 +584,7 @@ def main() -> None:
     if args.optimizers is None:
         args.optimizers = ["default", *ABLATIONS] if args.ablation else list(OPTIMIZERS)
     if args.table:
-        figures = json.loads(Path(args.table).read_text())
+        figures = beside(json.loads(Path(args.table).read_text()), args.beside)
         _render_all(figures, _calibration(args.calibration))
         if args.by:
             render_by_axis(figures, args.by)

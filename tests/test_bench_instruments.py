@@ -5,6 +5,7 @@ Each test names the miscount it kills."""
 
 from __future__ import annotations
 
+import json
 import logging
 import statistics
 import types
@@ -464,3 +465,39 @@ def test_the_default_at_gepa_spend_runs_under_the_calls_gepa_spent_in_that_seed(
     }
     gepa_only = {k: v for k, v in rows.items() if k[1] == "gepa"}
     assert level(gepa_only) == {}
+
+
+def test_the_paired_gap_is_taken_seed_by_seed_and_the_before_run_sits_beside(
+    tmp_path: Any,
+) -> None:
+    """Kills: the paired gap taken between the means (the same figure whatever the seeds
+    show, with no standard error), a standard error of the gains rather than of their
+    per-seed differences, and `--beside` rows overwriting the run's own default."""
+    bench = load_bench("bench_search_family")
+    members = [_member("m00", "text", "exact"), _member("m01", "text", "exact")]
+    per_seed = {
+        ("m00", "default"): [0.5, 0.0, 0.5, 0.0],
+        ("m00", "gepa"): [0.54, 0.04, 0.54, 0.04],  # 0.04 above in every seed: certain
+        ("m01", "default"): [0.0, 0.5, 0.0, 0.5],
+        ("m01", "gepa"): [0.54, 0.04, 0.54, 0.04],  # 0.04 above on the mean, seeds apart
+    }
+    rows = {
+        (m, o, 100): {**_row(m, o, 100, statistics.mean(g)), "gains": g}
+        for (m, o), g in per_seed.items()
+    }
+    below = bench.paired_below(members, rows, 100, "gepa")
+    assert below["m00"] == [-0.04, 0.0, float("-inf")]
+    assert below["m01"][0] == -0.04 and below["m01"][1] > 0.2 and below["m01"][2] > -0.2
+    draw = {
+        "seed": 7,
+        "members": members,
+        "rows": [{**_row("m00", "default", 100, 0.2), "gains": [0.2]}],
+    }
+    before = {"base": "abc1234", "draws": {"fresh": {"seed": 7, "rows": [
+        {**_row("m00", "default", 100, 0.1), "gains": [0.1]}]}}}  # fmt: skip
+    path = tmp_path / "before.json"
+    path.write_text(json.dumps(before))
+    figures = bench.beside({"args": {"optimizers": ["default"]}, "draws": {"fresh": draw}}, [path])
+    gains = {r["optimizer"]: r["gain"] for r in figures["draws"]["fresh"]["rows"]}
+    assert gains == {"default": 0.2, "default@abc1234": 0.1}
+    assert figures["args"]["optimizers"] == ["default", "default@abc1234"]
