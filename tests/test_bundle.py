@@ -246,18 +246,17 @@ def test_steps_that_collect_nothing_widen_the_failures_shown(tmp_path: Path) -> 
 
 
 @pytest.mark.timeout(60)
-def test_a_pool_with_too_few_failures_grows_from_the_rest_of_the_training_set(
-    tmp_path: Path,
-) -> None:
-    """Kills: failures drawn only from the first `pool_size` training examples (the proposers
-    never see the failures outside it: on a large training set most of them). Six failures
-    in 24 training items, a pool of 4: every one is shown."""
+def test_a_pool_with_open_failures_left_does_not_grow(tmp_path: Path) -> None:
+    """Kills: a pool that grows whenever a step finds too few open failures (after a few
+    steps that collect nothing, each step would score another `pool_size` training examples:
+    on a large training set the steps' calls go to scoring; bench/README §9x). Nothing is
+    ever fixed here, so the pool of 4 never grows."""
     barren = Barren()
     optimizer = Bundle(proposers=[barren], failures_per_step=2, patience=12, pool_size=4)
     result, events = run_scripted(tmp_path, optimizer, calls=None)
     shown = {i for request in barren.shown for i in request}
-    assert shown == {f"train{k}" for k in range(0, 24, 4)}, barren.shown
-    assert any(e["event"] == "pool_grown" for e in events)
+    assert shown and len(shown) <= 4, barren.shown
+    assert not any(e["event"] == "pool_grown" for e in events)
     assert result.stop_reason == "patience"
 
 

@@ -9,9 +9,9 @@ Bundle asks exactly that of each proposal, and lets the gate judge their sum onc
 1. Its training pool (`pool_size` examples, drawn once with the run's seed) is scored under
    the incumbent as the search needs it (an agent's episodes are costly); the pool's failures
    no collected edit has fixed are *open*. A step that collects nothing widens the pool
-   scored; a pool wholly scored with too few open failures for the next step grows by
-   `pool_size` more training examples (`_grow_pool`): a solved pool is not a solved
-   training set, and only the latter stops the run `train_solved`.
+   scored; a pool wholly scored with no open failure left grows by `pool_size` more
+   training examples (`_grow_pool`): a solved pool is not a solved training set, and only
+   the latter stops the run `train_solved`.
 2. Each step shows the proposers `failures_per_step` open failures (`search.proposal_request`,
    `ProposerRuns`), and the search step it holds (`search.SearchStep`) fits each proposal to the
    learning rate's room (`fit`) and tries it alone on those failures (`try_alone`: the failures it names
@@ -152,7 +152,7 @@ class Bundle(Optimizer):
         failures_per_step: open failures the proposers read each step.
         pool_size: training examples drawn into the pool at a time, scored under the
             incumbent as the search needs them (the failures come from them, and the audit's
-            examples); once scored with too few open failures, the pool grows by as many more.
+            examples); once scored with no open failure left, the pool grows by as many more.
         audit_size: pool examples the incumbent gets right on which a survivor is audited.
         audit_strikes: breaks that repeat under a changed text at which a survivor is struck
             (`AUDIT_STRIKES`).
@@ -252,7 +252,7 @@ class Bundle(Optimizer):
             short = len(open_) < self.failures_per_step * (1 + state.idle_steps)
             if short and self._score_more(view, state, pool, self.failures_per_step):
                 continue
-            if short and state.scored == len(pool) and self._grow_pool(view, state):
+            if not open_ and state.scored == len(pool) and self._grow_pool(view, state):
                 pool = [by_id[i] for i in state.pool]
                 continue
             if not open_:
@@ -272,9 +272,11 @@ class Bundle(Optimizer):
 
     def _grow_pool(self, view: RunView, state: BundleState) -> bool:
         """Draw up to `pool_size` more training examples into the pool (with the run's seed)
-        once it is wholly scored and holds too few open failures for the next step; whether
-        any were left to draw. A pool solved is not a training set solved: without it a run
-        on 500 examples stopped `train_solved` once its first 48 were."""
+        once it is wholly scored and holds no open failure; whether any were left to draw. A
+        pool solved is not a training set solved: without it a run on 300 examples stopped
+        `train_solved` once its first 48 were. Only then: growing it whenever a step found
+        too few open failures scored the training set at the cost of the steps (bench/README
+        §9x)."""
         drawn = set(state.pool)
         rest = [e for e in view.trainset if e.id not in drawn]
         if not rest:
