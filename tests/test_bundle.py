@@ -249,14 +249,18 @@ def test_steps_that_collect_nothing_widen_the_failures_shown(tmp_path: Path) -> 
 def test_a_pool_with_open_failures_left_does_not_grow(tmp_path: Path) -> None:
     """Kills: a pool that grows whenever a step finds too few open failures (after a few
     steps that collect nothing, each step would score another `pool_size` training examples:
-    on a large training set the steps' calls go to scoring; bench/README §9x). Nothing is
-    ever fixed here, so the pool of 4 never grows."""
+    on a large training set the steps' calls go to scoring; bench/README §9x). Every item
+    fails and nothing is ever fixed, so whatever the draw, the pool of 4 never grows."""
     barren = Barren()
-    optimizer = Bundle(proposers=[barren], failures_per_step=2, patience=12, pool_size=4)
-    result, events = run_scripted(tmp_path, optimizer, calls=None)
-    shown = {i for request in barren.shown for i in request}
-    assert shown and len(shown) <= 4, barren.shown
-    assert not any(e["event"] == "pool_grown" for e in events)
+    result = sd.compile(
+        RuleWorldTask(), items("train", 24), items("val", 40),
+        optimizer=Bundle(proposers=[barren], failures_per_step=2, patience=12, pool_size=4),
+        lm=LM(ScriptedLM(lambda m: "B")), optimizer_lm=LM(ScriptedLM(lambda m: "{}")),
+        run_dir=tmp_path, threads=1,
+    )  # fmt: skip
+    lines = (tmp_path / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    assert not any(json.loads(line)["event"] == "pool_grown" for line in lines)
+    assert len({i for request in barren.shown for i in request}) == 4, barren.shown
     assert result.stop_reason == "patience"
 
 
@@ -279,6 +283,8 @@ def test_a_solved_pool_is_not_a_solved_training_set(tmp_path: Path) -> None:
         lm=LM(ScriptedLM(one_failure_target)), optimizer_lm=LM(ScriptedLM(lambda m: "{}")),
         run_dir=tmp_path, threads=1,
     )  # fmt: skip
+    lines = (tmp_path / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    assert any(json.loads(line)["event"] == "pool_grown" for line in lines)  # not in the first
     assert offers.shown and offers.shown[0] == ["train23"], offers.shown
     assert CLEAN in result.best_skill.text and result.gate_log[0].accepted
 

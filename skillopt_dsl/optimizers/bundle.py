@@ -6,7 +6,7 @@ a fresh mini-batch shows nothing: the batch rarely holds its kind of input. What
 can show is narrow: it fixes the failures it was written for, and it breaks nothing else.
 Bundle asks exactly that of each proposal, and lets the gate judge their sum once:
 
-1. Its training pool (`pool_size` examples, drawn once with the run's seed) is scored under
+1. Its training pool (`pool_size` examples, drawn with the run's seed) is scored under
    the incumbent as the search needs it (an agent's episodes are costly); the pool's failures
    no collected edit has fixed are *open*. A step that collects nothing widens the pool
    scored; a pool wholly scored with no open failure left grows by `pool_size` more

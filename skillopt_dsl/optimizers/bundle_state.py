@@ -53,7 +53,8 @@ class BundleState(CheckpointedState):
     (`RunView.memory`)."""
 
     pool: list[str] = field(default_factory=list)
-    """The training pool's example ids (drawn once)."""
+    """The training pool's example ids, in the order drawn (`pool_size` at a time: more are
+    drawn once it is scored with no open failure left, `Bundle._grow_pool`)."""
     members: list[BundleMember] = field(default_factory=list)
     waiting: list[BundleMember] = field(default_factory=list)
     """Survivors the audit struck while the bundle was empty: their breaks repeated under
