@@ -249,3 +249,36 @@ def test_a_model_adds_a_rubric_to_the_task_mined_from_evidence(sessions: list) -
     price = next(t for t in tasks if "parse_price" in t.intent)
     assert price.rubric == "Says which file changed." and price.origin == "heuristic"
     assert any(c.source for c in price.checks)
+
+
+def test_a_valid_reply_that_finds_no_task_does_not_drop_the_model(sessions: list) -> None:  # type: ignore[type-arg]
+    """Kills: reading one session with nothing to mine as a model that cannot mine (a model
+    whose first answer was a valid `{"tasks": []}` was not asked about any other session, and
+    the report said its reply held no valid task)."""
+    good = json.dumps(
+        {
+            "tasks": [
+                {
+                    "intent": "Make prices exact",
+                    "checks": [{"kind": "contains", "value": "Decimal"}],
+                }
+            ]
+        }
+    )
+    replies = iter([json.dumps({"tasks": []})] + [good] * 50)
+    fake = ScriptedLM(lambda messages: next(replies), model="scripted/miner")
+    tasks, stats = mine_sessions(sessions, project=PROJECT, lm=LM(fake), fractions=(0.4, 0.4, 0.2))
+    assert stats.model_dropped is None and stats.model_calls == len(sessions) > 1
+    assert stats.invalid_replies == 0 and stats.model_tasks == len(sessions) - 1
+    assert any(t.origin == "model" for t in tasks)
+
+
+def test_a_reply_whose_tasks_have_no_check_counts_as_invalid(sessions: list) -> None:  # type: ignore[type-arg]
+    """Kills: a reply of tasks with neither a check nor a rubric read as a valid empty answer
+    (the model that writes only intents would be asked about every session for nothing)."""
+    lm, fake = _miner(json.dumps({"tasks": [{"intent": "Be careful", "checks": []}]}))
+    _, stats = mine_sessions(sessions, project=PROJECT, lm=lm, fractions=(0.4, 0.4, 0.2))
+    assert len(fake.calls) == 1 and stats.invalid_replies == 1
+    assert (
+        stats.model_dropped is not None and "no task has a check or a rubric" in stats.model_dropped
+    )

@@ -10,10 +10,12 @@ the first request, then later requests that have evidence.
 With a model (the optimizer model, or a local server), it *adds*: one call per session proposes
 up to three tasks as JSON (intents, rule checks, rubrics), validated by pydantic (an unknown
 check kind invalidates the reply), shown the evidence already mined; a task with the same intent
-as a mined one is merged into it. A model is used only while it yields valid tasks: when its
-first reply holds none (a small model that cannot write the JSON, say), it is not asked again;
+as a mined one is merged into it. A model is used only while it answers validly: when its
+first reply is invalid (a small model that cannot write the JSON, say), it is not asked again;
 the reason is logged as a warning and kept in the report (`model_dropped`), never dropped
-silently.
+silently. A valid reply that finds no task in its session (`{"tasks": []}`: a greeting, a
+question answered) counts for the model: one such session is no evidence that it cannot mine
+the others.
 
 Recurring tasks (near-duplicate intents across sessions: rapidfuzz's `token_sort_ratio` at
 least 85 *and* the same identifiers, so "Work on bead bd-12" and "Work on bead bd-13" stay two
@@ -69,7 +71,9 @@ logger = logging.getLogger(__name__)
 MAX_TRANSCRIPT_CHARS = 6000
 CLUSTER_SIMILARITY = 85.0
 MODEL_PROBE_REPLIES = 1
-"""A model whose first reply(ies) hold no valid task is not asked again."""
+"""A model whose first reply(ies) are all invalid (no JSON, an unknown check, a task with no
+check or rubric, a model error) is not asked again; a valid reply that finds no task counts
+for the model."""
 
 MINE_SYSTEM = """You read one session between a developer and their coding agent and write up to 3
 checkable tasks that the agent should be able to do well next time.
@@ -95,7 +99,7 @@ class _ProposedTask(BaseModel):
 
 class _Proposal(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    tasks: list[_ProposedTask] = Field(min_length=1, max_length=3)
+    tasks: list[_ProposedTask] = Field(max_length=3)  # "up to 3": none is a valid answer
 
 
 class MineRecord(TypedDict):
@@ -174,7 +178,7 @@ def mine_sessions(
         raw += mined
         if lm is not None and not stats.budget_stopped and stats.model_dropped is None:
             added = _ask_model(session, project, lm, stats, seed=seed + index, mined=mined)
-            if not added and stats.model_tasks == 0 and stats.model_calls >= MODEL_PROBE_REPLIES:
+            if added is None and _cannot_mine(stats):
                 stats.model_dropped = _dropped(lm, stats, len(sessions) - index - 1)
                 logger.warning("%s", stats.model_dropped)
             stats.model_tasks += len(added or [])
@@ -200,6 +204,16 @@ def discriminating_checks(task: Task) -> list[Check]:
     """The task's checks mined from evidence that a reply can fail: every check with a
     `source` except `no_refusal` (which nearly every reply passes)."""
     return [c for c in task.checks if c.source and not isinstance(c, NoRefusal)]
+
+
+def _cannot_mine(stats: MineStats) -> bool:
+    """Whether the model has answered `MODEL_PROBE_REPLIES` times or more and every reply
+    was invalid. A valid reply that finds no task in its session (a greeting, a question
+    answered) is the model mining well, not a reason to stop asking it."""
+    invalid = stats.invalid_replies
+    return (
+        not stats.budget_stopped and invalid >= MODEL_PROBE_REPLIES and invalid == stats.model_calls
+    )
 
 
 def _dropped(lm: LM, stats: MineStats, left: int) -> str:
@@ -234,6 +248,8 @@ def _ask_model(
     seed: int,
     mined: Sequence[Task] = (),
 ) -> list[Task] | None:
+    """The tasks the model mines from `session`: a list (empty where a valid reply finds
+    none), or None where no reply came (the budget) or the reply is invalid (counted)."""
     user = (
         f"Project: {project}\nBranch: {session.branch or 'unknown'}\n\n"
         f"# Checks already mined from the session's evidence\n{_mined_summary(mined)}\n\n"
@@ -258,15 +274,19 @@ def _ask_model(
         stats.invalid_replies += 1
         stats.reasons.append(f"{session.id}: {_brief(exc)}")
         return None
+    drafts = [p for p in proposal.tasks if p.checks or p.rubric]
+    if proposal.tasks and not drafts:
+        stats.invalid_replies += 1
+        stats.reasons.append(f"{session.id}: no task has a check or a rubric")
+        return None
     return [
         _task(
             project,
             session,
             _Draft(p.intent, p.context, list(p.checks), p.outcome, "model", rubric=p.rubric),
         )
-        for p in proposal.tasks
-        if p.checks or p.rubric
-    ] or None
+        for p in drafts
+    ]
 
 
 def _json_block(text: str) -> str:
