@@ -117,7 +117,7 @@ HeuristicOpt = Annotated[
         "--heuristic-only",
         help="Mine tasks without a model: each session's first request, the corrections you "
         'gave ("use X, not Y") and your feedback. No mining calls. Without it, the optimizer '
-        "model proposes tasks and is dropped at once if its first reply holds no valid task.",
+        "model proposes tasks and is dropped at once if its first reply is invalid.",
     ),
 ]
 
