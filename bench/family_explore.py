@@ -378,6 +378,36 @@ class _TailReached(Exception):
     """Bundle's bench-only signal: an empty bundle reached the budget's tail."""
 
 
+def _min_audit(size: int) -> Make:
+    """Bundle collects a survivor only where its audit scores at least `size` examples, when
+    the pool holds that many the incumbent gets right: an audit the calls cut shorter (one or
+    two examples in the budget's tail) leaves the survivor uncollected, as an audit the calls
+    pay nothing for does (proposed again, it is tried again)."""
+
+    def make(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+        class MinAudit(opt.Bundle):  # type: ignore[name-defined,misc]
+            def _audit(self, view: Any, state: Any, fitted: Any, pool: Any) -> Any:
+                scored = self._scored(view, state, pool)
+                short = self.audit_size - sum(r.score >= 1.0 for _, r in scored)
+                if short > 0 and self._score_more(view, state, pool, short):
+                    scored = self._scored(view, state, pool)
+                right = sum(r.score >= 1.0 for _, r in scored)
+                left, reserve = view.calls_left(), self._reserve(view, first_look=state.tail)
+                paid = (
+                    right
+                    if left is None
+                    else int((left - reserve) / (3 * view.calls_per_rollout()))
+                )
+                if right >= size and min(paid, self.audit_size) < size:
+                    return None
+                return super()._audit(view, state, fitted, pool)
+
+        first = opt.GradientText(proposers=proposers)
+        return opt.HandOff(first=first, then=MinAudit(proposers=proposers)), None
+
+    return make
+
+
 VARIANTS: dict[str, Make] = {
     "hand-off-after-rejection": _hand_off_also(_rejected, drop=True),
     "bundle-after-rejection": _after_rejection,
@@ -389,6 +419,8 @@ VARIANTS: dict[str, Make] = {
     "many-decisions-6-unless-joined": _many_decisions_unless_joined(6),
     "quiet-needs-2": _quiet_hand_off_needs(2),
     "probe-2": _probe_steps(2),
+    "min-audit-4": _min_audit(4),
+    "min-audit-8": _min_audit(8),
     "probe-3": _probe_steps(3),
     "trials-needs-2": _trials_hand_off_needs(2),
     "trials-needs-3": _trials_hand_off_needs(3),

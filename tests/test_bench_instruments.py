@@ -501,3 +501,40 @@ def test_the_paired_gap_is_taken_seed_by_seed_and_the_before_run_sits_beside(
     gains = {r["optimizer"]: r["gain"] for r in figures["draws"]["fresh"]["rows"]}
     assert gains == {"default": 0.2, "default@abc1234": 0.1}
     assert figures["args"]["optimizers"] == ["default", "default@abc1234"]
+
+
+def test_the_min_audit_variant_leaves_a_survivor_only_where_the_calls_cut_its_audit_short(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kills: a `min-audit-N` variant that refuses every audit (or none), or one that refuses
+    an audit the pool cannot fill (the incumbent right on fewer than N examples), measured
+    under its name in bench/README §9x."""
+    explore = load_bench("family_explore")
+    from skillopt_dsl import optimizers as opt
+    from skillopt_dsl.gate import Gate
+
+    bundle = explore.VARIANTS["min-audit-4"](opt, [], Gate)[0].then
+    monkeypatch.setattr(opt.Bundle, "_audit", lambda *args: "audited")
+    right = type("Rollout", (), {"score": 1.0})()
+
+    class View:
+        def __init__(self, left: int) -> None:
+            self.left = left
+
+        def calls_left(self) -> int:
+            return self.left
+
+        def calls_per_rollout(self) -> float:
+            return 1.0
+
+        def decision_calls(self, *, first_look: bool = False) -> int:
+            return 30
+
+    def audit(left: int, pool_right: int) -> Any:
+        monkeypatch.setattr(bundle, "_scored", lambda *a: [(None, right)] * pool_right)
+        monkeypatch.setattr(bundle, "_score_more", lambda *a: False)
+        return bundle._audit(View(left), type("S", (), {"tail": False})(), None, [])
+
+    assert audit(30 + 3 * 4, pool_right=24) == "audited"  # four examples paid: audited
+    assert audit(30 + 3 * 3, pool_right=24) is None  # three: the survivor waits
+    assert audit(30 + 3 * 1, pool_right=2) == "audited"  # the pool holds two: audit those
