@@ -521,10 +521,10 @@ def beside(figures: dict[str, Any], paths: Sequence[str]) -> dict[str, Any]:
                     else f"{r['optimizer']}@{other['base']}"
                 )
                 draw["rows"].append({**r, "optimizer": name})
-        known = figures["args"]["optimizers"]
-        for r in (r for draw in figures["draws"].values() for r in draw["rows"]):
-            if r["optimizer"] not in known:
-                known.append(r["optimizer"])
+    known = figures["args"]["optimizers"]
+    for r in (r for draw in figures["draws"].values() for r in draw["rows"]):
+        if r["optimizer"] not in known:
+            known.append(r["optimizer"])
     return figures
 
 

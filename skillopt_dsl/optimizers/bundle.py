@@ -35,7 +35,8 @@ Bundle asks exactly that of each proposal, and lets the gate judge their sum onc
    judges them on validation.
 5. The bundle (the incumbent with every collected edit) goes to the gate once: when the call
    budget pays for no further step beside a whole gate decision (or, for a first bundle begun
-   past that point, beside the decision's first look), when no open failure is left, after
+   past that point, beside the decision's first look), when no open failure is left in the
+   whole training set (the pool grown to all of it), after
    `STALE_STEPS_PER_PATIENCE * patience` steps in a row that asked the proposers nothing new
    (no model call: every answer came from the response cache, every proposal was tried), or,
    without a call budget, after `patience` steps that collect nothing or `max_steps` steps.
@@ -238,8 +239,9 @@ class Bundle(Optimizer):
 
     def _collect(self, view: RunView, state: BundleState) -> StopReason:
         """Run steps until the bundle is due; returns why ("budget": the calls left pay for no
-        further step beside a decision; "train_solved": no open failure; "patience": steps
-        collected nothing; "finished": `max_steps` without a call budget)."""
+        further step beside a decision; "train_solved": no open failure in the whole training
+        set; "patience": steps collected nothing; "finished": `max_steps` without a call
+        budget)."""
         by_id = {e.id: e for e in view.trainset}
         pool = [by_id[i] for i in state.pool]
         if state.steps_this_bundle == 0:
