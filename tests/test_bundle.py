@@ -289,6 +289,32 @@ def test_a_solved_pool_is_not_a_solved_training_set(tmp_path: Path) -> None:
     assert CLEAN in result.best_skill.text and result.gate_log[0].accepted
 
 
+def training_only_target(messages: list[dict[str, str]]) -> str:
+    """Training items numbered 0 mod 4 fail unless the skill says `FIX`; validation answers
+    do not move (half wrong, whatever the skill): a fix of training that validation rejects."""
+    system = next((m["content"] for m in messages if m["role"] == "system"), "")
+    item_id = messages[-1]["content"].split()[-1]
+    if item_id.startswith("val"):
+        return "A" if _number(item_id) % 2 else "B"
+    return "B" if _number(item_id) % 4 == 0 and "FIX" not in system else "A"
+
+
+def test_a_rejected_bundle_that_fixed_training_does_not_say_it_was_solved(tmp_path: Path) -> None:
+    """Kills: a run that stops `train_solved` ("no training failure left") because a bundle
+    fixed every training failure, when the gate rejected that bundle and the skill kept fails
+    them (in the family of rule worlds, 4 of 11 such stops of compile's default, dev draw at
+    400 calls; bench/README §9y)."""
+    result = sd.compile(
+        RuleWorldTask(), items("train", 24), items("val", 40),
+        optimizer=Bundle(proposers=[Offers(texts=[CLEAN])], failures_per_step=6),
+        lm=LM(ScriptedLM(training_only_target)), optimizer_lm=LM(ScriptedLM(lambda m: "{}")),
+        run_dir=tmp_path, threads=1,
+    )  # fmt: skip
+    assert [d.accepted for d in result.gate_log] == [False]
+    assert CLEAN not in result.best_skill.text
+    assert result.stop_reason == "significance"
+
+
 def test_the_bundle_goes_to_the_gate_once_with_every_collected_edit(tmp_path: Path) -> None:
     """Kills: a bundle submitted per collected edit (several decisions, each a share of the
     run's significance) and a bundle that drops members. Three clean edits, one a step, one

@@ -46,7 +46,8 @@ Bundle asks exactly that of each proposal, and lets the gate judge their sum onc
    The run plans that one decision, so it is tested at the run's whole significance. After an
    accepted bundle the search goes on from the new incumbent while the budget pays; a rejected
    bundle's edits are told to the proposers (not blocked: each may join a later bundle), and
-   the run ends.
+   the run ends (`_after_rejection`: never `train_solved`, since the skill kept still fails
+   what the rejected members fixed).
 
 Use it where failures fall into many small kinds and the budget is 200 calls or more
 (docs/concepts.md, "Small effects"; bench figures in bench/README.md); at 100 calls, or where
@@ -234,8 +235,21 @@ class Bundle(Optimizer):
                 return "significance"
             reason = self._collect(view, state)
             self._admit_waiting(view, state)
-            if not state.members or not self._submit(view, state):
+            if not state.members:
                 return reason
+            if not self._submit(view, state):
+                return self._after_rejection(view, reason)
+
+    @staticmethod
+    def _after_rejection(view: RunView, reason: StopReason) -> StopReason:
+        """Why the run ends after a rejected bundle: why its collecting ended, except
+        `train_solved`. There no failure was left open because the bundle's members fixed the
+        rest, and the incumbent still fails them: the run ends because its decision is spent
+        (`significance`), or, where the significance left could still accept, because Bundle
+        ends a run at a rejected bundle (`finished`)."""
+        if reason != "train_solved":
+            return reason
+        return "finished" if view.can_accept() else "significance"
 
     def _collect(self, view: RunView, state: BundleState) -> StopReason:
         """Run steps until the bundle is due; returns why ("budget": the calls left pay for no
