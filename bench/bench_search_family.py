@@ -56,6 +56,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from multiprocessing import Pool
@@ -95,6 +96,10 @@ class Outcome:
     changed: bool
     calls: int
     timed_out: bool = False
+    stop: str = ""
+    false_claim: bool = False
+    """Our searches: the run stopped `train_solved` with a training example the skill kept
+    fails, or `perfect` with a validation example it fails (a stop that says more than holds)."""
 
 
 @dataclass(frozen=True)
@@ -163,15 +168,17 @@ def run_one(
     train, val, test = (
         world.items(s, n) for s, n in zip(("train", "val", "test"), sizes, strict=True)
     )
+    stop = ""
     if optimizer == AT_GEPA_SPEND:
         spent_by_gepa = _gepa(world, train, val, calls)[1]
-        text, spent = _ours("default", world, train, val, spent_by_gepa, rw)
+        text, spent, stop = _ours("default", world, train, val, spent_by_gepa, rw)
     elif optimizer in ("gepa", "gepa-gated", "gepa-cut"):
         text, spent = _gepa(world, train, val, calls, cut=optimizer == "gepa-cut")
         if optimizer == "gepa-gated" and not _sign_test_passes(world, text, val):
             text = world.seed_skill
     else:
-        text, spent = _ours(optimizer, world, train, val, calls, rw)
+        text, spent, stop = _ours(optimizer, world, train, val, calls, rw)
+    claimed = {"train_solved": train, "perfect": val}.get(stop)
     rights, harms, _ = rw.rules_in(text)
     return Outcome(
         gain=world.accuracy(text, test) - world.accuracy(world.seed_skill, test),
@@ -179,12 +186,15 @@ def run_one(
         harmful=len(harms),
         changed=text != world.seed_skill,
         calls=spent,
+        stop=stop,
+        false_claim=claimed is not None and world.accuracy(text, claimed) < 1.0,
     )
 
 
 def _ours(
     optimizer: str, world: Any, train: list[Any], val: list[Any], calls: int, rw: ModuleType
-) -> tuple[str, int]:
+) -> tuple[str, int, str]:
+    """Our search `optimizer` in `world`: the skill it keeps, the calls it spent, its stop."""
     import skillopt_dsl as sd
     from skillopt_dsl import optimizers as opt
     from skillopt_dsl.lm import LM
@@ -213,7 +223,7 @@ def _ours(
         seed=world.seed,
         threads=1,
     )
-    return result.best_skill.text, result.usage.calls
+    return result.best_skill.text, result.usage.calls, result.stop_reason
 
 
 def _sign_test_passes(world: Any, text: str, val: Sequence[Any]) -> bool:
@@ -468,7 +478,21 @@ def summary(
         },
         "harmful_kept_per_run_default": round(statistics.mean(harmful), 3) if harmful else None,
         "timed_out": sum(r["timed_out"] for (_, _, c), r in rows.items() if c == calls),
+        "false_claims": _false_claims(rows, calls),
     }
+
+
+def _false_claims(rows: dict[tuple[str, str, int], dict[str, Any]], calls: int) -> dict[str, str]:
+    """Per search, the runs at `calls` that stopped `train_solved` or `perfect` though the
+    skill kept fails an example of that set, of the runs that stopped so ("false/claimed";
+    results written before 2026-12-07 hold no stops)."""
+    out: dict[str, list[int]] = {}
+    for (_, opt, c), r in rows.items():
+        if c == calls and "stops" in r:
+            claimed = r["stops"].get("train_solved", 0) + r["stops"].get("perfect", 0)
+            tally = out.setdefault(opt, [0, 0])
+            tally[0], tally[1] = tally[0] + r["false_claims"], tally[1] + claimed
+    return {opt: f"{false}/{claimed}" for opt, (false, claimed) in out.items() if claimed}
 
 
 def paired_below(
@@ -659,6 +683,8 @@ def main() -> None:
                  "changed": sum(o.changed for o in rs),
                  "calls_spent": statistics.mean(o.calls for o in rs),
                  "timed_out": sum(o.timed_out for o in rs),
+                 "stops": dict(Counter(o.stop for o in rs if o.stop)),
+                 "false_claims": sum(o.false_claim for o in rs),
                  "gains": [round(o.gain, 4) for o in rs]}
                 for (name, opt, calls), rs in sorted(rows[d].items())
             ],

@@ -441,7 +441,7 @@ def test_the_default_at_gepa_spend_runs_under_the_calls_gepa_spent_in_that_seed(
     def ours(optimizer: str, world: Any, train: Any, val: Any, calls: int, rw: Any) -> Any:
         assert optimizer == "default"
         budgets.append(calls)
-        return world.seed_skill, calls
+        return world.seed_skill, calls, "budget"
 
     monkeypatch.setattr(bench, "_gepa", gepa)
     monkeypatch.setattr(bench, "_ours", ours)
@@ -465,6 +465,45 @@ def test_the_default_at_gepa_spend_runs_under_the_calls_gepa_spent_in_that_seed(
     }
     gepa_only = {k: v for k, v in rows.items() if k[1] == "gepa"}
     assert level(gepa_only) == {}
+
+
+def test_a_stop_that_says_more_than_holds_is_counted_against_the_set_it_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kills: a `train_solved` stop taken at its word (the skill kept fails training: before
+    3e0cb65 a rejected bundle's stops were), `perfect` checked on training instead of
+    validation, and a tally that counts another budget's runs or gepa's (which has no stop)."""
+    pytest.importorskip("gepa")
+    bench = load_bench("bench_search_family")
+    rw = bench.world_modules()[0]
+    sizes = (8, 18, 20)
+
+    class World(rw.RuleWorld):  # type: ignore[misc, name-defined]
+        """Training solved or not (`solved`), validation never."""
+
+        solved = True
+
+        def accuracy(self, text: str, items: Any) -> float:
+            return 1.0 if self.solved and all(e.id.startswith("train") for e in items) else 0.5
+
+    world = World(seed=1)
+    cases = [
+        (True, "train_solved", False), (True, "perfect", True), (True, "budget", False),
+        (False, "train_solved", True), (False, "budget", False),
+    ]  # fmt: skip
+    for solved, stop, false in cases:
+        World.solved = solved
+        monkeypatch.setattr(bench, "_ours", lambda *a, s=stop: (rw.SEED_SKILL, 50, s))
+        outcome = bench.run_one("default", world, sizes, 100, rw)
+        assert (outcome.stop, outcome.false_claim) == (stop, false), (solved, stop)
+    rows = {
+        ("m00", "default", 100): {"stops": {"train_solved": 2, "budget": 3}, "false_claims": 1},
+        ("m01", "default", 100): {"stops": {"perfect": 1}, "false_claims": 1},
+        ("m00", "default", 200): {"stops": {"train_solved": 4}, "false_claims": 4},
+        ("m00", "gepa", 100): {"stops": {}, "false_claims": 0},
+        ("m01", "bundle", 100): {"stops": {"budget": 5}, "false_claims": 0},
+    }
+    assert bench._false_claims(rows, 100) == {"default": "2/3"}
 
 
 def test_the_paired_gap_is_taken_seed_by_seed_and_the_before_run_sits_beside(
