@@ -235,6 +235,20 @@ def test_a_seed_perfect_on_the_first_look_only_is_still_searched(tmp_path: Path)
     assert result.stop_reason != "perfect" and result.gate_log, result.stop_reason
 
 
+def test_a_stop_on_a_part_perfect_says_budget_not_perfect(tmp_path: Path) -> None:
+    """Kills: a run that says `perfect` of a seed perfect on the gate's first look only, when
+    the calls left did not pay for the rest of validation (in the family of rule worlds, 10
+    of 11 `perfect` stops of Bundle at 100 calls in one member; bench/README §9y). The search
+    ends there (no decision the calls pay for could beat the seed), but the stop says
+    `budget` and how much of validation was scored."""
+    optimizer = GradientText(proposers=[Offers(texts=[GOOD])], batch_size=8)
+    result = parity(tmp_path, optimizer, target=wrong_on(LATE_EVEN), budget=sd.Budget(max_calls=20))
+    assert events(tmp_path, "seed")[0]["val_score"] == 1.0  # its first look: no failure
+    assert result.stop_reason == "budget" and not result.gate_log
+    (stop,) = events(tmp_path, "stop")
+    assert stop["reason"] == "budget" and "15 of 30" in stop["detail"], stop
+
+
 def wrong_on_validation_ones(messages: list[dict[str, str]]) -> str:
     """The parity target, always wrong on the validation numbers ending in 1: validation is
     never perfect (so only the training data can say that nothing is left to learn)."""

@@ -226,7 +226,8 @@ class ValidationBook:
         on a part only (the seed on the gate's first look, a candidate accepted at an early
         look) and is perfect there, the rest is scored first when the budget pays for it (as
         `complete_incumbent` prices it): a part that happens to hold no failure is no reason
-        to end a search. Where the budget does not pay, the part decides."""
+        to end a search. Where the budget does not pay, the part decides (and the run's stop
+        says `budget`, not `perfect`: `Optimizer.compile`)."""
         report = self.incumbent_report
         if not report.records or any(r.score < 1.0 for r in report.records):
             return False

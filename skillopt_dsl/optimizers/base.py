@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -67,7 +67,7 @@ StopReason = Literal[
 ]
 """Why a search stopped (`CompileResult.stop_reason`, the `stop` event's `reason`):
 `finished` (its planned steps done), `budget` (the call budget pays for no further step and
-decision, or ran out), `perfect` (the incumbent is perfect on validation), `significance` (no
+decision, or ran out), `perfect` (the incumbent is perfect on the whole validation set), `significance` (no
 decision could accept any more), `train_solved` (no training failure left), `patience` /
 `patience_steps` (so many epochs or steps without an accepted candidate), `plateau` (nothing new
 proposed or passing), `small_effects` (GradientText's screens confirm nothing: `HandOff` hands
@@ -140,6 +140,7 @@ class Optimizer(ABC):
         except BudgetExceeded as exc:
             logger.info("budget reached, keeping the best skill so far: %s", exc)
             stop = Stop("budget", detail=str(exc))
+        stop = _perfect_checked(stop, context)
         context.emit(
             "stop", reason=stop.reason, step=view.memory.step, calls_left=view.calls_left(),
             **stop.fields(),
@@ -182,6 +183,22 @@ class Optimizer(ABC):
     @abstractmethod
     def config(self) -> JSONObject:
         """This optimizer's settings, JSON-ready."""
+
+
+def _perfect_checked(stop: Stop, context: CompileContext) -> Stop:
+    """`stop`, unless it says `perfect` of an incumbent scored on a part of validation only
+    (the seed on the gate's first look, a candidate accepted at an early look: perfect there,
+    and the calls left did not pay for the rest, `RunView.incumbent_is_perfect`). The search
+    rightly ended, since no decision the calls pay for could beat it, but the incumbent is not
+    known to be perfect: the stop says `budget`, and its detail says how much was scored."""
+    scored, size = len(context.incumbent_report.records), len(context.valset)
+    if stop.reason != "perfect" or scored >= size:
+        return stop
+    detail = (
+        f"perfect on the {scored} of {size} validation examples scored; "
+        "the calls left did not pay for the rest"
+    )
+    return replace(stop, reason="budget", detail=detail)
 
 
 def check_step_settings(

@@ -116,7 +116,9 @@ class ScreenedSearchContract:
         expansions the budget cannot follow with a decision), a reserve that holds a whole
         decision back in the budget's tail (no expansion at all: the fix never found), a budget
         stop escaping `compile` as a traceback, and a search that goes on once validation is
-        perfect (it stops and says `perfect`)."""
+        perfect (it stops: the fix was accepted at an early look, and the calls left do not
+        pay for the rest of validation, so the stop says `budget` and that it was perfect on
+        the part scored)."""
         table = load_benchmark("table_lookup", seed=0, sizes=(10, 20, 10))
         result = compile(
             TableLookup(), table.train, table.val,
@@ -127,7 +129,8 @@ class ScreenedSearchContract:
         assert result.usage.calls <= self.agent_calls
         assert _budget_checks(tmp_path) == [3.0]
         assert result.gate_log and result.gate_log[0].accepted, result.gate_log
-        assert result.stop_reason == "perfect"
+        (stop,) = _events(tmp_path, "stop")
+        assert stop["reason"] == "budget" and str(stop["detail"]).startswith("perfect on"), stop
 
     def test_a_clear_fix_reaches_the_gate_within_a_tight_budget(self, tmp_path: Path) -> None:
         """Kills: a screen or an expansion that eats the calls the decision needs (the clear
