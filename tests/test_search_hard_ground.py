@@ -249,6 +249,31 @@ def test_a_stop_on_a_part_perfect_says_budget_not_perfect(tmp_path: Path) -> Non
     assert stop["reason"] == "budget" and "15 of 30" in stop["detail"], stop
 
 
+def test_train_solved_is_said_of_the_incumbent_not_of_a_working_candidate_the_gate_rejected() -> (
+    None
+):
+    """Kills: a batch the working candidate solves counted as solved by the incumbent. In the
+    family's dev member m19 (seed 1, 200 calls) four proposals pending solved every batch of
+    an epoch, the gate rejected them at its end, and the run stopped `train_solved` with 84
+    calls left and the seed failing 2 of its 9 training examples (bench/README §9y)."""
+    from skillopt_dsl.lm import LM
+    from skillopt_dsl.testing import rule_world as rw
+    from skillopt_dsl.testing.world_family import WorldFamily
+
+    member = WorldFamily().draw(2026, 24)[19]
+    world = member.seeded(1)
+    train, val = world.items("train", member.train), world.items("val", member.val)
+    result = sd.compile(
+        world.task(), train, val,
+        optimizer=GradientText(proposers=[rw.RuleWorldProposer(reads="request")]),
+        lm=LM(world.target()), optimizer_lm=LM(world.reflector()),
+        budget=sd.Budget(max_calls=200), seed=1, threads=1,
+    )  # fmt: skip
+    assert world.accuracy(result.best_skill.text, train) < 1.0  # the seed, kept
+    assert result.gate_log and not any(d.accepted for d in result.gate_log)
+    assert result.stop_reason != "train_solved"
+
+
 def wrong_on_validation_ones(messages: list[dict[str, str]]) -> str:
     """The parity target, always wrong on the validation numbers ending in 1: validation is
     never perfect (so only the training data can say that nothing is left to learn)."""

@@ -299,7 +299,7 @@ class GradientText(Optimizer):
                     return state.stop_reason
             spent = view.usage().calls - state.epoch_start_calls
             if not state.failures_this_epoch and not state.pending:
-                return "train_solved"  # every training example is solved: nothing to learn
+                return "train_solved"  # the incumbent solves every training example
             reason = self._end_epoch(state)
             if reason is not None:
                 return reason
@@ -428,7 +428,9 @@ class GradientText(Optimizer):
         room = self._room(view, state, working, lr_t)
         rollouts = view.evaluate(working, batch, label="train").records
         failing = any(r.score < 1.0 for r in rollouts)
-        state.failures_this_epoch = state.failures_this_epoch or failing
+        # a batch the working candidate solves is solved by the incumbent only where nothing
+        # is pending: proposals the gate then rejects leave the incumbent's failures there
+        state.failures_this_epoch = state.failures_this_epoch or failing or bool(state.pending)
         request = proposal_request(view, memory, working, batch, rollouts, room, epoch=epoch)
         spend = self.until_budget and view.calls_left() is not None
         runs = ProposerRuns(self.bench_after, self.retry_every, spend_budget=spend)

@@ -51,7 +51,9 @@ class GradientTextState(CheckpointedState):
     """The largest batch the run's steps take, planned at its first step under a call budget
     (`GradientText.budget_steps`; 0: not planned, `batch_size`)."""
     failures_this_epoch: bool = False
-    """Whether a batch of this epoch had an example the working candidate failed."""
+    """Whether a batch of this epoch had an example the working candidate failed, or was
+    rolled out with proposals pending (then not under the incumbent: `train_solved` is said
+    of the incumbent only)."""
     stop_reason: StopReason | None = None
     """Set when the search must end at once ("perfect": the incumbent is perfect on validation)."""
 
