@@ -32,7 +32,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import NotRequired, Protocol, Self, TypedDict, cast
 
 from skillopt_dsl.errors import RunDirError
@@ -149,11 +149,6 @@ class EditEvidence:
             self.screens + 1,
         )
 
-    @property
-    def hurts(self) -> bool:
-        """No net gain over every example it was scored on: it hurts or cannot help."""
-        return self.net <= 0
-
     def odds(self, effect: float, background: float = BACKGROUND_CHANGE) -> float:
         """How much likelier these screens are for an edit that helps by `effect` (a share of
         the examples) than for a useless one, when any rewording moves `background` of the
@@ -183,13 +178,7 @@ class EditEvidence:
 
     def to_dict(self) -> dict[str, float]:
         """JSON-ready copy (checkpointed)."""
-        return {
-            "fixes": self.fixes,
-            "breaks": self.breaks,
-            "net": self.net,
-            "scored": self.scored,
-            "screens": self.screens,
-        }
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, float]) -> EditEvidence:

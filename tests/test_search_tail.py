@@ -285,7 +285,6 @@ def test_the_search_takes_a_first_look_the_calls_left_pay_exactly_as_paid() -> N
     and a screen that may not spend the calls down to the reserve exactly."""
     paid = ScreenedSteps.first_look_paid
     assert paid(cast(Any, CallsView(15, 15))) and not paid(cast(Any, CallsView(14, 15)))
-    keeps = ScreenedSteps.keeps_reserve
-    state = GradientTextState(reserve=15)
-    assert keeps(cast(Any, CallsView(23, 15)), state, 8)
-    assert not keeps(cast(Any, CallsView(22, 15)), state, 8)
+    keeps = search_step.keeps_reserve
+    assert keeps(cast(Any, CallsView(23, 15)), 8, 15)
+    assert not keeps(cast(Any, CallsView(22, 15)), 8, 15)

@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -91,11 +91,7 @@ class Stop:
 
     def fields(self) -> dict[str, int | str]:
         """The event's fields besides the reason (those set)."""
-        where = {"epoch": self.epoch, "round": self.round, "idle_rounds": self.idle_rounds}
-        found: dict[str, int | str] = {k: v for k, v in where.items() if v is not None}
-        if self.detail is not None:
-            found["detail"] = self.detail
-        return found
+        return {k: v for k, v in asdict(self).items() if k != "reason" and v is not None}
 
 
 @dataclass(frozen=True)
@@ -201,13 +197,13 @@ def _perfect_checked(stop: Stop, context: CompileContext) -> Stop:
     return replace(stop, reason="budget", detail=detail)
 
 
-def check_step_settings(
-    settings: object, *, lr: float, max_edits: int | None, at_least_one: Sequence[str]
-) -> None:
-    """Validate the settings optimizers share: `lr` in (0, 1], `max_edits` >= 1 or None, and
-    every field named in `at_least_one` >= 1. Raises `UserInputError` naming the field."""
+def check_step_settings(settings: Any, *at_least_one: str) -> None:
+    """Validate the settings optimizers share: its `lr` in (0, 1], its `max_edits` >= 1 or
+    None, and every field named in `at_least_one` >= 1. Raises `UserInputError` naming the
+    field."""
     from skillopt_dsl.errors import UserInputError
 
+    lr, max_edits = settings.lr, settings.max_edits
     if not 0 < lr <= 1:
         raise UserInputError(f"lr must be in (0, 1], got {lr}")
     for name in at_least_one:

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from skillopt_dsl.driver import RunView
 from skillopt_dsl.errors import UserInputError
@@ -115,6 +115,10 @@ _PROPOSAL_CALLS = 4
 """Model calls one step's proposers are assumed to spend (as Beam's expansion) when the step
 is priced against the gate's reserve."""
 
+
+_NOT_PLAIN = frozenset({"name", "proposers", "search_step"})
+"""Fields `config` writes by name (proposers) or not at all (the optimizer's name is its own
+key; the search step it holds is built from the others)."""
 
 QUOTE_MIN_CHARS = 8
 """The shortest input value that counts as quoted when an edit's text contains it."""
@@ -184,13 +188,8 @@ class Bundle(Optimizer):
 
     def __post_init__(self) -> None:
         check_step_settings(
-            self,
-            lr=self.lr,
-            max_edits=self.max_edits,
-            at_least_one=(
-                "failures_per_step", "pool_size", "audit_size", "audit_strikes",
-                "screen_strikes", "max_steps", "patience",
-            ),
+            self, "failures_per_step", "pool_size", "audit_size", "audit_strikes",
+            "screen_strikes", "max_steps", "patience",
         )  # fmt: skip
         if self.audit_strikes > self.audit_size:
             raise UserInputError(
@@ -207,20 +206,8 @@ class Bundle(Optimizer):
         return 1
 
     def config(self) -> JSONObject:
-        return {
-            "optimizer": self.name,
-            "lr": self.lr,
-            "lr_floor_tokens": self.lr_floor_tokens,
-            "max_edits": self.max_edits,
-            "failures_per_step": self.failures_per_step,
-            "pool_size": self.pool_size,
-            "audit_size": self.audit_size,
-            "audit_strikes": self.audit_strikes,
-            "screen_strikes": self.screen_strikes,
-            "max_steps": self.max_steps,
-            "patience": self.patience,
-            "proposers": [p.name for p in self.proposers],
-        }
+        plain = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_PLAIN}
+        return {"optimizer": self.name, **plain, "proposers": [p.name for p in self.proposers]}
 
     # -- the loop --------------------------------------------------------------------------
     def optimize(self, view: RunView) -> StopReason:
@@ -320,8 +307,7 @@ class Bundle(Optimizer):
         the search needs it, so that an agent's costly episodes are not spent on a whole pool
         at once) when the gate's reserve allows; whether any were."""
         more = min(count, len(pool) - state.scored)
-        price = math.ceil(more * view.calls_per_rollout())
-        if more <= 0 or not keeps_reserve(view, price, self._reserve(view, first_look=state.tail)):
+        if more <= 0 or not self._keeps_reserve(view, state, more):
             return False
         state.scored += more
         self._scored(view, state, pool)
@@ -336,6 +322,12 @@ class Bundle(Optimizer):
             return True
         screen = math.ceil(self.failures_per_step * view.calls_per_rollout())
         return left >= _PROPOSAL_CALLS + screen + self._reserve(view, first_look=first_look)
+
+    def _keeps_reserve(self, view: RunView, state: BundleState, rollouts: int) -> bool:
+        """Whether `rollouts` more rollouts (at their measured cost) still leave the gate's
+        reserve (`_reserve`, the first look's in the budget's tail) in the call budget."""
+        price = math.ceil(rollouts * view.calls_per_rollout())
+        return keeps_reserve(view, price, self._reserve(view, first_look=state.tail))
 
     @staticmethod
     def _reserve(view: RunView, *, first_look: bool) -> int:
@@ -358,7 +350,7 @@ class Bundle(Optimizer):
         step = memory.step
         memory.step, state.steps_this_bundle = memory.step + 1, state.steps_this_bundle + 1
         incumbent = view.incumbent
-        request = proposal_request(view, memory, incumbent, batch, rollouts, room, epoch=0)
+        request = proposal_request(view, incumbent, batch, rollouts, room, epoch=0)
         calls_before = view.usage().calls
         runs = ProposerRuns(bench_after=None, retry_every=1)
         search = self.search_step
@@ -368,8 +360,7 @@ class Bundle(Optimizer):
             fitted, _ = search.fit(view, incumbent, group, room)
             if fitted is None or fitted.key in memory.blocked_keys() | self._keys(state):
                 continue
-            price = math.ceil(len(batch) * view.calls_per_rollout())
-            if not keeps_reserve(view, price, self._reserve(view, first_look=state.tail)):
+            if not self._keeps_reserve(view, state, len(batch)):
                 break
             tried = search.try_alone(view, fitted, batch, rollouts, epoch=0)
             if tried.struck:
@@ -425,8 +416,7 @@ class Bundle(Optimizer):
         kept = list(fixed)
         changes = _PERTURBATIONS if state.members else 1  # no content to change yet: one
         for change in range(1, changes + 1):
-            price = math.ceil(len(kept) * view.calls_per_rollout())
-            if not keeps_reserve(view, price, self._reserve(view, first_look=state.tail)):
+            if not self._keeps_reserve(view, state, len(kept)):
                 return ()  # proposed again, it is tried again
             again = view.evaluate(self._changed(view, state, fitted, change), kept, label="audit")
             kept = [e for e, r in zip(kept, again.records, strict=True) if r.score > before[e.id]]
@@ -438,11 +428,7 @@ class Bundle(Optimizer):
         return tuple(e.id for e in kept)
 
     def _audit(
-        self,
-        view: RunView,
-        state: BundleState,
-        fitted: Fitted,
-        pool: Sequence[Example],
+        self, view: RunView, state: BundleState, fitted: Fitted, pool: Sequence[Example]
     ) -> Audit | None:
         """A survivor's audit for harm: scored on `audit_size` pool examples the incumbent
         gets right, its breaks that repeat under both of its changed texts (`_repeats`: a
@@ -525,8 +511,7 @@ class Bundle(Optimizer):
         by_id, joined = {e.id: e for e in view.trainset}, 0
         for waiting in list(state.waiting):
             examples = [by_id[i] for i in (*waiting.breaks, *waiting.fixes)]
-            price = math.ceil(len(examples) * view.calls_per_rollout())
-            if not keeps_reserve(view, price, self._reserve(view, first_look=state.tail)):
+            if not self._keeps_reserve(view, state, len(examples)):
                 break
             state.waiting.remove(waiting)
             changed = self._in_bundle(view, state, waiting.edits)
@@ -567,12 +552,7 @@ class Bundle(Optimizer):
         state.idle_steps = state.stale_steps = 0
         view.emit("compose", step=step, groups=len(members), candidate_hash=candidate.hash)
         verdict = view.submit(
-            candidate,
-            lr=[self.lr] * len(members),
-            step=step,
-            epoch=0,
-            kind="bundle",
-            report=report,
+            candidate, lr=[self.lr] * len(members), step=step, epoch=0, kind="bundle", report=report
         )
         if verdict.accepted:
             state.scored = 0  # a new incumbent: its pool scores are new

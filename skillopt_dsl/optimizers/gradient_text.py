@@ -51,7 +51,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 
-from skillopt_dsl.driver import RunView, Verdict
+from skillopt_dsl.driver import RunView
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.optimizers.base import (
@@ -62,16 +62,12 @@ from skillopt_dsl.optimizers.base import (
     check_step_settings,
 )
 from skillopt_dsl.optimizers.gradient_text_state import GradientTextState, group_json
-from skillopt_dsl.optimizers.proposers import (
-    ConsolidationProposer,
-    Proposer,
-    default_proposers,
-)
+from skillopt_dsl.optimizers.proposers import ConsolidationProposer, Proposer, default_proposers
 from skillopt_dsl.optimizers.schedules import SCHEDULES, ScheduleName, lr_at
 from skillopt_dsl.optimizers.search import (
     ProposerRuns,
-    ScreenedProposal,
     ScreenedSteps,
+    SearchStep,
     clip_to_budget,
     draw_examples,
     new_stats,
@@ -80,11 +76,7 @@ from skillopt_dsl.optimizers.search import (
     submit_gain,
 )
 from skillopt_dsl.search_memory import group_key
-from skillopt_dsl.skill import (
-    ApplyReport,
-    Skill,
-    token_distance,
-)
+from skillopt_dsl.skill import ApplyReport, Skill, token_distance
 from skillopt_dsl.types import Example
 
 __all__ = ["GradientText", "GradientTextState", "clip_to_budget"]
@@ -198,17 +190,7 @@ class GradientText(Optimizer):
 
     def __post_init__(self) -> None:
         check_step_settings(
-            self,
-            lr=self.lr,
-            max_edits=self.max_edits,
-            at_least_one=(
-                "epochs",
-                "batch_size",
-                "retry_every",
-                "compose",
-                "screen_strikes",
-                "gate_strikes",
-            ),
+            self, "epochs", "batch_size", "retry_every", "compose", "screen_strikes", "gate_strikes"
         )
         for name in _COUNTS_OR_NONE:
             value = getattr(self, name)
@@ -220,7 +202,14 @@ class GradientText(Optimizer):
             raise UserInputError(
                 f"unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}"
             )
-        self.screened = ScreenedSteps.of(self)
+        self.screened = ScreenedSteps(
+            step=SearchStep(max_edits=self.max_edits, screen_strikes=self.screen_strikes),
+            screen=self.screen,
+            min_net=self.min_net,
+            confirm_steps=self.confirm_steps,
+            join_at_net=self.join_at_net,
+            submit_at_net=self.submit_at_net,
+        )
 
     def planned_decisions(
         self, n_train: int, *, max_calls: int | None = None, validation_size: int | None = None
@@ -259,7 +248,6 @@ class GradientText(Optimizer):
     def _search(self, view: RunView, state: GradientTextState) -> StopReason:
         """Run epochs of steps until a stop condition; returns the stop reason."""
         by_id = {e.id: e for e in view.trainset}
-        total = self.epochs * math.ceil(len(by_id) / self.batch_size)
         while state.epoch < self.epochs or self._budget_left(view):
             if not state.order:
                 state.order = sorted(by_id)
@@ -282,7 +270,7 @@ class GradientText(Optimizer):
                     return "budget"
                 ids = state.order[state.cursor : state.cursor + size]
                 state.cursor += len(ids)
-                self._step(view, state, [by_id[i] for i in ids], total, self.proposers, kind)
+                self._step(view, state, [by_id[i] for i in ids], kind)
                 if state.stop_reason is not None:
                     return state.stop_reason
                 if (
@@ -294,7 +282,7 @@ class GradientText(Optimizer):
             if size:
                 state.slow_done = True
                 batch = draw_examples(view, view.trainset, size)
-                self._step(view, state, batch, total, [self.consolidation], "slow_update")
+                self._step(view, state, batch, "slow_update")
                 if state.stop_reason is not None:
                     return state.stop_reason
             spent = view.usage().calls - state.epoch_start_calls
@@ -402,27 +390,18 @@ class GradientText(Optimizer):
         at the measured `calls_per_rollout` (`RunView.calls_per_rollout`)."""
         return math.ceil(3 * self.batch_size * calls_per_rollout) + 2
 
-    def _budget(self, view: RunView, step: int, total: int) -> tuple[float, int]:
-        """The step's scheduled learning rate and the tokens the door allows for it."""
-        lr_t = lr_at(self.schedule, self.lr, step, total)
-        return lr_t, view.step_budget(lr_t)
-
     def _step(
-        self,
-        view: RunView,
-        state: GradientTextState,
-        batch: list[Example],
-        total: int,
-        proposers: Sequence[Proposer],
-        kind: str,
+        self, view: RunView, state: GradientTextState, batch: list[Example], kind: str
     ) -> None:
-        """Propose on the working candidate's rollouts, screen each proposal alone, confirm
-        the survivors, add them to the working candidate, and submit it when it is ready."""
+        """Propose on the working candidate's rollouts (the consolidation's, for a
+        `slow_update`), screen each proposal alone, confirm the survivors, add them to the
+        working candidate, and submit it when it is ready."""
         before = view.usage().calls
         memory = view.memory
         step, epoch = memory.step, state.epoch
         state.step_outcomes = []
-        lr_t, _ = self._budget(view, step, total)
+        total = self.epochs * math.ceil(len({e.id for e in view.trainset}) / self.batch_size)
+        lr_t = lr_at(self.schedule, self.lr, step, total)  # the step's scheduled rate
         memory.step += 1
         working, _ = self._working(view, state)
         room = self._room(view, state, working, lr_t)
@@ -431,10 +410,11 @@ class GradientText(Optimizer):
         # a batch the working candidate solves is solved by the incumbent only where nothing
         # is pending: proposals the gate then rejects leave the incumbent's failures there
         state.failures_this_epoch = state.failures_this_epoch or failing or bool(state.pending)
-        request = proposal_request(view, memory, working, batch, rollouts, room, epoch=epoch)
+        request = proposal_request(view, working, batch, rollouts, room, epoch=epoch)
         spend = self.until_budget and view.calls_left() is not None
         runs = ProposerRuns(self.bench_after, self.retry_every, spend_budget=spend)
-        asked = proposers if failing or kind == "slow_update" else []  # solved: nothing to fix
+        # a slow update asks the consolidation; a solved batch has nothing to fix
+        asked = [self.consolidation] if kind == "slow_update" else self.proposers if failing else []
         groups = self.screened.step.propose(view, runs, asked, request)
         view.emit("proposal", step=step, kind=kind, groups=[group_json(g) for g in groups])
         pending = len(state.pending)
@@ -445,8 +425,7 @@ class GradientText(Optimizer):
         added = len(state.pending) - pending
         if added:
             state.pending_lrs.append(lr_t)
-        if passed or added:
-            state.survived_this_epoch = True
+        state.survived_this_epoch = state.survived_this_epoch or bool(passed or added)
         spent = view.usage().calls - before  # the gate's calls are not a step's
         if not lean:  # a lean step screens nothing: its cost says nothing of a step's
             state.step_calls += spent
@@ -538,44 +517,28 @@ class GradientText(Optimizer):
         verdict = view.submit(
             candidate, lr=lrs or [self.lr], step=step, epoch=state.epoch, kind=kind, report=report
         )
-        self._take_verdict(view, state, verdict, pending, step=step)
-        view.commit(state.to_dict())
-
-    def _take_verdict(
-        self,
-        view: RunView,
-        state: GradientTextState,
-        verdict: Verdict,
-        pending: Sequence[ScreenedProposal],
-        *,
-        step: int,
-    ) -> None:
-        """What the verdict on the working candidate of `pending` proposals changes in the
-        state and the memory (committed with it by the caller): each proposer's counts; on an
-        acceptance its proposals are forgotten; on a rejection each goes back on trial until
-        its `gate_strikes`-th, then is remembered as rejected."""
-        memory, epoch = view.memory, state.epoch
-        sources = list(dict.fromkeys(g.source for g in pending))
+        sources = list(dict.fromkeys(g.source for g in pending))  # each proposer's counts
         for name in sources:
             stats = memory.proposer_stats.setdefault(name, new_stats())
             stats["submitted"] += 1
             stats["accepted"] += int(verdict.accepted)
         view.emit("candidate_sources", step=step, sources=sources, status=verdict.status)
-        if verdict.accepted:
+        if verdict.accepted:  # its proposals are forgotten
             state.steps_since_accept, state.accepted_this_epoch = 0, True
             memory.forget({group_key(g.edits) for g in pending})
             if view.incumbent_is_perfect():
                 state.stop_reason = "perfect"  # no candidate can beat it on validation
-            return
-        state.steps_since_accept += 1
-        state.rejected_hashes.append(verdict.candidate_hash)
-        for group in pending:
-            key = group_key(group.edits)
-            strikes = state.gate_strikes[key] = state.gate_strikes.get(key, 0) + 1
-            if len(pending) == 1 or not self.screen or strikes >= self.gate_strikes:
-                memory.remember(group.edits, verdict.delta, epoch=epoch)
-            else:
-                state.trials.append(replace(group, screens=0, gated=strikes))
+        else:  # each back on trial until its `gate_strikes`-th, then remembered as rejected
+            state.steps_since_accept += 1
+            state.rejected_hashes.append(verdict.candidate_hash)
+            for group in pending:
+                key = group_key(group.edits)
+                strikes = state.gate_strikes[key] = state.gate_strikes.get(key, 0) + 1
+                if len(pending) == 1 or not self.screen or strikes >= self.gate_strikes:
+                    memory.remember(group.edits, verdict.delta, epoch=state.epoch)
+                else:
+                    state.trials.append(replace(group, screens=0, gated=strikes))
+        view.commit(state.to_dict())
 
     def _fit_path(self, view: RunView, state: GradientTextState) -> None:
         """Proposals that joined in one step were each fitted to that step's room alone; the

@@ -6,13 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from skillopt_dsl.skill import (
-    ApplyReport,
-    Edit,
-    EditOutcome,
-    Skill,
-    token_distance,
-)
+from skillopt_dsl.skill import ApplyReport, Edit, EditOutcome, Skill, token_distance
 
 
 def clip_to_budget(

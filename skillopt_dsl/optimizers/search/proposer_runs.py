@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from skillopt_dsl.driver import RunView
 from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
-from skillopt_dsl.search_memory import SearchMemory, edit_key
+from skillopt_dsl.search_memory import edit_key
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
@@ -29,15 +29,14 @@ class ProposerRuns:
     spend_budget: bool = False
     """A call budget is to be spent: no proposer sits out while none has had a survivor."""
 
-    def run(
-        self, view: RunView, memory: SearchMemory, proposer: Proposer, request: ProposalRequest
-    ) -> list[EditGroup]:
+    def run(self, view: RunView, proposer: Proposer, request: ProposalRequest) -> list[EditGroup]:
         """Run one proposer (unless benched), recording the model calls it spent and what it
         gave. A proposer that called a model is not asked again while its request is
         unchanged (`request_fingerprint`): the same reflection would buy the same answer,
         whose edits the step before already tried; the skip is counted (`unchanged`) and
         emitted. Edits equal to an earlier run's rejection (`SearchMemory.remembered`) are
         dropped from its groups (noted as `remembered_rejection`)."""
+        memory = view.memory
         stats = memory.proposer_stats.setdefault(proposer.name, new_stats())
         if self.benched(memory.proposer_stats, proposer.name, memory.step - 1):
             stats["skipped"] += 1
@@ -123,7 +122,6 @@ def request_fingerprint(request: ProposalRequest) -> str:
 
 def proposal_request(
     view: RunView,
-    memory: SearchMemory,
     skill: Skill,
     batch: list[Example],
     rollouts: Sequence[Rollout],
@@ -140,10 +138,10 @@ def proposal_request(
         batch=batch,
         rollouts=rollouts,
         trainset=view.trainset,
-        rejected=memory.told(),
+        rejected=view.memory.told(),
         optimizer_lm=view.optimizer_lm,
         rng=view.rng,
         budget_tokens=budget,
-        step=memory.step - 1,
+        step=view.memory.step - 1,
         epoch=epoch,
     )

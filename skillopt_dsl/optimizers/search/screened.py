@@ -23,19 +23,12 @@ from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.optimizers.proposers import EditGroup
 from skillopt_dsl.optimizers.search.clipping import clip_to_budget
 from skillopt_dsl.optimizers.search.proposal import ScreenedProposal
-from skillopt_dsl.optimizers.search.screening import ScreenResult
-from skillopt_dsl.optimizers.search.step import SearchStep, keeps_reserve
+from skillopt_dsl.optimizers.search.screening import ScreenResult, screen
+from skillopt_dsl.optimizers.search.step import SearchStep, keeps_reserve, record_screen
 from skillopt_dsl.skill import EditOutcome, Skill
 from skillopt_dsl.types import Example
 
-__all__ = [
-    "SUBMIT_MARGIN",
-    "ScreenSettings",
-    "ScreenedSteps",
-    "TrialState",
-    "luck_free_rate",
-    "submit_gain",
-]
+__all__ = ["SUBMIT_MARGIN", "ScreenedSteps", "TrialState", "luck_free_rate", "submit_gain"]
 
 SUBMIT_MARGIN = 2.0
 """How much more training gain than the gate's even-chance gain a working candidate shows before
@@ -64,25 +57,6 @@ class TrialState(Protocol):
     step_outcomes: list[EditOutcome]
 
 
-class ScreenSettings(Protocol):
-    """The settings `ScreenedSteps.of` reads (`GradientText`'s of the same names)."""
-
-    @property
-    def screen(self) -> bool: ...
-    @property
-    def max_edits(self) -> int | None: ...
-    @property
-    def min_net(self) -> float: ...
-    @property
-    def confirm_steps(self) -> int: ...
-    @property
-    def join_at_net(self) -> float | None: ...
-    @property
-    def submit_at_net(self) -> float | None: ...
-    @property
-    def screen_strikes(self) -> int: ...
-
-
 @dataclass(frozen=True, kw_only=True)
 class ScreenedSteps:
     """Screening, confirmation and composition of one step's proposals (module docstring):
@@ -95,18 +69,6 @@ class ScreenedSteps:
     confirm_steps: int
     join_at_net: float | None
     submit_at_net: float | None
-
-    @classmethod
-    def of(cls, settings: ScreenSettings) -> ScreenedSteps:
-        """The screened steps a search with these `settings` runs."""
-        return cls(
-            step=SearchStep(max_edits=settings.max_edits, screen_strikes=settings.screen_strikes),
-            screen=settings.screen,
-            min_net=settings.min_net,
-            confirm_steps=settings.confirm_steps,
-            join_at_net=settings.join_at_net,
-            submit_at_net=settings.submit_at_net,
-        )
 
     def screen_all(
         self,
@@ -129,7 +91,7 @@ class ScreenedSteps:
         failures = sum(r.score < 1.0 for r in rollouts)
         failing, untried = failures > 0, untried or not self.screen
         for trial in list(state.trials) if failing and not untried else []:
-            if self.keeps_reserve(view, state, price):
+            if keeps_reserve(view, price, state.reserve):
                 self.confirm(view, state, working, batch, rollouts, trial, room)
         blocked = view.memory.blocked_keys() | {g.key for g in (*state.trials, *state.pending)}
         passed, screened = 0, 0
@@ -139,7 +101,7 @@ class ScreenedSteps:
             state.step_outcomes += report.outcomes
             if fitted is None or fitted.key in blocked:
                 continue
-            if not untried and not self.keeps_reserve(view, state, price):
+            if not untried and not keeps_reserve(view, price, state.reserve):
                 break  # the calls left are the gate's: a proposal proposed again is tried again
             blocked.add(fitted.key)
             kept, key = fitted.kept, fitted.key
@@ -151,13 +113,11 @@ class ScreenedSteps:
             if tried.struck:
                 continue
             passed += int(tried.result.passed)
-            evidence = tried.evidence
-            trial = ScreenedProposal.of(
-                group, kept, key=key, net=evidence.net, scored=evidence.scored
-            )
+            ev = tried.evidence
+            trial = ScreenedProposal.of(group, kept, key=key, net=ev.net, scored=ev.scored)
             clean = _clean_sweep(tried.result, failures, self.min_net)
             sweep = self.join_at_net is not None and clean
-            survivors.append((trial, evidence.net >= self.join_at() or sweep))
+            survivors.append((trial, ev.net >= self.join_at() or sweep))
         for trial, joins in survivors:  # with how many it was chosen among (`luck_free_rate`)
             survivor = dataclasses.replace(trial, screens=1, rivals=screened)
             (state.pending if joins else state.trials).append(survivor)
@@ -177,12 +137,6 @@ class ScreenedSteps:
         paid = left is None or left >= view.decision_calls(first_look=True)
         return paid and view.can_accept()
 
-    @staticmethod
-    def keeps_reserve(view: RunView, state: TrialState, calls: int) -> bool:
-        """Whether `calls` more screening calls still leave the step's reserve for the gate
-        (`TrialState.reserve`) in the call budget (always, without one)."""
-        return keeps_reserve(view, calls, state.reserve)
-
     def confirm(
         self,
         view: RunView,
@@ -201,9 +155,9 @@ class ScreenedSteps:
         candidate, kept, _ = clip_to_budget(working, edits, room, self.step.max_edits)
         if len(kept) != len(edits) or candidate.text == working.text:
             return  # no longer fits the working candidate: proposed again, it is tried again
-        result, evidence = self.step.confirm(
-            view, trial.group, trial.key, candidate, batch, rollouts
-        )
+        result = screen(view, candidate, batch, rollouts, stage="confirm")  # all at once
+        record_screen(view, trial.group, result)
+        evidence = view.memory.add_evidence(trial.key, result)
         screens = (trial.screens or 0) + 1
         joined = dataclasses.replace(
             trial, net=evidence.net, scored=evidence.scored, screens=screens

@@ -32,14 +32,7 @@ from skillopt_dsl.search_memory import EditEvidence
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
-__all__ = [
-    "EditEvidence",
-    "ScreenResult",
-    "compare",
-    "draw_examples",
-    "merge_duplicates",
-    "screen",
-]
+__all__ = ["EditEvidence", "ScreenResult", "compare", "draw_examples", "merge_duplicates", "screen"]
 
 Stage = Literal["batch", "confirm"]
 
@@ -121,8 +114,6 @@ def _failing_first(
     for part in stages:
         if not part:
             continue
-        if records and compare(base, records)[2] <= 0:
-            break
         records += view.evaluate(candidate, part, label="screen").records
         if compare(base, records)[2] <= 0:
             break
