@@ -128,7 +128,7 @@ class EditEvidence:
     broke against its base, the net score difference, examples scored and screens run.
 
     The screen is sized to this evidence (docs/concepts.md, "Search"): a proposal is dropped
-    when it says the proposal hurts or cannot help (`hurts`: no net gain in all), it joins a
+    when it says the proposal hurts or cannot help (`rules_out`), it joins a
     working candidate when its gain is as clear as its batches can show, and where the
     evidence cannot tell (a small or noisy batch) the gate decides.
     """

@@ -283,6 +283,10 @@ def test_a_round_decides_its_tail_after_paying_the_incumbents_selection_scores(
         ContractParity(), contract_examples(0, 24), contract_examples(100, 30),
         optimizer=optimizer, lm=ScriptedLM(contract_target),
         optimizer_lm=ScriptedLM(lambda m: "{}"), budget=sd.Budget(max_calls=80), threads=1,
+        run_dir=tmp_path,
     )  # fmt: skip
     assert [d.accepted for d in result.gate_log] == [True] and result.usage.calls <= 80
-    assert result.stop_reason == "perfect"
+    lines = (tmp_path / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    (stop,) = [e for e in map(json.loads, lines) if e["event"] == "stop"]
+    # accepted at an early look, perfect there; the calls left do not pay for the rest
+    assert stop["reason"] == "budget" and stop["detail"].startswith("perfect on"), stop

@@ -21,7 +21,8 @@ from skillopt_dsl.lm import LM
 from skillopt_dsl.optimizers import Beam, Bundle, GradientText, Optimizer
 from skillopt_dsl.optimizers.gradient_text_state import GradientTextState
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
-from skillopt_dsl.optimizers.search import ScreenedProposal, screened
+from skillopt_dsl.optimizers.search import ScreenedProposal
+from skillopt_dsl.optimizers.search import step as search_step
 from skillopt_dsl.optimizers.search.screening import EditEvidence, ScreenResult, merge_duplicates
 from skillopt_dsl.search_memory import SearchMemory, group_key
 from skillopt_dsl.skill import Add, token_distance
@@ -540,7 +541,7 @@ def standing_after(
     and the confirmations `confirms` (scripted screen results, one per step, `confirm_steps=2`),
     each run by `GradientText._confirm` while the proposal is still on trial."""
     results = iter(confirms)
-    monkeypatch.setattr(screened, "screen", lambda *args, **kwargs: next(results))
+    monkeypatch.setattr(search_step, "screen", lambda *args, **kwargs: next(results))
     optimizer = GradientText(proposers=[], confirm_steps=2, min_net=min_net)
     group = EditGroup((Add(after=None, text=GOOD),), "fixed", True, GOOD)
     state, key = GradientTextState(), group_key(group.edits)

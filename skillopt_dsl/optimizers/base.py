@@ -197,13 +197,13 @@ def _perfect_checked(stop: Stop, context: CompileContext) -> Stop:
     return replace(stop, reason="budget", detail=detail)
 
 
-def check_step_settings(settings: Any, *at_least_one: str) -> None:
-    """Validate the settings optimizers share: its `lr` in (0, 1], its `max_edits` >= 1 or
-    None, and every field named in `at_least_one` >= 1. Raises `UserInputError` naming the
-    field."""
+def check_step_settings(
+    settings: object, *, lr: float, max_edits: int | None, at_least_one: Sequence[str]
+) -> None:
+    """Validate the settings optimizers share: `lr` in (0, 1], `max_edits` >= 1 or None, and
+    every field named in `at_least_one` >= 1. Raises `UserInputError` naming the field."""
     from skillopt_dsl.errors import UserInputError
 
-    lr, max_edits = settings.lr, settings.max_edits
     if not 0 < lr <= 1:
         raise UserInputError(f"lr must be in (0, 1], got {lr}")
     for name in at_least_one:

@@ -198,7 +198,8 @@ class Beam(Optimizer):
     """The search step it holds, built from `max_edits` and `screen_strikes`."""
 
     def __post_init__(self) -> None:
-        check_step_settings(self, "width", "expansions", "depth", "batch_size", "screen_strikes")
+        counts = ("width", "expansions", "depth", "batch_size", "screen_strikes")
+        check_step_settings(self, lr=self.lr, max_edits=self.max_edits, at_least_one=counts)
         if self.selection not in ("top-k", "pareto"):
             raise UserInputError(
                 f"unknown selection {self.selection!r}; choose 'top-k' or 'pareto'"
@@ -372,7 +373,7 @@ class Beam(Optimizer):
         memory = view.memory
         memory.step += 1
         rollouts = view.evaluate(skill, batch, label="train").records
-        request = proposal_request(view, skill, batch, rollouts, room, epoch=state.round)
+        request = proposal_request(view, memory, skill, batch, rollouts, room, epoch=state.round)
         runs = ProposerRuns(bench_after=None, retry_every=1)
         search = self.search_step
         groups = search.propose(view, runs, self.proposers, request)

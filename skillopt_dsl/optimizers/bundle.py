@@ -187,10 +187,11 @@ class Bundle(Optimizer):
     """The search step it holds, built from `max_edits` and `screen_strikes`."""
 
     def __post_init__(self) -> None:
-        check_step_settings(
-            self, "failures_per_step", "pool_size", "audit_size", "audit_strikes",
-            "screen_strikes", "max_steps", "patience",
+        counts = (
+            "failures_per_step", "pool_size", "audit_size", "audit_strikes", "screen_strikes",
+            "max_steps", "patience",
         )  # fmt: skip
+        check_step_settings(self, lr=self.lr, max_edits=self.max_edits, at_least_one=counts)
         if self.audit_strikes > self.audit_size:
             raise UserInputError(
                 f"audit_strikes ({self.audit_strikes}) must not exceed audit_size "
@@ -350,7 +351,7 @@ class Bundle(Optimizer):
         step = memory.step
         memory.step, state.steps_this_bundle = memory.step + 1, state.steps_this_bundle + 1
         incumbent = view.incumbent
-        request = proposal_request(view, incumbent, batch, rollouts, room, epoch=0)
+        request = proposal_request(view, memory, incumbent, batch, rollouts, room, epoch=0)
         calls_before = view.usage().calls
         runs = ProposerRuns(bench_after=None, retry_every=1)
         search = self.search_step

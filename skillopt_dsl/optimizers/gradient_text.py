@@ -189,9 +189,10 @@ class GradientText(Optimizer):
     """The search step it holds, built from the settings above (`search.ScreenedSteps`)."""
 
     def __post_init__(self) -> None:
-        check_step_settings(
-            self, "epochs", "batch_size", "retry_every", "compose", "screen_strikes", "gate_strikes"
-        )
+        counts = (
+            "epochs", "batch_size", "retry_every", "compose", "screen_strikes", "gate_strikes",
+        )  # fmt: skip
+        check_step_settings(self, lr=self.lr, max_edits=self.max_edits, at_least_one=counts)
         for name in _COUNTS_OR_NONE:
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -410,7 +411,7 @@ class GradientText(Optimizer):
         # a batch the working candidate solves is solved by the incumbent only where nothing
         # is pending: proposals the gate then rejects leave the incumbent's failures there
         state.failures_this_epoch = state.failures_this_epoch or failing or bool(state.pending)
-        request = proposal_request(view, working, batch, rollouts, room, epoch=epoch)
+        request = proposal_request(view, memory, working, batch, rollouts, room, epoch=epoch)
         spend = self.until_budget and view.calls_left() is not None
         runs = ProposerRuns(self.bench_after, self.retry_every, spend_budget=spend)
         # a slow update asks the consolidation; a solved batch has nothing to fix

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from skillopt_dsl.driver import RunView
 from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.optimizers.proposers import EditGroup, ProposalRequest, Proposer
-from skillopt_dsl.search_memory import edit_key
+from skillopt_dsl.search_memory import SearchMemory, edit_key
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
@@ -122,6 +122,7 @@ def request_fingerprint(request: ProposalRequest) -> str:
 
 def proposal_request(
     view: RunView,
+    memory: SearchMemory,
     skill: Skill,
     batch: list[Example],
     rollouts: Sequence[Rollout],
@@ -138,10 +139,10 @@ def proposal_request(
         batch=batch,
         rollouts=rollouts,
         trainset=view.trainset,
-        rejected=view.memory.told(),
+        rejected=memory.told(),
         optimizer_lm=view.optimizer_lm,
         rng=view.rng,
         budget_tokens=budget,
-        step=view.memory.step - 1,
+        step=memory.step - 1,
         epoch=epoch,
     )

@@ -23,8 +23,8 @@ from skillopt_dsl.evaluate import Rollout
 from skillopt_dsl.optimizers.proposers import EditGroup
 from skillopt_dsl.optimizers.search.clipping import clip_to_budget
 from skillopt_dsl.optimizers.search.proposal import ScreenedProposal
-from skillopt_dsl.optimizers.search.screening import ScreenResult, screen
-from skillopt_dsl.optimizers.search.step import SearchStep, keeps_reserve, record_screen
+from skillopt_dsl.optimizers.search.screening import ScreenResult
+from skillopt_dsl.optimizers.search.step import SearchStep, keeps_reserve
 from skillopt_dsl.skill import EditOutcome, Skill
 from skillopt_dsl.types import Example
 
@@ -113,11 +113,13 @@ class ScreenedSteps:
             if tried.struck:
                 continue
             passed += int(tried.result.passed)
-            ev = tried.evidence
-            trial = ScreenedProposal.of(group, kept, key=key, net=ev.net, scored=ev.scored)
+            evidence = tried.evidence
+            trial = ScreenedProposal.of(
+                group, kept, key=key, net=evidence.net, scored=evidence.scored
+            )
             clean = _clean_sweep(tried.result, failures, self.min_net)
             sweep = self.join_at_net is not None and clean
-            survivors.append((trial, ev.net >= self.join_at() or sweep))
+            survivors.append((trial, evidence.net >= self.join_at() or sweep))
         for trial, joins in survivors:  # with how many it was chosen among (`luck_free_rate`)
             survivor = dataclasses.replace(trial, screens=1, rivals=screened)
             (state.pending if joins else state.trials).append(survivor)
@@ -155,9 +157,9 @@ class ScreenedSteps:
         candidate, kept, _ = clip_to_budget(working, edits, room, self.step.max_edits)
         if len(kept) != len(edits) or candidate.text == working.text:
             return  # no longer fits the working candidate: proposed again, it is tried again
-        result = screen(view, candidate, batch, rollouts, stage="confirm")  # all at once
-        record_screen(view, trial.group, result)
-        evidence = view.memory.add_evidence(trial.key, result)
+        result, evidence = self.step.confirm(
+            view, trial.group, trial.key, candidate, batch, rollouts
+        )
         screens = (trial.screens or 0) + 1
         joined = dataclasses.replace(
             trial, net=evidence.net, scored=evidence.scored, screens=screens

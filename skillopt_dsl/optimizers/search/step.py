@@ -16,6 +16,8 @@
   nothing there, whether or not it names failures, or its evidence rules out the gain the gate
   certifies (blocked at its `screen_strikes`-th failure once the evidence rules it out: a
   failed screen alone does not block it);
+- `confirm` scores a proposal on trial against the working candidate on a fresh mini-batch,
+  counts the screen and adds it to the proposal's evidence.
 
 Nothing here knows any optimizer's state: a new search keeps its own state, holds a
 `SearchStep`, searches in `view.memory` with it, and runs the contract suite
@@ -34,7 +36,7 @@ from skillopt_dsl.optimizers.search.clipping import clip_to_budget
 from skillopt_dsl.optimizers.search.proposal import Fitted, Tried
 from skillopt_dsl.optimizers.search.proposer_runs import ProposerRuns, new_stats
 from skillopt_dsl.optimizers.search.screening import ScreenResult, merge_duplicates, screen
-from skillopt_dsl.search_memory import group_key
+from skillopt_dsl.search_memory import EditEvidence, group_key
 from skillopt_dsl.skill import ApplyReport, Skill
 from skillopt_dsl.types import Example
 
@@ -109,6 +111,23 @@ class SearchStep:
         else:
             memory.proposer_stats.setdefault(group.source, new_stats())["survived"] += 1
         return Tried(fitted, result, evidence, struck)
+
+    def confirm(
+        self,
+        view: RunView,
+        group: EditGroup,
+        key: str,
+        candidate: Skill,
+        batch: Sequence[Example],
+        rollouts: Sequence[Rollout],
+    ) -> tuple[ScreenResult, EditEvidence]:
+        """Score `candidate` (the working candidate with a proposal on trial) against the
+        working candidate's `rollouts` on a fresh `batch` (`screening.screen`, stage "confirm":
+        all of it at once, passing when it does not lose), count and emit the screen, and add it
+        to the evidence of the proposal's `key`; returns the screen and the summed evidence."""
+        result = screen(view, candidate, batch, rollouts, stage="confirm")
+        record_screen(view, group, result)
+        return result, view.memory.add_evidence(key, result)
 
 
 def keeps_reserve(view: RunView, calls: int, reserve: int) -> bool:
