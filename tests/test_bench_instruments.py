@@ -577,3 +577,19 @@ def test_the_min_audit_variant_leaves_a_survivor_only_where_the_calls_cut_its_au
     assert audit(30 + 3 * 4, pool_right=24) == "audited"  # four examples paid: audited
     assert audit(30 + 3 * 3, pool_right=24) is None  # three: the survivor waits
     assert audit(30 + 3 * 1, pool_right=2) == "audited"  # the pool holds two: audit those
+
+
+def test_the_identity_digest_is_the_same_for_the_same_search_and_keeps_what_a_run_decided() -> None:
+    """Kills: a digest that keeps wall times or temporary paths (two runs of one revision
+    would differ, and `cmp` would flag every refactor), and one that drops the events or the
+    checkpoint (a change of behaviour that ends at the same stop would pass)."""
+    bench = load_bench("search_identity")
+    first = bench.one_run("bundle", "default", 120, 19)
+    again = bench.one_run("bundle", "default", 120, 19)
+    assert first == again and "error" not in first
+    assert first["events"] and first["checkpoint"]
+    assert bench._untimed({"wall_s": 1.5, "a": [{"elapsed": 2, "b": "/tmp/x/run"}]}) == {
+        "a": [{"b": "<path>"}]
+    }
+    other = bench.one_run("bundle", "default", 400, 19)
+    assert other["events"] != first["events"]
