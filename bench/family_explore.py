@@ -408,6 +408,29 @@ def _min_audit(size: int) -> Make:
     return make
 
 
+def _bundle_no_futility(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+    """Bundle's decisions are not stopped for futility (they go on to the whole set, or the
+    prefix the calls pay for): a rejected bundle ends the run, so the calls a futility stop
+    saves go unused, and a bundle tied at a first look of ten examples loses the run's whole
+    significance there (fresh 2134201965 m07, bench/README §9y)."""
+    judging = {"bundle": False}
+
+    class Judged(gate_cls):  # type: ignore[misc,valid-type]
+        def is_futile(self, candidate: Any, incumbent: Any) -> bool:
+            return False if judging["bundle"] else bool(super().is_futile(candidate, incumbent))
+
+    class Flagged(opt.Bundle):  # type: ignore[name-defined,misc]
+        def _submit(self, view: Any, state: Any) -> bool:
+            judging["bundle"] = True
+            try:
+                return bool(super()._submit(view, state))
+            finally:
+                judging["bundle"] = False
+
+    first = opt.GradientText(proposers=proposers)
+    return opt.HandOff(first=first, then=Flagged(proposers=proposers)), Judged()
+
+
 VARIANTS: dict[str, Make] = {
     "hand-off-after-rejection": _hand_off_also(_rejected, drop=True),
     "bundle-after-rejection": _after_rejection,
@@ -421,6 +444,7 @@ VARIANTS: dict[str, Make] = {
     "probe-2": _probe_steps(2),
     "min-audit-4": _min_audit(4),
     "min-audit-8": _min_audit(8),
+    "bundle-no-futility": _bundle_no_futility,
     "probe-3": _probe_steps(3),
     "trials-needs-2": _trials_hand_off_needs(2),
     "trials-needs-3": _trials_hand_off_needs(3),

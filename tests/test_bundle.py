@@ -21,6 +21,7 @@ import pytest
 
 import skillopt_dsl as sd
 from skillopt_dsl.driver import RunView
+from skillopt_dsl.driver.door import look_order
 from skillopt_dsl.errors import UserInputError
 from skillopt_dsl.lm import LM
 from skillopt_dsl.optimizers import Bundle, GradientText
@@ -313,6 +314,33 @@ def test_a_rejected_bundle_that_fixed_training_does_not_say_it_was_solved(tmp_pa
     assert [d.accepted for d in result.gate_log] == [False]
     assert CLEAN not in result.best_skill.text
     assert result.stop_reason == "significance"
+
+
+def test_a_bundle_tied_at_the_first_look_goes_on_to_the_whole_set(tmp_path: Path) -> None:
+    """Kills: a bundle's decision stopped for futility at an interim look. A rejected bundle
+    ends the run, so the calls a stop saves go unused, and it lost the run's whole significance
+    on ten examples (fresh 2134201965 m07: the right rule for a kind of 63 %, tied at its
+    first look, thrown away; bench/README §9y). Here the fix moves no validation answer in
+    the gate's first look (compile's seed 0) and eight after it."""
+    val = items("val", 40)
+    first_look = {e.id for e in look_order(val, 0)[:10]}
+
+    def target(messages: list[dict[str, str]]) -> str:
+        system = next((m["content"] for m in messages if m["role"] == "system"), "")
+        item_id = messages[-1]["content"].split()[-1]
+        if item_id.startswith("val") and item_id in first_look:
+            return "A"
+        return "A" if _number(item_id) % 4 or "FIX" in system else "B"
+
+    result = sd.compile(
+        RuleWorldTask(), items("train", 24), val,
+        optimizer=Bundle(proposers=[Offers(texts=[CLEAN])], failures_per_step=6),
+        lm=LM(ScriptedLM(target)), optimizer_lm=LM(ScriptedLM(lambda m: "{}")),
+        run_dir=tmp_path, threads=1,
+    )  # fmt: skip
+    (decision,) = result.gate_log
+    assert decision.accepted and decision.stopped_at_look is None, decision.reason
+    assert CLEAN in result.best_skill.text
 
 
 def test_the_bundle_goes_to_the_gate_once_with_every_collected_edit(tmp_path: Path) -> None:

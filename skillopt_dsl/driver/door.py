@@ -158,6 +158,8 @@ class Step:
     epoch: int
     kind: str
     report: ApplyReport | None
+    ends_on_rejection: bool = False
+    """The search ends if the gate rejects it (`RunView.submit`): no futility stop."""
 
 
 def refusal_reason(

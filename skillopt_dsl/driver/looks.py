@@ -117,9 +117,12 @@ class SequentialJudge:
         incumbent_on: IncumbentOn,
         index: int,
         can_pay: CanPay = lambda _: True,
+        futility: bool = True,
     ) -> tuple[EvaluationReport, GateDecision]:
         """Score `candidate` look by look and decide; charge the budget with what it spent.
-        Returns the candidate's report (a prefix when it stopped or was accepted early)."""
+        Returns the candidate's report (a prefix when it stopped or was accepted early).
+        `futility` False: a candidate not ahead at an interim look goes on (a decision whose
+        rejection ends the search: the calls a stop saves would go unused)."""
         sizes = self._look_sizes(can_pay)
         whole_set = sizes[-1] == len(self.order)
         deciding = self.deciding_look()
@@ -138,7 +141,7 @@ class SequentialJudge:
             if early is not None and early.accepted:
                 return partial, self._charged(levels, early)
             spent_early += 0.0 if early is None else early.charged or 0.0
-            futile = self.gate.is_futile(partial, held)
+            futile = futility and self.gate.is_futile(partial, held)
             unpaid = not can_pay(self.order[size : sizes[look]])  # earlier looks are cached
             if futile or unpaid:
                 stopped = self.gate.stopped(

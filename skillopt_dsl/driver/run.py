@@ -270,7 +270,7 @@ class CompileContext:
             self.emit("duplicate", candidate_hash=candidate.hash, step=step.step)
             verdict = Verdict("duplicate", candidate.hash, change, budget, reason)
             return self._close(step, verdict, score=None, note="duplicate")
-        report, decision = self._judge(candidate)
+        report, decision = self._judge(candidate, futility=not step.ends_on_rejection)
         self._state.scored[candidate.hash] = decision
         self._state.gate_log.append(decision)
         self.emit("gate", step=step.step, epoch=step.epoch, **decision.to_dict())
@@ -280,10 +280,14 @@ class CompileContext:
         verdict = Verdict(status, candidate.hash, change, budget, decision.reason, decision)
         return self._close(step, verdict, score=decision.candidate_score, note="")
 
-    def _judge(self, candidate: Skill) -> tuple[EvaluationReport, GateDecision]:
-        """Score `candidate` look by look and let the gate decide (skillopt_dsl.driver.looks)."""
+    def _judge(
+        self, candidate: Skill, *, futility: bool = True
+    ) -> tuple[EvaluationReport, GateDecision]:
+        """Score `candidate` look by look and let the gate decide (skillopt_dsl.driver.looks;
+        `futility`: whether a candidate not ahead at an interim look stops there)."""
         return self._judging.judge(
             candidate,
+            futility=futility,
             score=lambda skill, examples: self.evaluate(skill, examples, label="val"),
             incumbent_on=self.book.incumbent_on,
             index=len(self.gate_log),

@@ -248,6 +248,7 @@ class RunView:
         epoch: int,
         kind: str,
         report: ApplyReport | None = None,
+        ends_on_rejection: bool = False,
     ) -> Verdict:
         """Hand a candidate to the door; see the module docstring.
 
@@ -256,11 +257,17 @@ class RunView:
         door measures the change from the incumbent itself. Hand it the optimizer's state after
         the verdict with `commit` before anything else reaches the door.
 
+        `ends_on_rejection`: the search ends if the gate rejects this candidate (Bundle's
+        decision). Its decision is then not stopped for futility at an interim look, since the
+        calls that would save go unused: it goes on to the whole set, or to the prefix the calls
+        left pay for (`driver.looks`), and is charged as any decision is.
+
         Raises:
             UncommittedVerdict: the state after the last verdict was not committed.
         """
         lrs = (float(lr),) if isinstance(lr, int | float) else tuple(float(x) for x in lr)
-        return self.__driver._submit(Step(candidate, lrs, step, epoch, kind, report), self._bound)
+        at_door = Step(candidate, lrs, step, epoch, kind, report, ends_on_rejection)
+        return self.__driver._submit(at_door, self._bound)
 
     def commit(self, state: JSONObject) -> None:
         """Hand the door the optimizer's JSON `state` after the last verdict (this part's, in a

@@ -553,8 +553,9 @@ class Bundle(Optimizer):
         state.idle_steps = state.stale_steps = 0
         view.emit("compose", step=step, groups=len(members), candidate_hash=candidate.hash)
         verdict = view.submit(
-            candidate, lr=[self.lr] * len(members), step=step, epoch=0, kind="bundle", report=report
-        )
+            candidate, lr=[self.lr] * len(members), step=step, epoch=0, kind="bundle", report=report,
+            ends_on_rejection=True,  # a rejected bundle ends the run: no futility stop
+        )  # fmt: skip
         if verdict.accepted:
             state.scored = 0  # a new incumbent: its pool scores are new
         else:
