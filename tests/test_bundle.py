@@ -316,12 +316,13 @@ def test_a_rejected_bundle_that_fixed_training_does_not_say_it_was_solved(tmp_pa
     assert result.stop_reason == "significance"
 
 
-def test_a_bundle_tied_at_the_first_look_goes_on_to_the_whole_set(tmp_path: Path) -> None:
+def test_a_bundle_tied_at_the_first_look_goes_on_to_the_whole_set_under_a_budget() -> None:
     """Kills: a bundle's decision stopped for futility at an interim look. A rejected bundle
     ends the run, so the calls a stop saves go unused, and it lost the run's whole significance
     on ten examples (fresh 2134201965 m07: the right rule for a kind of 63 %, tied at its
     first look, thrown away; bench/README §9y). Here the fix moves no validation answer in
-    the gate's first look (compile's seed 0) and eight after it."""
+    the gate's first look (compile's seed 0) and eight after it. Without a call limit the
+    stop saves real calls, and stays."""
     val = items("val", 40)
     first_look = {e.id for e in look_order(val, 0)[:10]}
 
@@ -332,15 +333,19 @@ def test_a_bundle_tied_at_the_first_look_goes_on_to_the_whole_set(tmp_path: Path
             return "A"
         return "A" if _number(item_id) % 4 or "FIX" in system else "B"
 
-    result = sd.compile(
-        RuleWorldTask(), items("train", 24), val,
-        optimizer=Bundle(proposers=[Offers(texts=[CLEAN])], failures_per_step=6),
-        lm=LM(ScriptedLM(target)), optimizer_lm=LM(ScriptedLM(lambda m: "{}")),
-        run_dir=tmp_path, threads=1,
-    )  # fmt: skip
-    (decision,) = result.gate_log
-    assert decision.accepted and decision.stopped_at_look is None, decision.reason
-    assert CLEAN in result.best_skill.text
+    def run(budget: sd.Budget | None) -> sd.GateDecision:
+        result = sd.compile(
+            RuleWorldTask(), items("train", 24), val,
+            optimizer=Bundle(proposers=[Offers(texts=[CLEAN])], failures_per_step=6),
+            lm=LM(ScriptedLM(target)), optimizer_lm=LM(ScriptedLM(lambda m: "{}")),
+            budget=budget, threads=1,
+        )  # fmt: skip
+        (decision,) = result.gate_log
+        return decision
+
+    budgeted = run(sd.Budget(max_calls=400))
+    assert budgeted.accepted and budgeted.stopped_at_look is None, budgeted.reason
+    assert run(None).stopped_at_look == 1
 
 
 def test_the_bundle_goes_to_the_gate_once_with_every_collected_edit(tmp_path: Path) -> None:

@@ -159,7 +159,8 @@ class Step:
     kind: str
     report: ApplyReport | None
     ends_on_rejection: bool = False
-    """The search ends if the gate rejects it (`RunView.submit`): no futility stop."""
+    """The search ends if the gate rejects it (`RunView.submit`): under a call budget, no
+    futility stop."""
 
 
 def refusal_reason(

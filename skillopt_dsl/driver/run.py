@@ -270,7 +270,10 @@ class CompileContext:
             self.emit("duplicate", candidate_hash=candidate.hash, step=step.step)
             verdict = Verdict("duplicate", candidate.hash, change, budget, reason)
             return self._close(step, verdict, score=None, note="duplicate")
-        report, decision = self._judge(candidate, futility=not step.ends_on_rejection)
+        # under a call budget the calls a futility stop saves go unused where the search ends
+        budgeted = self.calls_left() is not None
+        futility = not (step.ends_on_rejection and budgeted)
+        report, decision = self._judge(candidate, futility=futility)
         self._state.scored[candidate.hash] = decision
         self._state.gate_log.append(decision)
         self.emit("gate", step=step.step, epoch=step.epoch, **decision.to_dict())

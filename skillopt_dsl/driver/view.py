@@ -258,9 +258,10 @@ class RunView:
         the verdict with `commit` before anything else reaches the door.
 
         `ends_on_rejection`: the search ends if the gate rejects this candidate (Bundle's
-        decision). Its decision is then not stopped for futility at an interim look, since the
-        calls that would save go unused: it goes on to the whole set, or to the prefix the calls
-        left pay for (`driver.looks`), and is charged as any decision is.
+        decision). Under a call budget its decision is then not stopped for futility at an
+        interim look, since the calls that would save go unused: it goes on to the whole set,
+        or to the prefix the calls left pay for (`driver.looks`), and is charged as any
+        decision is. Without a call limit the stop still saves the calls it saves.
 
         Raises:
             UncommittedVerdict: the state after the last verdict was not committed.
