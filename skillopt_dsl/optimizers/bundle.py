@@ -43,7 +43,9 @@ Bundle asks exactly that of each proposal, and lets the gate judge their sum onc
    Under a budget a step that collects nothing does not end the collecting while it asked
    something new: where each fix is rare, most steps collect nothing, and a bundle sent to
    the gate early holds too few fixes to pass it (bench/README.md §9k).
-   The run plans that one decision, so it is tested at the run's whole significance. After an
+   The run plans that one decision, so it is tested at the run's whole significance, and under
+   a call budget it is not stopped for futility at an interim look (`ends_on_rejection`: a
+   rejected bundle ends the run, so the calls a stop saves would go unused). After an
    accepted bundle the search goes on from the new incumbent while the budget pays; a rejected
    bundle's edits are told to the proposers (not blocked: each may join a later bundle), and
    the run ends (`_after_rejection`: never `train_solved`, since the skill kept still fails
