@@ -270,10 +270,11 @@ def _fixes_unchecked(
     return tuple(e.id for e, r in zip(batch, records, strict=True) if r.score > before[e.id])
 
 
-def _breaks_counted(self: Any, view: Any, *args: Any) -> int:
+def _breaks_counted(self: Any, view: Any, *args: Any) -> list[Any]:
     """Bundle's audit without the repeat test: every break counts as the edit's (the broken
-    examples are the last argument, whatever the revision's signature)."""
-    return len(args[-1])
+    examples are the last argument, whatever the revision's signature; `_repeats` returns
+    those that repeat, since the audit became a record: a count here crashed the variant)."""
+    return list(args[-1])
 
 
 def _rewording_only(self: Any, view: Any, state: Any, fitted: Any, change: int) -> Any:

@@ -593,3 +593,26 @@ def test_the_identity_digest_is_the_same_for_the_same_search_and_keeps_what_a_ru
     }
     other = bench.one_run("bundle", "default", 400, 19)
     assert other["events"] != first["events"]
+
+
+@pytest.mark.timeout(120)
+def test_every_ablation_runs_a_budgeted_search_to_its_end() -> None:
+    """Kills: an ablation that crashes on the search it switches a rule off in (before
+    2026-12-07 `no-audit-repeat` returned a count where Bundle's `_repeats` returns the
+    breaks, and every run of it raised: the ablation table's row could not be made)."""
+    import skillopt_dsl as sd
+    from skillopt_dsl import optimizers as opt
+    from skillopt_dsl.lm import LM
+    from skillopt_dsl.testing.rule_world import RuleWorld, RuleWorldProposer, RuleWorldTask
+
+    ablation = load_bench("family_ablation")
+    world = RuleWorld(seed=3, classes=8, class_share=0.08, noise=0.1, p_right=0.143, p_harm=0.5)
+    train, val = world.items("train", 20), world.items("val", 20)
+    for name in ablation.ABLATIONS:
+        result = sd.compile(
+            RuleWorldTask(), train, val,
+            optimizer=ablation.build(name, opt, [RuleWorldProposer()]),
+            lm=LM(world.target()), optimizer_lm=LM(world.reflector()),
+            budget=sd.Budget(max_calls=150), seed=3, threads=1,
+        )  # fmt: skip
+        assert result.usage.calls <= 150, name
