@@ -412,7 +412,8 @@ def _bundle_no_futility(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tu
     """Bundle's decisions are not stopped for futility (they go on to the whole set, or the
     prefix the calls pay for): a rejected bundle ends the run, so the calls a futility stop
     saves go unused, and a bundle tied at a first look of ten examples loses the run's whole
-    significance there (fresh 2134201965 m07, bench/README §9y)."""
+    significance there (fresh 2134201965 m07, bench/README §9y). The default's behaviour under
+    a call budget since 48f2938: run at 3681798 to reproduce the screen."""
     judging = {"bundle": False}
 
     class Judged(gate_cls):  # type: ignore[misc,valid-type]
@@ -431,6 +432,28 @@ def _bundle_no_futility(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tu
     return opt.HandOff(first=first, then=Flagged(proposers=proposers)), Judged()
 
 
+def _final_no_futility(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+    """GradientText's `final` decision (the run's end, whatever the verdict) is not stopped for
+    futility under a call budget either, as Bundle's is since 2026-12-07 (bench/README §9y)."""
+    judging = {"final": False}
+
+    class Judged(gate_cls):  # type: ignore[misc,valid-type]
+        def is_futile(self, candidate: Any, incumbent: Any) -> bool:
+            return False if judging["final"] else bool(super().is_futile(candidate, incumbent))
+
+    class Final(opt.GradientText):  # type: ignore[name-defined,misc]
+        def _submit_working(self, view: Any, state: Any, *, kind: str, step: Any = None) -> None:
+            judging["final"] = kind == "final" and view.calls_left() is not None
+            try:
+                super()._submit_working(view, state, kind=kind, step=step)
+            finally:
+                judging["final"] = False
+
+    return opt.HandOff(
+        first=Final(proposers=proposers), then=opt.Bundle(proposers=proposers)
+    ), Judged()
+
+
 VARIANTS: dict[str, Make] = {
     "hand-off-after-rejection": _hand_off_also(_rejected, drop=True),
     "bundle-after-rejection": _after_rejection,
@@ -445,6 +468,7 @@ VARIANTS: dict[str, Make] = {
     "min-audit-4": _min_audit(4),
     "min-audit-8": _min_audit(8),
     "bundle-no-futility": _bundle_no_futility,
+    "final-no-futility": _final_no_futility,
     "probe-3": _probe_steps(3),
     "trials-needs-2": _trials_hand_off_needs(2),
     "trials-needs-3": _trials_hand_off_needs(3),

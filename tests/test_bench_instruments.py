@@ -616,3 +616,37 @@ def test_every_ablation_runs_a_budgeted_search_to_its_end() -> None:
             budget=sd.Budget(max_calls=150), seed=3, threads=1,
         )  # fmt: skip
         assert result.usage.calls <= 150, name
+
+
+def test_the_final_variant_skips_futility_only_for_a_budgeted_final_decision(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kills: the `final-no-futility` screen variant skipping the futility stop for every
+    decision (it would measure something else under its name), for a final decision without
+    a call budget, or leaving the skip on after the decision (bench/README §9y)."""
+    explore = load_bench("family_explore")
+    from skillopt_dsl import optimizers as opt
+
+    class AlwaysFutile:
+        def is_futile(self, candidate: Any, incumbent: Any) -> bool:
+            return True
+
+    search, gate = explore.VARIANTS["final-no-futility"](opt, [], AlwaysFutile)
+    seen: list[tuple[str, bool]] = []
+
+    def submit(self: Any, view: Any, state: Any, *, kind: str, step: Any = None) -> None:
+        seen.append((kind, gate.is_futile(None, None)))
+
+    monkeypatch.setattr(opt.GradientText, "_submit_working", submit)
+
+    class View:
+        def __init__(self, left: int | None) -> None:
+            self.left = left
+
+        def calls_left(self) -> int | None:
+            return self.left
+
+    for kind, left in (("final", 10), ("final", None), ("step", 10)):
+        search.first._submit_working(View(left), None, kind=kind)
+    assert seen == [("final", False), ("final", True), ("step", True)]
+    assert gate.is_futile(None, None)
