@@ -67,8 +67,9 @@ StopReason = Literal[
 ]
 """Why a search stopped (`CompileResult.stop_reason`, the `stop` event's `reason`):
 `finished` (its planned steps done), `budget` (the call budget pays for no further step and
-decision, or ran out), `perfect` (the incumbent is perfect on the whole validation set), `significance` (no
-decision could accept any more), `train_solved` (no training failure left), `patience` /
+decision, or ran out), `perfect` (the incumbent is perfect on the whole validation set),
+`significance` (no decision could accept any more), `train_solved` (the incumbent fails no
+training example), `patience` /
 `patience_steps` (so many epochs or steps without an accepted candidate), `plateau` (nothing new
 proposed or passing), `small_effects` (GradientText's screens confirm nothing: `HandOff` hands
 the run on), `pruned` (an OptunaLR trial cut short)."""
