@@ -73,6 +73,9 @@ class CompileResult:
     `study_plots` is the optimizer's request that its caller draw a study's plots (an
     `OptunaLR` sweep with `plots=True`; else None): compile draws nothing itself; the CLI draws
     it, and so does `skillopt_dsl.report.draw_study_plots(result)`.
+    `stop_detail` says what `stop_reason` alone does not (None where there is nothing more):
+    the budget's message, or "perfect on the 15 of 30 validation examples scored; ..." when a
+    stop on a part of validation says `budget`.
 
     `val_score`, `seed_val_score` and the baseline's validation score are measured on the same
     `val_examples` of the `val_size` validation examples: fewer than all of them when the best
@@ -99,6 +102,7 @@ class CompileResult:
     val_examples: int = 0
     val_size: int = 0
     study_plots: StudyPlots | None = None
+    stop_detail: str | None = None
 
     @property
     def improved(self) -> bool:
@@ -136,6 +140,7 @@ class CompileResult:
         """The JSON written to summary.json."""
         return {
             "stop_reason": self.stop_reason,
+            "stop_detail": self.stop_detail,
             "seed_val_score": self.seed_val_score,
             "val_score": self.val_score,
             "val_examples": self.val_examples,
@@ -534,6 +539,7 @@ def _finish(
         history=list(context.history),
         usage=context.ledger.snapshot(),
         stop_reason=stop_reason,
+        stop_detail=context.stop_detail,
         run_dir=context.run.path,
         test_score=test.best,
         seed_test_score=test.seed,

@@ -293,6 +293,7 @@ class FinishEvent(TypedDict):
 
     event: Literal["finish"]
     stop_reason: NotRequired[str]
+    stop_detail: NotRequired[str | None]
     seed_val_score: NotRequired[float]
     val_score: float
     val_examples: NotRequired[int]

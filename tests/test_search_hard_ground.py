@@ -249,6 +249,29 @@ def test_a_stop_on_a_part_perfect_says_budget_not_perfect(tmp_path: Path) -> Non
     assert stop["reason"] == "budget" and "15 of 30" in stop["detail"], stop
 
 
+def test_the_compile_screen_and_the_summary_say_the_stop_detail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kills: a screen that says only `stopped: budget` of a run whose seed was perfect on the
+    15 of 30 validation examples scored (the detail lived in the `stop` event alone, where a
+    user reading the compile screen, summary.json or the report never looked)."""
+    from skillopt_dsl.cli.tables import print_compile
+    from skillopt_dsl.report.page import _summary_rows
+    from skillopt_dsl.report.record import load_run
+
+    optimizer = GradientText(proposers=[Offers(texts=[GOOD])], batch_size=8)
+    result = parity(tmp_path, optimizer, target=wrong_on(LATE_EVEN), budget=sd.Budget(max_calls=20))
+    assert result.stop_detail is not None and "15 of 30" in result.stop_detail
+    print_compile(result, wall_s=0.0)
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("stopped:"))
+    assert line.startswith("stopped: budget (perfect on the 15 of 30 validation examples"), line
+    assert result.run_dir is not None
+    summary = json.loads((result.run_dir / "summary.json").read_text(encoding="utf-8"))
+    assert "15 of 30" in summary["stop_detail"]
+    rows = dict(_summary_rows(load_run(result.run_dir)))
+    assert "15 of 30" in str(rows["stop reason"]), rows
+
+
 def test_train_solved_is_said_of_the_incumbent_not_of_a_working_candidate_the_gate_rejected() -> (
     None
 ):

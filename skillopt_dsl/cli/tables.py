@@ -131,9 +131,10 @@ def print_compile(result: CompileResult, wall_s: float) -> None:
     if result.baseline_warning is not None:
         typer.echo(f"WARNING: {result.baseline_warning}")
     accepted = sum(1 for d in result.gate_log if d.accepted)
-    typer.echo(
-        f"stopped: {result.stop_reason}; {accepted} of {len(result.gate_log)} candidates accepted"
-    )
+    why: str = result.stop_reason
+    if result.stop_detail is not None:  # what the reason alone does not say
+        why += f" ({result.stop_detail})"
+    typer.echo(f"stopped: {why}; {accepted} of {len(result.gate_log)} candidates accepted")
     if result.gate_log:
         Console(soft_wrap=True).print(_gate_table(result))
     if result.preflight is not None:

@@ -132,6 +132,9 @@ class CompileContext:
         searches in it through `RunView.memory`; checkpointed with every verdict."""
         self._open_verdict: Verdict | None = None
         """The last verdict, until the optimizer commits its state after it (`_commit`)."""
+        self.stop_detail: str | None = None
+        """What the run's `stop` event says besides its reason ("perfect on the 15 of 30
+        validation examples scored; ...", the budget's message), set by `Optimizer.compile`."""
 
     def child(
         self,

@@ -138,6 +138,7 @@ class Optimizer(ABC):
             logger.info("budget reached, keeping the best skill so far: %s", exc)
             stop = Stop("budget", detail=str(exc))
         stop = _perfect_checked(stop, context)
+        context.stop_detail = stop.detail
         context.emit(
             "stop", reason=stop.reason, step=view.memory.step, calls_left=view.calls_left(),
             **stop.fields(),

@@ -112,6 +112,13 @@ def _figure(path: Path, caption: str) -> str:
     )
 
 
+def _stop_reason(summary: dict[str, Any]) -> str:
+    """The summary's stop reason, with its detail where it has one (an older run has none)."""
+    reason = summary.get("stop_reason", "unfinished: no summary.json (killed or still running)")
+    detail = summary.get("stop_detail")
+    return str(reason) if detail is None else f"{reason} ({detail})"
+
+
 def _summary_rows(record: RunRecord) -> list[tuple[str, Any]]:
     config, summary = record.config, record.summary or {}
     optimizer = optimizer_settings(config)
@@ -133,7 +140,7 @@ def _summary_rows(record: RunRecord) -> list[tuple[str, Any]]:
         ),
         (
             "stop reason",
-            summary.get("stop_reason", "unfinished: no summary.json (killed or still running)"),
+            _stop_reason(summary),
         ),
         ("seed validation score", summary.get("seed_val_score", record.seed_val_score)),
         ("best validation score", summary.get("val_score", last.incumbent_score if last else None)),
