@@ -454,7 +454,34 @@ def _final_no_futility(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tup
     ), Judged()
 
 
+def _tail_waits(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+    """Where a whole decision no longer fits after a step, GradientText does not send its
+    working candidate to the gate at once: it searches on, keeping a first look's calls, and
+    the candidate goes to the gate at the run's end (its `final` decision), tested on the
+    prefix the calls left pay for."""
+
+    class TailWaits(opt.GradientText):  # type: ignore[name-defined,misc]
+        def _affordable(self, view: Any, state: Any) -> int:
+            left = view.calls_left()
+            if left is None:
+                return int(self.batch_size)
+            state.reserve = view.decision_calls()
+            rate = view.calls_per_rollout()
+            if not state.batch_cap:
+                state.batch_cap = self._planned_batch(left - state.reserve, rate)
+            size = self._batch_within(state, left - state.reserve, rate)
+            if size:
+                return int(size)
+            state.reserve = view.decision_calls(first_look=True)
+            return int(self._batch_within(state, left - state.reserve, rate))
+
+    return opt.HandOff(
+        first=TailWaits(proposers=proposers), then=opt.Bundle(proposers=proposers)
+    ), None
+
+
 VARIANTS: dict[str, Make] = {
+    "tail-waits": _tail_waits,
     "hand-off-after-rejection": _hand_off_also(_rejected, drop=True),
     "bundle-after-rejection": _after_rejection,
     "small-validation-40": _hand_off_also(_small_validation(40), drop=True),
