@@ -32,7 +32,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import NotRequired, Protocol, Self, TypedDict, cast
 
 from skillopt_dsl.errors import RunDirError
@@ -82,12 +82,7 @@ class RejectedCandidate:
 
     def to_dict(self) -> RejectedRecord:
         """JSON-ready form, as kept in checkpoints."""
-        return RejectedRecord(
-            edits=[e.model_dump() for e in self.edits],
-            delta=self.delta,
-            step=self.step,
-            epoch=self.epoch,
-        )
+        return cast(RejectedRecord, {**asdict(self), "edits": [e.model_dump() for e in self.edits]})
 
     @classmethod
     def from_dict(cls, data: RejectedRecord) -> RejectedCandidate:
@@ -98,9 +93,8 @@ class RejectedCandidate:
 def edit_key(edit: Edit) -> str:
     """A normalised identity for an edit (whitespace-collapsed, case-folded), for dedup and memory."""
     values = edit.model_dump(exclude={"rationale"})
-    return json.dumps(
-        {k: " ".join(str(v).split()).casefold() for k, v in values.items()}, sort_keys=True
-    )
+    normalised = {k: " ".join(str(v).split()).casefold() for k, v in values.items()}
+    return json.dumps(normalised, sort_keys=True)
 
 
 def group_key(edits: Sequence[Edit]) -> str:
@@ -183,13 +177,10 @@ class EditEvidence:
     @classmethod
     def from_dict(cls, data: dict[str, float]) -> EditEvidence:
         """The evidence `to_dict` wrote."""
-        return cls(
-            int(data["fixes"]),
-            int(data["breaks"]),
-            float(data["net"]),
-            int(data["scored"]),
-            int(data["screens"]),
+        fixes, breaks, scored, screens = (
+            int(data[k]) for k in ("fixes", "breaks", "scored", "screens")
         )
+        return cls(fixes, breaks, float(data["net"]), scored, screens)
 
 
 class MemoryRecord(TypedDict):
@@ -265,6 +256,10 @@ class SearchMemory:
         self.rejected = [r for r in self.rejected if group_key(r.edits) not in keys]
         self.struck = [r for r in self.struck if group_key(r.edits) not in keys]
 
+    def count(self, name: str, by: int = 1) -> None:
+        """Add `by` to the screen statistic `name` (`screen_stats`)."""
+        self.screen_stats[name] = self.screen_stats.get(name, 0) + by
+
     # -- evidence ----------------------------------------------------------------------------
     def evidence_of(self, key: str) -> EditEvidence:
         """What the screens of proposal `key` have shown so far (nothing: all zeros)."""
@@ -310,19 +305,17 @@ class SearchMemory:
         step = data.get("step", 0)
         if not isinstance(step, int):
             raise RunDirError(f"checkpoint memory field 'step' is not a number: {step!r:.80}")
-        evidence = _mapping(data, "evidence")
-        stats = _mapping(data, "proposer_stats")
+        evidence = cast(dict[str, dict[str, float]], _mapping(data, "evidence"))
+        stats = cast(dict[str, dict[str, int]], _mapping(data, "proposer_stats"))
         return cls(
             step=step,
             rejected=_candidates(data, "rejected"),
             struck=_candidates(data, "struck"),
             remembered=_candidates(data, "remembered"),
-            evidence={
-                k: EditEvidence.from_dict(cast(dict[str, float], e)) for k, e in evidence.items()
-            },
+            evidence={k: EditEvidence.from_dict(e) for k, e in evidence.items()},
             screen_strikes=cast(dict[str, int], _mapping(data, "screen_strikes")),
             screen_stats=cast(dict[str, int], _mapping(data, "screen_stats")),
-            proposer_stats={k: cast(dict[str, int], v) for k, v in stats.items()},
+            proposer_stats=stats,
             proposer_asked=cast(dict[str, str], _mapping(data, "proposer_asked")),
         )
 
@@ -332,9 +325,7 @@ class SearchMemory:
         optimizer's own `state` held (the state of the part that saved last, for a composite:
         it started from the earlier part's memory), with `remembered` (which such a run kept
         in its proposers) added."""
-        memory = cls.from_dict(state)
-        memory.remembered = list(remembered)
-        return memory
+        return replace(cls.from_dict(state), remembered=list(remembered))
 
     @classmethod
     def field_names(cls) -> frozenset[str]:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from skillopt_dsl.driver import LearningRateBound, RunView
-from skillopt_dsl.errors import BudgetExceeded
+from skillopt_dsl.errors import BudgetExceeded, UserInputError
 from skillopt_dsl.json_types import JSONObject
 
 if TYPE_CHECKING:
@@ -204,8 +204,6 @@ def check_step_settings(
 ) -> None:
     """Validate the settings optimizers share: `lr` in (0, 1], `max_edits` >= 1 or None, and
     every field named in `at_least_one` >= 1. Raises `UserInputError` naming the field."""
-    from skillopt_dsl.errors import UserInputError
-
     if not 0 < lr <= 1:
         raise UserInputError(f"lr must be in (0, 1], got {lr}")
     for name in at_least_one:

@@ -131,10 +131,8 @@ def quotes(incumbent: Skill, candidate: Skill, example: Example) -> bool:
     more) that `incumbent` does not: an edit that adds a worked example of this very input
     fixes it by memory, which says nothing about the failures it does not quote."""
     values = (v for v in example.inputs.values() if isinstance(v, str))
-    return any(
-        len(v) >= QUOTE_MIN_CHARS and v in candidate.text and v not in incumbent.text
-        for v in values
-    )
+    quoted = (v for v in values if len(v) >= QUOTE_MIN_CHARS and v in candidate.text)
+    return any(v not in incumbent.text for v in quoted)
 
 
 @dataclass(frozen=True)
@@ -320,11 +318,8 @@ class Bundle(Optimizer):
         """Whether the calls left pay for a step (its proposers, one screen) and still for the
         gate decision after it (`first_look`: its first look only), every rollout at its
         measured cost (an agent episode or a DSPy program makes several calls)."""
-        left = view.calls_left()
-        if left is None:
-            return True
-        screen = math.ceil(self.failures_per_step * view.calls_per_rollout())
-        return left >= _PROPOSAL_CALLS + screen + self._reserve(view, first_look=first_look)
+        price = _PROPOSAL_CALLS + math.ceil(self.failures_per_step * view.calls_per_rollout())
+        return keeps_reserve(view, price, self._reserve(view, first_look=first_look))
 
     def _keeps_reserve(self, view: RunView, state: BundleState, rollouts: int) -> bool:
         """Whether `rollouts` more rollouts (at their measured cost) still leave the gate's
@@ -357,11 +352,11 @@ class Bundle(Optimizer):
         calls_before = view.usage().calls
         runs = ProposerRuns(bench_after=None, retry_every=1)
         search = self.search_step
-        groups = search.propose(view, runs, self.proposers, request)
         collected = 0
-        for group in groups:
+        for group in search.propose(view, runs, self.proposers, request):
             fitted, _ = search.fit(view, incumbent, group, room)
-            if fitted is None or fitted.key in memory.blocked_keys() | self._keys(state):
+            held = {group_key(m.edits) for m in [*state.members, *state.waiting]}
+            if fitted is None or fitted.key in memory.blocked_keys() | held:
                 continue
             if not self._keeps_reserve(view, state, len(batch)):
                 break
@@ -389,10 +384,6 @@ class Bundle(Optimizer):
             step=step, epoch=0, kind="bundle", lr=self.lr, note=note, state=state.to_dict()
         )
 
-    @staticmethod
-    def _keys(state: BundleState) -> set[str]:
-        return {group_key(m.edits) for m in [*state.members, *state.waiting]}
-
     def _lasting_fixes(
         self,
         view: RunView,
@@ -411,11 +402,8 @@ class Bundle(Optimizer):
         fixes are scored again, when the gate's reserve allows."""
         before = {r.example_id: r.score for r in rollouts}
         records = view.evaluate(fitted.candidate, batch, label="screen").records
-        fixed = [
-            e
-            for e, r in zip(batch, records, strict=True)
-            if r.score > before[e.id] and not quotes(view.incumbent, fitted.candidate, e)
-        ]
+        fixed = [e for e, r in zip(batch, records, strict=True) if r.score > before[e.id]]
+        fixed = [e for e in fixed if not quotes(view.incumbent, fitted.candidate, e)]
         kept = list(fixed)
         changes = _PERTURBATIONS if state.members else 1  # no content to change yet: one
         for change in range(1, changes + 1):
@@ -426,7 +414,7 @@ class Bundle(Optimizer):
         memory = view.memory
         view.emit("fix_check", step=memory.step - 1, fixes=len(fixed), fixes_kept=len(kept))
         if not kept:
-            memory.screen_stats["fix_gone"] = memory.screen_stats.get("fix_gone", 0) + 1
+            memory.count("fix_gone")
             memory.strike(fitted.kept, 0.0, epoch=0, limit=self.screen_strikes)
         return tuple(e.id for e in kept)
 
@@ -454,23 +442,17 @@ class Bundle(Optimizer):
         records = view.evaluate(fitted.candidate, audited, label="audit").records
         broken = [e for e, r in zip(audited, records, strict=True) if r.score < 1.0]
         repeated = self._repeats(view, state, fitted, broken)
-        stats = view.memory.screen_stats
-        stats["audited"] = stats.get("audited", 0) + 1
+        view.memory.count("audited")
+        step = view.memory.step - 1
         view.emit(
-            "audit",
-            step=view.memory.step - 1,
-            scored=len(audited),
-            broken=len(broken),
-            repeats=len(repeated),
+            "audit", step=step, scored=len(audited), broken=len(broken), repeats=len(repeated)
         )
         return Audit(repeated, len(audited))
 
-    def _strike_audited(
-        self, view: RunView, edits: Sequence[Edit], repeats: int, scored: int
-    ) -> None:
+    @staticmethod
+    def _strike_audited(view: RunView, edits: Sequence[Edit], repeats: int, scored: int) -> None:
         """Strike a survivor whose audit's breaks repeated (`audit_strikes` or more)."""
-        stats = view.memory.screen_stats
-        stats["audit_struck"] = stats.get("audit_struck", 0) + 1
+        view.memory.count("audit_struck")
         view.memory.strike(tuple(edits), -repeats / max(scored, 1), epoch=0, limit=1)
 
     def _repeats(

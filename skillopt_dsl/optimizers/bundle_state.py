@@ -3,11 +3,11 @@ and the survivors waiting for a member to be audited again within the bundle."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import NotRequired, Self, TypedDict
+from dataclasses import dataclass, field
+from typing import ClassVar, NotRequired, TypedDict
 
 from skillopt_dsl.json_types import JSONObject
-from skillopt_dsl.optimizers.state import CheckpointedState, as_json, stored
+from skillopt_dsl.optimizers.state import CheckpointedState, RecordReaders
 from skillopt_dsl.skill import Edit, parse_edits
 
 __all__ = ["BundleMember", "BundleMemberRecord", "BundleState"]
@@ -34,11 +34,8 @@ class BundleMember:
 
     def to_dict(self) -> BundleMemberRecord:
         """JSON-ready copy."""
-        return BundleMemberRecord(
-            edits=[e.model_dump() for e in self.edits],
-            fixes=list(self.fixes),
-            breaks=list(self.breaks),
-        )
+        edits = [e.model_dump() for e in self.edits]
+        return BundleMemberRecord(edits=edits, fixes=list(self.fixes), breaks=list(self.breaks))
 
     @classmethod
     def from_dict(cls, data: BundleMemberRecord) -> BundleMember:
@@ -72,24 +69,11 @@ class BundleState(CheckpointedState):
     scored: int = 0
     """How many pool examples (in pool order) are scored under the incumbent."""
 
+    record_fields: ClassVar[RecordReaders] = {
+        "members": BundleMember.from_dict,
+        "waiting": BundleMember.from_dict,
+    }
+
     def fixed(self) -> set[str]:
         """The pool failures the collected edits fixed."""
         return {i for m in self.members for i in m.fixes}
-
-    def to_dict(self) -> JSONObject:
-        """JSON-ready copy."""
-        return {
-            **super().to_dict(),
-            "members": [as_json(m.to_dict()) for m in self.members],
-            "waiting": [as_json(m.to_dict()) for m in self.waiting],
-        }
-
-    @classmethod
-    def from_dict(cls, data: JSONObject) -> Self:
-        """Rebuild from `to_dict` output."""
-        members, waiting = (
-            [BundleMember.from_dict(m) for m in stored(data, name, BundleMemberRecord)]
-            for name in ("members", "waiting")
-        )
-        blank = super().from_dict({**data, "members": [], "waiting": []})
-        return replace(blank, members=members, waiting=waiting)

@@ -203,14 +203,9 @@ class GradientText(Optimizer):
             raise UserInputError(
                 f"unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}"
             )
-        self.screened = ScreenedSteps(
-            step=SearchStep(max_edits=self.max_edits, screen_strikes=self.screen_strikes),
-            screen=self.screen,
-            min_net=self.min_net,
-            confirm_steps=self.confirm_steps,
-            join_at_net=self.join_at_net,
-            submit_at_net=self.submit_at_net,
-        )
+        step = SearchStep(max_edits=self.max_edits, screen_strikes=self.screen_strikes)
+        same = {f.name: getattr(self, f.name) for f in fields(ScreenedSteps) if f.name != "step"}
+        self.screened = ScreenedSteps(step=step, **same)  # its settings are ours, by name
 
     def planned_decisions(
         self, n_train: int, *, max_calls: int | None = None, validation_size: int | None = None
@@ -228,12 +223,9 @@ class GradientText(Optimizer):
         plain = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_PLAIN}
         if self.hand_off_decisions is None:  # as runs before it wrote it: they still resume
             del plain["hand_off_decisions"]
-        return {
-            "optimizer": self.name,
-            **plain,
-            "proposers": [p.name for p in self.proposers],
-            "consolidation": self.consolidation.name,
-        }
+        plain["proposers"] = [p.name for p in self.proposers]
+        plain["consolidation"] = self.consolidation.name
+        return {"optimizer": self.name, **plain}
 
     # -- the loop --------------------------------------------------------------------------
     def optimize(self, view: RunView) -> Stop:
@@ -282,19 +274,17 @@ class GradientText(Optimizer):
             size = self._affordable(view, state) if self.slow_update and not state.slow_done else 0
             if size:
                 state.slow_done = True
-                batch = draw_examples(view, view.trainset, size)
-                self._step(view, state, batch, "slow_update")
+                self._step(view, state, draw_examples(view, view.trainset, size), "slow_update")
                 if state.stop_reason is not None:
                     return state.stop_reason
-            spent = view.usage().calls - state.epoch_start_calls
             if not state.failures_this_epoch and not state.pending:
                 return "train_solved"  # the incumbent solves every training example
             reason = self._end_epoch(state)
             if reason is not None:
                 return reason
-            if state.epoch >= self.epochs and spent == 0:
+            if state.epoch >= self.epochs and view.usage().calls == state.epoch_start_calls:
                 return "plateau"  # an epoch that asked nothing new: the next would not either
-        return "budget" if view.calls_left() is not None and self.until_budget else "finished"
+        return "budget" if self._budget_left(view) else "finished"
 
     def _hands_off(self, view: RunView, state: GradientTextState) -> bool:
         """Whether `hand_off_after` steps ran with nothing accepted, and the calls left pay for
@@ -309,12 +299,9 @@ class GradientText(Optimizer):
 
     def _end_epoch(self, state: GradientTextState) -> StopReason | None:
         """Close an epoch; the stop reason when patience or the plateau ends the search."""
-        state.epochs_since_accept = (
-            0 if state.accepted_this_epoch else state.epochs_since_accept + 1
-        )
-        state.epochs_without_survivor = (
-            0 if state.survived_this_epoch else state.epochs_without_survivor + 1
-        )
+        since, without = state.epochs_since_accept + 1, state.epochs_without_survivor + 1
+        state.epochs_since_accept = 0 if state.accepted_this_epoch else since
+        state.epochs_without_survivor = 0 if state.survived_this_epoch else without
         state.epoch, state.order = state.epoch + 1, []
         if self.patience is not None and state.epochs_since_accept >= self.patience:
             return "patience"
@@ -433,9 +420,8 @@ class GradientText(Optimizer):
             state.steps_measured += 1
             state.max_step_rate = max(state.max_step_rate, spent / max(len(batch), 1))
             self.screened.compose_small_effects(view, state)
-        if (lean and state.pending) or self._ready(
-            view, state, solved=not failing and kind == "step"
-        ):
+        solved = not failing and kind == "step"
+        if (lean and state.pending) or self._ready(view, state, solved=solved):
             self._submit_working(view, state, kind=kind, step=step)
         else:
             state.steps_since_accept += 1
@@ -487,8 +473,7 @@ class GradientText(Optimizer):
     def _working(self, view: RunView, state: GradientTextState) -> tuple[Skill, ApplyReport]:
         """The incumbent with every pending proposal applied, in the order they joined, then
         tidied by each proposer (`Proposer.tidy`: what stacked when composed is merged)."""
-        edits = [e for g in state.pending for e in g.edits]
-        working, report = view.incumbent.apply(edits)
+        working, report = view.incumbent.apply([e for g in state.pending for e in g.edits])
         for proposer in self.proposers:
             working = proposer.tidy(working)
         return working, report
@@ -547,8 +532,7 @@ class GradientText(Optimizer):
         trial until it fits its path budget (sent over it, the door would refuse it whole)."""
         while len(state.pending) > 1:
             candidate, _ = self._working(view, state)
-            lrs = state.pending_lrs or [self.lr]
-            budget = view.bound.budget(lrs, view.incumbent.token_count)
+            budget = view.bound.budget(state.pending_lrs or [self.lr], view.incumbent.token_count)
             if token_distance(view.incumbent.text, candidate.text) <= budget:
                 return
             state.trials.append(replace(state.pending.pop(), screens=0))

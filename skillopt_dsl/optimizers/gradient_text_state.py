@@ -7,17 +7,23 @@ shape checkpoints have always had (`ProposalRecord`, `RejectedRecord`, the outco
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Self
+from typing import ClassVar
 
 from skillopt_dsl.events import GroupRecord, OutcomeRecord
-from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.optimizers.base import StopReason
 from skillopt_dsl.optimizers.proposers import EditGroup
-from skillopt_dsl.optimizers.search import ProposalRecord, ScreenedProposal
-from skillopt_dsl.optimizers.state import CheckpointedState, as_json, stored
+from skillopt_dsl.optimizers.search import ScreenedProposal
+from skillopt_dsl.optimizers.state import CheckpointedState, RecordReaders
 from skillopt_dsl.skill import EditOutcome, parse_edits
+
+
+def outcome_from_dict(data: OutcomeRecord) -> EditOutcome:
+    """An edit outcome from its `to_dict()` form."""
+    (edit,) = parse_edits([data["edit"]])
+    return EditOutcome(
+        edit, data["status"], data["reason"], data.get("match"), data.get("similarity")
+    )
 
 
 @dataclass
@@ -57,37 +63,11 @@ class GradientTextState(CheckpointedState):
     stop_reason: StopReason | None = None
     """Set when the search must end at once ("perfect": the incumbent is perfect on validation)."""
 
-    def to_dict(self) -> JSONObject:
-        """JSON-ready copy, in the shape checkpoints have always had."""
-        return {
-            **super().to_dict(),
-            "trials": [as_json(t.to_dict()) for t in self.trials],
-            "pending": [as_json(p.to_dict()) for p in self.pending],
-            "step_outcomes": [o.to_dict() for o in self.step_outcomes],
-        }
-
-    @classmethod
-    def from_dict(cls, data: JSONObject) -> Self:
-        """Rebuild from `to_dict` output (or a checkpoint written before the records)."""
-        state = super().from_dict(data)
-        return dataclasses.replace(
-            state,
-            trials=[ScreenedProposal.from_dict(t) for t in stored(data, "trials", ProposalRecord)],
-            pending=[
-                ScreenedProposal.from_dict(p) for p in stored(data, "pending", ProposalRecord)
-            ],
-            step_outcomes=[
-                outcome_from_dict(o) for o in stored(data, "step_outcomes", OutcomeRecord)
-            ],
-        )
-
-
-def outcome_from_dict(data: OutcomeRecord) -> EditOutcome:
-    """An edit outcome from its `to_dict()` form."""
-    (edit,) = parse_edits([data["edit"]])
-    return EditOutcome(
-        edit, data["status"], data["reason"], data.get("match"), data.get("similarity")
-    )
+    record_fields: ClassVar[RecordReaders] = {
+        "trials": ScreenedProposal.from_dict,
+        "pending": ScreenedProposal.from_dict,
+        "step_outcomes": outcome_from_dict,
+    }
 
 
 def group_json(group: EditGroup) -> GroupRecord:

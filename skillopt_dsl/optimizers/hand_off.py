@@ -112,11 +112,9 @@ class HandOff(Optimizer):
     def lr_bound(self) -> LearningRateBound:
         """The larger of the two searches' learning rates and floors: each declares its own
         steps', and the door checks each against them."""
-        first, then = self.first.lr_bound(), self.then.lr_bound()
-        return LearningRateBound(
-            max_lr=max(first.max_lr, then.max_lr),
-            floor_tokens=max(first.floor_tokens, then.floor_tokens),
-        )
+        bounds = (self.first.lr_bound(), self.then.lr_bound())
+        max_lr, floor = max(b.max_lr for b in bounds), max(b.floor_tokens for b in bounds)
+        return LearningRateBound(max_lr=max_lr, floor_tokens=floor)
 
     def planned_decisions(
         self, n_train: int, *, max_calls: int | None = None, validation_size: int | None = None
@@ -128,14 +126,10 @@ class HandOff(Optimizer):
         )
 
     def config(self) -> JSONObject:
+        # bundle_decisions is absent where None, as runs before it wrote it: they still resume
         many = {} if self.bundle_decisions is None else {"bundle_decisions": self.bundle_decisions}
-        return {
-            "optimizer": self.name,
-            "probe_steps": self.probe_steps,
-            **many,  # absent where None, as runs before it wrote it: they still resume
-            _FIRST: self.first.config(),
-            _THEN: self.then.config(),
-        }
+        parts = {_FIRST: self.first.config(), _THEN: self.then.config()}
+        return {"optimizer": self.name, "probe_steps": self.probe_steps, **many, **parts}
 
     def optimize(self, view: RunView) -> Stop | StopReason | None:
         """GradientText's stop, or Bundle's after the hand-off (the run's one `stop` event is

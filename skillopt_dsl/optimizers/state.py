@@ -7,28 +7,40 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping
-from typing import Self, TypeVar, cast
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Self, TypeAlias, TypeVar, cast
 
-from skillopt_dsl.json_types import JSONObject
+from skillopt_dsl.json_types import JSONObject, JSONValue
 from skillopt_dsl.search_memory import SearchMemory
 
-__all__ = ["CheckpointedState", "as_json", "stored"]
+__all__ = ["CheckpointedState", "RecordReaders", "as_json", "stored"]
 
 R = TypeVar("R")
+
+RecordReaders: TypeAlias = Mapping[str, Callable[[Any], object]]
+"""A state's fields that hold lists of typed records, each with the reader of one record's
+JSON form (its `from_dict`)."""
 
 
 class CheckpointedState:
     """Mixin for an optimizer's state dataclass, stored in checkpoint.json as plain JSON:
-    `to_dict` copies the plain fields; a state with records adds them in its own
-    `to_dict`/`from_dict`."""
+    `to_dict` copies the plain fields and writes the typed records of the fields that
+    `record_fields` names with their own `to_dict`; `from_dict` reads them back with the
+    reader `record_fields` gives."""
+
+    record_fields: ClassVar[RecordReaders] = {}
+    """The fields that hold typed records (none by default); the records write themselves."""
 
     def to_dict(self) -> JSONObject:
         """JSON-ready copy."""
-        return {
-            f.name: copy.deepcopy(getattr(self, f.name))
-            for f in dataclasses.fields(self)  # type: ignore[arg-type]
-        }
+        return {f.name: self._json(f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+    def _json(self, name: str) -> JSONValue:
+        """Field `name` as JSON: its records' `to_dict`, or a copy of a plain value."""
+        value = getattr(self, name)
+        if name in self.record_fields:
+            return [as_json(record.to_dict()) for record in value]
+        return copy.deepcopy(value)
 
     @classmethod
     def from_dict(cls, data: JSONObject) -> Self:
@@ -37,7 +49,10 @@ class CheckpointedState:
         them) and are skipped here."""
         own = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         legacy = SearchMemory.field_names() - own
-        return cls(**{k: copy.deepcopy(v) for k, v in data.items() if k not in legacy})
+        plain = {k: copy.deepcopy(v) for k, v in data.items() if k not in legacy}
+        records = cls.record_fields.items()
+        typed = {name: [read(r) for r in stored(data, name, dict)] for name, read in records}
+        return cls(**{**plain, **typed})
 
 
 def stored(data: JSONObject, name: str, record: type[R]) -> list[R]:

@@ -28,14 +28,12 @@ def clip_to_budget(
             continue
         trial, report = current.apply([edit])
         outcome = report.outcomes[0]
-        if outcome.status != "applied":
-            outcomes.append(outcome)
-            continue
-        change = token_distance(skill.text, trial.text)
-        if change > budget_tokens:
-            reason = f"over the learning-rate budget ({change} > {budget_tokens} tokens)"
-            outcomes.append(EditOutcome(edit, "refused", reason, outcome.match, outcome.similarity))
-            continue
-        current, kept = trial, [*kept, edit]
+        if outcome.status == "applied":
+            change = token_distance(skill.text, trial.text)
+            if change <= budget_tokens:
+                current, kept = trial, [*kept, edit]
+            else:
+                reason = f"over the learning-rate budget ({change} > {budget_tokens} tokens)"
+                outcome = EditOutcome(edit, "refused", reason, outcome.match, outcome.similarity)
         outcomes.append(outcome)
     return current, kept, ApplyReport(tuple(outcomes))

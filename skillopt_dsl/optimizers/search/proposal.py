@@ -9,9 +9,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import NotRequired, Self, TypedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any, NotRequired, Self, TypedDict, cast
 
 from skillopt_dsl.json_types import JSONObject
 from skillopt_dsl.optimizers.proposers import EditGroup
@@ -20,6 +20,9 @@ from skillopt_dsl.search_memory import EditEvidence
 from skillopt_dsl.skill import Edit, Skill, parse_edits
 
 __all__ = ["Fitted", "ProposalRecord", "ScreenedProposal", "Tried"]
+
+_COUNTS = frozenset({"screens", "rivals", "gated"})
+"""`ScreenedProposal`'s optional counts, which its record holds only when set."""
 
 
 @dataclass(frozen=True)
@@ -97,35 +100,15 @@ class ScreenedProposal:
 
     def to_dict(self) -> ProposalRecord:
         """The checkpoint's JSON form (the optional counts only when set)."""
-        record = ProposalRecord(
-            source=self.source,
-            failure_driven=self.failure_driven,
-            rationale=self.rationale,
-            edits=[e.model_dump() for e in self.edits],
-            key=self.key,
-            net=self.net,
-            scored=self.scored,
-        )
-        if self.screens is not None:
-            record["screens"] = self.screens
-        if self.rivals is not None:
-            record["rivals"] = self.rivals
-        if self.gated is not None:
-            record["gated"] = self.gated
-        return record
+        given = {k: v for k, v in asdict(self).items() if v is not None or k not in _COUNTS}
+        return cast(ProposalRecord, {**given, "edits": [e.model_dump() for e in self.edits]})
 
     @classmethod
     def from_dict(cls, data: ProposalRecord) -> Self:
         """Rebuild from `to_dict` output."""
-        return cls(
-            data["key"],
-            tuple(parse_edits(data["edits"])),
-            data["source"],
-            data["failure_driven"],
-            data["rationale"],
-            data["net"],
-            data["scored"],
-            data.get("screens"),
-            data.get("rivals"),
-            data.get("gated"),
-        )
+        row = cast(Mapping[str, Any], data)
+        given: dict[str, Any] = {
+            f.name: row.get(f.name) if f.name in _COUNTS else row[f.name] for f in fields(cls)
+        }
+        given["edits"] = tuple(parse_edits(row["edits"]))
+        return cls(**given)

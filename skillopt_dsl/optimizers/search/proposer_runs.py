@@ -36,21 +36,20 @@ class ProposerRuns:
         whose edits the step before already tried; the skip is counted (`unchanged`) and
         emitted. Edits equal to an earlier run's rejection (`SearchMemory.remembered`) are
         dropped from its groups (noted as `remembered_rejection`)."""
-        memory = view.memory
-        stats = memory.proposer_stats.setdefault(proposer.name, new_stats())
-        if self.benched(memory.proposer_stats, proposer.name, memory.step - 1):
+        memory, name = view.memory, proposer.name
+        step, stats = memory.step - 1, memory.proposer_stats.setdefault(name, new_stats())
+        if self.benched(memory.proposer_stats, name, step):
             stats["skipped"] += 1
-            view.emit("proposer", step=memory.step - 1, name=proposer.name, benched=True)
+            view.emit("proposer", step=step, name=name, benched=True)
             return []
         fingerprint = request_fingerprint(request)
-        if memory.proposer_asked.get(proposer.name) == fingerprint:
+        if memory.proposer_asked.get(name) == fingerprint:
             stats["unchanged"] = stats.get("unchanged", 0) + 1
-            view.emit("proposer", step=memory.step - 1, name=proposer.name, benched=False,
-                      unchanged=True, calls=0)  # fmt: skip
+            view.emit("proposer", step=step, name=name, benched=False, unchanged=True, calls=0)
             return []
         before = view.usage()
         remembered = memory.remembered_keys()
-        groups = _without_remembered(proposer.propose(request), remembered, proposer.name, request)
+        groups = _without_remembered(proposer.propose(request), remembered, name, request)
         after = view.usage()
         calls = after.calls - before.calls
         # a resumed run replays model calls from its cache: they count as asked, not paid
@@ -61,10 +60,10 @@ class ProposerRuns:
         stats["edits"] += edits
         if calls or replayed:
             stats["paid_runs"] += 1
-            memory.proposer_asked[proposer.name] = fingerprint
+            memory.proposer_asked[name] = fingerprint
         view.emit(
-            "proposer", step=memory.step - 1, name=proposer.name, calls=calls, cache_hits=replayed,
-            groups=len(groups), edits=edits, benched=False,
+            "proposer", step=step, name=name, calls=calls, cache_hits=replayed, groups=len(groups),
+            edits=edits, benched=False,
         )  # fmt: skip
         return groups
 
@@ -93,10 +92,9 @@ def _without_remembered(
     kept = []
     for group in groups:
         edits = tuple(e for e in group.edits if edit_key(e) not in remembered)
-        if len(edits) < len(group.edits):
-            request.note(
-                "remembered_rejection", proposer=name, dropped=len(group.edits) - len(edits)
-            )
+        dropped = len(group.edits) - len(edits)
+        if dropped:
+            request.note("remembered_rejection", proposer=name, dropped=dropped)
         if edits:
             kept.append(dataclasses.replace(group, edits=edits))
     return kept

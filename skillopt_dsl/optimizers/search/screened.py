@@ -12,10 +12,9 @@ It reads and writes only the part of a search's state a `TrialState` names.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from skillopt_dsl.driver import RunView
@@ -121,7 +120,7 @@ class ScreenedSteps:
             sweep = self.join_at_net is not None and clean
             survivors.append((trial, evidence.net >= self.join_at() or sweep))
         for trial, joins in survivors:  # with how many it was chosen among (`luck_free_rate`)
-            survivor = dataclasses.replace(trial, screens=1, rivals=screened)
+            survivor = replace(trial, screens=1, rivals=screened)
             (state.pending if joins else state.trials).append(survivor)
         return passed
 
@@ -136,8 +135,7 @@ class ScreenedSteps:
         """Whether the calls left (if limited) pay for the next decision's first look, and
         that decision could accept anything (`RunView.can_accept`)."""
         left = view.calls_left()
-        paid = left is None or left >= view.decision_calls(first_look=True)
-        return paid and view.can_accept()
+        return (left is None or left >= view.decision_calls(first_look=True)) and view.can_accept()
 
     def confirm(
         self,
@@ -153,22 +151,17 @@ class ScreenedSteps:
         joins the working candidate once its net gain reaches `min_net`, and is remembered
         as rejected when it stops gaining or runs out of `confirm_steps`."""
         state.trials.remove(trial)
-        edits = trial.edits
-        candidate, kept, _ = clip_to_budget(working, edits, room, self.step.max_edits)
+        edits, search = trial.edits, self.step
+        candidate, kept, _ = clip_to_budget(working, edits, room, search.max_edits)
         if len(kept) != len(edits) or candidate.text == working.text:
             return  # no longer fits the working candidate: proposed again, it is tried again
-        result, evidence = self.step.confirm(
-            view, trial.group, trial.key, candidate, batch, rollouts
-        )
+        result, evidence = search.confirm(view, trial.group, trial.key, candidate, batch, rollouts)
         screens = (trial.screens or 0) + 1
-        joined = dataclasses.replace(
-            trial, net=evidence.net, scored=evidence.scored, screens=screens
-        )
+        joined = replace(trial, net=evidence.net, scored=evidence.scored, screens=screens)
         # back from a rejected bundle (`gated`: its gate strikes), it is confirmed at least once
         done = screens > max(self.confirm_steps, trial.gated or 0)
         if evidence.rules_out(view.certifiable_gain()) or (done and evidence.net <= 0):
-            limit = self.step.screen_strikes
-            view.memory.strike(edits, evidence.rate, epoch=state.epoch, limit=limit)
+            view.memory.strike(edits, evidence.rate, epoch=state.epoch, limit=search.screen_strikes)
         elif (result.passed and evidence.net >= self.min_net) or done:
             state.pending.append(joined)  # clear enough, or the evidence cannot tell: the gate
         else:

@@ -27,8 +27,8 @@ from typing import Literal
 
 from skillopt_dsl.driver import RunView
 from skillopt_dsl.evaluate import Rollout
-from skillopt_dsl.optimizers.proposers import EditGroup, edit_key
-from skillopt_dsl.search_memory import EditEvidence
+from skillopt_dsl.optimizers.proposers import EditGroup
+from skillopt_dsl.search_memory import EditEvidence, group_key
 from skillopt_dsl.skill import Skill
 from skillopt_dsl.types import Example
 
@@ -126,7 +126,7 @@ def merge_duplicates(groups: Sequence[EditGroup]) -> list[EditGroup]:
     them (on none in particular if one copy named none)."""
     merged: dict[str, EditGroup] = {}
     for group in groups:
-        key = "\n".join(edit_key(e) for e in group.edits)
+        key = group_key(group.edits)
         first = merged.setdefault(key, group)
         if first is not group:
             both = first.addresses and group.addresses

@@ -61,10 +61,9 @@ class SearchStep:
     ) -> list[EditGroup]:
         """Run each of `proposers` on `request` (`ProposerRuns.run`), merge the copies
         (`merge_duplicates`) and emit the notes the request gathered, as the step's events."""
-        memory = view.memory
         groups = merge_duplicates([g for p in proposers for g in runs.run(view, p, request)])
         for kind, payload in request.note_events():
-            view.emit(kind, step=memory.step - 1, **payload)
+            view.emit(kind, step=view.memory.step - 1, **payload)
         return groups
 
     def fit(
@@ -147,10 +146,9 @@ def pays_for_decisions(view: RunView, decisions: int | None) -> bool:
 def record_screen(view: RunView, group: EditGroup, result: ScreenResult) -> None:
     """Count one screen in the memory's summary and emit it as a `screen` event."""
     memory = view.memory
-    counts = memory.screen_stats
-    counts[f"{result.stage}_screened"] = counts.get(f"{result.stage}_screened", 0) + 1
-    counts[f"{result.stage}_passed"] = counts.get(f"{result.stage}_passed", 0) + int(result.passed)
-    counts["calls"] = counts.get("calls", 0) + result.calls
+    memory.count(f"{result.stage}_screened")
+    memory.count(f"{result.stage}_passed", int(result.passed))
+    memory.count("calls", result.calls)
     view.emit(
         "screen", step=memory.step - 1, source=group.source, rationale=group.rationale[:200],
         **result.to_dict(),
