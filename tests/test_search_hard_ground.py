@@ -297,6 +297,30 @@ def test_train_solved_is_said_of_the_incumbent_not_of_a_working_candidate_the_ga
     assert result.stop_reason != "train_solved"
 
 
+def test_a_run_whose_significance_is_spent_says_so_not_budget() -> None:
+    """Kills: a run that says `budget` with half its calls left, where its one planned
+    decision was stopped for futility at its first look and no decision could accept any
+    more (fresh family draw 2134201965, m09, seed 4, 100 calls: 53 calls left; bench/README
+    §9z). The calls did not end the run; the spent significance did."""
+    from skillopt_dsl.lm import LM
+    from skillopt_dsl.optimizers import HandOff
+    from skillopt_dsl.testing import rule_world as rw
+    from skillopt_dsl.testing.world_family import WorldFamily
+
+    member = WorldFamily().draw(2134201965, 24)[9]
+    world = member.seeded(4)
+    train, val = world.items("train", member.train), world.items("val", member.val)
+    result = sd.compile(
+        world.task(), train, val,
+        optimizer=HandOff.with_proposers([rw.RuleWorldProposer(reads="request")]),
+        lm=LM(world.target()), optimizer_lm=LM(world.reflector()),
+        budget=sd.Budget(max_calls=100), seed=4, threads=1,
+    )  # fmt: skip
+    assert len(result.gate_log) == 1 and result.gate_log[0].stopped_early
+    assert result.usage.calls <= 60  # the calls did not run out
+    assert result.stop_reason == "significance", result.stop_reason
+
+
 def wrong_on_validation_ones(messages: list[dict[str, str]]) -> str:
     """The parity target, always wrong on the validation numbers ending in 1: validation is
     never perfect (so only the training data can say that nothing is left to learn)."""

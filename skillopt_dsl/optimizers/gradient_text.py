@@ -259,8 +259,8 @@ class GradientText(Optimizer):
                 size, kind = self._affordable(view, state), "step"
                 if not size:
                     size, kind = self._lean_batch(view, state), "lean"
-                if not size:
-                    return "budget"
+                if not size:  # `_affordable` may have sent the working candidate to the gate
+                    return "budget" if view.can_accept() else "significance"
                 ids = state.order[state.cursor : state.cursor + size]
                 state.cursor += len(ids)
                 self._step(view, state, [by_id[i] for i in ids], kind)
