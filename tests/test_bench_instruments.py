@@ -650,3 +650,32 @@ def test_the_final_variant_skips_futility_only_for_a_budgeted_final_decision(
         search.first._submit_working(View(left), None, kind=kind)
     assert seen == [("final", False), ("final", True), ("step", True)]
     assert gate.is_futile(None, None)
+
+
+def test_the_search_line_count_counts_code_not_docstrings_comments_or_blank_lines() -> None:
+    """Kills: a line count that takes docstrings, comments or blank lines for code, drops the
+    continuation lines of a statement, or counts a file outside the search (Beam, OptunaLR,
+    the proposers) toward issue 50's "the search's line count goes down" (bench/README §9z)."""
+    lines = load_bench("search_lines")
+    text = (
+        '"""Module docstring,\n    on two lines."""\n'
+        "# a comment\n"
+        "x = 1  # code with a comment\n"
+        "\n"
+        "def f() -> tuple[int, int]:\n"
+        '    """One line."""\n'
+        "    return (1,\n"
+        "            2)\n"
+        "\n"
+        "class C:\n"
+        '    """A class docstring."""\n'
+        '    note = """a string that is code"""\n'
+    )
+    assert lines.code_lines(text) == 6  # x, def, return, its continuation, class, note
+    files = lines.search_files("wt")
+    assert "skillopt_dsl/optimizers/gradient_text.py" in files
+    assert "skillopt_dsl/search_memory.py" in files
+    assert not any(
+        f.endswith(("beam.py", "optuna_lr.py", "optimizers/__init__.py")) or "/proposers/" in f
+        for f in files
+    )
