@@ -177,10 +177,8 @@ class EditEvidence:
     @classmethod
     def from_dict(cls, data: dict[str, float]) -> EditEvidence:
         """The evidence `to_dict` wrote."""
-        fixes, breaks, scored, screens = (
-            int(data[k]) for k in ("fixes", "breaks", "scored", "screens")
-        )
-        return cls(fixes, breaks, float(data["net"]), scored, screens)
+        counts = {k: int(data[k]) for k in ("fixes", "breaks", "scored", "screens")}
+        return cls(**counts, net=float(data["net"]))
 
 
 class MemoryRecord(TypedDict):

@@ -212,8 +212,7 @@ class Bundle(Optimizer):
 
     # -- the loop --------------------------------------------------------------------------
     def optimize(self, view: RunView) -> StopReason:
-        saved = view.optimizer_state
-        state = BundleState.from_dict(saved) if saved else BundleState()
+        state = BundleState.from_dict(view.optimizer_state)  # {} on a fresh run
         if not state.pool:
             state.pool = [e.id for e in draw_examples(view, view.trainset, self.pool_size)]
         while True:
@@ -245,10 +244,10 @@ class Bundle(Optimizer):
         set; "patience": steps collected nothing; "finished": `max_steps` without a call
         budget)."""
         by_id = {e.id: e for e in view.trainset}
-        pool = [by_id[i] for i in state.pool]
         if state.steps_this_bundle == 0:
             state.tail = not self._affords_step(view, first_look=False)
         while True:
+            pool = [by_id[i] for i in state.pool]  # grown when it holds no open failure
             scored = self._scored(view, state, pool)
             fixed = state.fixed()
             open_ = [(e, r) for e, r in scored if r.score < 1.0 and e.id not in fixed]
@@ -257,7 +256,6 @@ class Bundle(Optimizer):
             if short and self._score_more(view, state, pool, self.failures_per_step):
                 continue
             if not open_ and state.scored == len(pool) and self._grow_pool(view, state):
-                pool = [by_id[i] for i in state.pool]
                 continue
             if not open_:
                 return "train_solved" if state.scored == len(pool) else "budget"
@@ -344,10 +342,9 @@ class Bundle(Optimizer):
         survivors, collect the clean ones; checkpointed as a step with no candidate."""
         chosen = view.rng.sample(list(open_), min(self.failures_per_step, len(open_)))
         batch, rollouts = [e for e, _ in chosen], [r for _, r in chosen]
-        memory, room = view.memory, view.step_budget(self.lr)
-        step = memory.step
-        memory.step, state.steps_this_bundle = memory.step + 1, state.steps_this_bundle + 1
-        incumbent = view.incumbent
+        memory, room, incumbent = view.memory, view.step_budget(self.lr), view.incumbent
+        step, memory.step = memory.step, memory.step + 1
+        state.steps_this_bundle += 1
         request = proposal_request(view, memory, incumbent, batch, rollouts, room, epoch=0)
         calls_before = view.usage().calls
         runs = ProposerRuns(bench_after=None, retry_every=1)

@@ -46,7 +46,6 @@ update proposes a consolidation of the document (screened and gated like any pro
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -80,8 +79,6 @@ from skillopt_dsl.skill import ApplyReport, Skill, token_distance
 from skillopt_dsl.types import Example
 
 __all__ = ["GradientText", "GradientTextState", "clip_to_budget"]
-
-logger = logging.getLogger(__name__)
 
 _NOT_PLAIN = frozenset({"name", "proposers", "consolidation", "screened"})
 """Settings `config` writes by name (proposers) or not at all (the optimizer's name is its own
@@ -200,9 +197,8 @@ class GradientText(Optimizer):
         if self.confirm_steps < 0:
             raise UserInputError(f"confirm_steps must be >= 0, got {self.confirm_steps}")
         if self.schedule not in SCHEDULES:
-            raise UserInputError(
-                f"unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}"
-            )
+            choices = ", ".join(SCHEDULES)
+            raise UserInputError(f"unknown schedule {self.schedule!r}; choose one of {choices}")
         step = SearchStep(max_edits=self.max_edits, screen_strikes=self.screen_strikes)
         same = {f.name: getattr(self, f.name) for f in fields(ScreenedSteps) if f.name != "step"}
         self.screened = ScreenedSteps(step=step, **same)  # its settings are ours, by name
@@ -229,8 +225,7 @@ class GradientText(Optimizer):
 
     # -- the loop --------------------------------------------------------------------------
     def optimize(self, view: RunView) -> Stop:
-        saved = view.optimizer_state
-        state = GradientTextState.from_dict(saved) if saved else GradientTextState()
+        state = GradientTextState.from_dict(view.optimizer_state)  # {} on a fresh run
         stop: StopReason = "perfect" if view.incumbent_is_perfect() else self._search(view, state)
         self.screened.last_chance(state)
         if state.pending and stop != "perfect" and self.screened.first_look_paid(view):
@@ -266,10 +261,8 @@ class GradientText(Optimizer):
                 self._step(view, state, [by_id[i] for i in ids], kind)
                 if state.stop_reason is not None:
                     return state.stop_reason
-                if (
-                    self.patience_steps is not None
-                    and state.steps_since_accept >= self.patience_steps
-                ):
+                patience = self.patience_steps
+                if patience is not None and state.steps_since_accept >= patience:
                     return "patience_steps"
             size = self._affordable(view, state) if self.slow_update and not state.slow_done else 0
             if size:
@@ -399,7 +392,7 @@ class GradientText(Optimizer):
         # is pending: proposals the gate then rejects leave the incumbent's failures there
         state.failures_this_epoch = state.failures_this_epoch or failing or bool(state.pending)
         request = proposal_request(view, memory, working, batch, rollouts, room, epoch=epoch)
-        spend = self.until_budget and view.calls_left() is not None
+        spend = self._budget_left(view)
         runs = ProposerRuns(self.bench_after, self.retry_every, spend_budget=spend)
         # a slow update asks the consolidation; a solved batch has nothing to fix
         asked = [self.consolidation] if kind == "slow_update" else self.proposers if failing else []

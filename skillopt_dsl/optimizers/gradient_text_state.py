@@ -21,9 +21,8 @@ from skillopt_dsl.skill import EditOutcome, parse_edits
 def outcome_from_dict(data: OutcomeRecord) -> EditOutcome:
     """An edit outcome from its `to_dict()` form."""
     (edit,) = parse_edits([data["edit"]])
-    return EditOutcome(
-        edit, data["status"], data["reason"], data.get("match"), data.get("similarity")
-    )
+    match, similarity = data.get("match"), data.get("similarity")
+    return EditOutcome(edit, data["status"], data["reason"], match, similarity)
 
 
 @dataclass

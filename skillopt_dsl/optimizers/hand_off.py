@@ -135,10 +135,9 @@ class HandOff(Optimizer):
         """GradientText's stop, or Bundle's after the hand-off (the run's one `stop` event is
         written by `Optimizer.compile`: a hand-off is no stop)."""
         if view.optimizer_state.get(PHASE) != _THEN:
+            decisions = self.bundle_decisions
             first = replace(
-                self.first,
-                hand_off_after=self.probe_steps,
-                hand_off_decisions=self.bundle_decisions,
+                self.first, hand_off_after=self.probe_steps, hand_off_decisions=decisions
             )
             stop = first.optimize(view.within(_FIRST))
             if stop.reason != SMALL_EFFECTS:

@@ -44,9 +44,9 @@ class CheckpointedState:
 
     @classmethod
     def from_dict(cls, data: JSONObject) -> Self:
-        """Rebuild from `to_dict` output. A state checkpointed before the run owned the search
-        memory held its fields too; they are the memory's (`SearchMemory.from_legacy` reads
-        them) and are skipped here."""
+        """Rebuild from `to_dict` output; `{}` (a fresh run's state) gives a fresh state. A
+        state checkpointed before the run owned the search memory held its fields too; they are
+        the memory's (`SearchMemory.from_legacy` reads them) and are skipped here."""
         own = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         legacy = SearchMemory.field_names() - own
         plain = {k: copy.deepcopy(v) for k, v in data.items() if k not in legacy}

@@ -22,9 +22,7 @@ def clip_to_budget(
     outcomes: list[EditOutcome] = []
     for edit in ranked:
         if max_edits is not None and len(kept) >= max_edits:
-            outcomes.append(
-                EditOutcome(edit, "refused", f"max_edits={max_edits} reached", None, None)
-            )
+            outcomes.append(EditOutcome(edit, "refused", f"max_edits={max_edits} reached"))
             continue
         trial, report = current.apply([edit])
         outcome = report.outcomes[0]

@@ -107,8 +107,7 @@ class ScreenedProposal:
     def from_dict(cls, data: ProposalRecord) -> Self:
         """Rebuild from `to_dict` output."""
         row = cast(Mapping[str, Any], data)
-        given: dict[str, Any] = {
-            f.name: row.get(f.name) if f.name in _COUNTS else row[f.name] for f in fields(cls)
-        }
+        # an optional count its record lacks keeps its default (None)
+        given = {f.name: row[f.name] for f in fields(cls) if f.name in row or f.name not in _COUNTS}
         given["edits"] = tuple(parse_edits(row["edits"]))
         return cls(**given)

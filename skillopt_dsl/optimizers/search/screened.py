@@ -112,13 +112,11 @@ class ScreenedSteps:
             if tried.struck:
                 continue
             passed += int(tried.result.passed)
-            evidence = tried.evidence
-            trial = ScreenedProposal.of(
-                group, kept, key=key, net=evidence.net, scored=evidence.scored
-            )
+            net, scored = tried.evidence.net, tried.evidence.scored
+            trial = ScreenedProposal.of(group, kept, key=key, net=net, scored=scored)
             clean = _clean_sweep(tried.result, failures, self.min_net)
             sweep = self.join_at_net is not None and clean
-            survivors.append((trial, evidence.net >= self.join_at() or sweep))
+            survivors.append((trial, net >= self.join_at() or sweep))
         for trial, joins in survivors:  # with how many it was chosen among (`luck_free_rate`)
             survivor = replace(trial, screens=1, rivals=screened)
             (state.pending if joins else state.trials).append(survivor)
@@ -191,10 +189,11 @@ class ScreenedSteps:
         chosen = [t for t in state.trials if t.net > 0 and (t.screens or 0) > 0]
         joined = sum(luck_free_rate(g) for g in state.pending)
         gain = joined + sum(luck_free_rate(g) for g in chosen)
-        if gain < needed or not chosen or len(state.pending) + len(chosen) < 2:
-            return  # one proposal alone is confirmed first (`min_net`, `confirm_steps`)
-        if joined >= needed:
-            return  # the decision is the working candidate's: passengers are confirmed first
+        # one proposal alone is confirmed first (`min_net`, `confirm_steps`), and so are
+        # passengers where the working candidate's own proposals show the gain: the decision is
+        # theirs
+        if gain < needed or not chosen or len(state.pending) + len(chosen) < 2 or joined >= needed:
+            return
         for trial in chosen:
             state.trials.remove(trial)
             state.pending.append(trial)
