@@ -480,7 +480,28 @@ def _tail_waits(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any,
     ), None
 
 
+def _plan_at_least(count: int) -> Make:
+    """Under a call budget the run's significance is planned over at least `count` decisions
+    (GradientText plans the whole decisions the budget pays for: one at 100 calls on 75
+    validation examples, so a first decision stopped for futility at its first look, on a
+    candidate no better than the seed, spends the whole run's significance)."""
+
+    def make(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+        class PlanAtLeast(opt.HandOff):  # type: ignore[name-defined,misc]
+            def planned_decisions(self, n_train: int, **kwargs: Any) -> int | None:
+                planned = super().planned_decisions(n_train, **kwargs)
+                if kwargs.get("max_calls") is None or planned is None:
+                    return planned
+                return max(count, int(planned))
+
+        return PlanAtLeast.with_proposers(proposers), None
+
+    return make
+
+
 VARIANTS: dict[str, Make] = {
+    "plan-at-least-2": _plan_at_least(2),
+    "plan-at-least-3": _plan_at_least(3),
     "tail-waits": _tail_waits,
     "hand-off-after-rejection": _hand_off_also(_rejected, drop=True),
     "bundle-after-rejection": _after_rejection,
