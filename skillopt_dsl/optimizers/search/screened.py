@@ -189,11 +189,10 @@ class ScreenedSteps:
         chosen = [t for t in state.trials if t.net > 0 and (t.screens or 0) > 0]
         joined = sum(luck_free_rate(g) for g in state.pending)
         gain = joined + sum(luck_free_rate(g) for g in chosen)
-        # one proposal alone is confirmed first (`min_net`, `confirm_steps`), and so are
-        # passengers where the working candidate's own proposals show the gain: the decision is
-        # theirs
-        if gain < needed or not chosen or len(state.pending) + len(chosen) < 2 or joined >= needed:
-            return
+        if gain < needed or not chosen or len(state.pending) + len(chosen) < 2:
+            return  # one proposal alone is confirmed first (`min_net`, `confirm_steps`)
+        if joined >= needed:
+            return  # the decision is the working candidate's: passengers are confirmed first
         for trial in chosen:
             state.trials.remove(trial)
             state.pending.append(trial)
