@@ -365,6 +365,8 @@ ABLATIONS: dict[str, Ablation] = {
                  _then_without(_admit_waiting=_never_admitted)),
         Ablation("no-audit", "Bundle: the audit for harm (audit_strikes=audit_size)",
                  _then(audit_strikes=24)),
+        Ablation("no-break-forgiven", "Bundle: one repeated break forgiven a survivor with two lasting fixes",
+                 _then_without(_strikes=lambda self, fixes: self.audit_strikes)),
         Ablation("audit-two-strikes", "Bundle: one repeated break in the audit is forgiven (audit_strikes=2)",
                  _then(audit_strikes=2)),
     )

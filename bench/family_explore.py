@@ -408,6 +408,46 @@ def _min_audit(size: int) -> Make:
     return make
 
 
+def _audit_weighs_fixes(min_fixes: int | None) -> Make:
+    """Bundle's audit weighs a survivor's repeated breaks against its lasting fixes: a
+    survivor whose breaks repeated is still collected where its fixes outweigh them. With
+    `min_fixes` None, where the net it shows is positive: its share of the step's failures
+    fixed, times the pool's share of failures, above its share of audited right answers that
+    broke, times the pool's share right. With a count, where it kept at least `min_fixes`
+    fixes and only one break repeated (one repeated break forgiven for two fixes that
+    persisted under changed texts)."""
+
+    def make(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
+        from skillopt_dsl.optimizers.bundle import Audit
+
+        class WeighsFixes(opt.Bundle):  # type: ignore[name-defined,misc]
+            def _lasting_fixes(
+                self, view: Any, state: Any, fitted: Any, batch: Any, rollouts: Any
+            ) -> Any:
+                kept = super()._lasting_fixes(view, state, fitted, batch, rollouts)
+                self._seen = (len(kept), max(len(batch), 1))
+                return kept
+
+            def _audit(self, view: Any, state: Any, fitted: Any, pool: Any) -> Any:
+                audit = super()._audit(view, state, fitted, pool)
+                if audit is None or not audit.repeated:
+                    return audit
+                fixes, batch = self._seen
+                if min_fixes is not None:
+                    forgiven = fixes >= min_fixes and len(audit.repeated) == 1
+                else:
+                    scored = self._scored(view, state, pool)
+                    wrong = sum(r.score < 1.0 for _, r in scored) / max(len(scored), 1)
+                    broke = len(audit.repeated) / max(audit.scored, 1)
+                    forgiven = wrong * fixes / batch > (1 - wrong) * broke
+                return Audit([], audit.scored) if forgiven else audit
+
+        first = opt.GradientText(proposers=proposers)
+        return opt.HandOff(first=first, then=WeighsFixes(proposers=proposers)), None
+
+    return make
+
+
 def _bundle_no_futility(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
     """Bundle's decisions are not stopped for futility (they go on to the whole set, or the
     prefix the calls pay for): a rejected bundle ends the run, so the calls a futility stop
@@ -515,6 +555,8 @@ VARIANTS: dict[str, Make] = {
     "probe-2": _probe_steps(2),
     "min-audit-4": _min_audit(4),
     "min-audit-8": _min_audit(8),
+    "audit-net": _audit_weighs_fixes(None),
+    "audit-forgive-2-fixes": _audit_weighs_fixes(2),
     "bundle-no-futility": _bundle_no_futility,
     "final-no-futility": _final_no_futility,
     "probe-3": _probe_steps(3),

@@ -6,7 +6,9 @@ saying `HARM` breaks every item numbered 1 mod 4 (a harm that persists under any
 rewording noise breaks training items numbered 2 mod 4 under any changed text with at most one
 trailing newline, which the audit's changed texts (more trailing newlines) undo. A skill saying
 `LUCKY` fixes the failing items by that same noise only (its fixes do not persist), and a
-worked example (`item trainN -> A`) fixes the item it quotes and no other."""
+worked example (`item trainN -> A`) fixes the item it quotes and no other. A skill saying
+`SLIP` breaks item 1 of each split (one break that persists), and `MEND trainN.` fixes that
+one item (one fix that persists)."""
 
 from __future__ import annotations
 
@@ -54,6 +56,10 @@ def scripted_right(system: str, item_id: str) -> bool:
     if f"item {item_id} ->" in system:  # a worked example of this very input
         return True
     k = _number(item_id)
+    if "SLIP" in system and k == 1:  # one answer broken, whatever the wording
+        return False
+    if f"MEND {item_id}." in system:  # one failure fixed, whatever the wording
+        return True
     trailing = len(system) - len(system.rstrip("\n"))
     reworded = system.strip() != SEED_SKILL and trailing <= 1
     if k % 4 == 0:
@@ -118,6 +124,52 @@ def test_an_edit_whose_breaks_persist_under_changed_wording_is_struck_by_the_aud
     assert [a["repeats"] > 0 for a in audits][:2] == [True, False], audits
     assert "HARM" not in result.best_skill.text and "FIX" in result.best_skill.text
     assert [d.accepted for d in result.gate_log] == [True]
+
+
+SLIPPING = "FIX the items of kind zero; SLIP on item one."
+
+
+def test_one_repeated_break_is_forgiven_an_edit_whose_fixes_persist_on_two_failures(
+    tmp_path: Path,
+) -> None:
+    """Kills: the audit striking at `audit_strikes` repeated breaks whatever the survivor's
+    fixes (`_strikes` ignoring them): a right rule that breaks one hard answer and fixes every
+    failure of its kind would wait, and with a member in the bundle be struck, as in fresh m08
+    of the rule-world family (bench/README §10a)."""
+    result, events = run_scripted(tmp_path, Bundle(proposers=[Offers(texts=[SLIPPING])]))
+    (audit,) = [e for e in events if e["event"] == "audit"]
+    (check,) = [e for e in events if e["event"] == "fix_check"]
+    assert audit["repeats"] == 1 and check["fixes_kept"] >= 2, (audit, check)
+    collected = [e["collected"] for e in events if e["event"] == "bundle_step"]
+    assert collected[0] == 1, collected  # joined at its audit, not left waiting
+    assert SLIPPING in result.best_skill.text
+    assert [d.accepted for d in result.gate_log] == [True]
+
+
+@dataclass(kw_only=True)
+class MendsOne(Proposer):
+    """Offers an edit that fixes the first failure it is shown and breaks item 1."""
+
+    name: str = "mends-one"
+
+    def propose(self, request: ProposalRequest) -> list[EditGroup]:
+        (first, _), *_ = request.failures()
+        text = f"MEND {first.id}. SLIP on item one."
+        return [
+            EditGroup((Add(after=None, text=text),), self.name, True, text, addresses=(first.id,))
+        ]
+
+
+def test_a_repeated_break_is_not_forgiven_an_edit_with_one_lasting_fix(tmp_path: Path) -> None:
+    """Kills: forgiving one repeated break whatever the fixes (`audit_strikes=2` in effect):
+    an edit that fixes one failure and breaks one right answer shows no net good."""
+    _, events = run_scripted(tmp_path, Bundle(proposers=[MendsOne()], max_steps=3), calls=None)
+    audits = [e for e in events if e["event"] == "audit"]
+    checks = [e for e in events if e["event"] == "fix_check"]
+    assert audits and all(a["repeats"] == 1 for a in audits), audits
+    assert all(c["fixes_kept"] == 1 for c in checks), checks
+    collected = [e["collected"] for e in events if e["event"] == "bundle_step"]
+    assert not any(collected), collected
 
 
 def test_breaks_the_rewording_causes_do_not_strike_a_useful_edit(tmp_path: Path) -> None:
