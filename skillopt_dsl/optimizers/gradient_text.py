@@ -83,6 +83,7 @@ __all__ = ["GradientText", "GradientTextState", "clip_to_budget"]
 _NOT_PLAIN = frozenset({"name", "proposers", "consolidation", "screened"})
 """Settings `config` writes by name (proposers) or not at all (the optimizer's name is its own
 key; the search step it holds is built from the others)."""
+_COUNTS = ("epochs", "batch_size", "retry_every", "compose", "screen_strikes", "gate_strikes")
 _COUNTS_OR_NONE = ("bench_after", "plateau", "budget_steps", "hand_off_after", "hand_off_decisions")
 
 
@@ -186,10 +187,7 @@ class GradientText(Optimizer):
     """The search step it holds, built from the settings above (`search.ScreenedSteps`)."""
 
     def __post_init__(self) -> None:
-        counts = (
-            "epochs", "batch_size", "retry_every", "compose", "screen_strikes", "gate_strikes",
-        )  # fmt: skip
-        check_step_settings(self, lr=self.lr, max_edits=self.max_edits, at_least_one=counts)
+        check_step_settings(self, lr=self.lr, max_edits=self.max_edits, at_least_one=_COUNTS)
         for name in _COUNTS_OR_NONE:
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -199,9 +197,9 @@ class GradientText(Optimizer):
         if self.schedule not in SCHEDULES:
             choices = ", ".join(SCHEDULES)
             raise UserInputError(f"unknown schedule {self.schedule!r}; choose one of {choices}")
-        step = SearchStep(max_edits=self.max_edits, screen_strikes=self.screen_strikes)
+        # the search step it holds: its settings are ours, by name
         same = {f.name: getattr(self, f.name) for f in fields(ScreenedSteps) if f.name != "step"}
-        self.screened = ScreenedSteps(step=step, **same)  # its settings are ours, by name
+        self.screened = ScreenedSteps(step=SearchStep(self.max_edits, self.screen_strikes), **same)
 
     def planned_decisions(
         self, n_train: int, *, max_calls: int | None = None, validation_size: int | None = None
@@ -419,10 +417,9 @@ class GradientText(Optimizer):
         else:
             state.steps_since_accept += 1
             note = f"screen: {len(groups)} proposed, {passed} passed, {added} confirmed"
-            report = ApplyReport(tuple(state.step_outcomes))
             view.record_empty_step(
-                step=step, epoch=epoch, kind=kind, lr=lr_t, note=note, report=report,
-                state=state.to_dict(),
+                step=step, epoch=epoch, kind=kind, lr=lr_t, note=note,
+                report=ApplyReport(tuple(state.step_outcomes)), state=state.to_dict(),
             )  # fmt: skip
 
     def _room(self, view: RunView, state: GradientTextState, working: Skill, lr_t: float) -> int:

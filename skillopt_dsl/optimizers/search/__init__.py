@@ -12,8 +12,6 @@
 Every public name is importable from `skillopt_dsl.optimizers.search` itself.
 """
 
-from __future__ import annotations
-
 from skillopt_dsl.optimizers.search.clipping import clip_to_budget
 from skillopt_dsl.optimizers.search.proposal import Fitted, ProposalRecord, ScreenedProposal, Tried
 from skillopt_dsl.optimizers.search.proposer_runs import (

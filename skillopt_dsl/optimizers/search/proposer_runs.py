@@ -4,11 +4,10 @@ rejections (`SearchMemory.remembered`: a Sleep night's earlier nights)."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from skillopt_dsl.driver import RunView
 from skillopt_dsl.evaluate import Rollout
@@ -96,7 +95,7 @@ def _without_remembered(
         if dropped:
             request.note("remembered_rejection", proposer=name, dropped=dropped)
         if edits:
-            kept.append(dataclasses.replace(group, edits=edits))
+            kept.append(replace(group, edits=edits))
     return kept
 
 

@@ -83,10 +83,12 @@ def screen(
     examples at once; passes when the candidate does not lose (net >= 0).
     """
     before = view.usage().calls
-    if stage == "confirm":
-        records = list(view.evaluate(candidate, examples, label="screen").records)
-    else:
-        records = _failing_first(view, candidate, examples, base, addresses)
+    parts = [examples] if stage == "confirm" else _failing_first(examples, base, addresses)
+    records: list[Rollout] = []
+    for part in parts:
+        records += view.evaluate(candidate, part, label="screen").records
+        if compare(base, records)[2] <= 0:
+            break  # it has gained nothing so far
     fixes, breaks, net = compare(base, records)
     calls = view.usage().calls - before
     passed = net >= 0 if stage == "confirm" else net > 0
@@ -94,30 +96,20 @@ def screen(
 
 
 def _failing_first(
-    view: RunView,
-    candidate: Skill,
-    examples: Sequence[Example],
-    base: Sequence[Rollout],
-    addresses: Sequence[str] = (),
-) -> list[Rollout]:
-    """The candidate's rollouts on the failing examples it addresses, then (only when it gained
-    there) on the other failing examples, then (only when it gained there) on the rest."""
+    examples: Sequence[Example], base: Sequence[Rollout], addresses: Sequence[str]
+) -> list[list[Example]]:
+    """The parts of a batch stage's screen, in the order it scores them: the failing examples
+    the candidate addresses, then the other failing examples, then the rest (each scored only
+    when the candidate gained on the ones before; empty parts left out)."""
     scores = {r.example_id: r.score for r in base}
     wanted = set(addresses)
     failing = [e for e in examples if scores[e.id] < 1.0]
-    stages = [
+    parts = [
         [e for e in failing if e.id in wanted],
         [e for e in failing if e.id not in wanted],
         [e for e in examples if scores[e.id] >= 1.0],
     ]
-    records: list[Rollout] = []
-    for part in stages:
-        if not part:
-            continue
-        records += view.evaluate(candidate, part, label="screen").records
-        if compare(base, records)[2] <= 0:
-            break
-    return records
+    return [p for p in parts if p]
 
 
 def merge_duplicates(groups: Sequence[EditGroup]) -> list[EditGroup]:
