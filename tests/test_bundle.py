@@ -135,7 +135,7 @@ def test_one_repeated_break_is_forgiven_an_edit_whose_fixes_persist_on_two_failu
     """Kills: the audit striking at `audit_strikes` repeated breaks whatever the survivor's
     fixes (`_strikes` ignoring them): a right rule that breaks one hard answer and fixes every
     failure of its kind would wait, and with a member in the bundle be struck, as in fresh m08
-    of the rule-world family (bench/README §10a)."""
+    of the rule-world family (bench/README §9za)."""
     result, events = run_scripted(tmp_path, Bundle(proposers=[Offers(texts=[SLIPPING])]))
     (audit,) = [e for e in events if e["event"] == "audit"]
     (check,) = [e for e in events if e["event"] == "fix_check"]

@@ -123,11 +123,8 @@ class Optimizer(ABC):
         `module`, `trainset` and `valset` must be the ones `context` was built with (the
         signature is shared by all optimizers, so callers never depend on which one runs).
         """
-        if (
-            module is not context.module
-            or len(trainset) != len(context.trainset)
-            or len(valset) != len(context.valset)
-        ):
+        sizes = (len(trainset), len(valset))
+        if module is not context.module or sizes != (len(context.trainset), len(context.valset)):
             raise ValueError("compile() must be called with the module and splits of its context")
         view = RunView(context, self.lr_bound())
         try:

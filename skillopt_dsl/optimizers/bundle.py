@@ -63,6 +63,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
+from typing import TypeAlias
 
 from skillopt_dsl.driver import RunView
 from skillopt_dsl.errors import UserInputError
@@ -119,7 +120,7 @@ show more good than one break shows harm. A harmful rule breaks many answers; a 
 break one that any change of the skill moves (a hard item, where the noise is keyed on the
 item's difficulty). Over the family of rule worlds: +0.000 / +0.001 / +0.006 at 100 / 200 / 400
 calls, fresh m08 of draw 1910266544 at 400 from +0.109 to +0.158, harmful rules kept as before
-(bench/README §10a)."""
+(bench/README §9za)."""
 
 MAX_WAITING = 4
 """Survivors struck by an empty bundle's audit that wait for a member to be audited again
@@ -133,6 +134,8 @@ is priced against the gate's reserve."""
 _NOT_PLAIN = frozenset({"name", "proposers", "search_step"})
 """Fields `config` writes by name (proposers) or not at all (the optimizer's name is its own
 key; the search step it holds is built from the others)."""
+
+_Scored: TypeAlias = tuple[Example, Rollout]  # a pool example and its incumbent's rollout
 
 QUOTE_MIN_CHARS = 8
 """The shortest input value that counts as quoted when an edit's text contains it."""
@@ -301,9 +304,7 @@ class Bundle(Optimizer):
         return True
 
     @staticmethod
-    def _scored(
-        view: RunView, state: BundleState, pool: Sequence[Example]
-    ) -> list[tuple[Example, Rollout]]:
+    def _scored(view: RunView, state: BundleState, pool: Sequence[Example]) -> list[_Scored]:
         """The pool examples scored so far under the incumbent, with their rollouts (cached,
         so asking again is free)."""
         part = list(pool[: state.scored])
@@ -345,11 +346,7 @@ class Bundle(Optimizer):
         return 0 if view.calls_left() is None else view.decision_calls(first_look=first_look)
 
     def _step(
-        self,
-        view: RunView,
-        state: BundleState,
-        pool: Sequence[Example],
-        open_: Sequence[tuple[Example, Rollout]],
+        self, view: RunView, state: BundleState, pool: Sequence[Example], open_: Sequence[_Scored]
     ) -> None:
         """One step: propose from open failures, try each proposal alone on them, audit the
         survivors, collect the clean ones; checkpointed as a step with no candidate."""
@@ -361,17 +358,15 @@ class Bundle(Optimizer):
         request = proposal_request(view, memory, incumbent, batch, rollouts, room, epoch=0)
         calls_before = view.usage().calls
         runs = ProposerRuns(bench_after=None, retry_every=1)
-        search = self.search_step
         collected = 0
-        for group in search.propose(view, runs, self.proposers, request):
-            fitted, _ = search.fit(view, incumbent, group, room)
+        for group in self.search_step.propose(view, runs, self.proposers, request):
+            fitted, _ = self.search_step.fit(view, incumbent, group, room)
             held = {group_key(m.edits) for m in [*state.members, *state.waiting]}
             if fitted is None or fitted.key in memory.blocked_keys() | held:
                 continue
             if not self._keeps_reserve(view, state, len(batch)):
                 break
-            tried = search.try_alone(view, fitted, batch, rollouts, epoch=0)
-            if tried.struck:
+            if self.search_step.try_alone(view, fitted, batch, rollouts, epoch=0).struck:
                 continue
             fixes = self._lasting_fixes(view, state, fitted, batch, rollouts)
             audit = self._audit(view, state, fitted, pool) if fixes else None
@@ -421,11 +416,10 @@ class Bundle(Optimizer):
                 return ()  # proposed again, it is tried again
             again = view.evaluate(self._changed(view, state, fitted, change), kept, label="audit")
             kept = [e for e, r in zip(kept, again.records, strict=True) if r.score > before[e.id]]
-        memory = view.memory
-        view.emit("fix_check", step=memory.step - 1, fixes=len(fixed), fixes_kept=len(kept))
+        view.emit("fix_check", step=view.memory.step - 1, fixes=len(fixed), fixes_kept=len(kept))
         if not kept:
-            memory.count("fix_gone")
-            memory.strike(fitted.kept, 0.0, epoch=0, limit=self.screen_strikes)
+            view.memory.count("fix_gone")
+            view.memory.strike(fitted.kept, 0.0, epoch=0, limit=self.screen_strikes)
         return tuple(e.id for e in kept)
 
     def _audit(
@@ -544,10 +538,9 @@ class Bundle(Optimizer):
     def _submit(self, view: RunView, state: BundleState) -> bool:
         """Send the bundle to the door, declaring one step's learning rate per member; returns
         whether it was accepted. A rejected bundle's edits are told to the proposers."""
-        memory = view.memory
-        members, step = list(state.members), memory.step
+        members, step = list(state.members), view.memory.step
         candidate, report = view.incumbent.apply([e for m in members for e in m.edits])
-        memory.step += 1
+        view.memory.step += 1
         state.members, state.waiting, state.steps_this_bundle = [], [], 0
         state.idle_steps = state.stale_steps = 0
         view.emit("compose", step=step, groups=len(members), candidate_hash=candidate.hash)
@@ -559,6 +552,6 @@ class Bundle(Optimizer):
             state.scored = 0  # a new incumbent: its pool scores are new
         else:
             for member in members:
-                memory.remember(member.edits, verdict.delta, epoch=0, block=False)
+                view.memory.remember(member.edits, verdict.delta, epoch=0, block=False)
         view.commit(state.to_dict())
         return verdict.accepted
