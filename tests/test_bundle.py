@@ -629,3 +629,24 @@ def test_survivors_still_waiting_become_the_bundle_only_where_it_is_empty() -> N
     Bundle._admit_waiting(view, empty)
     assert empty.members == [BundleMember(waiting.edits, waiting.fixes)] and not empty.waiting
     assert emitted == ["admit_waiting"]
+
+
+def test_an_audit_past_the_gates_reserve_on_a_wholly_wrong_pool_does_not_crash() -> None:
+    """Kills: the audit's paid examples going negative where the calls left fell below the
+    gate's reserve (a rollout costlier than measured, as an agent's episode can be): with a
+    pool the incumbent gets wholly wrong, `random.sample` was asked for a negative count and
+    the run died with a ValueError. Nothing to break there, so the survivor passes its audit."""
+    import random
+
+    emitted: list[str] = []
+    view: Any = SimpleNamespace(
+        calls_left=lambda: 5, decision_calls=lambda first_look=False: 50,
+        calls_per_rollout=lambda: 1.0, rng=random.Random(0),
+        evaluate=lambda skill, examples, label: SimpleNamespace(records=[]),
+        emit=lambda kind, **_: emitted.append(kind),
+        memory=SimpleNamespace(step=3, count=lambda name: None),
+    )  # fmt: skip
+    fitted: Any = SimpleNamespace(candidate=sd.Skill(CLEAN))
+    audit = Bundle()._audit(view, BundleState(), fitted, [])
+    assert audit is not None and audit.repeated == [] and audit.scored == 0
+    assert emitted == ["audit"]

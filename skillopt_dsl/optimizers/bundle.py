@@ -116,11 +116,9 @@ persist, to count as the edit's: a break or fix by chance survives one with the 
 FIXES_OUTWEIGH_A_BREAK = 2
 """Lasting fixes at which a survivor's audit forgives one repeated break more than
 `audit_strikes`: two of its step's failures fixed, each fix persisting under the changed texts,
-show more good than one break shows harm. A harmful rule breaks many answers; a right rule may
-break one that any change of the skill moves (a hard item, where the noise is keyed on the
-item's difficulty). Over the family of rule worlds: +0.000 / +0.001 / +0.006 at 100 / 200 / 400
-calls, fresh m08 of draw 1910266544 at 400 from +0.109 to +0.158, harmful rules kept as before
-(bench/README §9za)."""
+outweigh one break that persisted. A harmful rule breaks many answers; a right rule may break
+one hard answer that any change of the skill moves (measured over the family of rule worlds in
+bench/README §9za)."""
 
 MAX_WAITING = 4
 """Survivors struck by an empty bundle's audit that wait for a member to be audited again
@@ -439,7 +437,7 @@ class Bundle(Optimizer):
         right = sorted((e for e, r in scored if r.score >= 1.0), key=lambda e: e.id)
         left, reserve = view.calls_left(), self._reserve(view, first_look=state.tail)
         each = (1 + _PERTURBATIONS) * view.calls_per_rollout()  # scored, its breaks again
-        paid = len(right) if left is None else int((left - reserve) / each)
+        paid = len(right) if left is None else max(0, int((left - reserve) / each))
         if right and paid < 1:
             return None  # no call for an audit: proposed again, it is tried again
         audited = view.rng.sample(right, min(self.audit_size, len(right), paid))
