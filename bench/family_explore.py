@@ -580,6 +580,7 @@ VARIANTS: dict[str, Make] = {
     "bundle-after-rejection": _after_rejection,
     "small-validation-40": _hand_off_also(_small_validation(40), drop=True),
     "probe-certifiable": _hand_off_also(_below_certifiable, drop=False),
+    "bundle-decisions-3": _bundle_decisions(3),
     "bundle-decisions-4": _bundle_decisions(4),
     "bundle-decisions-10": _bundle_decisions(10),
     "bundle-decisions-off": _bundle_decisions(None),
