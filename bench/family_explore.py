@@ -448,39 +448,6 @@ def _audit_weighs_fixes(min_fixes: int | None) -> Make:
     return make
 
 
-def _readmit_forgives(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
-    """Bundle's readmission of a waiting survivor within the bundle forgives one repeated break
-    from two fixes that persisted there, as the audit does (`Bundle._strikes`)."""
-    from skillopt_dsl.optimizers.bundle import BundleMember
-
-    class ReadmitForgives(opt.Bundle):  # type: ignore[name-defined,misc]
-        def _readmit(self, view: Any, state: Any) -> int:
-            by_id, joined = {e.id: e for e in view.trainset}, 0
-            for waiting in list(state.waiting):
-                examples = [by_id[i] for i in (*waiting.breaks, *waiting.fixes)]
-                if not self._keeps_reserve(view, state, len(examples)):
-                    break
-                state.waiting.remove(waiting)
-                changed = self._in_bundle(view, state, waiting.edits)
-                now = view.evaluate(changed, examples, label="audit").records
-                before = view.evaluate(view.incumbent, examples, label="train").records
-                pairs = zip(examples, now, before, strict=True)
-                moved = {e.id: r.score - b.score for e, r, b in pairs}
-                repeats = sum(moved[i] < 0 for i in waiting.breaks)
-                fixes = tuple(i for i in waiting.fixes if moved[i] > 0)
-                rejoined = bool(fixes) and repeats < self._strikes(fixes)
-                view.emit("readmit", step=view.memory.step - 1, repeats=repeats, joined=rejoined)
-                if rejoined:
-                    state.members.append(BundleMember(waiting.edits, fixes))
-                    joined += 1
-                else:
-                    self._strike_audited(view, waiting.edits, repeats, len(waiting.breaks))
-            return joined
-
-    first = opt.GradientText(proposers=proposers)
-    return opt.HandOff(first=first, then=ReadmitForgives(proposers=proposers)), None
-
-
 def _bundle_no_futility(opt: Any, proposers: Sequence[Any], gate_cls: Any) -> tuple[Any, Any]:
     """Bundle's decisions are not stopped for futility (they go on to the whole set, or the
     prefix the calls pay for): a rejected bundle ends the run, so the calls a futility stop
@@ -591,7 +558,6 @@ VARIANTS: dict[str, Make] = {
     "min-audit-8": _min_audit(8),
     "audit-net": _audit_weighs_fixes(None),
     "audit-forgive-2-fixes": _audit_weighs_fixes(2),
-    "readmit-forgives": _readmit_forgives,
     "bundle-no-futility": _bundle_no_futility,
     "final-no-futility": _final_no_futility,
     "probe-3": _probe_steps(3),

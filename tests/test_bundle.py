@@ -13,6 +13,7 @@ one item (one fix that persists)."""
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -636,8 +637,6 @@ def test_an_audit_past_the_gates_reserve_on_a_wholly_wrong_pool_does_not_crash()
     gate's reserve (a rollout costlier than measured, as an agent's episode can be): with a
     pool the incumbent gets wholly wrong, `random.sample` was asked for a negative count and
     the run died with a ValueError. Nothing to break there, so the survivor passes its audit."""
-    import random
-
     emitted: list[str] = []
     view: Any = SimpleNamespace(
         calls_left=lambda: 5, decision_calls=lambda first_look=False: 50,
